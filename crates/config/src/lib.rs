@@ -1,1 +1,428 @@
-//! placeholder
+//! The agent-sandbox configuration: its JSONC file format, the layers it is read from
+//! (built-in defaults → global → project → `--config` file → command-line flags) and the
+//! merged result, in which every value remembers the layer and position it came from so
+//! that `config show` and error messages can cite it.
+//!
+//! Merging is deliberately simple: `network` is a scalar (a later layer replaces it),
+//! `commands` is a map (a later layer replaces a key), every list accumulates. Removing
+//! something a lower layer granted is done with the policy's own syntax (`!@preset`,
+//! `exclude`), never by dropping list items, so a later layer cannot silently shrink the
+//! built-in secret patterns.
+
+mod parse;
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    path::{Path, PathBuf},
+};
+
+pub use parse::parse_layer;
+
+/// The text of the built-in defaults layer.
+pub const DEFAULTS_JSONC: &str = include_str!("defaults.jsonc");
+
+/// Which layer a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LayerKind {
+    Default,
+    Global,
+    Project,
+    /// The file named by `-c/--config`.
+    Explicit,
+    /// A command-line flag.
+    Cli,
+}
+
+impl LayerKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            LayerKind::Default => "default",
+            LayerKind::Global => "global",
+            LayerKind::Project => "project",
+            LayerKind::Explicit => "--config",
+            LayerKind::Cli => "cli",
+        }
+    }
+}
+
+/// Where one value was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub layer: LayerKind,
+    /// File and 1-based line:column for file layers; the flag for the CLI layer.
+    pub location: Location,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    File { path: PathBuf, line: usize, column: usize },
+    Flag(String),
+    Builtin,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Location::File { path, line, column } => {
+                write!(f, "{} ({}:{line}:{column})", self.layer.name(), path.display())
+            }
+            Location::Flag(flag) => write!(f, "{} ({flag})", self.layer.name()),
+            Location::Builtin => f.write_str(self.layer.name()),
+        }
+    }
+}
+
+/// A value and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    On,
+    Off,
+}
+
+impl Network {
+    pub fn parse(text: &str) -> Option<Network> {
+        match text {
+            "on" => Some(Network::On),
+            "off" => Some(Network::Off),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::On => "on",
+            Network::Off => "off",
+        }
+    }
+}
+
+/// What happens when the sandboxed process runs a command (`commands.<name>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandRule {
+    /// `true`: run the real command unwrapped.
+    Allow,
+    /// `false`: every invocation is refused.
+    Deny,
+    /// `"@name"`: a built-in preset implemented by the multicall binary.
+    Preset(String),
+    /// A path: a wrapper script that receives the original arguments.
+    Wrapper(String),
+}
+
+impl CommandRule {
+    /// Parses the CLI/JSON string form: `true`, `false`, `@name` or a path.
+    pub fn parse(text: &str) -> CommandRule {
+        match text {
+            "true" => CommandRule::Allow,
+            "false" => CommandRule::Deny,
+            _ => match text.strip_prefix('@') {
+                Some(name) => CommandRule::Preset(name.to_owned()),
+                None => CommandRule::Wrapper(text.to_owned()),
+            },
+        }
+    }
+}
+
+impl fmt::Display for CommandRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandRule::Allow => f.write_str("true"),
+            CommandRule::Deny => f.write_str("false"),
+            CommandRule::Preset(name) => write!(f, "@{name}"),
+            CommandRule::Wrapper(path) => f.write_str(path),
+        }
+    }
+}
+
+/// What one layer says. Absent keys are `None` / empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layer {
+    pub network: Option<Sourced<Network>>,
+    pub presets: Vec<Sourced<String>>,
+    pub ro: Vec<Sourced<String>>,
+    pub rw: Vec<Sourced<String>>,
+    pub exclude: Vec<Sourced<String>>,
+    pub secret_patterns: Vec<Sourced<String>>,
+    pub secret_allow: Vec<Sourced<String>>,
+    pub env_secret_patterns: Vec<Sourced<String>>,
+    pub env_allow: Vec<Sourced<String>>,
+    pub env_block: Vec<Sourced<String>>,
+    pub commands: Vec<(String, Sourced<CommandRule>)>,
+}
+
+/// The effective configuration: all layers merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub network: Sourced<Network>,
+    pub presets: Vec<Sourced<String>>,
+    pub ro: Vec<Sourced<String>>,
+    pub rw: Vec<Sourced<String>>,
+    pub exclude: Vec<Sourced<String>>,
+    pub secret_patterns: Vec<Sourced<String>>,
+    pub secret_allow: Vec<Sourced<String>>,
+    pub env_secret_patterns: Vec<Sourced<String>>,
+    pub env_allow: Vec<Sourced<String>>,
+    pub env_block: Vec<Sourced<String>>,
+    pub commands: BTreeMap<String, Sourced<CommandRule>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("both {} and {} exist (keep one of them)", .json.display(), .jsonc.display())]
+    BothFormats { json: PathBuf, jsonc: PathBuf },
+    #[error("reading {}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{flag}: {message}")]
+    Flag { flag: String, message: String },
+}
+
+/// Where to look for each file layer.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// `$XDG_CONFIG_HOME/agent-sandbox` (or `~/.config/agent-sandbox`); `None` if neither is set.
+    pub global_dir: Option<PathBuf>,
+    /// `<project root>/.agent-sandbox`.
+    pub project_dir: PathBuf,
+    /// The file named by `-c/--config`.
+    pub explicit: Option<PathBuf>,
+}
+
+/// Reads every layer in order: defaults, global, project, `--config`, then `cli`.
+pub fn load(sources: &Sources, cli: Layer) -> Result<(Config, Vec<PathBuf>), ConfigError> {
+    let mut layers = vec![defaults()];
+    let mut files = Vec::new();
+    if let Some(dir) = &sources.global_dir {
+        if let Some(path) = find_config_file(dir)? {
+            layers.push(read_layer(&path, LayerKind::Global)?);
+            files.push(path);
+        }
+    }
+    if let Some(path) = find_config_file(&sources.project_dir)? {
+        layers.push(read_layer(&path, LayerKind::Project)?);
+        files.push(path);
+    }
+    if let Some(path) = &sources.explicit {
+        layers.push(read_layer(path, LayerKind::Explicit)?);
+        files.push(path.clone());
+    }
+    layers.push(cli);
+    Ok((merge(layers), files))
+}
+
+/// The built-in defaults layer.
+pub fn defaults() -> Layer {
+    parse_layer(DEFAULTS_JSONC, Path::new("<built-in defaults>"), LayerKind::Default)
+        .expect("the built-in defaults are valid (tested)")
+}
+
+/// `config.jsonc` or `config.json` in `dir`; both is an error.
+pub fn find_config_file(dir: &Path) -> Result<Option<PathBuf>, ConfigError> {
+    let jsonc = dir.join("config.jsonc");
+    let json = dir.join("config.json");
+    match (jsonc.is_file(), json.is_file()) {
+        (true, true) => Err(ConfigError::BothFormats { json, jsonc }),
+        (true, false) => Ok(Some(jsonc)),
+        (false, true) => Ok(Some(json)),
+        (false, false) => Ok(None),
+    }
+}
+
+fn read_layer(path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
+    let text = fs_err::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    parse_layer(&text, path, kind)
+}
+
+/// Merges layers, lowest first.
+pub fn merge(layers: Vec<Layer>) -> Config {
+    let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
+    let mut config = Config {
+        network: Sourced { value: Network::On, origin: builtin },
+        presets: Vec::new(),
+        ro: Vec::new(),
+        rw: Vec::new(),
+        exclude: Vec::new(),
+        secret_patterns: Vec::new(),
+        secret_allow: Vec::new(),
+        env_secret_patterns: Vec::new(),
+        env_allow: Vec::new(),
+        env_block: Vec::new(),
+        commands: BTreeMap::new(),
+    };
+    for layer in layers {
+        if let Some(network) = layer.network {
+            config.network = network;
+        }
+        config.presets.extend(layer.presets);
+        config.ro.extend(layer.ro);
+        config.rw.extend(layer.rw);
+        config.exclude.extend(layer.exclude);
+        config.secret_patterns.extend(layer.secret_patterns);
+        config.secret_allow.extend(layer.secret_allow);
+        config.env_secret_patterns.extend(layer.env_secret_patterns);
+        config.env_allow.extend(layer.env_allow);
+        config.env_block.extend(layer.env_block);
+        config.commands.extend(layer.commands);
+    }
+    config
+}
+
+impl Config {
+    /// The effective configuration as JSON, each value paired with its origin.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        fn list(items: &[Sourced<String>]) -> serde_json::Value {
+            items
+                .iter()
+                .map(|item| json!({ "value": item.value, "from": item.origin.to_string() }))
+                .collect()
+        }
+        let commands: serde_json::Map<String, serde_json::Value> = self
+            .commands
+            .iter()
+            .map(|(name, rule)| {
+                let value = match &rule.value {
+                    CommandRule::Allow => json!(true),
+                    CommandRule::Deny => json!(false),
+                    other => json!(other.to_string()),
+                };
+                (name.clone(), json!({ "value": value, "from": rule.origin.to_string() }))
+            })
+            .collect();
+        json!({
+            "network": { "value": self.network.value.as_str(), "from": self.network.origin.to_string() },
+            "filesystem": {
+                "presets": list(&self.presets),
+                "ro": list(&self.ro),
+                "rw": list(&self.rw),
+                "exclude": list(&self.exclude),
+            },
+            "secrets": { "patterns": list(&self.secret_patterns), "allow": list(&self.secret_allow) },
+            "env": {
+                "secretPatterns": list(&self.env_secret_patterns),
+                "allow": list(&self.env_allow),
+                "block": list(&self.env_block),
+            },
+            "commands": commands,
+        })
+    }
+
+    /// Human-readable form for `config show`: one `key = value  # origin` line per value.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let mut line = |key: &str, value: &str, origin: &Origin| {
+            writeln!(out, "{key:<26} {value:<40} # {origin}").expect("writing to a String cannot fail");
+        };
+        line("network", self.network.value.as_str(), &self.network.origin);
+        let lists: [(&str, &[Sourced<String>]); 9] = [
+            ("filesystem.presets", &self.presets),
+            ("filesystem.ro", &self.ro),
+            ("filesystem.rw", &self.rw),
+            ("filesystem.exclude", &self.exclude),
+            ("secrets.patterns", &self.secret_patterns),
+            ("secrets.allow", &self.secret_allow),
+            ("env.secretPatterns", &self.env_secret_patterns),
+            ("env.allow", &self.env_allow),
+            ("env.block", &self.env_block),
+        ];
+        for (key, items) in lists {
+            for item in items {
+                line(key, &item.value, &item.origin);
+            }
+        }
+        for (name, rule) in &self.commands {
+            line(&format!("commands.{name}"), &rule.value.to_string(), &rule.origin);
+        }
+        out
+    }
+}
+
+/// Builds the CLI layer from flag values. `cmds` are `NAME=VALUE` strings.
+pub fn cli_layer(
+    network: Option<&str>,
+    ro: &[String],
+    rw: &[String],
+    exclude: &[String],
+    cmds: &[String],
+) -> Result<Layer, ConfigError> {
+    let origin = |flag: &str| Origin { layer: LayerKind::Cli, location: Location::Flag(flag.to_owned()) };
+    let sourced = |flag: &str, items: &[String]| -> Vec<Sourced<String>> {
+        items.iter().map(|value| Sourced { value: value.clone(), origin: origin(flag) }).collect()
+    };
+    let network = match network {
+        None => None,
+        Some(text) => Some(Sourced {
+            value: Network::parse(text).ok_or_else(|| ConfigError::Flag {
+                flag: "--network".into(),
+                message: format!("expected \"on\" or \"off\", got {text:?}"),
+            })?,
+            origin: origin("--network"),
+        }),
+    };
+    let mut commands = Vec::new();
+    for cmd in cmds {
+        let (name, value) = cmd.split_once('=').ok_or_else(|| ConfigError::Flag {
+            flag: "--cmd".into(),
+            message: format!("expected NAME=VALUE (e.g. git=@git, npm=false), got {cmd:?}"),
+        })?;
+        check_command_name(name).map_err(|message| ConfigError::Flag { flag: "--cmd".into(), message })?;
+        commands.push((name.to_owned(), Sourced { value: CommandRule::parse(value), origin: origin("--cmd") }));
+    }
+    Ok(Layer {
+        network,
+        ro: sourced("--ro", ro),
+        rw: sourced("--rw", rw),
+        exclude: sourced("--exclude", exclude),
+        commands,
+        ..Layer::default()
+    })
+}
+
+/// A command name is a single file name: no '/', not empty, not `.`/`..`.
+pub fn check_command_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(format!("{name:?} is not a command name (use the bare name, e.g. \"npm\")"));
+    }
+    Ok(())
+}
+
+/// The closest of `candidates` to `word`, if it is close enough to be a plausible typo.
+pub fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|candidate| (edit_distance(&word.to_lowercase(), &candidate.to_lowercase()), *candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(2))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests;

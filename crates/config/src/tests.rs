@@ -1,0 +1,180 @@
+//! Table tests for parsing, layering and error messages.
+
+use std::path::Path;
+
+use super::*;
+
+fn project(text: &str) -> Result<Layer, ConfigError> {
+    parse_layer(text, Path::new("/p/.agent-sandbox/config.jsonc"), LayerKind::Project)
+}
+
+fn values(items: &[Sourced<String>]) -> Vec<&str> {
+    items.iter().map(|item| item.value.as_str()).collect()
+}
+
+#[test]
+fn builtin_defaults_parse() {
+    let layer = defaults();
+    assert_eq!(layer.network.map(|n| n.value), Some(Network::On));
+    assert_eq!(values(&layer.presets), ["@all"]);
+    assert!(values(&layer.exclude).contains(&"~/.ssh"));
+    assert!(values(&layer.secret_patterns).contains(&".env"));
+    assert!(values(&layer.secret_allow).contains(&".env.example"));
+    assert!(values(&layer.env_secret_patterns).contains(&"AWS_*"));
+}
+
+#[test]
+fn invalid_files_are_reported_with_position_and_hint() {
+    let cases: &[(&str, &str)] = &[
+        ("{\n  \"netwrk\": \"off\"\n}", "/p/.agent-sandbox/config.jsonc:2:3: unknown key \"netwrk\" (did you mean \"network\"?)"),
+        ("{\"filesystem\": {\"excludes\": []}}", "/p/.agent-sandbox/config.jsonc:1:17: unknown key \"filesystem.excludes\" (did you mean \"filesystem.exclude\"?)"),
+        ("{\"env\": {\"alow\": []}}", "/p/.agent-sandbox/config.jsonc:1:10: unknown key \"env.alow\" (did you mean \"env.allow\"?)"),
+        ("{\"zzzzzz\": 1}", "/p/.agent-sandbox/config.jsonc:1:2: unknown key \"zzzzzz\" (valid keys: network, filesystem, secrets, env, commands, $schema)"),
+        ("{\"network\": \"maybe\"}", "/p/.agent-sandbox/config.jsonc:1:13: network: expected \"on\" or \"off\", got \"maybe\""),
+        ("{\"network\": true}", "/p/.agent-sandbox/config.jsonc:1:13: network: expected a string"),
+        ("{\"filesystem\": {\"ro\": \"/x\"}}", "/p/.agent-sandbox/config.jsonc:1:23: filesystem.ro: expected an array of strings"),
+        ("{\"filesystem\": {\"ro\": [1]}}", "/p/.agent-sandbox/config.jsonc:1:24: filesystem.ro: expected a string"),
+        ("{\"commands\": {\"git\": 3}}", "/p/.agent-sandbox/config.jsonc:1:22: commands.git: expected true, false, \"@preset\" or a wrapper script path"),
+        ("{\"commands\": {\"npm\": \"false\"}}", "/p/.agent-sandbox/config.jsonc:1:22: commands.npm: write false without quotes"),
+        ("{\"commands\": {\"a/b\": true}}", "/p/.agent-sandbox/config.jsonc:1:15: commands: \"a/b\" is not a command name (use the bare name, e.g. \"npm\")"),
+        ("{\"network\": \"on\",,}", "/p/.agent-sandbox/config.jsonc:1:18: "),
+    ];
+    for (text, expected) in cases {
+        let err = project(text).expect_err(text).to_string();
+        assert!(err.starts_with(expected), "{text}\n  got:      {err}\n  expected: {expected}");
+    }
+}
+
+#[test]
+fn comments_and_trailing_commas_are_accepted() {
+    let layer = project("// top\n{\n  /* block */ \"network\": \"off\", // why\n  \"filesystem\": {\"ro\": [\"a\",],},\n}\n")
+        .expect("valid jsonc");
+    assert_eq!(layer.network.map(|n| n.value), Some(Network::Off));
+    assert_eq!(values(&layer.ro), ["a"]);
+}
+
+#[test]
+fn empty_file_is_an_empty_layer() {
+    assert_eq!(project("").expect("empty is fine"), Layer::default());
+    assert_eq!(project("// only a comment\n").expect("comment only is fine"), Layer::default());
+}
+
+#[test]
+fn later_layers_replace_scalars_and_map_keys_and_extend_lists() {
+    let global = parse_layer(
+        r#"{"network": "off", "filesystem": {"ro": ["~/g"]}, "commands": {"npm": false, "git": "@git"}}"#,
+        Path::new("/home/u/.config/agent-sandbox/config.json"),
+        LayerKind::Global,
+    )
+    .expect("valid");
+    let project = project(r#"{"filesystem": {"presets": ["!@lint"], "ro": ["p"]}, "commands": {"npm": "./npm-guard.sh"}}"#)
+        .expect("valid");
+    let cli = cli_layer(Some("on"), &["c".into()], &[], &[], &["curl=false".into()]).expect("valid flags");
+    let config = merge(vec![defaults(), global, project, cli]);
+
+    assert_eq!(config.network.value, Network::On);
+    assert_eq!(config.network.origin.to_string(), "cli (--network)");
+    assert_eq!(values(&config.presets), ["@all", "!@lint"]);
+    assert_eq!(values(&config.ro), ["~/g", "p", "c"]);
+    assert_eq!(
+        config.ro.iter().map(|item| item.origin.to_string()).collect::<Vec<_>>(),
+        [
+            "global (/home/u/.config/agent-sandbox/config.json:1:42)",
+            "project (/p/.agent-sandbox/config.jsonc:1:47)",
+            "cli (--ro)",
+        ]
+    );
+    let commands: Vec<(String, String)> =
+        config.commands.iter().map(|(name, rule)| (name.clone(), rule.value.to_string())).collect();
+    assert_eq!(
+        commands,
+        [
+            ("curl".to_owned(), "false".to_owned()),
+            ("git".to_owned(), "@git".to_owned()),
+            ("npm".to_owned(), "./npm-guard.sh".to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn command_rule_forms() {
+    let cases = [
+        ("true", CommandRule::Allow),
+        ("false", CommandRule::Deny),
+        ("@git", CommandRule::Preset("git".into())),
+        ("/usr/local/bin/npm-guard", CommandRule::Wrapper("/usr/local/bin/npm-guard".into())),
+        ("./guard.sh", CommandRule::Wrapper("./guard.sh".into())),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(CommandRule::parse(text), expected, "{text}");
+    }
+}
+
+#[test]
+fn bad_flags_say_what_is_expected() {
+    let cases: &[(Option<&str>, &[&str], &str)] = &[
+        (Some("offline"), &[], "--network: expected \"on\" or \"off\", got \"offline\""),
+        (None, &["git"], "--cmd: expected NAME=VALUE (e.g. git=@git, npm=false), got \"git\""),
+        (None, &["/usr/bin/git=false"], "--cmd: \"/usr/bin/git\" is not a command name (use the bare name, e.g. \"npm\")"),
+    ];
+    for (network, cmds, expected) in cases {
+        let cmds: Vec<String> = cmds.iter().map(|cmd| cmd.to_string()).collect();
+        let err = cli_layer(*network, &[], &[], &[], &cmds).expect_err(expected).to_string();
+        assert_eq!(&err, expected);
+    }
+}
+
+#[test]
+fn both_json_and_jsonc_in_one_place_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fs_err::write(dir.path().join("config.json"), "{}").expect("write");
+    assert_eq!(find_config_file(dir.path()).expect("one file").as_deref(), Some(dir.path().join("config.json").as_path()));
+    fs_err::write(dir.path().join("config.jsonc"), "{}").expect("write");
+    let err = find_config_file(dir.path()).expect_err("two files").to_string();
+    assert_eq!(
+        err,
+        format!(
+            "both {}/config.json and {}/config.jsonc exist (keep one of them)",
+            dir.path().display(),
+            dir.path().display()
+        )
+    );
+}
+
+#[test]
+fn load_reads_global_project_and_explicit_layers_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let global = dir.path().join("global");
+    let project_dir = dir.path().join("proj/.agent-sandbox");
+    fs_err::create_dir_all(&global).expect("mkdir");
+    fs_err::create_dir_all(&project_dir).expect("mkdir");
+    fs_err::write(global.join("config.jsonc"), r#"{"network": "off", "env": {"allow": ["G"]}}"#).expect("write");
+    fs_err::write(project_dir.join("config.json"), r#"{"env": {"allow": ["P"]}}"#).expect("write");
+    let explicit = dir.path().join("extra.jsonc");
+    fs_err::write(&explicit, r#"{"network": "on", "env": {"allow": ["E"]}}"#).expect("write");
+    let sources = Sources { global_dir: Some(global), project_dir, explicit: Some(explicit.clone()) };
+    let (config, files) = load(&sources, Layer::default()).expect("loads");
+    assert_eq!(values(&config.env_allow), ["G", "P", "E"]);
+    assert_eq!(config.network.value, Network::On);
+    assert_eq!(config.network.origin.layer, LayerKind::Explicit);
+    assert_eq!(files.len(), 3);
+    assert_eq!(files[2], explicit);
+}
+
+#[test]
+fn suggestions_only_for_plausible_typos() {
+    assert_eq!(suggest("netwrok", TOP), Some("network"));
+    assert_eq!(suggest("Network", TOP), Some("network"));
+    assert_eq!(suggest("comands", TOP), Some("commands"));
+    assert_eq!(suggest("xyz", TOP), None);
+}
+const TOP: &[&str] = &["network", "filesystem", "secrets", "env", "commands"];
+
+#[test]
+fn show_text_cites_origins() {
+    let cli = cli_layer(Some("off"), &[], &[], &[], &[]).expect("valid");
+    let text = merge(vec![defaults(), cli]).to_text();
+    assert!(text.lines().next().expect("a line").starts_with("network                    off"));
+    assert!(text.contains("# cli (--network)"));
+    assert!(text.contains("filesystem.exclude         ~/.ssh"));
+}
