@@ -1,1 +1,321 @@
-//! placeholder
+//! Turns an effective [`config::Config`] into a concrete filesystem policy: presets are
+//! expanded, paths resolved (`~`, relative to the effective cwd, globs to existing paths)
+//! and conflicts settled by specificity, giving the ordered list of [`Mount`]s the sandbox
+//! plan turns into bwrap arguments. Also home to the project-root and git-layout
+//! discovery and the environment filter.
+//!
+//! Specificity, as the design fixes it: a longer path beats a shorter one (by mount
+//! order: parents are mounted first); on the same path an exact path beats a glob, then
+//! exclude > ro > rw, then the later configuration layer wins.
+
+pub mod env;
+pub mod git;
+pub mod presets;
+
+use std::{
+    collections::BTreeMap,
+    path::{Component, Path, PathBuf},
+};
+
+use config::{CommandRule, Config, LayerKind, Location, Network, Origin, Sourced};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    Rw,
+    Ro,
+    Exclude,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Rw => "rw",
+            Access::Ro => "ro",
+            Access::Exclude => "exclude",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    /// A regular file or anything else that is not a directory.
+    File,
+}
+
+/// One resolved path and the access that won for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub path: PathBuf,
+    pub access: Access,
+    pub kind: Kind,
+    /// The rule that won: what was written and where.
+    pub rule: String,
+    pub origin: Origin,
+}
+
+/// The facts about the invocation that path resolution needs.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub home: PathBuf,
+    /// The effective working directory (`-C` or the current directory), absolute.
+    pub cwd: PathBuf,
+    pub project_root: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct Policy {
+    pub network: Sourced<Network>,
+    /// Sorted so that a parent comes before anything inside it.
+    pub mounts: Vec<Mount>,
+    pub commands: BTreeMap<String, Sourced<CommandRule>>,
+    /// Debug notes: the decisions made on the way, in order.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("{message} (from {origin})")]
+    Preset { origin: Origin, message: String },
+    #[error("{flag} {path}: no such file or directory (check the path, or create it first)")]
+    MissingPath { flag: String, path: String },
+    #[error("{pattern}: bad glob: {message} (from {origin})")]
+    Glob { pattern: String, origin: Origin, message: String },
+    #[error(
+        "refusing to use {} as the project: it would give the agent all of it \
+         (run agent-sandbox inside a project directory, or pass -C DIR)",
+        .0.display()
+    )]
+    ProjectTooBroad(PathBuf),
+}
+
+/// The project root for `cwd`: the nearest ancestor holding `.git` (a directory, or a
+/// file for worktrees and submodules), else `cwd` itself.
+pub fn find_project_root(cwd: &Path, home: &Path) -> Result<PathBuf, PolicyError> {
+    let root = cwd
+        .ancestors()
+        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
+        .unwrap_or(cwd)
+        .to_path_buf();
+    if root == Path::new("/") || root == home {
+        return Err(PolicyError::ProjectTooBroad(root));
+    }
+    Ok(root)
+}
+
+struct Rule {
+    path: PathBuf,
+    access: Access,
+    exact: bool,
+    layer: u8,
+    written: String,
+    origin: Origin,
+}
+
+fn layer_rank(kind: &LayerKind) -> u8 {
+    match kind {
+        LayerKind::Default => 0,
+        LayerKind::Global => 1,
+        LayerKind::Project => 2,
+        LayerKind::Explicit => 3,
+        LayerKind::Cli => 4,
+    }
+}
+
+/// Resolves `config` for the invocation described by `ctx`.
+pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
+    let mut notes = Vec::new();
+    let mut rules: Vec<Rule> = Vec::new();
+    let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
+
+    rules.push(Rule {
+        path: ctx.project_root.clone(),
+        access: Access::Rw,
+        exact: true,
+        layer: 0,
+        written: "<project root>".into(),
+        origin: builtin.clone(),
+    });
+
+    let enabled = presets::expand(&config.presets)?;
+    notes.push(format!(
+        "presets: {}",
+        enabled.iter().map(|(preset, _)| format!("@{}", preset.name)).collect::<Vec<_>>().join(" ")
+    ));
+    let mut commands: BTreeMap<String, Sourced<CommandRule>> = BTreeMap::new();
+    for (preset, origin) in &enabled {
+        let layer = layer_rank(&origin.layer);
+        for (access, paths) in [(Access::Ro, preset.ro), (Access::Rw, preset.rw), (Access::Exclude, preset.exclude)] {
+            for preset_path in paths {
+                let base = match preset_path.root {
+                    presets::Root::Abs => PathBuf::from("/"),
+                    presets::Root::Home => ctx.home.clone(),
+                    presets::Root::Project => ctx.project_root.clone(),
+                };
+                let pattern = base.join(preset_path.path);
+                let written = format!("@{}: {}", preset.name, preset_path.path);
+                for (path, exact) in expand_pattern(&pattern, &written, origin)? {
+                    rules.push(Rule { path, access, exact, layer, written: written.clone(), origin: origin.clone() });
+                }
+            }
+        }
+        for (name, rule) in preset.commands {
+            commands.insert((*name).to_owned(), Sourced { value: CommandRule::parse(rule), origin: origin.clone() });
+        }
+        if preset.name == "git" {
+            for (access, path) in git::layout_rules(&ctx.project_root, &mut notes) {
+                rules.push(Rule {
+                    path,
+                    access,
+                    exact: true,
+                    layer,
+                    written: "@git: repository layout".into(),
+                    origin: origin.clone(),
+                });
+            }
+        }
+    }
+    // Explicit command rules beat the ones presets set.
+    commands.extend(config.commands.iter().map(|(name, rule)| (name.clone(), rule.clone())));
+
+    for (access, entries) in [(Access::Ro, &config.ro), (Access::Rw, &config.rw), (Access::Exclude, &config.exclude)] {
+        for entry in entries {
+            let pattern = resolve_path(&entry.value, ctx);
+            let expanded = expand_pattern(&pattern, &entry.value, &entry.origin)?;
+            if expanded.is_empty() {
+                if let Location::Flag(flag) = &entry.origin.location {
+                    if !is_glob(&entry.value) {
+                        return Err(PolicyError::MissingPath { flag: flag.clone(), path: entry.value.clone() });
+                    }
+                }
+                notes.push(format!("path {} ({}): nothing exists there, skipped", entry.value, entry.origin));
+            }
+            for (path, exact) in expanded {
+                // A symlinked secret directory stays hidden under its real name too.
+                if access == Access::Exclude {
+                    if let Ok(real) = path.canonicalize() {
+                        if real != path {
+                            rules.push(Rule {
+                                path: real,
+                                access,
+                                exact,
+                                layer: layer_rank(&entry.origin.layer),
+                                written: entry.value.clone(),
+                                origin: entry.origin.clone(),
+                            });
+                        }
+                    }
+                }
+                rules.push(Rule {
+                    path,
+                    access,
+                    exact,
+                    layer: layer_rank(&entry.origin.layer),
+                    written: entry.value.clone(),
+                    origin: entry.origin.clone(),
+                });
+            }
+        }
+    }
+
+    let mounts = settle(rules);
+    for mount in &mounts {
+        notes.push(format!(
+            "access {:<7} {} ({}, from {})",
+            mount.access.as_str(),
+            mount.path.display(),
+            mount.rule,
+            mount.origin
+        ));
+    }
+    Ok(Policy { network: config.network.clone(), mounts, commands, notes })
+}
+
+/// Picks the winning rule per path and orders the result parents-first. Excludes
+/// under nothing visible are dropped: there is nothing to hide.
+fn settle(rules: Vec<Rule>) -> Vec<Mount> {
+    let mut best: BTreeMap<PathBuf, Rule> = BTreeMap::new();
+    for rule in rules {
+        let key = (rule.exact, rule.access, rule.layer);
+        match best.get(&rule.path) {
+            Some(current) if (current.exact, current.access, current.layer) > key => {}
+            _ => {
+                best.insert(rule.path.clone(), rule);
+            }
+        }
+    }
+    let mut mounts: Vec<Mount> = Vec::new();
+    let granted: Vec<(&PathBuf, Access)> = best.iter().map(|(path, rule)| (path, rule.access)).collect();
+    for (path, rule) in &best {
+        if rule.access == Access::Exclude {
+            let nearest = granted
+                .iter()
+                .filter(|(other, _)| *other != path && path.starts_with(other))
+                .max_by_key(|(other, _)| other.components().count());
+            if !matches!(nearest, Some((_, access)) if *access != Access::Exclude) {
+                continue;
+            }
+        }
+        let kind = if path.is_dir() { Kind::Dir } else { Kind::File };
+        mounts.push(Mount {
+            path: path.clone(),
+            access: rule.access,
+            kind,
+            rule: rule.written.clone(),
+            origin: rule.origin.clone(),
+        });
+    }
+    mounts.sort_by(|a, b| {
+        a.path.components().count().cmp(&b.path.components().count()).then_with(|| a.path.cmp(&b.path))
+    });
+    mounts
+}
+
+fn is_glob(text: &str) -> bool {
+    text.contains(['*', '?', '['])
+}
+
+/// `~` → home, relative → the effective cwd, then lexically normalized.
+pub fn resolve_path(written: &str, ctx: &Context) -> PathBuf {
+    let joined = if written == "~" {
+        ctx.home.clone()
+    } else if let Some(rest) = written.strip_prefix("~/") {
+        ctx.home.join(rest)
+    } else {
+        ctx.cwd.join(written)
+    };
+    normalize(&joined)
+}
+
+/// Removes `.` and resolves `..` without touching the filesystem.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Existing paths for `pattern`: the path itself if it exists, or the glob's matches.
+fn expand_pattern(pattern: &Path, written: &str, origin: &Origin) -> Result<Vec<(PathBuf, bool)>, PolicyError> {
+    let text = pattern.to_string_lossy();
+    if !is_glob(&text) {
+        return Ok(if pattern.exists() { vec![(pattern.to_path_buf(), true)] } else { Vec::new() });
+    }
+    let paths = glob::glob(&text).map_err(|err| PolicyError::Glob {
+        pattern: written.to_owned(),
+        origin: origin.clone(),
+        message: err.msg.to_owned(),
+    })?;
+    // Unreadable directories while globbing are skipped: they cannot be granted anyway.
+    Ok(paths.filter_map(Result::ok).map(|path| (path, false)).collect())
+}
+
+#[cfg(test)]
+mod tests;

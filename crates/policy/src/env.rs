@@ -1,0 +1,92 @@
+//! The environment filter: which of the caller's variables reach the sandbox.
+//! Order of decision: `env.block` always drops; `env.allow` keeps (the user opting in,
+//! e.g. the agent's own API key); a name matching `env.secretPatterns` drops; everything
+//! else passes. Names are matched case-insensitively: `api_key` is as secret as `API_KEY`.
+
+use std::ffi::OsString;
+
+use config::{Config, Origin, Sourced};
+use glob::{MatchOptions, Pattern};
+
+use crate::PolicyError;
+
+const OPTIONS: MatchOptions =
+    MatchOptions { case_sensitive: false, require_literal_separator: false, require_literal_leading_dot: false };
+
+#[derive(Debug)]
+pub struct EnvFilter {
+    block: Vec<(Pattern, Origin)>,
+    allow: Vec<(Pattern, Origin)>,
+    secret: Vec<(Pattern, Origin)>,
+}
+
+/// Why a variable was dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub name: String,
+    pub pattern: String,
+    pub policy: &'static str,
+}
+
+impl EnvFilter {
+    pub fn new(config: &Config) -> Result<EnvFilter, PolicyError> {
+        fn compile(items: &[Sourced<String>]) -> Result<Vec<(Pattern, Origin)>, PolicyError> {
+            items
+                .iter()
+                .map(|item| {
+                    Pattern::new(&item.value).map(|pattern| (pattern, item.origin.clone())).map_err(|err| {
+                        PolicyError::Glob {
+                            pattern: item.value.clone(),
+                            origin: item.origin.clone(),
+                            message: err.msg.to_owned(),
+                        }
+                    })
+                })
+                .collect()
+        }
+        Ok(EnvFilter {
+            block: compile(&config.env_block)?,
+            allow: compile(&config.env_allow)?,
+            secret: compile(&config.env_secret_patterns)?,
+        })
+    }
+
+    /// `None` if `name` passes, else why it is dropped.
+    pub fn judge(&self, name: &str) -> Option<Dropped> {
+        let hit = |list: &[(Pattern, Origin)]| {
+            list.iter().find(|(pattern, _)| pattern.matches_with(name, OPTIONS)).map(|(pattern, _)| pattern.as_str().to_owned())
+        };
+        if let Some(pattern) = hit(&self.block) {
+            return Some(Dropped { name: name.to_owned(), pattern, policy: "env-block" });
+        }
+        if hit(&self.allow).is_some() {
+            return None;
+        }
+        hit(&self.secret).map(|pattern| Dropped { name: name.to_owned(), pattern, policy: "env-secret-pattern" })
+    }
+
+    /// Splits `vars` into those passed to the sandbox and those dropped.
+    /// Names that are not UTF-8 are dropped: they cannot be judged.
+    pub fn apply(
+        &self,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> (Vec<(OsString, OsString)>, Vec<Dropped>) {
+        let mut kept = Vec::new();
+        let mut dropped = Vec::new();
+        for (name, value) in vars {
+            let Some(text) = name.to_str() else {
+                dropped.push(Dropped {
+                    name: name.to_string_lossy().into_owned(),
+                    pattern: "<not UTF-8>".into(),
+                    policy: "env-invalid-name",
+                });
+                continue;
+            };
+            match self.judge(text) {
+                None => kept.push((name, value)),
+                Some(why) => dropped.push(why),
+            }
+        }
+        (kept, dropped)
+    }
+}

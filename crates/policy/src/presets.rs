@@ -1,0 +1,277 @@
+//! The built-in presets: named bundles of path grants and command rules that the
+//! `filesystem.presets` list switches on and off (`@all` by default, `!@name` removes).
+//! README.md documents every expansion listed here; keep the two in step.
+
+use config::{Origin, Sourced};
+
+use crate::PolicyError;
+
+/// Where a preset path is rooted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Root {
+    /// An absolute path.
+    Abs,
+    /// Relative to `$HOME`.
+    Home,
+    /// Relative to the project root (not the cwd: `.git/hooks` belongs to the repository).
+    Project,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PresetPath {
+    pub root: Root,
+    pub path: &'static str,
+}
+
+#[derive(Debug)]
+pub struct Preset {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub ro: &'static [PresetPath],
+    pub rw: &'static [PresetPath],
+    pub exclude: &'static [PresetPath],
+    /// `commands.<name>` rules the preset sets, e.g. `git = @git`.
+    pub commands: &'static [(&'static str, &'static str)],
+}
+
+const fn abs(path: &'static str) -> PresetPath {
+    PresetPath { root: Root::Abs, path }
+}
+const fn home(path: &'static str) -> PresetPath {
+    PresetPath { root: Root::Home, path }
+}
+const fn project(path: &'static str) -> PresetPath {
+    PresetPath { root: Root::Project, path }
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "base",
+        summary: "the system (read-only): /usr, /bin, /lib*, /opt, the parts of /etc programs need, user toolchains",
+        ro: &[
+            abs("/usr"),
+            abs("/bin"),
+            abs("/sbin"),
+            abs("/lib"),
+            abs("/lib32"),
+            abs("/lib64"),
+            abs("/libx32"),
+            abs("/opt"),
+            abs("/etc/alternatives"),
+            abs("/etc/bash.bashrc"),
+            abs("/etc/ca-certificates"),
+            abs("/etc/ca-certificates.conf"),
+            abs("/etc/crypto-policies"),
+            abs("/etc/debian_version"),
+            abs("/etc/fonts"),
+            abs("/etc/gai.conf"),
+            abs("/etc/group"),
+            abs("/etc/host.conf"),
+            abs("/etc/hostname"),
+            abs("/etc/hosts"),
+            abs("/etc/inputrc"),
+            abs("/etc/ld.so.cache"),
+            abs("/etc/ld.so.conf"),
+            abs("/etc/ld.so.conf.d"),
+            abs("/etc/locale.alias"),
+            abs("/etc/localtime"),
+            abs("/etc/login.defs"),
+            abs("/etc/lsb-release"),
+            abs("/etc/mime.types"),
+            abs("/etc/nsswitch.conf"),
+            abs("/etc/os-release"),
+            abs("/etc/passwd"),
+            abs("/etc/pki"),
+            abs("/etc/profile"),
+            abs("/etc/profile.d"),
+            abs("/etc/protocols"),
+            abs("/etc/resolv.conf"),
+            abs("/etc/services"),
+            abs("/etc/shells"),
+            abs("/etc/ssl"),
+            abs("/etc/terminfo"),
+            abs("/etc/timezone"),
+            home(".cargo/bin"),
+            home(".rustup"),
+            home(".local/bin"),
+            home(".pyenv"),
+            home(".nvm"),
+            home(".volta"),
+            home(".bun/bin"),
+            home("go/bin"),
+            home(".sdkman"),
+        ],
+        rw: &[],
+        exclude: &[],
+        commands: &[],
+    },
+    Preset {
+        name: "caches",
+        summary: "package and build caches (read-write), so installs and builds stay fast",
+        ro: &[],
+        rw: &[
+            home(".cargo/registry"),
+            home(".cargo/git"),
+            home(".npm"),
+            home(".pnpm-store"),
+            home(".local/share/pnpm"),
+            home(".yarn/berry/cache"),
+            home(".bun/install/cache"),
+            home("go/pkg/mod"),
+            home(".m2/repository"),
+            home(".gradle/caches"),
+            home(".nuget/packages"),
+            home(".cache/pip"),
+            home(".cache/uv"),
+            home(".cache/pypoetry"),
+            home(".cache/go-build"),
+            home(".cache/yarn"),
+            home(".cache/pnpm"),
+            home(".cache/node-gyp"),
+            home(".cache/pre-commit"),
+            home(".cache/ms-playwright"),
+            home(".cache/sccache"),
+            home(".cache/ruff"),
+            home(".cache/golangci-lint"),
+            home(".cache/deno"),
+        ],
+        exclude: &[],
+        commands: &[],
+    },
+    Preset {
+        name: "agents",
+        summary: "Claude Code and Codex state (read-write), so the agent can log in and keep its settings",
+        ro: &[],
+        rw: &[
+            home(".claude"),
+            home(".claude.json"),
+            home(".claude.json.backup"),
+            home(".config/claude"),
+            home(".local/share/claude"),
+            home(".local/state/claude"),
+            home(".codex"),
+            home(".config/codex"),
+        ],
+        exclude: &[],
+        commands: &[],
+    },
+    Preset {
+        name: "git",
+        summary: "git works, but hooks, repository config and sandbox config are read-only; git runs through the guard",
+        ro: &[
+            home(".gitconfig"),
+            home(".config/git/config"),
+            home(".config/git/ignore"),
+            home(".config/git/attributes"),
+            project(".git/hooks"),
+            project(".git/config"),
+            project(".git/modules/*/hooks"),
+            project(".git/modules/*/config"),
+            project(".husky"),
+            project(".agent-sandbox"),
+            project(".agent-precommit/user-context.json"),
+        ],
+        rw: &[],
+        exclude: &[],
+        commands: &[("git", "@git")],
+    },
+    Preset {
+        name: "lint",
+        summary: "lint, format and hook-manager configs at the project root are read-only, so checks cannot be weakened",
+        ro: &[
+            project(".eslintrc*"),
+            project("eslint.config.*"),
+            project(".prettierrc*"),
+            project("prettier.config.*"),
+            project(".stylelintrc*"),
+            project("stylelint.config.*"),
+            project("biome.json"),
+            project("biome.jsonc"),
+            project(".editorconfig"),
+            project(".golangci.yml"),
+            project(".golangci.yaml"),
+            project(".golangci.toml"),
+            project("ruff.toml"),
+            project(".ruff.toml"),
+            project(".flake8"),
+            project(".pylintrc"),
+            project("mypy.ini"),
+            project(".mypy.ini"),
+            project("clippy.toml"),
+            project(".clippy.toml"),
+            project("rustfmt.toml"),
+            project(".rustfmt.toml"),
+            project("deny.toml"),
+            project(".pre-commit-config.yaml"),
+            project("lefthook.yml"),
+            project("lefthook.yaml"),
+            project(".lefthook.yml"),
+            project(".lefthook.yaml"),
+            project(".lintstagedrc*"),
+            project("lint-staged.config.*"),
+            project(".commitlintrc*"),
+            project("commitlint.config.*"),
+            project(".markdownlint*"),
+            project(".yamllint*"),
+            project(".shellcheckrc"),
+            project(".rubocop.yml"),
+            project(".swiftlint.yml"),
+            project(".hadolint.yaml"),
+        ],
+        rw: &[],
+        exclude: &[],
+        commands: &[],
+    },
+];
+
+/// The names `@all` stands for.
+pub const ALL: &[&str] = &["base", "caches", "agents", "git", "lint"];
+
+/// Applies a `filesystem.presets` list in order and returns the enabled presets
+/// (in catalogue order), each with the origin of the entry that enabled it.
+pub fn expand(entries: &[Sourced<String>]) -> Result<Vec<(&'static Preset, Origin)>, PolicyError> {
+    let mut enabled: Vec<(&'static str, Origin)> = Vec::new();
+    for entry in entries {
+        let (negated, text) = match entry.value.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, entry.value.as_str()),
+        };
+        let Some(name) = text.strip_prefix('@') else {
+            return Err(PolicyError::Preset {
+                origin: entry.origin.clone(),
+                message: format!("{:?} is not a preset (write \"@name\" or \"!@name\")", entry.value),
+            });
+        };
+        let names: Vec<&'static str> = if name == "all" {
+            ALL.to_vec()
+        } else {
+            match PRESETS.iter().find(|preset| preset.name == name) {
+                Some(preset) => vec![preset.name],
+                None => {
+                    let mut known: Vec<&str> = PRESETS.iter().map(|preset| preset.name).collect();
+                    known.push("all");
+                    let hint = match config::suggest(name, &known) {
+                        Some(best) => format!("did you mean @{best}?"),
+                        None => format!("known presets: @{}", known.join(", @")),
+                    };
+                    return Err(PolicyError::Preset {
+                        origin: entry.origin.clone(),
+                        message: format!("unknown preset @{name} ({hint})"),
+                    });
+                }
+            }
+        };
+        for name in names {
+            enabled.retain(|(enabled_name, _)| *enabled_name != name);
+            if !negated {
+                enabled.push((name, entry.origin.clone()));
+            }
+        }
+    }
+    Ok(PRESETS
+        .iter()
+        .filter_map(|preset| {
+            enabled.iter().find(|(name, _)| *name == preset.name).map(|(_, origin)| (preset, origin.clone()))
+        })
+        .collect())
+}
