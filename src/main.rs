@@ -1,1 +1,25 @@
-fn main() {}
+//! The `agent-sandbox` multicall binary. `main` only dispatches: on `argv[0]` first
+//! (invoked as a wrapped command such as `git` inside a sandbox), then on the hidden
+//! `multicall` subcommand, and otherwise hands the command line to clap. Real work lives
+//! in the library crates under `crates/`.
+
+mod cli;
+mod exec;
+
+use std::{ffi::OsString, path::Path};
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let argv0 = args.first().map(|arg| Path::new(arg).file_name().unwrap_or(arg.as_os_str()).to_string_lossy().into_owned());
+    if let Some(name) = argv0.filter(|name| !name.starts_with("agent-sandbox")) {
+        std::process::exit(sandbox::multicall::dispatch(&name, &args[1..]));
+    }
+    if args.get(1).is_some_and(|arg| arg == "multicall") {
+        let Some(name) = args.get(2) else {
+            eprintln!("agent-sandbox: usage: agent-sandbox multicall <command> [args...]");
+            std::process::exit(2);
+        };
+        std::process::exit(sandbox::multicall::dispatch(&name.to_string_lossy(), &args[3..]));
+    }
+    std::process::exit(cli::main(args));
+}

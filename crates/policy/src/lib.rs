@@ -271,6 +271,16 @@ fn settle(rules: Vec<Rule>) -> Vec<Mount> {
     mounts
 }
 
+/// Whether `path` is inside something the sandbox mounts (and not hidden): the most
+/// specific mount containing it decides.
+pub fn is_visible(path: &Path, mounts: &[Mount]) -> bool {
+    mounts
+        .iter()
+        .filter(|mount| path.starts_with(&mount.path))
+        .max_by_key(|mount| mount.path.components().count())
+        .is_some_and(|mount| mount.access != Access::Exclude)
+}
+
 fn is_glob(text: &str) -> bool {
     text.contains(['*', '?', '['])
 }

@@ -1,1 +1,11 @@
-//! placeholder
+//! Everything between a resolved policy and a running sandbox: the pure bwrap plan,
+//! command wrapper discovery, the runtime directory mounted at `/run/agent-sandbox`,
+//! the executor, and the two things that run inside: the multicall dispatcher and
+//! sandbox detection.
+
+pub mod check;
+pub mod commands;
+pub mod multicall;
+pub mod plan;
+pub mod run;
+pub mod runtime;

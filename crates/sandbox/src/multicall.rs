@@ -1,0 +1,64 @@
+//! The multicall dispatcher: what runs when a sandboxed process executes a wrapped
+//! command (this binary is mounted over each target, or a shim calls
+//! `agent-sandbox multicall <cmd>`). It only works inside a sandbox, where
+//! `/run/agent-sandbox` says what to do with `<cmd>`:
+//! 1. `wrappers/<cmd>` exists: exec it with the original arguments,
+//!    `AGENT_SANDBOX_CMD=<cmd>` and `AGENT_SANDBOX_REAL=/run/agent-sandbox/bin/<cmd>`
+//!    (empty if there is no real binary);
+//! 2. `presets/<cmd>` names a built-in preset: `deny` refuses, `git` runs the git guard.
+
+use std::{ffi::OsString, os::unix::process::CommandExt, path::Path, process::Command};
+
+use crate::plan::RUNTIME_DIR;
+
+/// Dispatches `name` with `args` (without argv[0]); returns an exit code when it does
+/// not exec.
+pub fn dispatch(name: &str, args: &[OsString]) -> i32 {
+    let run = Path::new(RUNTIME_DIR);
+    if config::check_command_name(name).is_err() || !run.join("agent-sandbox").exists() {
+        eprintln!("agent-sandbox: multicall only works inside an agent-sandbox (for {name:?})");
+        return 127;
+    }
+    let real = run.join("bin").join(name);
+    let wrapper = run.join("wrappers").join(name);
+    if wrapper.exists() {
+        let real_text: OsString = if real.exists() { real.into_os_string() } else { OsString::new() };
+        let err = Command::new(&wrapper)
+            .args(args)
+            .env("AGENT_SANDBOX_CMD", name)
+            .env("AGENT_SANDBOX_REAL", real_text)
+            .exec();
+        eprintln!("agent-sandbox: cannot run the wrapper for {name}: {err}");
+        return 126;
+    }
+    match std::fs::read_to_string(run.join("presets").join(name)).as_deref() {
+        Ok("deny") => {
+            eprintln!(
+                "agent-sandbox: `{name}` is blocked in this sandbox (commands.{name} = false).\n\
+                 Do the task without it, or ask the user to allow it in the agent-sandbox config."
+            );
+            let event = audit::Event::new(name, "exec", name, "blocked", "command-deny", Some(describe(args)));
+            audit::send(&event);
+            126
+        }
+        Ok("git") => {
+            // The git guard's rules plug in here; until then git runs as itself.
+            let err = Command::new(&real).arg0("git").args(args).exec();
+            eprintln!("agent-sandbox: cannot run git ({}): {err}", real.display());
+            126
+        }
+        Ok(other) => {
+            eprintln!("agent-sandbox: unknown preset {other:?} for {name}");
+            126
+        }
+        Err(_) => {
+            eprintln!("agent-sandbox: no wrapper is configured for {name} in this sandbox");
+            127
+        }
+    }
+}
+
+fn describe(args: &[OsString]) -> String {
+    let text: Vec<String> = args.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    format!("arguments: {}", text.join(" "))
+}

@@ -1,0 +1,279 @@
+//! The bwrap plan: a pure function from a resolved policy (plus the secret masks, the
+//! wrapped commands and the runtime directory) to bwrap's whole argument vector. Nothing
+//! here touches the filesystem, so every guarantee that bwrap enforces can be read off
+//! (and is tested against) one `Vec`.
+//!
+//! Order matters to bwrap: namespaces and hardening first; then the filesystem from the
+//! outside in (a fresh tmpfs root, `/dev`, `/proc`, private `/tmp`, a scratch `$HOME`,
+//! the policy's mounts parents-first, secret masks, the runtime directory, command
+//! overlays); then `/` remounted read-only so nothing can be added beside the marker.
+
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+};
+
+use config::{CommandRule, Network};
+use policy::{Access, Kind, Mount};
+
+/// The fd bwrap reads the seccomp program from.
+pub const SECCOMP_FD: i32 = 3;
+/// Where the runtime directory appears inside the sandbox.
+pub const RUNTIME_DIR: &str = "/run/agent-sandbox";
+
+/// A secret inside the project, hidden behind an empty read-only file or directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mask {
+    pub path: PathBuf,
+    pub kind: Kind,
+}
+
+/// A command the sandbox intercepts (`commands.<name>` other than `true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrappedCommand {
+    pub name: String,
+    pub rule: CommandRule,
+    /// Every executable the name resolves to on PATH, symlinks resolved, deduplicated.
+    pub targets: Vec<PathBuf>,
+    /// The real executable, mounted at `/run/agent-sandbox/bin/<name>` for presets and
+    /// wrapper scripts that call it.
+    pub real: Option<PathBuf>,
+    /// The wrapper script (for [`CommandRule::Wrapper`]), resolved on the host.
+    pub wrapper: Option<PathBuf>,
+}
+
+pub struct Plan<'a> {
+    pub network: Network,
+    pub mounts: &'a [Mount],
+    pub masks: &'a [Mask],
+    pub commands: &'a [WrappedCommand],
+    pub home: &'a Path,
+    pub cwd: &'a Path,
+    /// The runtime directory on the host (see `runtime.rs` for its layout).
+    pub runtime: &'a Path,
+    /// This binary, mounted as the marker, the launcher and the multicall dispatcher.
+    pub self_exe: &'a Path,
+    pub command: &'a [OsString],
+}
+
+pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
+    let mut args = Args(Vec::new());
+    args.push_all(&["--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc"]);
+    args.push_all(&["--unshare-uts", "--unshare-cgroup-try"]);
+    if plan.network == Network::Off {
+        args.push("--unshare-net");
+    }
+    args.push_all(&["--cap-drop", "ALL"]);
+    args.push_all(&["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
+    if plan.home != Path::new("/") {
+        args.push("--tmpfs");
+        args.push_path(plan.home);
+    }
+
+    for mount in plan.mounts {
+        match (mount.access, mount.kind) {
+            (Access::Rw, _) => args.bind("--bind", &mount.path, &mount.path),
+            (Access::Ro, _) => args.bind("--ro-bind", &mount.path, &mount.path),
+            (Access::Exclude, Kind::Dir) => args.bind("--ro-bind", &plan.runtime.join("emptydir"), &mount.path),
+            (Access::Exclude, Kind::File) => args.bind("--ro-bind", &plan.runtime.join("empty"), &mount.path),
+        }
+    }
+    for mask in plan.masks {
+        let empty = match mask.kind {
+            Kind::Dir => "emptydir",
+            Kind::File => "empty",
+        };
+        args.bind("--ro-bind", &plan.runtime.join(empty), &mask.path);
+    }
+
+    let run = Path::new(RUNTIME_DIR);
+    args.bind("--ro-bind", plan.runtime, run);
+    args.bind("--ro-bind", plan.self_exe, &run.join("agent-sandbox"));
+    for command in plan.commands {
+        if let Some(real) = &command.real {
+            args.bind("--ro-bind", real, &run.join("bin").join(&command.name));
+        }
+        if let Some(wrapper) = &command.wrapper {
+            args.bind("--ro-bind", wrapper, &run.join("wrappers").join(&command.name));
+        }
+        for target in &command.targets {
+            // The binary dispatches on argv[0]; a target whose file name is not the
+            // command's (python3 -> python3.11) gets a shim that names the command.
+            let launcher = if target.file_name().is_some_and(|name| *name == *command.name) {
+                plan.self_exe.to_path_buf()
+            } else {
+                plan.runtime.join("shims").join(&command.name)
+            };
+            args.bind("--ro-bind", &launcher, target);
+        }
+    }
+
+    args.push_all(&["--remount-ro", "/"]);
+    args.push("--chdir");
+    args.push_path(plan.cwd);
+    args.push("--seccomp");
+    args.push(&SECCOMP_FD.to_string());
+    args.push("--");
+    args.0.extend(plan.command.iter().cloned());
+    args.0
+}
+
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn push(&mut self, arg: &str) {
+        self.0.push(arg.into());
+    }
+    fn push_all(&mut self, items: &[&str]) {
+        self.0.extend(items.iter().map(OsString::from));
+    }
+    fn push_path(&mut self, path: &Path) {
+        self.0.push(path.as_os_str().to_owned());
+    }
+    fn bind(&mut self, flag: &str, source: &Path, dest: &Path) {
+        self.push(flag);
+        self.push_path(source);
+        self.push_path(dest);
+    }
+}
+
+/// The plan as one shell-quoted command line, for `--dry-run` and `--debug`.
+pub fn shell_quote(argv: &[OsString]) -> String {
+    argv.iter()
+        .map(|arg| {
+            let text = arg.to_string_lossy();
+            let safe = !text.is_empty()
+                && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+            if safe {
+                text.into_owned()
+            } else {
+                format!("'{}'", text.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use config::{LayerKind, Location, Origin};
+
+    use super::*;
+
+    fn mount(path: &str, access: Access, kind: Kind) -> Mount {
+        Mount {
+            path: path.into(),
+            access,
+            kind,
+            rule: String::new(),
+            origin: Origin { layer: LayerKind::Default, location: Location::Builtin },
+        }
+    }
+
+    fn strings(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn whole_argv_for_a_typical_project() {
+        let mounts = [
+            mount("/usr", Access::Ro, Kind::Dir),
+            mount("/home/u/.ssh", Access::Exclude, Kind::Dir),
+            mount("/home/u/proj", Access::Rw, Kind::Dir),
+            mount("/home/u/.netrc", Access::Exclude, Kind::File),
+            mount("/home/u/proj/.git/hooks", Access::Ro, Kind::Dir),
+        ];
+        let masks = [
+            Mask { path: "/home/u/proj/.env".into(), kind: Kind::File },
+            Mask { path: "/home/u/proj/secrets".into(), kind: Kind::Dir },
+        ];
+        let commands = [
+            WrappedCommand {
+                name: "git".into(),
+                rule: CommandRule::Preset("git".into()),
+                targets: vec!["/usr/bin/git".into()],
+                real: Some("/usr/bin/git".into()),
+                wrapper: None,
+            },
+            WrappedCommand {
+                name: "python3".into(),
+                rule: CommandRule::Deny,
+                targets: vec!["/usr/bin/python3.11".into()],
+                real: None,
+                wrapper: None,
+            },
+            WrappedCommand {
+                name: "npm".into(),
+                rule: CommandRule::Wrapper("/home/u/npm-guard".into()),
+                targets: vec!["/usr/bin/npm".into()],
+                real: Some("/usr/share/nodejs/npm/bin/npm-cli.js".into()),
+                wrapper: Some("/home/u/npm-guard".into()),
+            },
+        ];
+        let command = ["claude".into(), "--resume".into()];
+        let plan = Plan {
+            network: Network::Off,
+            mounts: &mounts,
+            masks: &masks,
+            commands: &commands,
+            home: Path::new("/home/u"),
+            cwd: Path::new("/home/u/proj/src"),
+            runtime: Path::new("/tmp/rt"),
+            self_exe: Path::new("/opt/as/agent-sandbox"),
+            command: &command,
+        };
+        let expected = [
+            "--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL",
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/home/u",
+            "--ro-bind", "/usr", "/usr",
+            "--ro-bind", "/tmp/rt/emptydir", "/home/u/.ssh",
+            "--bind", "/home/u/proj", "/home/u/proj",
+            "--ro-bind", "/tmp/rt/empty", "/home/u/.netrc",
+            "--ro-bind", "/home/u/proj/.git/hooks", "/home/u/proj/.git/hooks",
+            "--ro-bind", "/tmp/rt/empty", "/home/u/proj/.env",
+            "--ro-bind", "/tmp/rt/emptydir", "/home/u/proj/secrets",
+            "--ro-bind", "/tmp/rt", "/run/agent-sandbox",
+            "--ro-bind", "/opt/as/agent-sandbox", "/run/agent-sandbox/agent-sandbox",
+            "--ro-bind", "/usr/bin/git", "/run/agent-sandbox/bin/git",
+            "--ro-bind", "/opt/as/agent-sandbox", "/usr/bin/git",
+            "--ro-bind", "/tmp/rt/shims/python3", "/usr/bin/python3.11",
+            "--ro-bind", "/usr/share/nodejs/npm/bin/npm-cli.js", "/run/agent-sandbox/bin/npm",
+            "--ro-bind", "/home/u/npm-guard", "/run/agent-sandbox/wrappers/npm",
+            "--ro-bind", "/opt/as/agent-sandbox", "/usr/bin/npm",
+            "--remount-ro", "/", "--chdir", "/home/u/proj/src", "--seccomp", "3",
+            "--", "claude", "--resume",
+        ];
+        assert_eq!(strings(bwrap_args(&plan)), expected);
+    }
+
+    #[test]
+    fn network_on_keeps_the_host_network_namespace_only() {
+        let plan = Plan {
+            network: Network::On,
+            mounts: &[],
+            masks: &[],
+            commands: &[],
+            home: Path::new("/"),
+            cwd: Path::new("/p"),
+            runtime: Path::new("/rt"),
+            self_exe: Path::new("/as"),
+            command: &["true".into()],
+        };
+        let expected = [
+            "--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+            "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
+            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--ro-bind", "/rt", "/run/agent-sandbox",
+            "--ro-bind", "/as", "/run/agent-sandbox/agent-sandbox",
+            "--remount-ro", "/", "--chdir", "/p", "--seccomp", "3", "--", "true",
+        ];
+        assert_eq!(strings(bwrap_args(&plan)), expected);
+    }
+
+    #[test]
+    fn shell_quoting() {
+        let argv: Vec<OsString> = ["bwrap", "--bind", "/a b", "it's", ""].iter().map(OsString::from).collect();
+        assert_eq!(shell_quote(&argv), r"bwrap --bind '/a b' 'it'\''s' ''");
+    }
+}

@@ -1,0 +1,113 @@
+//! The runtime directory: a private host directory, created for one `exec` and removed
+//! after it, that appears read-only inside the sandbox as `/run/agent-sandbox`:
+//!
+//! ```text
+//! agent-sandbox     mount point for this binary (the marker `check` looks for)
+//! audit             FIFO: the only way sandboxed processes reach the audit log
+//! empty, emptydir/  what a masked secret file or directory shows
+//! seccomp.bpf       the program bwrap loads (also passed as fd 3)
+//! bin/<cmd>         mount points for real executables
+//! presets/<cmd>     which built-in preset handles <cmd> (`git`, `deny`)
+//! wrappers/<cmd>    mount points for wrapper scripts
+//! shims/<cmd>       `exec /run/agent-sandbox/agent-sandbox multicall <cmd> "$@"`
+//! ```
+//!
+//! The directories are mode 0111 once populated, so `ls /run/agent-sandbox/bin` fails
+//! inside. That is deterrence only (`/proc/self/mountinfo` still lists the mounts); what
+//! protects the runtime is that it is mounted read-only and `/` is remounted read-only.
+
+use std::{
+    ffi::CString,
+    os::unix::{ffi::OsStrExt, fs::PermissionsExt},
+    path::{Path, PathBuf},
+};
+
+use config::CommandRule;
+
+use crate::plan::{WrappedCommand, RUNTIME_DIR};
+
+pub struct Runtime {
+    dir: tempfile::TempDir,
+}
+
+const SUBDIRS: [&str; 4] = ["bin", "presets", "wrappers", "shims"];
+
+impl Runtime {
+    /// Creates and populates the runtime directory under `$XDG_RUNTIME_DIR` or the
+    /// system temp directory.
+    pub fn create(commands: &[WrappedCommand]) -> std::io::Result<Runtime> {
+        let parent = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = tempfile::Builder::new().prefix("agent-sandbox-").tempdir_in(parent)?;
+        let root = dir.path();
+        fs_err::write(root.join("agent-sandbox"), "")?;
+        fs_err::write(root.join("empty"), "")?;
+        fs_err::create_dir(root.join("emptydir"))?;
+        fs_err::write(root.join("seccomp.bpf"), seccomp::deny_terminal_injection())?;
+        make_fifo(&root.join("audit"))?;
+        for sub in SUBDIRS {
+            fs_err::create_dir(root.join(sub))?;
+        }
+        for command in commands {
+            let name = &command.name;
+            if command.real.is_some() {
+                fs_err::write(root.join("bin").join(name), "")?;
+            }
+            if command.wrapper.is_some() {
+                fs_err::write(root.join("wrappers").join(name), "")?;
+            }
+            match &command.rule {
+                CommandRule::Preset(preset) => fs_err::write(root.join("presets").join(name), preset)?,
+                CommandRule::Deny => fs_err::write(root.join("presets").join(name), "deny")?,
+                CommandRule::Allow | CommandRule::Wrapper(_) => {}
+            }
+            let shim = root.join("shims").join(name);
+            fs_err::write(&shim, format!("#!/bin/sh\nexec {RUNTIME_DIR}/agent-sandbox multicall {name} \"$@\"\n"))?;
+            fs_err::set_permissions(&shim, std::fs::Permissions::from_mode(0o555))?;
+        }
+        for path in ["empty", "audit"] {
+            let mode = if path == "audit" { 0o600 } else { 0o444 };
+            fs_err::set_permissions(root.join(path), std::fs::Permissions::from_mode(mode))?;
+        }
+        fs_err::set_permissions(root.join("emptydir"), std::fs::Permissions::from_mode(0o555))?;
+        for sub in SUBDIRS {
+            fs_err::set_permissions(root.join(sub), std::fs::Permissions::from_mode(0o111))?;
+        }
+        fs_err::set_permissions(root, std::fs::Permissions::from_mode(0o111))?;
+        Ok(Runtime { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn fifo(&self) -> PathBuf {
+        self.dir.path().join("audit")
+    }
+
+    pub fn seccomp(&self) -> PathBuf {
+        self.dir.path().join("seccomp.bpf")
+    }
+
+    /// Removes the directory (restoring the permissions that removal needs).
+    pub fn remove(self) -> std::io::Result<()> {
+        let root = self.dir.path();
+        fs_err::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+        for sub in SUBDIRS.iter().chain(["emptydir"].iter()) {
+            fs_err::set_permissions(root.join(sub), std::fs::Permissions::from_mode(0o700))?;
+        }
+        self.dir.close()
+    }
+}
+
+fn make_fifo(path: &Path) -> std::io::Result<()> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: c_path is a valid NUL-terminated string for the duration of the call.
+    if unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

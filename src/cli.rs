@@ -1,0 +1,119 @@
+//! Command-line parsing (clap) and the mapping of results to exit codes:
+//! 0 success, 1 `check` outside a sandbox, 2 usage errors, 125 agent-sandbox itself
+//! failed before the command ran; otherwise `exec` passes on the command's own status.
+
+use std::{ffi::OsString, path::PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+
+/// Exit code for errors of agent-sandbox itself (the command did not run).
+pub const EXIT_ERROR: i32 = 125;
+
+#[derive(Parser)]
+#[command(name = "agent-sandbox", version, about = "Guard rails for AI coding agents: run them under bubblewrap with a layered policy")]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Subcommand)]
+enum Commands {
+    /// Run a command (default: $SHELL) in the sandbox
+    Exec(ExecArgs),
+    /// Exit 0 inside an agent-sandbox (bubblewrap or container), 1 outside
+    Check {
+        /// Print nothing, only set the exit status
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Inspect the configuration
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration and the layer each value came from
+    Show {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Flags that form the CLI configuration layer.
+#[derive(Args, Clone, Default)]
+pub struct PolicyArgs {
+    /// Run as if started in DIR
+    #[arg(short = 'C', long = "cwd", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// An extra config file, applied after the global and project ones
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Network access: on or off
+    #[arg(long, value_name = "on|off")]
+    pub network: Option<String>,
+    /// Make PATH visible read-only (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub ro: Vec<String>,
+    /// Make PATH visible read-write (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub rw: Vec<String>,
+    /// Hide PATH (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub exclude: Vec<String>,
+    /// NAME=VALUE: true (unwrapped), false (deny), @git (built-in preset) or a wrapper script path
+    #[arg(long = "cmd", value_name = "NAME=VALUE")]
+    pub cmds: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print the bwrap command instead of running it
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Explain each decision on stderr
+    #[arg(long)]
+    pub debug: bool,
+    /// The command and its arguments
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+pub fn main(args: Vec<OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return if err.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let result = match cli.command {
+        Commands::Exec(args) => crate::exec::exec(args),
+        Commands::Check { quiet } => Ok(check(quiet)),
+        Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("agent-sandbox: error: {err:#}");
+            EXIT_ERROR
+        }
+    }
+}
+
+fn check(quiet: bool) -> i32 {
+    let (code, text) = match sandbox::check::detect() {
+        sandbox::check::Where::Bubblewrap => (0, "inside an agent-sandbox (bubblewrap)"),
+        sandbox::check::Where::Container => (0, "inside an agent-sandbox (container)"),
+        sandbox::check::Where::Outside => (1, "not inside an agent-sandbox"),
+    };
+    if !quiet {
+        println!("{text}");
+    }
+    code
+}

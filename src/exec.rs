@@ -1,0 +1,229 @@
+//! `agent-sandbox exec` and `config show`: gathers the facts of the invocation (home,
+//! cwd, project root), loads the configuration, resolves the policy, finds the secrets
+//! to mask and the commands to wrap, then prints (`--dry-run`) or runs the bwrap plan.
+
+use std::{
+    ffi::OsString,
+    io::IsTerminal,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context as _, Result};
+use policy::{Context, Kind, Mount};
+use sandbox::plan::{Mask, Plan};
+
+use crate::cli::{ExecArgs, PolicyArgs};
+
+struct Loaded {
+    ctx: Context,
+    config: config::Config,
+    files: Vec<PathBuf>,
+}
+
+fn load(args: &PolicyArgs) -> Result<Loaded> {
+    let home = std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+        .context("HOME is not set (agent-sandbox needs it to resolve ~ and the presets; set HOME)")?;
+    let cwd = match &args.cwd {
+        Some(dir) => dir.canonicalize().with_context(|| format!("-C {}: cannot use this directory", dir.display()))?,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let project_root = policy::find_project_root(&cwd, &home)?;
+    let global_dir = match std::env::var_os("XDG_CONFIG_HOME").filter(|dir| !dir.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
+        None => home.join(".config/agent-sandbox"),
+    };
+    let sources = config::Sources {
+        global_dir: Some(global_dir),
+        project_dir: project_root.join(".agent-sandbox"),
+        explicit: args.config.clone(),
+    };
+    let cli = config::cli_layer(args.network.as_deref(), &args.ro, &args.rw, &args.exclude, &args.cmds)?;
+    let (config, files) = config::load(&sources, cli)?;
+    Ok(Loaded { ctx: Context { home, cwd, project_root }, config, files })
+}
+
+pub fn config_show(args: &PolicyArgs, json: bool) -> Result<i32> {
+    let loaded = load(args)?;
+    if json {
+        let text = serde_json::to_string_pretty(&loaded.config.to_json()).context("formatting JSON")?;
+        println!("{text}");
+    } else {
+        print!("{}", loaded.config.to_text());
+    }
+    Ok(0)
+}
+
+pub fn exec(args: ExecArgs) -> Result<i32> {
+    if !cfg!(target_os = "linux") {
+        bail!("agent-sandbox exec needs Linux: bubblewrap is built on Linux namespaces (elsewhere, use a devcontainer)");
+    }
+    let debug = |line: &str| {
+        if args.debug {
+            eprintln!("agent-sandbox: debug: {line}");
+        }
+    };
+    let Loaded { ctx, config, files } = load(&args.policy)?;
+    debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
+    if files.is_empty() {
+        debug("config: no config files found, built-in defaults only");
+    }
+    for file in &files {
+        debug(&format!("config: loaded {}", file.display()));
+    }
+    debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
+
+    let mut policy = policy::resolve(&config, &ctx)?;
+    let matcher = secrets::SecretMatcher::new(
+        &config.secret_patterns.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
+        &config.secret_allow.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
+    )?;
+    let skip: Vec<PathBuf> = policy
+        .mounts
+        .iter()
+        .filter(|mount| mount.access == policy::Access::Exclude && mount.path.starts_with(&ctx.project_root))
+        .map(|mount| mount.path.clone())
+        .collect();
+    let hits = secrets::scan(&ctx.project_root, &matcher, &skip)?;
+    let masks = masks_for(&hits, &policy.mounts, &mut policy.notes);
+
+    let filter = policy::env::EnvFilter::new(&config)?;
+    let (mut env, dropped) = filter.apply(std::env::vars_os());
+    // `agent-sandbox check` works inside without knowing where the binary came from.
+    if let Some((_, path)) = env.iter_mut().find(|(name, _)| name == "PATH") {
+        path.push(":");
+        path.push(sandbox::plan::RUNTIME_DIR);
+    }
+    for gone in &dropped {
+        policy.notes.push(format!("env: {} dropped ({} {})", gone.name, gone.policy, gone.pattern));
+    }
+    let path_var = env.iter().find(|(name, _)| name == "PATH").map(|(_, value)| value.clone());
+    let commands = sandbox::commands::wrap(
+        &policy.commands,
+        path_var.as_deref(),
+        &policy.mounts,
+        &ctx.home,
+        &ctx.cwd,
+        &mut policy.notes,
+    )?;
+    for note in &policy.notes {
+        debug(note);
+    }
+
+    let command: Vec<OsString> = if args.command.is_empty() {
+        vec![std::env::var_os("SHELL").filter(|shell| !shell.is_empty()).unwrap_or_else(|| "/bin/sh".into())]
+    } else {
+        args.command.clone()
+    };
+    let self_exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
+    let bwrap = which::which("bwrap").map_err(|_| sandbox::run::RunError::BwrapMissing)?;
+
+    if args.dry_run {
+        let plan = plan(&policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
+        let names: Vec<String> = env.iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
+        println!("# environment passed: {}", names.join(" "));
+        let mut argv = vec![bwrap.into_os_string()];
+        argv.extend(sandbox::plan::bwrap_args(&plan));
+        println!("{}", sandbox::plan::shell_quote(&argv));
+        return Ok(0);
+    }
+
+    let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
+    record(&agent, &hits, &masks, &dropped);
+    if !masks.is_empty() && std::io::stderr().is_terminal() {
+        let shown: Vec<String> = masks.iter().take(5).map(|mask| relative(&mask.path, &ctx.project_root)).collect();
+        let more = if masks.len() > 5 { format!(" and {} more", masks.len() - 5) } else { String::new() };
+        eprintln!(
+            "agent-sandbox: hiding {} secret file(s) from the sandbox: {}{more} (expose one with secrets.allow)",
+            masks.len(),
+            shown.join(", ")
+        );
+    }
+
+    let runtime = sandbox::runtime::Runtime::create(&commands).context("creating the runtime directory")?;
+    let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
+    let bwrap_args = sandbox::plan::bwrap_args(&plan);
+    debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));
+    let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
+    runtime.remove().context("removing the runtime directory")?;
+    Ok(code?)
+}
+
+fn plan<'a>(
+    policy: &'a policy::Policy,
+    masks: &'a [Mask],
+    commands: &'a [sandbox::plan::WrappedCommand],
+    ctx: &'a Context,
+    runtime: &'a Path,
+    self_exe: &'a Path,
+    command: &'a [OsString],
+) -> Plan<'a> {
+    Plan {
+        network: policy.network.value,
+        mounts: &policy.mounts,
+        masks,
+        commands,
+        home: &ctx.home,
+        cwd: &ctx.cwd,
+        runtime,
+        self_exe,
+        command,
+    }
+}
+
+/// What to mount over each secret: the entry itself, or for a symlink its target when
+/// the sandbox can see it (a dangling or hidden target needs nothing).
+fn masks_for(hits: &[secrets::SecretHit], mounts: &[Mount], notes: &mut Vec<String>) -> Vec<Mask> {
+    let mut masks: Vec<Mask> = Vec::new();
+    for hit in hits {
+        let (path, kind) = match hit.kind {
+            secrets::EntryKind::Dir => (hit.path.clone(), Kind::Dir),
+            secrets::EntryKind::File | secrets::EntryKind::Other => (hit.path.clone(), Kind::File),
+            secrets::EntryKind::Symlink => match hit.path.canonicalize() {
+                Ok(target) if policy::is_visible(&target, mounts) => {
+                    let kind = if target.is_dir() { Kind::Dir } else { Kind::File };
+                    (target, kind)
+                }
+                _ => {
+                    notes.push(format!("secret {}: symlink to nothing visible, nothing to mask", hit.path.display()));
+                    continue;
+                }
+            },
+        };
+        notes.push(format!("secret {} masked (matches {})", path.display(), hit.pattern));
+        if !masks.iter().any(|mask| mask.path == path) {
+            masks.push(Mask { path, kind });
+        }
+    }
+    masks.sort_by(|a, b| a.path.components().count().cmp(&b.path.components().count()).then(a.path.cmp(&b.path)));
+    masks
+}
+
+fn record(agent: &str, hits: &[secrets::SecretHit], masks: &[Mask], dropped: &[policy::env::Dropped]) {
+    let Some(path) = audit::default_path() else { return };
+    let mut events: Vec<audit::Event> = hits
+        .iter()
+        .filter(|hit| masks.iter().any(|mask| mask.path == hit.path))
+        .map(|hit| {
+            audit::Event::new(
+                agent,
+                "read",
+                &hit.path.display().to_string(),
+                "masked",
+                "sensitive-file-pattern",
+                Some(format!("matches {}", hit.pattern)),
+            )
+        })
+        .collect();
+    events.extend(dropped.iter().map(|gone| {
+        audit::Event::new(agent, "env", &gone.name, "blocked", gone.policy, Some(format!("matches {}", gone.pattern)))
+    }));
+    if let Err(err) = audit::append(&path, &events) {
+        eprintln!("agent-sandbox: warning: cannot write the audit log {}: {err}", path.display());
+    }
+}
+
+fn relative(path: &Path, root: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
+}
