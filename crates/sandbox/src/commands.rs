@@ -49,10 +49,10 @@ pub fn wrap(
                 });
             }
             CommandRule::Wrapper(written) => {
-                let path = match written.strip_prefix("~/") {
+                let path = policy::normalize(&match written.strip_prefix("~/") {
                     Some(rest) => home.join(rest),
                     None => cwd.join(written),
-                };
+                });
                 match path.canonicalize() {
                     Ok(real) if is_executable(&real) => Some(real),
                     _ => {

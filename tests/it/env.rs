@@ -1,0 +1,30 @@
+//! Secret environment variables are filtered by name; the user can opt one in.
+
+use crate::support::{require_bwrap, World};
+
+#[test]
+fn secret_variables_are_dropped_and_the_allowlist_opts_in() {
+    require_bwrap!();
+    let world = World::new();
+    world.write(
+        "home/proj/.agent-sandbox/config.jsonc",
+        r#"{ "env": { "allow": ["ANTHROPIC_API_KEY", "NODE_*"], "block": ["NODE_SECRET"] } }"#,
+    );
+    let secret = [
+        "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "GITHUB_TOKEN", "GH_TOKEN", "DB_PASSWORD",
+        "MY_CREDENTIALS", "STRIPE_SECRET", "api_key", "SSH_AUTH_SOCK", "DATABASE_URL", "NODE_SECRET",
+    ];
+    let kept = ["ANTHROPIC_API_KEY", "NODE_ENV", "DEBUG", "CI", "TERM"];
+    let mut cmd = world.cmd();
+    for name in secret.iter().chain(kept.iter()) {
+        cmd.env(name, format!("value-of-{name}"));
+    }
+    let out = cmd.args(["exec", "--", "env"]).run().ok();
+    for name in secret {
+        assert!(!out.contains(&format!("{name}=")), "{name} leaked:\n{out}");
+    }
+    for name in kept {
+        assert!(out.contains(&format!("{name}=value-of-{name}\n")), "{name} missing:\n{out}");
+    }
+    assert!(out.contains(&format!("HOME={}\n", world.home.display())), "{out}");
+}

@@ -1,0 +1,105 @@
+//! Only the project (read-write) and what presets grant are visible: home credentials
+//! and sibling projects are not, and a symlink cannot reach them.
+
+use crate::support::{require_bwrap, World};
+
+const HOME_SECRETS: &[&str] = &[
+    "home/.ssh/id_ed25519",
+    "home/.aws/credentials",
+    "home/.gnupg/private-keys-v1.d/key",
+    "home/.netrc",
+    "home/.git-credentials",
+    "home/.config/gh/hosts.yml",
+    "home/.docker/config.json",
+    "home/.kube/config",
+    "home/.npmrc",
+];
+
+fn world_with_home_secrets() -> World {
+    let world = World::new();
+    for secret in HOME_SECRETS {
+        world.write(secret, "TOPSECRET\n");
+    }
+    world.write("home/other/notes.txt", "TOPSECRET sibling\n");
+    world
+}
+
+fn probe_script(world: &World) -> String {
+    let mut script = String::new();
+    for secret in HOME_SECRETS.iter().chain(["home/other/notes.txt"].iter()) {
+        let path = world.path(secret);
+        script.push_str(&format!("cat '{}' 2>/dev/null | grep -q TOPSECRET && echo 'LEAK {secret}'\n", path.display()));
+    }
+    script
+}
+
+#[test]
+fn home_credentials_and_sibling_projects_are_invisible() {
+    require_bwrap!();
+    let world = world_with_home_secrets();
+    let mut script = probe_script(&world);
+    script.push_str("cat README.md; echo edited > README.md && echo wrote-project\n");
+    let out = world.sh(&[], &script).ok();
+    assert!(!out.contains("LEAK"), "{out}");
+    assert!(out.contains("hello\nwrote-project"), "{out}");
+    assert_eq!(world.read("home/proj/README.md"), "edited\n", "project writes reach the host");
+}
+
+#[test]
+fn home_credentials_stay_hidden_when_home_is_granted() {
+    require_bwrap!();
+    let world = world_with_home_secrets();
+    let out = world.sh(&["--ro", "~"], &probe_script(&world)).ok();
+    let leaks: Vec<&str> = out.lines().filter(|line| line.starts_with("LEAK") && !line.contains("other/")).collect();
+    assert!(leaks.is_empty(), "{out}");
+    // The explicit grant of ~ does expose the sibling project: that was asked for.
+    assert!(out.contains("LEAK home/other/notes.txt"), "{out}");
+}
+
+#[test]
+fn symlinks_in_the_project_do_not_reach_hidden_paths() {
+    require_bwrap!();
+    let world = world_with_home_secrets();
+    std::os::unix::fs::symlink(world.path("home/.ssh/id_ed25519"), world.path("home/proj/key-link")).expect("symlink");
+    std::os::unix::fs::symlink("../other/notes.txt", world.path("home/proj/sibling-link")).expect("symlink");
+    std::os::unix::fs::symlink(world.path("home/.aws"), world.path("home/proj/aws-dir")).expect("symlink");
+    std::os::unix::fs::symlink("README.md", world.path("home/proj/readme-link")).expect("symlink");
+    let out = world
+        .sh(
+            &[],
+            "cat key-link sibling-link aws-dir/credentials 2>/dev/null | grep TOPSECRET && echo LEAK; cat readme-link",
+        )
+        .ok();
+    assert_eq!(out, "hello\n");
+}
+
+#[test]
+fn system_files_are_read_only_and_etc_is_limited() {
+    require_bwrap!();
+    let world = World::new();
+    let out = world
+        .sh(
+            &[],
+            "touch /usr/bin/evil 2>/dev/null && echo WROTE-USR; echo x >> /etc/passwd 2>/dev/null && echo WROTE-ETC; \
+             test -e /etc/shadow && echo SHADOW; test -e /etc/ssh && echo ETC-SSH; \
+             ls /usr/bin/env >/dev/null && echo usr-ok; grep -q root /etc/passwd && echo passwd-ok",
+        )
+        .ok();
+    assert_eq!(out, "usr-ok\npasswd-ok\n");
+}
+
+#[test]
+fn exclude_and_ro_flags_apply_inside_the_project() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/vendor/lib.txt", "vendored\n");
+    world.write("home/proj/docs/guide.md", "guide\n");
+    let out = world
+        .sh(
+            &["--exclude", "vendor", "--ro", "docs"],
+            "cat vendor/lib.txt 2>/dev/null && echo SEEN; echo x > docs/guide.md 2>/dev/null && echo WROTE; cat docs/guide.md",
+        )
+        .ok();
+    assert_eq!(out, "guide\n");
+    assert_eq!(world.read("home/proj/docs/guide.md"), "guide\n");
+}

@@ -1,0 +1,13 @@
+//! End-to-end tests of the `agent-sandbox` binary under real bwrap. Every guarantee is
+//! shown by an attack that must fail next to the legitimate use that must keep working.
+//! CI runs this suite as root and again as an unprivileged user.
+
+mod cli;
+mod commands;
+mod env;
+mod files;
+mod git;
+mod isolation;
+mod runtime;
+mod secrets;
+mod support;

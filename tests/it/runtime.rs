@@ -1,0 +1,63 @@
+//! `/run/agent-sandbox` and `agent-sandbox check`: inside answers 0, outside 1, and a
+//! sandboxed process can neither remove the marker nor add one.
+
+use std::process::Command;
+
+use crate::support::{require_bwrap, World, BIN};
+
+#[test]
+fn check_answers_inside_and_outside() {
+    require_bwrap!();
+    let world = World::new();
+    let outside = world.cmd().arg("check").run();
+    assert_eq!((outside.code(), outside.stdout()), (1, "not inside an agent-sandbox\n".to_owned()));
+    let inside = world.sh(&[], "agent-sandbox check; echo code=$?; agent-sandbox check -q; echo quiet=$?").ok();
+    assert_eq!(inside, "inside an agent-sandbox (bubblewrap)\ncode=0\nquiet=0\n");
+}
+
+#[test]
+fn the_marker_cannot_be_removed_hidden_or_planted() {
+    require_bwrap!();
+    let world = World::new();
+    let attacks = [
+        "rm -f /run/agent-sandbox/agent-sandbox",
+        "mv /run/agent-sandbox /run/x",
+        "umount /run/agent-sandbox",
+        "mount -t tmpfs none /run",
+        "unshare -Urm sh -c 'mount -t tmpfs none /run && agent-sandbox check'",
+        "touch /.agent-sandbox",
+        "mkdir /newdir",
+        "chmod 755 /run/agent-sandbox",
+    ];
+    let mut script = String::new();
+    for attack in attacks {
+        script.push_str(&format!("{attack} >/dev/null 2>&1 && echo 'SUCCEEDED: {attack}'\n"));
+    }
+    script.push_str("ls /run/agent-sandbox >/dev/null 2>&1 && echo LISTED; agent-sandbox check -q && echo still-inside\n");
+    assert_eq!(world.sh(&[], &script).ok(), "still-inside\n");
+}
+
+#[test]
+fn the_runtime_directory_is_gone_after_exec() {
+    require_bwrap!();
+    let world = World::new();
+    let runtime_parent = world.path("xdg-runtime");
+    fs_err::create_dir_all(&runtime_parent).expect("mkdir");
+    world.cmd().env("XDG_RUNTIME_DIR", &runtime_parent).args(["exec", "--", "true"]).run().ok();
+    assert_eq!(fs_err::read_dir(&runtime_parent).expect("readable").count(), 0);
+}
+
+#[test]
+fn the_command_exit_status_is_passed_on() {
+    require_bwrap!();
+    let world = World::new();
+    assert_eq!(world.sh(&[], "exit 7").code(), 7);
+    assert_eq!(world.sh(&[], "kill -TERM $$").code(), 128 + 15);
+}
+
+#[test]
+fn multicall_outside_a_sandbox_refuses() {
+    let out = Command::new(BIN).args(["multicall", "git", "status"]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(127));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "agent-sandbox: multicall only works inside an agent-sandbox (for \"git\")\n");
+}

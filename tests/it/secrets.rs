@@ -1,0 +1,136 @@
+//! Secret files inside the project cannot be read, overwritten or unmasked; the scan
+//! that finds them fails closed.
+
+use crate::support::{is_root, require_bwrap, World};
+
+const PROJECT_SECRETS: &[&str] = &[
+    "home/proj/.env",
+    "home/proj/.env.local",
+    "home/proj/config/prod.pem",
+    "home/proj/server.key",
+    "home/proj/aws_credentials.json",
+    "home/proj/My_Secret.txt",
+    "home/proj/node_modules/pkg/deep/.env",
+];
+
+fn world() -> World {
+    let world = World::new();
+    for secret in PROJECT_SECRETS {
+        world.write(secret, "TOPSECRET\n");
+    }
+    world.write("home/proj/secrets/db.txt", "TOPSECRET\n");
+    world.write("home/proj/.env.example", "API_KEY=changeme\n");
+    world
+}
+
+#[test]
+fn secret_files_read_as_empty_and_templates_stay_readable() {
+    require_bwrap!();
+    let world = world();
+    let out = world
+        .sh(&[], "cat .env .env.local config/prod.pem server.key aws_credentials.json My_Secret.txt node_modules/pkg/deep/.env secrets/db.txt 2>&1; cat .env.example")
+        .ok();
+    assert!(!out.contains("TOPSECRET"), "{out}");
+    assert!(out.contains("API_KEY=changeme"), "{out}");
+}
+
+#[test]
+fn secret_files_cannot_be_overwritten_removed_or_unmasked() {
+    require_bwrap!();
+    let world = world();
+    let attacks = [
+        "echo pwned > .env",
+        "rm -f .env",
+        "mv .env moved",
+        "ln .env hardlink",
+        "cp /etc/hostname .env",
+        "python3 -c 'import os; open(\"tmp\",\"w\").write(\"x\"); os.replace(\"tmp\", \".env\")'",
+        "umount .env",
+        "umount -l secrets",
+        "mount --bind README.md .env",
+        "unshare -Urm sh -c 'umount .env; cat .env'",
+        "rm -rf secrets",
+        "touch secrets/new",
+    ];
+    let mut script = String::new();
+    for (idx, attack) in attacks.iter().enumerate() {
+        script.push_str(&format!("{attack} >/dev/null 2>&1; cat .env secrets/db.txt 2>/dev/null | grep -q TOPSECRET && echo 'LEAK after attack {idx}'\n"));
+    }
+    script.push_str("echo done\n");
+    let out = world.sh(&[], &script).ok();
+    assert_eq!(out, "done\n");
+    for secret in PROJECT_SECRETS {
+        assert_eq!(world.read(secret), "TOPSECRET\n", "{secret} unchanged on the host");
+    }
+    assert!(world.path("home/proj/secrets/db.txt").exists());
+    assert!(!world.path("home/proj/moved").exists() && !world.path("home/proj/hardlink").exists());
+}
+
+#[test]
+fn a_symlinked_secret_name_masks_its_target() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/config/settings.txt", "TOPSECRET\n");
+    std::os::unix::fs::symlink("config/settings.txt", world.path("home/proj/.env")).expect("symlink");
+    let out = world.sh(&[], "cat .env config/settings.txt; echo end").ok();
+    assert_eq!(out, "end\n");
+}
+
+#[test]
+fn secret_patterns_are_configurable() {
+    require_bwrap!();
+    let world = world();
+    world.write("home/proj/notes.private", "TOPSECRET\n");
+    world.write(
+        "home/proj/.agent-sandbox/config.jsonc",
+        r#"{ "secrets": { "patterns": ["*.private"], "allow": [".env.local"] } }"#,
+    );
+    let out = world.sh(&[], "cat notes.private .env.local .env; echo end").ok();
+    assert_eq!(out, "TOPSECRET\nend\n", ".env.local allowed, *.private added, .env still masked");
+}
+
+#[test]
+fn masked_files_are_recorded_in_the_audit_log() {
+    require_bwrap!();
+    let world = world();
+    world.sh(&[], "true").ok();
+    let log = world.audit_log();
+    let env_line = log
+        .lines()
+        .find(|line| line.contains(&format!("\"target\":\"{}\"", world.path("home/proj/.env").display())))
+        .unwrap_or_else(|| panic!("no audit entry for .env in:\n{log}"));
+    assert!(env_line.contains(r#""operation":"read","#), "{env_line}");
+    assert!(env_line.contains(r#""result":"masked","policy":"sensitive-file-pattern","reason":"matches .env","source":"host""#), "{env_line}");
+    assert!(env_line.contains(r#""agent":"sh""#), "{env_line}");
+}
+
+#[test]
+fn an_unreadable_directory_stops_the_start_instead_of_exposing_what_is_inside() {
+    require_bwrap!();
+    if is_root() {
+        eprintln!("skipping: root reads mode-000 directories, so nothing is unreadable (CI runs this as non-root too)");
+        return;
+    }
+    let world = world();
+    world.write("home/proj/locked/.env", "TOPSECRET\n");
+    world.chmod("home/proj/locked", 0o000);
+    let run = world.sh(&[], "touch started");
+    world.chmod("home/proj/locked", 0o755);
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    let locked = world.path("home/proj/locked");
+    assert_eq!(
+        run.stderr(),
+        format!(
+            "agent-sandbox: error: cannot scan {} for secret files: Permission denied (os error 13) (fix its permissions, or exclude it with --exclude {})\n",
+            locked.display(),
+            locked.display()
+        )
+    );
+    assert!(!world.path("home/proj/started").exists(), "the command must not run");
+    // The hint works: excluded, the directory is not scanned and not visible.
+    world.chmod("home/proj/locked", 0o000);
+    let run = world.sh(&["--exclude", "locked"], "touch started");
+    world.chmod("home/proj/locked", 0o755);
+    run.ok();
+    assert!(world.path("home/proj/started").exists());
+}

@@ -1,0 +1,171 @@
+//! Test harness: each test gets its own temporary world (a fake `$HOME` with credentials
+//! in it, a project, a sibling project) and runs the real `agent-sandbox` binary under
+//! the real bwrap against it. Nothing here mocks anything.
+
+use std::{
+    ffi::OsStr,
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_agent-sandbox");
+
+/// Skips (with a printed reason) when bwrap is missing locally; in CI it must be there.
+macro_rules! require_bwrap {
+    () => {
+        if !$crate::support::bwrap_available() {
+            return;
+        }
+    };
+}
+pub(crate) use require_bwrap;
+
+pub fn bwrap_available() -> bool {
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|dir| dir.join("bwrap").is_file());
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "bwrap is required in CI (apt install bubblewrap)");
+        eprintln!("skipping: bwrap not found in PATH (install with: apt install bubblewrap)");
+    }
+    found
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub struct World {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub project: PathBuf,
+}
+
+impl World {
+    /// A world whose project is a git repository with one commit.
+    pub fn new() -> World {
+        let world = World::bare();
+        world.write("home/.gitconfig", "[user]\n\tname = Test\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n");
+        world.write("home/proj/README.md", "hello\n");
+        world.git(&["init", "-q"]);
+        world.git(&["add", "-A"]);
+        world.git(&["commit", "-qm", "init"]);
+        world
+    }
+
+    /// A world with an empty project directory (no git).
+    pub fn bare() -> World {
+        let dir = tempfile::Builder::new().prefix("as-it-").tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical tempdir");
+        let home = root.join("home");
+        let project = home.join("proj");
+        fs_err::create_dir_all(&project).expect("mkdir project");
+        World { _dir: dir, root, home, project }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let path = self.path(rel);
+        fs_err::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
+        fs_err::write(&path, content).expect("write");
+        path
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        fs_err::read_to_string(self.path(rel)).expect("read")
+    }
+
+    pub fn chmod(&self, rel: &str, mode: u32) {
+        fs_err::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    /// Runs the host's git in the project, outside any sandbox.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&self.project)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `agent-sandbox` with a clean environment pointing into this world, run in the project.
+    pub fn cmd(&self) -> TestCommand {
+        let mut cmd = Command::new(BIN);
+        cmd.env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            .env("XDG_CONFIG_HOME", self.root.join("xdg-config"))
+            .env("XDG_STATE_HOME", self.root.join("xdg-state"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .current_dir(&self.project);
+        TestCommand { cmd }
+    }
+
+    /// `agent-sandbox exec [flags] -- sh -c SCRIPT`.
+    pub fn sh(&self, flags: &[&str], script: &str) -> Run {
+        let mut cmd = self.cmd();
+        cmd.arg("exec").args(flags).args(["--", "sh", "-c", script]);
+        cmd.run()
+    }
+
+    pub fn audit_log(&self) -> String {
+        fs_err::read_to_string(self.root.join("xdg-state/agent-sandbox/audit.jsonl")).unwrap_or_default()
+    }
+}
+
+pub struct TestCommand {
+    pub cmd: Command,
+}
+
+impl TestCommand {
+    pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Self {
+        self.cmd.arg(arg);
+        self
+    }
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&mut self, args: I) -> &mut Self {
+        self.cmd.args(args);
+        self
+    }
+    pub fn env(&mut self, key: &str, value: impl AsRef<OsStr>) -> &mut Self {
+        self.cmd.env(key, value);
+        self
+    }
+    pub fn current_dir(&mut self, dir: &Path) -> &mut Self {
+        self.cmd.current_dir(dir);
+        self
+    }
+    pub fn run(&mut self) -> Run {
+        let output = self.cmd.output().expect("agent-sandbox runs");
+        Run(output)
+    }
+}
+
+pub struct Run(pub Output);
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.0.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+    /// Asserts success and returns stdout.
+    #[track_caller]
+    pub fn ok(&self) -> String {
+        assert_eq!(self.code(), 0, "stdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
+        self.stdout()
+    }
+}
