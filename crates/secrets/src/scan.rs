@@ -45,15 +45,15 @@ pub enum ScanError {
     /// A directory (or an entry's type) under the root could not be read, so secrets
     /// inside it could be missed.
     #[error(
-        "cannot scan {} for secret files: {source} (fix its permissions, or exclude it with --exclude {})",
+        "cannot scan {} for secret files: {error} (fix its permissions, or exclude it with --exclude {})",
         path.display(),
         path.display()
     )]
     Unreadable {
         /// The directory or entry that could not be read.
         path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
+        /// The underlying error (part of the message, so not also a `#[source]`).
+        error: io::Error,
     },
 }
 
@@ -242,9 +242,9 @@ impl<'s, 'a> Worker<'s, 'a> {
 
     /// Lists one directory: records secrets, pushes subdirectories to descend into.
     fn list(&mut self, job: &Job) -> Result<(), ScanError> {
-        let unreadable = |path: &Path, source| ScanError::Unreadable {
+        let unreadable = |path: &Path, error| ScanError::Unreadable {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let is_root = job.dir.as_path() == self.shared.root;
         let entries = match fs::read_dir(&job.dir) {

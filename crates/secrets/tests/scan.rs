@@ -128,16 +128,16 @@ fn missing_root_is_an_error() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path().join("does-not-exist");
     let err = scan(&root, &default_matcher(), &[]).expect_err("missing root");
-    let ScanError::Unreadable { path, source } = &err;
+    let ScanError::Unreadable { path, error } = &err;
     assert_eq!(path, &root);
-    assert_eq!(source.kind(), io::ErrorKind::NotFound);
+    assert_eq!(error.kind(), io::ErrorKind::NotFound);
 }
 
 #[test]
 fn unreadable_error_says_what_to_do() {
     let err = ScanError::Unreadable {
         path: PathBuf::from("/p/x"),
-        source: io::Error::from_raw_os_error(13),
+        error: io::Error::from_raw_os_error(13),
     };
     assert_eq!(
         err.to_string(),
@@ -167,9 +167,9 @@ fn unreadable_directory_fails_closed() {
         return;
     }
     let err = result.expect_err("mode-000 directory must fail the scan");
-    let ScanError::Unreadable { path, source } = &err;
+    let ScanError::Unreadable { path, error } = &err;
     assert_eq!(path, &locked);
-    assert_eq!(source.kind(), io::ErrorKind::PermissionDenied);
+    assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
     let msg = err.to_string();
     assert!(
         msg.contains(&format!("--exclude {}", locked.display())),
