@@ -176,3 +176,28 @@ fn network_off_cuts_the_host_loopback_and_network_on_keeps_it() {
     assert!(on.starts_with("reached b'HELLO"), "{on}");
     let _ = server.join();
 }
+
+#[test]
+fn host_abstract_unix_sockets_are_unreachable_even_with_the_network_on() {
+    require_bwrap!();
+    let world = World::new();
+    let name = format!("\0as-it-abstract-{}", std::process::id());
+    let addr = <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name[1..].as_bytes())
+        .expect("abstract address");
+    let listener = UnixListener::bind_addr(&addr).expect("bind abstract socket");
+    let probe = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect('\\0{}')\n    print('CONNECTED')\nexcept OSError as err:\n    print('unreachable', err.errno)\n",
+        &name[1..]
+    );
+    // Control: the socket answers on the host.
+    let control = Command::new("python3").args(["-c", &probe]).output().expect("python");
+    assert_eq!(String::from_utf8_lossy(&control.stdout), "CONNECTED\n");
+    for network in ["on", "off"] {
+        let out = world.cmd().args(["exec", "--network", network, "--", "python3", "-c", &probe]).run().ok();
+        assert!(out.starts_with("unreachable"), "--network {network}: {out}");
+    }
+    // Abstract sockets the sandbox makes for itself keep working.
+    let own = "import socket, os\na = socket.socket(socket.AF_UNIX); a.bind('\\0own'); a.listen(1)\nb = socket.socket(socket.AF_UNIX); b.connect('\\0own'); print('own-ok')\n";
+    assert_eq!(world.cmd().args(["exec", "--", "python3", "-c", own]).run().ok(), "own-ok\n");
+    drop(listener);
+}

@@ -6,7 +6,8 @@
 //! Order matters to bwrap: namespaces and hardening first; then the filesystem from the
 //! outside in (a fresh tmpfs root, `/dev`, `/proc`, private `/tmp`, a scratch `$HOME`,
 //! the policy's mounts parents-first, secret masks, the runtime directory, command
-//! overlays); then `/` remounted read-only so nothing can be added beside the marker.
+//! overlays); then `/` remounted read-only so nothing can be added beside the marker;
+//! then the command, behind `agent-sandbox sandbox-init` (see `init.rs`).
 
 use std::{
     ffi::OsString,
@@ -113,6 +114,12 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.push_path(plan.cwd);
     args.push("--seccomp");
     args.push(&SECCOMP_FD.to_string());
+    args.push("--");
+    args.push_path(&run.join("agent-sandbox"));
+    args.push("sandbox-init");
+    if plan.network == Network::On {
+        args.push("--network-on");
+    }
     args.push("--");
     args.0.extend(plan.command.iter().cloned());
     args.0
@@ -242,7 +249,7 @@ mod tests {
             "--ro-bind", "/home/u/npm-guard", "/run/agent-sandbox/wrappers/npm",
             "--ro-bind", "/opt/as/agent-sandbox", "/usr/bin/npm",
             "--remount-ro", "/", "--chdir", "/home/u/proj/src", "--seccomp", "3",
-            "--", "claude", "--resume",
+            "--", "/run/agent-sandbox/agent-sandbox", "sandbox-init", "--", "claude", "--resume",
         ];
         assert_eq!(strings(bwrap_args(&plan)), expected);
     }
@@ -266,7 +273,8 @@ mod tests {
             "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--ro-bind", "/rt", "/run/agent-sandbox",
             "--ro-bind", "/as", "/run/agent-sandbox/agent-sandbox",
-            "--remount-ro", "/", "--chdir", "/p", "--seccomp", "3", "--", "true",
+            "--remount-ro", "/", "--chdir", "/p", "--seccomp", "3",
+            "--", "/run/agent-sandbox/agent-sandbox", "sandbox-init", "--network-on", "--", "true",
         ];
         assert_eq!(strings(bwrap_args(&plan)), expected);
     }
