@@ -141,6 +141,13 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         );
     }
 
+    if policy.network.value == config::Network::On && !sandbox::landlock::supported() {
+        eprintln!(
+            "agent-sandbox: warning: this kernel cannot scope abstract unix sockets (Landlock ABI {}, needs 6: Linux 6.12); \
+             with the network on, the sandbox can reach host services listening on them (--network off closes this)",
+            sandbox::landlock::abi()
+        );
+    }
     let runtime = sandbox::runtime::Runtime::create(&commands).context("creating the runtime directory")?;
     let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);

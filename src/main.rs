@@ -14,9 +14,6 @@ fn main() {
     if let Some(name) = argv0.filter(|name| !name.starts_with("agent-sandbox")) {
         std::process::exit(sandbox::multicall::dispatch(&name, &args[1..]));
     }
-    if args.get(1).is_some_and(|arg| arg == "sandbox-init") {
-        std::process::exit(sandbox::init::run(&args[2..]));
-    }
     if args.get(1).is_some_and(|arg| arg == "multicall") {
         let Some(name) = args.get(2) else {
             eprintln!("agent-sandbox: usage: agent-sandbox multicall <command> [args...]");

@@ -105,7 +105,7 @@ fn keystrokes_cannot_be_injected_into_the_terminal() {
         eprintln!("note: legacy_tiocsti is off here, so the kernel refuses TIOCSTI even without the guard");
     }
     // ...and is refused inside agent-sandbox.
-    let bin = crate::support::BIN;
+    let bin = crate::support::BIN.as_str();
     let out = with_controlling_tty(&[bin, "exec", "--", "python3", "-c", INJECT], &world);
     assert!(out.contains("refused 1"), "{out}");
     // The terminal itself still works for the sandboxed program.

@@ -57,7 +57,7 @@ fn the_command_exit_status_is_passed_on() {
 
 #[test]
 fn multicall_outside_a_sandbox_refuses() {
-    let out = Command::new(BIN).args(["multicall", "git", "status"]).output().expect("runs");
+    let out = Command::new(&*BIN).args(["multicall", "git", "status"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(127));
     assert_eq!(String::from_utf8_lossy(&out.stderr), "agent-sandbox: multicall only works inside an agent-sandbox (for \"git\")\n");
 }

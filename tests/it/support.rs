@@ -9,7 +9,11 @@ use std::{
     process::{Command, Output},
 };
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_agent-sandbox");
+/// The binary under test; `AGENT_SANDBOX_BIN` overrides it when the suite runs as
+/// another user from a copy (see `cargo xtask test`).
+pub static BIN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    std::env::var("AGENT_SANDBOX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_agent-sandbox").to_owned())
+});
 
 /// Skips (with a printed reason) when bwrap is missing locally; in CI it must be there.
 macro_rules! require_bwrap {
@@ -99,7 +103,7 @@ impl World {
 
     /// `agent-sandbox` with a clean environment pointing into this world, run in the project.
     pub fn cmd(&self) -> TestCommand {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(&*BIN);
         cmd.env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", &self.home)

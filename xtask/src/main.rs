@@ -1,1 +1,150 @@
-fn main() {}
+//! Project automation, run as `cargo xtask <task>` (see `.cargo/config.toml`):
+//! - `test`: installs what the suite needs (bubblewrap, python3, util-linux, procps),
+//!   runs every test as the current user and, when that is root, again as an
+//!   unprivileged user, because real users run agent-sandbox unprivileged;
+//! - `bench`: the start-up benchmarks, reported as ratios against a baseline measured in
+//!   the same run.
+//!
+//! No shell scripts: every step is a `Command` whose failure stops the task.
+
+mod bench;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context, Result};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("test") => test(),
+        Some("bench") => bench::run_bench(),
+        _ => bail!("usage: cargo xtask <test|bench>"),
+    }
+}
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("starting {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+pub fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|out| out.stdout == b"0\n")
+}
+
+/// Debian packages the suite needs, by the command that shows each is present.
+const PACKAGES: &[(&str, &str)] = &[
+    ("bwrap", "bubblewrap"),
+    ("python3", "python3"),
+    ("runuser", "util-linux"),
+    ("ps", "procps"),
+    ("git", "git"),
+];
+
+pub fn ensure_packages() -> Result<()> {
+    let missing: Vec<&str> = PACKAGES
+        .iter()
+        .filter(|(command, _)| !Path::new("/usr/bin").join(command).exists() && which(command).is_none())
+        .map(|(_, package)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!("missing packages: {} (install with: sudo apt-get install -y {})", missing.join(" "), missing.join(" "));
+    }
+    eprintln!("xtask: installing {}", missing.join(" "));
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    run(Command::new("apt-get").args(["install", "-y", "-qq", "--no-install-recommends"]).args(&missing))
+}
+
+fn which(command: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(command)).find(|path| path.is_file())
+}
+
+const TEST_USER: &str = "agent-sandbox-ci";
+
+fn test() -> Result<()> {
+    ensure_packages()?;
+    let root = root();
+    run(Command::new("cargo").args(["test", "--workspace", "--locked"]).current_dir(&root))?;
+    if !is_root() {
+        return Ok(());
+    }
+    eprintln!("xtask: running the test binaries again as the unprivileged user {TEST_USER}");
+    if Command::new("id").arg(TEST_USER).output().map(|out| !out.status.success()).unwrap_or(true) {
+        run(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
+    }
+    // The checkout may sit where the test user cannot read (e.g. under /root): run
+    // copies from a world-readable directory instead.
+    let stage = PathBuf::from(format!("/tmp/agent-sandbox-nonroot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&stage)?;
+    let binaries = test_binaries(&root)?;
+    let bin = stage.join("agent-sandbox");
+    std::fs::copy(root.join("target/debug/agent-sandbox"), &bin).context("copying agent-sandbox")?;
+    let mut staged = Vec::new();
+    for binary in &binaries {
+        let name = binary.file_name().context("binary has a name")?;
+        let copy = stage.join(name);
+        std::fs::copy(binary, &copy).with_context(|| format!("copying {}", binary.display()))?;
+        staged.push(copy);
+    }
+    run(Command::new("chmod").args(["-R", "a+rX"]).arg(&stage))?;
+    let home = format!("/home/{TEST_USER}");
+    let mut failed = Vec::new();
+    for binary in &staged {
+        let status = Command::new("runuser")
+            .args(["-u", TEST_USER, "--", "env", "-i"])
+            .arg(format!("HOME={home}"))
+            .arg("PATH=/usr/local/bin:/usr/bin:/bin")
+            .arg("LANG=C.UTF-8")
+            .arg(format!("CI={}", std::env::var("CI").unwrap_or_default()))
+            .arg(format!("AGENT_SANDBOX_BIN={}", bin.display()))
+            .arg(binary)
+            .current_dir(&stage)
+            .status()?;
+        if !status.success() {
+            failed.push(binary.display().to_string());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&stage);
+    if !failed.is_empty() {
+        bail!("as {TEST_USER}, these test binaries failed: {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// The test executables `cargo test --workspace` builds.
+fn test_binaries(root: &Path) -> Result<Vec<PathBuf>> {
+    let out = Command::new("cargo")
+        .args(["test", "--workspace", "--locked", "--no-run", "--message-format=json"])
+        .current_dir(root)
+        .output()
+        .context("cargo test --no-run")?;
+    if !out.status.success() {
+        bail!("cargo test --no-run failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut binaries = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if message["reason"] == "compiler-artifact" && message["profile"]["test"] == true {
+            if let Some(executable) = message["executable"].as_str() {
+                binaries.push(PathBuf::from(executable));
+            }
+        }
+    }
+    if binaries.is_empty() {
+        bail!("cargo reported no test binaries");
+    }
+    Ok(binaries)
+}

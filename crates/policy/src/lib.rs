@@ -49,6 +49,9 @@ pub struct Mount {
     pub path: PathBuf,
     pub access: Access,
     pub kind: Kind,
+    /// For a symlink whose target the sandbox shows anyway (`/bin` -> `usr/bin`): the
+    /// link text, recreated as a symlink instead of another bind mount.
+    pub link: Option<PathBuf>,
     /// The rule that won: what was written and where.
     pub rule: String,
     pub origin: Origin,
@@ -261,6 +264,7 @@ fn settle(rules: Vec<Rule>) -> Vec<Mount> {
             path: path.clone(),
             access: rule.access,
             kind,
+            link: None,
             rule: rule.written.clone(),
             origin: rule.origin.clone(),
         });
@@ -268,6 +272,27 @@ fn settle(rules: Vec<Rule>) -> Vec<Mount> {
     mounts.sort_by(|a, b| {
         a.path.components().count().cmp(&b.path.components().count()).then_with(|| a.path.cmp(&b.path))
     });
+    // A symlink to something mounted anyway costs a mount less as a symlink.
+    let links: Vec<Option<PathBuf>> = mounts
+        .iter()
+        .map(|mount| {
+            if mount.access == Access::Exclude || !mount.path.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) {
+                return None;
+            }
+            let target = mount.path.canonicalize().ok()?;
+            let covered = mounts.iter().any(|other| {
+                other.path != mount.path && other.access == mount.access && target.starts_with(&other.path)
+            });
+            if covered && is_visible(&target, &mounts) {
+                std::fs::read_link(&mount.path).ok()
+            } else {
+                None
+            }
+        })
+        .collect();
+    for (mount, link) in mounts.iter_mut().zip(links) {
+        mount.link = link;
+    }
     mounts
 }
 

@@ -6,8 +6,7 @@
 //! Order matters to bwrap: namespaces and hardening first; then the filesystem from the
 //! outside in (a fresh tmpfs root, `/dev`, `/proc`, private `/tmp`, a scratch `$HOME`,
 //! the policy's mounts parents-first, secret masks, the runtime directory, command
-//! overlays); then `/` remounted read-only so nothing can be added beside the marker;
-//! then the command, behind `agent-sandbox sandbox-init` (see `init.rs`).
+//! overlays); then `/` remounted read-only so nothing can be added beside the marker.
 
 use std::{
     ffi::OsString,
@@ -72,6 +71,12 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     }
 
     for mount in plan.mounts {
+        if let Some(link) = &mount.link {
+            args.push("--symlink");
+            args.push_path(link);
+            args.push_path(&mount.path);
+            continue;
+        }
         match (mount.access, mount.kind) {
             (Access::Rw, _) => args.bind("--bind", &mount.path, &mount.path),
             (Access::Ro, _) => args.bind("--ro-bind", &mount.path, &mount.path),
@@ -114,12 +119,6 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.push_path(plan.cwd);
     args.push("--seccomp");
     args.push(&SECCOMP_FD.to_string());
-    args.push("--");
-    args.push_path(&run.join("agent-sandbox"));
-    args.push("sandbox-init");
-    if plan.network == Network::On {
-        args.push("--network-on");
-    }
     args.push("--");
     args.0.extend(plan.command.iter().cloned());
     args.0
@@ -172,6 +171,7 @@ mod tests {
             path: path.into(),
             access,
             kind,
+            link: None,
             rule: String::new(),
             origin: Origin { layer: LayerKind::Default, location: Location::Builtin },
         }
@@ -249,7 +249,7 @@ mod tests {
             "--ro-bind", "/home/u/npm-guard", "/run/agent-sandbox/wrappers/npm",
             "--ro-bind", "/opt/as/agent-sandbox", "/usr/bin/npm",
             "--remount-ro", "/", "--chdir", "/home/u/proj/src", "--seccomp", "3",
-            "--", "/run/agent-sandbox/agent-sandbox", "sandbox-init", "--", "claude", "--resume",
+            "--", "claude", "--resume",
         ];
         assert_eq!(strings(bwrap_args(&plan)), expected);
     }
@@ -273,8 +273,7 @@ mod tests {
             "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--ro-bind", "/rt", "/run/agent-sandbox",
             "--ro-bind", "/as", "/run/agent-sandbox/agent-sandbox",
-            "--remount-ro", "/", "--chdir", "/p", "--seccomp", "3",
-            "--", "/run/agent-sandbox/agent-sandbox", "sandbox-init", "--network-on", "--", "true",
+            "--remount-ro", "/", "--chdir", "/p", "--seccomp", "3", "--", "true",
         ];
         assert_eq!(strings(bwrap_args(&plan)), expected);
     }

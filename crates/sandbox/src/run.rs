@@ -1,6 +1,8 @@
 //! The executor: runs bwrap with a plan's arguments and the filtered environment,
 //! hands it the seccomp program on fd 3, relays audit lines from the sandbox's FIFO to
-//! the log while it runs, and returns the sandboxed command's exit status.
+//! the log while it runs, and returns the sandboxed command's exit status. Between fork
+//! and exec it also applies the Landlock scope (`landlock.rs`) to bwrap, so that the
+//! whole sandbox inherits it without an extra process.
 //!
 //! `agent-sandbox exec` stays bwrap's parent rather than exec'ing it, because someone
 //! must read the audit FIFO and remove the runtime directory afterwards; bwrap's
@@ -48,6 +50,7 @@ pub fn run(
     let relay = spawn_relay(fifo.try_clone().map_err(RunError::Audit)?, audit_log);
 
     let seccomp_fd = seccomp.as_raw_fd();
+    let scope = crate::landlock::supported();
     let mut command = Command::new(bwrap);
     command.args(args).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
@@ -60,6 +63,9 @@ pub fn run(
                 }
             } else if libc::dup2(seccomp_fd, SECCOMP_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if scope {
+                crate::landlock::restrict_self()?;
             }
             Ok(())
         });

@@ -33,12 +33,14 @@ pub struct Runtime {
 const SUBDIRS: [&str; 4] = ["bin", "presets", "wrappers", "shims"];
 
 impl Runtime {
-    /// Creates and populates the runtime directory under `$XDG_RUNTIME_DIR` or the
-    /// system temp directory.
+    /// Creates and populates the runtime directory under `$XDG_RUNTIME_DIR`, else
+    /// `/dev/shm`, else the system temp directory: tmpfs first, because removing
+    /// directories from a disk-backed `/tmp` costs milliseconds on every start.
     pub fn create(commands: &[WrappedCommand]) -> std::io::Result<Runtime> {
         let parent = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|dir| dir.is_dir())
+            .or_else(|| Some(PathBuf::from("/dev/shm")).filter(|dir| dir.is_dir()))
             .unwrap_or_else(std::env::temp_dir);
         let dir = tempfile::Builder::new().prefix("agent-sandbox-").tempdir_in(parent)?;
         let root = dir.path();

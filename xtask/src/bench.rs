@@ -1,0 +1,104 @@
+//! `cargo xtask bench`: start-up cost of `agent-sandbox exec`, as ratios against
+//! baselines measured in the same run (absolute times vary from machine to machine):
+//! - `exec -- true` against a raw `bwrap --ro-bind / / … -- /bin/true` (target ≤ 1.5×);
+//! - start-up in a 100,000-file project (a large node_modules with scattered `.env`
+//!   files) against a 100-file project (target ≤ 1.5×).
+//!
+//! Runs are interleaved so that drift on the machine hits every series alike; each
+//! figure is a median.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{ensure_packages, root, run};
+
+const RUNS: usize = 41;
+
+pub fn run_bench() -> Result<()> {
+    ensure_packages()?;
+    let root = root();
+    run(Command::new("cargo").args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
+    let bin = root.join("target/release/agent-sandbox");
+    let dir = std::env::temp_dir().join(format!("agent-sandbox-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let small = dir.join("small");
+    let big = dir.join("big");
+    eprintln!("bench: creating a 100-file and a 100,000-file project in {}", dir.display());
+    make_project(&small, 5, 20, 0)?;
+    make_project(&big, 5_000, 20, 20)?;
+    let state = dir.join("state");
+
+    let raw = || {
+        let mut cmd = Command::new("bwrap");
+        cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent", "--", "/bin/true"]);
+        cmd
+    };
+    let exec = |project: &Path| {
+        let mut cmd = Command::new(&bin);
+        cmd.args(["exec", "--", "/bin/true"]).current_dir(project).env("XDG_STATE_HOME", &state);
+        cmd
+    };
+    let mut series: [Vec<Duration>; 3] = Default::default();
+    for round in 0..RUNS + 3 {
+        let times = [time(raw())?, time(exec(&small))?, time(exec(&big))?];
+        if round >= 3 {
+            for (all, one) in series.iter_mut().zip(times) {
+                all.push(one);
+            }
+        }
+    }
+    let [raw_ms, small_ms, big_ms] = series.map(median_ms);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    println!("agent-sandbox start-up, median of {RUNS} interleaved runs");
+    println!("  raw bwrap -- /bin/true              {raw_ms:8.2} ms");
+    println!("  exec -- true, 100-file project      {small_ms:8.2} ms");
+    println!("  exec -- true, 100,000-file project  {big_ms:8.2} ms");
+    report("exec / raw bwrap", small_ms / raw_ms, 1.5);
+    report("100,000 files / 100 files", big_ms / small_ms, 1.5);
+    Ok(())
+}
+
+fn report(what: &str, ratio: f64, target: f64) {
+    let verdict = if ratio <= target { "meets" } else { "MISSES" };
+    println!("  {what:<28} {ratio:5.2}x  ({verdict} the target of {target}x)");
+}
+
+fn time(mut cmd: Command) -> Result<Duration> {
+    let start = Instant::now();
+    let status = cmd.stdout(Stdio::null()).status().with_context(|| format!("starting {cmd:?}"))?;
+    let elapsed = start.elapsed();
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(elapsed)
+}
+
+fn median_ms(mut times: Vec<Duration>) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64() * 1000.0
+}
+
+/// `packages` directories of `files` files under node_modules, plus `secrets` `.env`
+/// files scattered among them and a small src/ tree.
+fn make_project(root: &Path, packages: usize, files: usize, secrets: usize) -> Result<()> {
+    let src = root.join("src");
+    std::fs::create_dir_all(&src)?;
+    std::fs::write(root.join("package.json"), "{}\n")?;
+    for pkg in 0..packages {
+        let dir: PathBuf = root.join("node_modules").join(format!("pkg{}", pkg / 100)).join(format!("sub{pkg}"));
+        std::fs::create_dir_all(&dir)?;
+        for file in 0..files {
+            std::fs::write(dir.join(format!("f{file}.js")), "module.exports = 1;\n")?;
+        }
+        if secrets > 0 && pkg % (packages / secrets).max(1) == 0 {
+            std::fs::write(dir.join(".env"), "TOKEN=x\n")?;
+        }
+    }
+    Ok(())
+}
