@@ -10,7 +10,11 @@ use clap::{Args, Parser, Subcommand};
 pub const EXIT_ERROR: i32 = 125;
 
 #[derive(Parser)]
-#[command(name = "agent-sandbox", version, about = "Guard rails for AI coding agents: run them under bubblewrap with a layered policy")]
+#[command(
+    name = "agent-sandbox",
+    version,
+    about = "Guard rails for AI coding agents: run them under bubblewrap with a layered policy"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Commands,
@@ -80,7 +84,11 @@ pub struct ExecArgs {
     #[arg(long)]
     pub debug: bool,
     /// The command and its arguments
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -95,7 +103,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let result = match cli.command {
         Commands::Exec(args) => crate::exec::exec(args),
         Commands::Check { quiet } => Ok(check(quiet)),
-        Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
+        Commands::Config(ConfigCommand::Show { policy, json }) => {
+            crate::exec::config_show(&policy, json)
+        }
     };
     match result {
         Ok(code) => code,

@@ -11,8 +11,18 @@ fn secret_variables_are_dropped_and_the_allowlist_opts_in() {
         r#"{ "env": { "allow": ["ANTHROPIC_API_KEY", "NODE_*"], "block": ["NODE_SECRET"] } }"#,
     );
     let secret = [
-        "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "GITHUB_TOKEN", "GH_TOKEN", "DB_PASSWORD",
-        "MY_CREDENTIALS", "STRIPE_SECRET", "api_key", "SSH_AUTH_SOCK", "DATABASE_URL", "NODE_SECRET",
+        "OPENAI_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_PROFILE",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "DB_PASSWORD",
+        "MY_CREDENTIALS",
+        "STRIPE_SECRET",
+        "api_key",
+        "SSH_AUTH_SOCK",
+        "DATABASE_URL",
+        "NODE_SECRET",
     ];
     let kept = ["ANTHROPIC_API_KEY", "NODE_ENV", "DEBUG", "CI", "TERM"];
     let mut cmd = world.cmd();
@@ -24,7 +34,13 @@ fn secret_variables_are_dropped_and_the_allowlist_opts_in() {
         assert!(!out.contains(&format!("{name}=")), "{name} leaked:\n{out}");
     }
     for name in kept {
-        assert!(out.contains(&format!("{name}=value-of-{name}\n")), "{name} missing:\n{out}");
+        assert!(
+            out.contains(&format!("{name}=value-of-{name}\n")),
+            "{name} missing:\n{out}"
+        );
     }
-    assert!(out.contains(&format!("HOME={}\n", world.home.display())), "{out}");
+    assert!(
+        out.contains(&format!("HOME={}\n", world.home.display())),
+        "{out}"
+    );
 }

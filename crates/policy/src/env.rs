@@ -10,8 +10,11 @@ use glob::{MatchOptions, Pattern};
 
 use crate::PolicyError;
 
-const OPTIONS: MatchOptions =
-    MatchOptions { case_sensitive: false, require_literal_separator: false, require_literal_leading_dot: false };
+const OPTIONS: MatchOptions = MatchOptions {
+    case_sensitive: false,
+    require_literal_separator: false,
+    require_literal_leading_dot: false,
+};
 
 #[derive(Debug)]
 pub struct EnvFilter {
@@ -34,13 +37,13 @@ impl EnvFilter {
             items
                 .iter()
                 .map(|item| {
-                    Pattern::new(&item.value).map(|pattern| (pattern, item.origin.clone())).map_err(|err| {
-                        PolicyError::Glob {
+                    Pattern::new(&item.value)
+                        .map(|pattern| (pattern, item.origin.clone()))
+                        .map_err(|err| PolicyError::Glob {
                             pattern: item.value.clone(),
                             origin: item.origin.clone(),
                             message: err.msg.to_owned(),
-                        }
-                    })
+                        })
                 })
                 .collect()
         }
@@ -54,15 +57,25 @@ impl EnvFilter {
     /// `None` if `name` passes, else why it is dropped.
     pub fn judge(&self, name: &str) -> Option<Dropped> {
         let hit = |list: &[(Pattern, Origin)]| {
-            list.iter().find(|(pattern, _)| pattern.matches_with(name, OPTIONS)).map(|(pattern, _)| pattern.as_str().to_owned())
+            list.iter()
+                .find(|(pattern, _)| pattern.matches_with(name, OPTIONS))
+                .map(|(pattern, _)| pattern.as_str().to_owned())
         };
         if let Some(pattern) = hit(&self.block) {
-            return Some(Dropped { name: name.to_owned(), pattern, policy: "env-block" });
+            return Some(Dropped {
+                name: name.to_owned(),
+                pattern,
+                policy: "env-block",
+            });
         }
         if hit(&self.allow).is_some() {
             return None;
         }
-        hit(&self.secret).map(|pattern| Dropped { name: name.to_owned(), pattern, policy: "env-secret-pattern" })
+        hit(&self.secret).map(|pattern| Dropped {
+            name: name.to_owned(),
+            pattern,
+            policy: "env-secret-pattern",
+        })
     }
 
     /// Splits `vars` into those passed to the sandbox and those dropped.

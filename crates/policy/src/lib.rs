@@ -83,7 +83,11 @@ pub enum PolicyError {
     #[error("{flag} {path}: no such file or directory (check the path, or create it first)")]
     MissingPath { flag: String, path: String },
     #[error("{pattern}: bad glob: {message} (from {origin})")]
-    Glob { pattern: String, origin: Origin, message: String },
+    Glob {
+        pattern: String,
+        origin: Origin,
+        message: String,
+    },
     #[error(
         "refusing to use {} as the project: it would give the agent all of it \
          (run agent-sandbox inside a project directory, or pass -C DIR)",
@@ -129,7 +133,10 @@ fn layer_rank(kind: &LayerKind) -> u8 {
 pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
     let mut notes = Vec::new();
     let mut rules: Vec<Rule> = Vec::new();
-    let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
+    let builtin = Origin {
+        layer: LayerKind::Default,
+        location: Location::Builtin,
+    };
 
     rules.push(Rule {
         path: ctx.project_root.clone(),
@@ -143,12 +150,20 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
     let enabled = presets::expand(&config.presets)?;
     notes.push(format!(
         "presets: {}",
-        enabled.iter().map(|(preset, _)| format!("@{}", preset.name)).collect::<Vec<_>>().join(" ")
+        enabled
+            .iter()
+            .map(|(preset, _)| format!("@{}", preset.name))
+            .collect::<Vec<_>>()
+            .join(" ")
     ));
     let mut commands: BTreeMap<String, Sourced<CommandRule>> = BTreeMap::new();
     for (preset, origin) in &enabled {
         let layer = layer_rank(&origin.layer);
-        for (access, paths) in [(Access::Ro, preset.ro), (Access::Rw, preset.rw), (Access::Exclude, preset.exclude)] {
+        for (access, paths) in [
+            (Access::Ro, preset.ro),
+            (Access::Rw, preset.rw),
+            (Access::Exclude, preset.exclude),
+        ] {
             for preset_path in paths {
                 let base = match preset_path.root {
                     presets::Root::Abs => PathBuf::from("/"),
@@ -158,12 +173,25 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
                 let pattern = base.join(preset_path.path);
                 let written = format!("@{}: {}", preset.name, preset_path.path);
                 for (path, exact) in expand_pattern(&pattern, &written, origin)? {
-                    rules.push(Rule { path, access, exact, layer, written: written.clone(), origin: origin.clone() });
+                    rules.push(Rule {
+                        path,
+                        access,
+                        exact,
+                        layer,
+                        written: written.clone(),
+                        origin: origin.clone(),
+                    });
                 }
             }
         }
         for (name, rule) in preset.commands {
-            commands.insert((*name).to_owned(), Sourced { value: CommandRule::parse(rule), origin: origin.clone() });
+            commands.insert(
+                (*name).to_owned(),
+                Sourced {
+                    value: CommandRule::parse(rule),
+                    origin: origin.clone(),
+                },
+            );
         }
         if preset.name == "git" {
             for (access, path) in git::layout_rules(&ctx.project_root, &mut notes) {
@@ -179,19 +207,34 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         }
     }
     // Explicit command rules beat the ones presets set.
-    commands.extend(config.commands.iter().map(|(name, rule)| (name.clone(), rule.clone())));
+    commands.extend(
+        config
+            .commands
+            .iter()
+            .map(|(name, rule)| (name.clone(), rule.clone())),
+    );
 
-    for (access, entries) in [(Access::Ro, &config.ro), (Access::Rw, &config.rw), (Access::Exclude, &config.exclude)] {
+    for (access, entries) in [
+        (Access::Ro, &config.ro),
+        (Access::Rw, &config.rw),
+        (Access::Exclude, &config.exclude),
+    ] {
         for entry in entries {
             let pattern = resolve_path(&entry.value, ctx);
             let expanded = expand_pattern(&pattern, &entry.value, &entry.origin)?;
             if expanded.is_empty() {
                 if let Location::Flag(flag) = &entry.origin.location {
                     if !is_glob(&entry.value) {
-                        return Err(PolicyError::MissingPath { flag: flag.clone(), path: entry.value.clone() });
+                        return Err(PolicyError::MissingPath {
+                            flag: flag.clone(),
+                            path: entry.value.clone(),
+                        });
                     }
                 }
-                notes.push(format!("path {} ({}): nothing exists there, skipped", entry.value, entry.origin));
+                notes.push(format!(
+                    "path {} ({}): nothing exists there, skipped",
+                    entry.value, entry.origin
+                ));
             }
             for (path, exact) in expanded {
                 // A symlinked secret directory stays hidden under its real name too.
@@ -231,7 +274,12 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
             mount.origin
         ));
     }
-    Ok(Policy { network: config.network.clone(), mounts, commands, notes })
+    Ok(Policy {
+        network: config.network.clone(),
+        mounts,
+        commands,
+        notes,
+    })
 }
 
 /// Picks the winning rule per path and orders the result parents-first. Excludes
@@ -248,7 +296,10 @@ fn settle(rules: Vec<Rule>) -> Vec<Mount> {
         }
     }
     let mut mounts: Vec<Mount> = Vec::new();
-    let granted: Vec<(&PathBuf, Access)> = best.iter().map(|(path, rule)| (path, rule.access)).collect();
+    let granted: Vec<(&PathBuf, Access)> = best
+        .iter()
+        .map(|(path, rule)| (path, rule.access))
+        .collect();
     for (path, rule) in &best {
         if rule.access == Access::Exclude {
             let nearest = granted
@@ -270,18 +321,29 @@ fn settle(rules: Vec<Rule>) -> Vec<Mount> {
         });
     }
     mounts.sort_by(|a, b| {
-        a.path.components().count().cmp(&b.path.components().count()).then_with(|| a.path.cmp(&b.path))
+        a.path
+            .components()
+            .count()
+            .cmp(&b.path.components().count())
+            .then_with(|| a.path.cmp(&b.path))
     });
     // A symlink to something mounted anyway costs a mount less as a symlink.
     let links: Vec<Option<PathBuf>> = mounts
         .iter()
         .map(|mount| {
-            if mount.access == Access::Exclude || !mount.path.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) {
+            if mount.access == Access::Exclude
+                || !mount
+                    .path
+                    .symlink_metadata()
+                    .is_ok_and(|meta| meta.is_symlink())
+            {
                 return None;
             }
             let target = mount.path.canonicalize().ok()?;
             let covered = mounts.iter().any(|other| {
-                other.path != mount.path && other.access == mount.access && target.starts_with(&other.path)
+                other.path != mount.path
+                    && other.access == mount.access
+                    && target.starts_with(&other.path)
             });
             if covered && is_visible(&target, &mounts) {
                 std::fs::read_link(&mount.path).ok()
@@ -338,10 +400,18 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Existing paths for `pattern`: the path itself if it exists, or the glob's matches.
-fn expand_pattern(pattern: &Path, written: &str, origin: &Origin) -> Result<Vec<(PathBuf, bool)>, PolicyError> {
+fn expand_pattern(
+    pattern: &Path,
+    written: &str,
+    origin: &Origin,
+) -> Result<Vec<(PathBuf, bool)>, PolicyError> {
     let text = pattern.to_string_lossy();
     if !is_glob(&text) {
-        return Ok(if pattern.exists() { vec![(pattern.to_path_buf(), true)] } else { Vec::new() });
+        return Ok(if pattern.exists() {
+            vec![(pattern.to_path_buf(), true)]
+        } else {
+            Vec::new()
+        });
     }
     let paths = glob::glob(&text).map_err(|err| PolicyError::Glob {
         pattern: written.to_owned(),
@@ -349,7 +419,10 @@ fn expand_pattern(pattern: &Path, written: &str, origin: &Origin) -> Result<Vec<
         message: err.msg.to_owned(),
     })?;
     // Unreadable directories while globbing are skipped: they cannot be granted anyway.
-    Ok(paths.filter_map(Result::ok).map(|path| (path, false)).collect())
+    Ok(paths
+        .filter_map(Result::ok)
+        .map(|path| (path, false))
+        .collect())
 }
 
 #[cfg(test)]

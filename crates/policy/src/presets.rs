@@ -35,13 +35,22 @@ pub struct Preset {
 }
 
 const fn abs(path: &'static str) -> PresetPath {
-    PresetPath { root: Root::Abs, path }
+    PresetPath {
+        root: Root::Abs,
+        path,
+    }
 }
 const fn home(path: &'static str) -> PresetPath {
-    PresetPath { root: Root::Home, path }
+    PresetPath {
+        root: Root::Home,
+        path,
+    }
 }
 const fn project(path: &'static str) -> PresetPath {
-    PresetPath { root: Root::Project, path }
+    PresetPath {
+        root: Root::Project,
+        path,
+    }
 }
 
 pub const PRESETS: &[Preset] = &[
@@ -239,7 +248,10 @@ pub fn expand(entries: &[Sourced<String>]) -> Result<Vec<(&'static Preset, Origi
         let Some(name) = text.strip_prefix('@') else {
             return Err(PolicyError::Preset {
                 origin: entry.origin.clone(),
-                message: format!("{:?} is not a preset (write \"@name\" or \"!@name\")", entry.value),
+                message: format!(
+                    "{:?} is not a preset (write \"@name\" or \"!@name\")",
+                    entry.value
+                ),
             });
         };
         let names: Vec<&'static str> = if name == "all" {
@@ -271,7 +283,10 @@ pub fn expand(entries: &[Sourced<String>]) -> Result<Vec<(&'static Preset, Origi
     Ok(PRESETS
         .iter()
         .filter_map(|preset| {
-            enabled.iter().find(|(name, _)| *name == preset.name).map(|(_, origin)| (preset, origin.clone()))
+            enabled
+                .iter()
+                .find(|(name, _)| *name == preset.name)
+                .map(|(_, origin)| (preset, origin.clone()))
         })
         .collect())
 }

@@ -21,7 +21,12 @@ struct RulesetAttr {
 pub fn abi() -> i64 {
     // SAFETY: the version query takes no pointer.
     unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<RulesetAttr>(), 0usize, LANDLOCK_CREATE_RULESET_VERSION)
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
     }
 }
 
@@ -45,7 +50,12 @@ pub fn restrict_self() -> std::io::Result<()> {
     };
     // SAFETY: attr is a valid ruleset_attr of the size passed.
     let fd = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, &attr as *const RulesetAttr, std::mem::size_of::<RulesetAttr>(), 0u32)
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            std::mem::size_of::<RulesetAttr>(),
+            0u32,
+        )
     };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());

@@ -58,7 +58,13 @@ pub struct Plan<'a> {
 
 pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     let mut args = Args(Vec::new());
-    args.push_all(&["--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc"]);
+    args.push_all(&[
+        "--die-with-parent",
+        "--unshare-user",
+        "--disable-userns",
+        "--unshare-pid",
+        "--unshare-ipc",
+    ]);
     args.push_all(&["--unshare-uts", "--unshare-cgroup-try"]);
     if plan.network == Network::Off {
         args.push("--unshare-net");
@@ -80,8 +86,12 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         match (mount.access, mount.kind) {
             (Access::Rw, _) => args.bind("--bind", &mount.path, &mount.path),
             (Access::Ro, _) => args.bind("--ro-bind", &mount.path, &mount.path),
-            (Access::Exclude, Kind::Dir) => args.bind("--ro-bind", &plan.runtime.join("emptydir"), &mount.path),
-            (Access::Exclude, Kind::File) => args.bind("--ro-bind", &plan.runtime.join("empty"), &mount.path),
+            (Access::Exclude, Kind::Dir) => {
+                args.bind("--ro-bind", &plan.runtime.join("emptydir"), &mount.path)
+            }
+            (Access::Exclude, Kind::File) => {
+                args.bind("--ro-bind", &plan.runtime.join("empty"), &mount.path)
+            }
         }
     }
     for mask in plan.masks {
@@ -100,12 +110,19 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
             args.bind("--ro-bind", real, &run.join("bin").join(&command.name));
         }
         if let Some(wrapper) = &command.wrapper {
-            args.bind("--ro-bind", wrapper, &run.join("wrappers").join(&command.name));
+            args.bind(
+                "--ro-bind",
+                wrapper,
+                &run.join("wrappers").join(&command.name),
+            );
         }
         for target in &command.targets {
             // The binary dispatches on argv[0]; a target whose file name is not the
             // command's (python3 -> python3.11) gets a shim that names the command.
-            let launcher = if target.file_name().is_some_and(|name| *name == *command.name) {
+            let launcher = if target
+                .file_name()
+                .is_some_and(|name| *name == *command.name)
+            {
                 plan.self_exe.to_path_buf()
             } else {
                 plan.runtime.join("shims").join(&command.name)
@@ -149,7 +166,9 @@ pub fn shell_quote(argv: &[OsString]) -> String {
         .map(|arg| {
             let text = arg.to_string_lossy();
             let safe = !text.is_empty()
-                && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+                && text
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
             if safe {
                 text.into_owned()
             } else {
@@ -173,12 +192,17 @@ mod tests {
             kind,
             link: None,
             rule: String::new(),
-            origin: Origin { layer: LayerKind::Default, location: Location::Builtin },
+            origin: Origin {
+                layer: LayerKind::Default,
+                location: Location::Builtin,
+            },
         }
     }
 
     fn strings(args: Vec<OsString>) -> Vec<String> {
-        args.into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect()
+        args.into_iter()
+            .map(|arg| arg.to_string_lossy().into_owned())
+            .collect()
     }
 
     #[test]
@@ -191,8 +215,14 @@ mod tests {
             mount("/home/u/proj/.git/hooks", Access::Ro, Kind::Dir),
         ];
         let masks = [
-            Mask { path: "/home/u/proj/.env".into(), kind: Kind::File },
-            Mask { path: "/home/u/proj/secrets".into(), kind: Kind::Dir },
+            Mask {
+                path: "/home/u/proj/.env".into(),
+                kind: Kind::File,
+            },
+            Mask {
+                path: "/home/u/proj/secrets".into(),
+                kind: Kind::Dir,
+            },
         ];
         let commands = [
             WrappedCommand {
@@ -230,26 +260,78 @@ mod tests {
             command: &command,
         };
         let expected = [
-            "--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--cap-drop", "ALL",
-            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/home/u",
-            "--ro-bind", "/usr", "/usr",
-            "--ro-bind", "/tmp/rt/emptydir", "/home/u/.ssh",
-            "--bind", "/home/u/proj", "/home/u/proj",
-            "--ro-bind", "/tmp/rt/empty", "/home/u/.netrc",
-            "--ro-bind", "/home/u/proj/.git/hooks", "/home/u/proj/.git/hooks",
-            "--ro-bind", "/tmp/rt/empty", "/home/u/proj/.env",
-            "--ro-bind", "/tmp/rt/emptydir", "/home/u/proj/secrets",
-            "--ro-bind", "/tmp/rt", "/run/agent-sandbox",
-            "--ro-bind", "/opt/as/agent-sandbox", "/run/agent-sandbox/agent-sandbox",
-            "--ro-bind", "/usr/bin/git", "/run/agent-sandbox/bin/git",
-            "--ro-bind", "/opt/as/agent-sandbox", "/usr/bin/git",
-            "--ro-bind", "/tmp/rt/shims/python3", "/usr/bin/python3.11",
-            "--ro-bind", "/usr/share/nodejs/npm/bin/npm-cli.js", "/run/agent-sandbox/bin/npm",
-            "--ro-bind", "/home/u/npm-guard", "/run/agent-sandbox/wrappers/npm",
-            "--ro-bind", "/opt/as/agent-sandbox", "/usr/bin/npm",
-            "--remount-ro", "/", "--chdir", "/home/u/proj/src", "--seccomp", "3",
-            "--", "claude", "--resume",
+            "--die-with-parent",
+            "--unshare-user",
+            "--disable-userns",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--unshare-net",
+            "--cap-drop",
+            "ALL",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            "/home/u",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--ro-bind",
+            "/tmp/rt/emptydir",
+            "/home/u/.ssh",
+            "--bind",
+            "/home/u/proj",
+            "/home/u/proj",
+            "--ro-bind",
+            "/tmp/rt/empty",
+            "/home/u/.netrc",
+            "--ro-bind",
+            "/home/u/proj/.git/hooks",
+            "/home/u/proj/.git/hooks",
+            "--ro-bind",
+            "/tmp/rt/empty",
+            "/home/u/proj/.env",
+            "--ro-bind",
+            "/tmp/rt/emptydir",
+            "/home/u/proj/secrets",
+            "--ro-bind",
+            "/tmp/rt",
+            "/run/agent-sandbox",
+            "--ro-bind",
+            "/opt/as/agent-sandbox",
+            "/run/agent-sandbox/agent-sandbox",
+            "--ro-bind",
+            "/usr/bin/git",
+            "/run/agent-sandbox/bin/git",
+            "--ro-bind",
+            "/opt/as/agent-sandbox",
+            "/usr/bin/git",
+            "--ro-bind",
+            "/tmp/rt/shims/python3",
+            "/usr/bin/python3.11",
+            "--ro-bind",
+            "/usr/share/nodejs/npm/bin/npm-cli.js",
+            "/run/agent-sandbox/bin/npm",
+            "--ro-bind",
+            "/home/u/npm-guard",
+            "/run/agent-sandbox/wrappers/npm",
+            "--ro-bind",
+            "/opt/as/agent-sandbox",
+            "/usr/bin/npm",
+            "--remount-ro",
+            "/",
+            "--chdir",
+            "/home/u/proj/src",
+            "--seccomp",
+            "3",
+            "--",
+            "claude",
+            "--resume",
         ];
         assert_eq!(strings(bwrap_args(&plan)), expected);
     }
@@ -268,19 +350,45 @@ mod tests {
             command: &["true".into()],
         };
         let expected = [
-            "--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-            "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
-            "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--ro-bind", "/rt", "/run/agent-sandbox",
-            "--ro-bind", "/as", "/run/agent-sandbox/agent-sandbox",
-            "--remount-ro", "/", "--chdir", "/p", "--seccomp", "3", "--", "true",
+            "--die-with-parent",
+            "--unshare-user",
+            "--disable-userns",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--ro-bind",
+            "/rt",
+            "/run/agent-sandbox",
+            "--ro-bind",
+            "/as",
+            "/run/agent-sandbox/agent-sandbox",
+            "--remount-ro",
+            "/",
+            "--chdir",
+            "/p",
+            "--seccomp",
+            "3",
+            "--",
+            "true",
         ];
         assert_eq!(strings(bwrap_args(&plan)), expected);
     }
 
     #[test]
     fn shell_quoting() {
-        let argv: Vec<OsString> = ["bwrap", "--bind", "/a b", "it's", ""].iter().map(OsString::from).collect();
+        let argv: Vec<OsString> = ["bwrap", "--bind", "/a b", "it's", ""]
+            .iter()
+            .map(OsString::from)
+            .collect();
         assert_eq!(shell_quote(&argv), r"bwrap --bind '/a b' 'it'\''s' ''");
     }
 }

@@ -213,7 +213,10 @@ fn bubblewrap_accepts_the_program_and_refuses_tiocsti_inside() {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
     if !std::path::Path::new(BWRAP).exists() {
-        assert!(std::env::var_os("CI").is_none(), "{BWRAP} is required in CI");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{BWRAP} is required in CI"
+        );
         eprintln!("skipped: {BWRAP} not installed");
         return;
     }

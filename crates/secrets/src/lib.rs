@@ -1,10 +1,12 @@
 //! Finds secret files (dotenv files, private keys, credential stores, ...) inside a
 //! project tree so the sandbox can hide them from the agent: [`SecretMatcher`] decides
 //! whether one relative path is a secret, and [`scan`] walks a whole tree in parallel
-//! and fails closed when any directory cannot be read.
+//! and fails closed when any directory cannot be read; [`scan_cached`] keeps what it
+//! listed so the next start in a big tree only stats directories.
 
+mod cache;
 mod matcher;
 mod scan;
 
 pub use matcher::{PatternError, SecretMatcher};
-pub use scan::{scan, EntryKind, ScanError, SecretHit};
+pub use scan::{scan, scan_cached, EntryKind, ScanError, SecretHit};

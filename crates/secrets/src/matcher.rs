@@ -211,6 +211,21 @@ impl SecretMatcher {
         self.check(name, Some(&rel))
     }
 
+    /// A hash of the patterns and allow-list: a scan cache made with other rules is
+    /// not reused. FNV-1a: stable across runs and builds, unlike std's hasher.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let lists = [("secret", &self.patterns), ("allow", &self.allow)];
+        for (label, list) in lists {
+            for text in std::iter::once(label).chain(list.iter().map(|c| c.text.as_str())) {
+                for byte in text.bytes().chain([0]) {
+                    hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+                }
+            }
+        }
+        hash
+    }
+
     /// Whether [`Self::check`] needs the root-relative path, not just the name.
     pub(crate) fn needs_rel_path(&self) -> bool {
         self.needs_rel_path

@@ -2,15 +2,20 @@
 //! directories) and reports every entry a [`SecretMatcher`] marks as a secret. It
 //! uses `read_dir` file types (no stat per entry), never follows symlinks, does not
 //! descend into matching directories or skipped ones, and fails closed: any
-//! directory it cannot list turns the whole scan into an error.
+//! directory it cannot list turns the whole scan into an error. With a cache file
+//! ([`scan_cached`]), unchanged directories are stat'ed instead of listed (`cache.rs`).
 
+use std::collections::HashMap;
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
+use std::time::SystemTime;
 
+use crate::cache::{self, CachedDir, CachedHit};
 use crate::SecretMatcher;
 
 /// What kind of filesystem entry a secret is (as listed, symlinks not followed).
@@ -67,13 +72,42 @@ pub fn scan(
     matcher: &SecretMatcher,
     skip: &[PathBuf],
 ) -> Result<Vec<SecretHit>, ScanError> {
+    walk(root, matcher, skip, None)
+}
+
+/// [`scan`], reusing and then updating the listings kept in `cache_file` (see
+/// `cache.rs` for when a cached listing is trusted). A cache that cannot be read is
+/// ignored; one that cannot be written only costs speed next time.
+pub fn scan_cached(
+    root: &Path,
+    matcher: &SecretMatcher,
+    skip: &[PathBuf],
+    cache_file: &Path,
+) -> Result<Vec<SecretHit>, ScanError> {
+    walk(root, matcher, skip, Some(cache_file))
+}
+
+fn walk(
+    root: &Path,
+    matcher: &SecretMatcher,
+    skip: &[PathBuf],
+    cache_file: Option<&Path>,
+) -> Result<Vec<SecretHit>, ScanError> {
     if skip.iter().any(|s| s == root) {
         return Ok(Vec::new());
     }
+    let fingerprint = matcher.fingerprint();
+    let cached = match cache_file {
+        Some(file) => cache::load(file, fingerprint, root),
+        None => HashMap::new(),
+    };
     let shared = Shared {
         root,
         matcher,
         skip,
+        caching: cache_file.is_some(),
+        cache: &cached,
+        start: SystemTime::now(),
         queue: Mutex::new(Queue {
             jobs: vec![Job {
                 dir: root.to_path_buf(),
@@ -88,17 +122,25 @@ pub fn scan(
         stop: AtomicBool::new(false),
     };
     let threads = thread::available_parallelism().map_or(1, |n| n.get());
-    let mut hits: Vec<SecretHit> = thread::scope(|s| {
+    let mut hits: Vec<SecretHit> = Vec::new();
+    let mut recorded: HashMap<PathBuf, CachedDir> = HashMap::new();
+    let mut reused: Vec<&PathBuf> = Vec::new();
+    let mut listed = 0;
+    thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| s.spawn(|| Worker::new(&shared).run()))
             .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| match w.join() {
-                Ok(hits) => hits,
+        for worker in workers {
+            match worker.join() {
+                Ok(done) => {
+                    hits.extend(done.hits);
+                    recorded.extend(done.recorded);
+                    reused.extend(done.reused);
+                    listed += done.listed;
+                }
                 Err(panic) => std::panic::resume_unwind(panic),
-            })
-            .collect()
+            }
+        }
     });
     let queue = shared
         .queue
@@ -106,6 +148,15 @@ pub fn scan(
         .unwrap_or_else(PoisonError::into_inner);
     if let Some(error) = queue.error {
         return Err(error);
+    }
+    if let Some(file) = cache_file {
+        if listed > 0 || reused.len() != cached.len() {
+            let kept = reused
+                .into_iter()
+                .filter_map(|dir| cached.get_key_value(dir));
+            // Only speed depends on this write; a failure is not the scan's failure.
+            let _ = cache::store(file, fingerprint, root, kept.chain(recorded.iter()));
+        }
     }
     hits.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     Ok(hits)
@@ -131,6 +182,10 @@ struct Shared<'a> {
     root: &'a Path,
     matcher: &'a SecretMatcher,
     skip: &'a [PathBuf],
+    /// Stat each directory and record its listing for the cache.
+    caching: bool,
+    cache: &'a HashMap<PathBuf, CachedDir>,
+    start: SystemTime,
     queue: Mutex<Queue>,
     wakeup: Condvar,
     pending: AtomicUsize,
@@ -198,6 +253,12 @@ struct Worker<'s, 'a> {
     shared: &'s Shared<'a>,
     local: Vec<Job>,
     hits: Vec<SecretHit>,
+    /// New listings for the next cache file.
+    recorded: Vec<(PathBuf, CachedDir)>,
+    /// Cached listings that still hold.
+    reused: Vec<&'a PathBuf>,
+    /// Directories listed rather than taken from the cache.
+    listed: usize,
     /// Reused buffer for an entry's root-relative path.
     rel_buf: String,
 }
@@ -208,22 +269,25 @@ impl<'s, 'a> Worker<'s, 'a> {
             shared,
             local: Vec::new(),
             hits: Vec::new(),
+            recorded: Vec::new(),
+            reused: Vec::new(),
+            listed: 0,
             rel_buf: String::new(),
         }
     }
 
-    fn run(mut self) -> Vec<SecretHit> {
+    fn run(mut self) -> Self {
         loop {
             let Some(job) = self.local.pop().or_else(|| self.shared.take()) else {
-                return self.hits;
+                return self;
             };
             if self.shared.stop.load(Ordering::Relaxed) {
-                return self.hits;
+                return self;
             }
             let before = self.local.len();
-            if let Err(error) = self.list(&job) {
+            if let Err(error) = self.visit(&job) {
                 self.shared.fail(error);
-                return self.hits;
+                return self;
             }
             let found = self.local.len() - before;
             if found > 0 {
@@ -232,7 +296,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             if self.shared.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
                 // That was the last directory anywhere (our local stack is empty too).
                 self.shared.finish();
-                return self.hits;
+                return self;
             }
             if self.local.len() > 1 && self.shared.waiting.load(Ordering::Relaxed) > 0 {
                 self.shared.share(&mut self.local);
@@ -240,12 +304,87 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
     }
 
-    /// Lists one directory: records secrets, pushes subdirectories to descend into.
-    fn list(&mut self, job: &Job) -> Result<(), ScanError> {
+    /// Handles one directory: from the cache when its inode and ctime are unchanged,
+    /// else by listing it.
+    fn visit(&mut self, job: &Job) -> Result<(), ScanError> {
+        if !self.shared.caching {
+            return self.list(job, None);
+        }
+        let is_root = job.dir.as_path() == self.shared.root;
+        // Stat before listing: a change after this stat changes the ctime recorded
+        // next time, so it cannot hide behind this listing.
+        let meta = match fs::symlink_metadata(&job.dir) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !is_root => return Ok(()),
+            Err(error) => {
+                return Err(ScanError::Unreadable {
+                    path: job.dir.clone(),
+                    error,
+                })
+            }
+        };
+        if !meta.is_dir() {
+            return Ok(()); // replaced by a symlink or a file since its parent was listed
+        }
+        let key = (meta.ino(), (meta.ctime(), meta.ctime_nsec()));
+        let cache: &'a HashMap<PathBuf, CachedDir> = self.shared.cache;
+        match cache.get_key_value(&job.dir) {
+            Some((dir, cached)) if (cached.ino, cached.ctime) == key => {
+                self.replay(job, cached);
+                self.reused.push(dir);
+                Ok(())
+            }
+            _ => self.list(job, Some(key)),
+        }
+    }
+
+    /// Emits a cached listing's hits and queues its subdirectories.
+    fn replay(&mut self, job: &Job, cached: &CachedDir) {
+        for hit in &cached.hits {
+            let path = job.dir.join(&hit.name);
+            let rel_path = path
+                .strip_prefix(self.shared.root)
+                .map_or_else(|_| path.clone(), Path::to_path_buf);
+            self.hits.push(SecretHit {
+                path,
+                rel_path,
+                kind: hit.kind,
+                pattern: hit.pattern.clone(),
+            });
+        }
+        for sub in &cached.subdirs {
+            let dir = job.dir.join(sub);
+            if self.shared.skip.contains(&dir) {
+                continue;
+            }
+            let rel = if self.shared.matcher.needs_rel_path() {
+                let name = sub.to_string_lossy();
+                if job.rel.is_empty() {
+                    name.into_owned()
+                } else {
+                    format!("{}/{name}", job.rel)
+                }
+            } else {
+                String::new()
+            };
+            self.local.push(Job { dir, rel });
+        }
+    }
+
+    /// Lists one directory: records secrets, pushes subdirectories to descend into,
+    /// and with `key` (its inode and ctime) records the listing for the cache.
+    fn list(&mut self, job: &Job, key: Option<(u64, (i64, i64))>) -> Result<(), ScanError> {
         let unreadable = |path: &Path, error| ScanError::Unreadable {
             path: path.to_path_buf(),
             error,
         };
+        self.listed += 1;
+        let mut record = key.map(|(ino, ctime)| CachedDir {
+            ino,
+            ctime,
+            subdirs: Vec::new(),
+            hits: Vec::new(),
+        });
         let is_root = job.dir.as_path() == self.shared.root;
         let entries = match fs::read_dir(&job.dir) {
             Ok(entries) => entries,
@@ -279,6 +418,9 @@ impl<'s, 'a> Worker<'s, 'a> {
             let dir_path = if file_type.is_dir() {
                 let path = entry.path();
                 if self.shared.skip.contains(&path) {
+                    if let Some(record) = &mut record {
+                        record.subdirs.push(name_os.clone());
+                    }
                     continue;
                 }
                 Some(path)
@@ -299,6 +441,13 @@ impl<'s, 'a> Worker<'s, 'a> {
                 } else {
                     EntryKind::Other
                 };
+                if let Some(record) = &mut record {
+                    record.hits.push(CachedHit {
+                        name: name_os.clone(),
+                        kind,
+                        pattern: pattern.to_owned(),
+                    });
+                }
                 self.hits.push(SecretHit {
                     path,
                     rel_path,
@@ -306,12 +455,164 @@ impl<'s, 'a> Worker<'s, 'a> {
                     pattern: pattern.to_owned(),
                 });
             } else if let Some(dir) = dir_path {
+                if let Some(record) = &mut record {
+                    record.subdirs.push(name_os.clone());
+                }
                 self.local.push(Job {
                     dir,
                     rel: rel.map(str::to_owned).unwrap_or_default(),
                 });
             }
         }
+        if let Some(record) = record {
+            if cache::settled(record.ctime, self.shared.start) {
+                self.recorded.push((job.dir.clone(), record));
+            }
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use std::{collections::HashMap, ffi::OsString, path::PathBuf, time::Duration};
+
+    use super::*;
+
+    fn matcher(extra: &[&str]) -> SecretMatcher {
+        let mut patterns = vec![".env".to_owned(), "*.pem".to_owned()];
+        patterns.extend(extra.iter().map(|p| p.to_string()));
+        SecretMatcher::new(&patterns, &[]).expect("valid patterns")
+    }
+
+    fn names(hits: &[SecretHit]) -> Vec<String> {
+        hits.iter()
+            .map(|hit| hit.rel_path.display().to_string())
+            .collect()
+    }
+
+    /// A tree whose directories are old enough to be cached.
+    fn settled_tree() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("proj");
+        for sub in ["a/b", "c", "node_modules/x/y"] {
+            fs::create_dir_all(root.join(sub)).expect("mkdir");
+        }
+        fs::write(root.join("a/b/.env"), "x").expect("write");
+        fs::write(root.join("node_modules/x/y/key.pem"), "x").expect("write");
+        fs::write(root.join("c/readme"), "x").expect("write");
+        std::thread::sleep(cache::RACY + Duration::from_millis(100));
+        (dir, root)
+    }
+
+    #[test]
+    fn cached_scans_see_every_change_a_listing_would() {
+        let (dir, root) = settled_tree();
+        let file = dir.path().join("cache");
+        let m = matcher(&[]);
+        let plain = names(&scan(&root, &m, &[]).expect("scan"));
+        assert_eq!(plain, ["a/b/.env", "node_modules/x/y/key.pem"]);
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &file).expect("first")),
+            plain
+        );
+        assert!(file.exists(), "the cache was written");
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &file).expect("second")),
+            plain
+        );
+
+        // A new secret in a cached directory, with the directory's mtime set back.
+        let before = fs::metadata(root.join("c"))
+            .expect("stat")
+            .modified()
+            .expect("mtime");
+        fs::write(root.join("c/.env"), "x").expect("write");
+        fs::File::open(root.join("c"))
+            .expect("open")
+            .set_modified(before)
+            .expect("reset mtime");
+        // A new subdirectory holding one, and a removed one.
+        fs::create_dir_all(root.join("node_modules/x/new")).expect("mkdir");
+        fs::write(root.join("node_modules/x/new/.env"), "x").expect("write");
+        fs::remove_file(root.join("a/b/.env")).expect("rm");
+        let expected = [
+            "c/.env",
+            "node_modules/x/new/.env",
+            "node_modules/x/y/key.pem",
+        ];
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &file).expect("after changes")),
+            expected
+        );
+        assert_eq!(
+            names(&scan(&root, &m, &[]).expect("plain after changes")),
+            expected
+        );
+
+        // Other patterns do not reuse listings made for these.
+        let more = matcher(&["readme"]);
+        assert_eq!(
+            names(&scan_cached(&root, &more, &[], &file).expect("other patterns")),
+            [
+                "c/.env",
+                "c/readme",
+                "node_modules/x/new/.env",
+                "node_modules/x/y/key.pem"
+            ]
+        );
+        // A directory skipped once is still found when no longer skipped.
+        let skipped =
+            names(&scan_cached(&root, &m, &[root.join("node_modules")], &file).expect("skip"));
+        assert_eq!(skipped, ["c/.env"]);
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &file).expect("unskip")),
+            expected
+        );
+    }
+
+    #[test]
+    fn an_unchanged_directory_is_taken_from_the_cache() {
+        let (dir, root) = settled_tree();
+        let file = dir.path().join("cache");
+        let m = matcher(&[]);
+        scan_cached(&root, &m, &[], &file).expect("first");
+        // Plant a hit in the cached listing of c/: only a scan that trusts the cache for
+        // an unchanged directory reports it.
+        let mut cached = cache::load(&file, m.fingerprint(), &root);
+        assert_eq!(cached.len(), 7, "{cached:?}");
+        let c = cached.get_mut(&root.join("c")).expect("c/ cached");
+        c.hits.push(CachedHit {
+            name: OsString::from("planted"),
+            kind: EntryKind::File,
+            pattern: ".env".into(),
+        });
+        cache::store(&file, m.fingerprint(), &root, cached.iter()).expect("store");
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &file).expect("cached")),
+            ["a/b/.env", "c/planted", "node_modules/x/y/key.pem"]
+        );
+        // Any change to c/ (here a chmod, which moves the ctime) drops the cached listing.
+        fs::set_permissions(
+            root.join("c"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod");
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &file).expect("relisted")),
+            ["a/b/.env", "node_modules/x/y/key.pem"]
+        );
+    }
+
+    #[test]
+    fn recently_changed_directories_are_not_cached() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("proj");
+        fs::create_dir_all(root.join("fresh")).expect("mkdir");
+        let file = dir.path().join("cache");
+        scan_cached(&root, &matcher(&[]), &[], &file).expect("scan");
+        let cached: HashMap<PathBuf, CachedDir> =
+            cache::load(&file, matcher(&[]).fingerprint(), &root);
+        assert!(cached.is_empty(), "{cached:?}");
     }
 }
