@@ -119,3 +119,32 @@ fn exclude_and_ro_flags_apply_inside_the_project() {
     assert_eq!(out, "guide\n");
     assert_eq!(world.read("home/proj/docs/guide.md"), "guide\n");
 }
+
+#[test]
+fn agent_sandbox_state_stays_out_of_reach_even_when_home_is_granted() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/.env", "TOPSECRET\n");
+    world.write("xdg-config/agent-sandbox/config.jsonc", "{}\n");
+    // A first run creates the scan cache and the audit log.
+    world.sh(&[], "true").ok();
+    let state = world.path("xdg-state/agent-sandbox");
+    let cache = world.path("home/.cache/agent-sandbox");
+    assert!(state.join("audit.jsonl").is_file() && cache.join("scan").is_dir());
+    let config = world.path("xdg-config/agent-sandbox/config.jsonc");
+    let script = format!(
+        "echo '{{\"secrets\": {{\"allow\": [\"*\"]}}}}' > {config} 2>/dev/null && echo WROTE-CONFIG; \
+         for d in {state} {cache}; do ls -A $d 2>/dev/null | grep -q . && echo SAW-STATE; done; \
+         echo forged >> {state}/audit.jsonl 2>/dev/null && echo WROTE-LOG; \
+         rm -rf {cache}/scan 2>/dev/null; cat .env; cat {config}",
+        config = config.display(),
+        state = state.display(),
+        cache = cache.display(),
+    );
+    let root = world.root.display().to_string();
+    let out = world.sh(&["--rw", &root], &script).ok();
+    assert_eq!(out, "{}\n", "readable, not writable; state hidden");
+    assert_eq!(world.read("xdg-config/agent-sandbox/config.jsonc"), "{}\n");
+    assert!(!world.audit_log().contains("forged"));
+    assert!(cache.join("scan").is_dir(), "the scan cache is untouched");
+}

@@ -450,3 +450,39 @@ fn env_filter_table() {
         );
     }
 }
+
+/// README.md documents every preset's expansion: each path must appear there, in
+/// backticks, so a change here without the README fails.
+#[test]
+fn readme_documents_every_preset_path() {
+    let readme_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = fs_err::read_to_string(&readme_path).expect("README.md at the workspace root");
+    let mut missing = Vec::new();
+    for preset in presets::PRESETS {
+        if !readme.contains(&format!("| `@{}` |", preset.name)) {
+            missing.push(format!("@{}", preset.name));
+        }
+        for path in preset.ro.iter().chain(preset.rw).chain(preset.exclude) {
+            let shown = match path.root {
+                presets::Root::Abs => path.path.to_owned(),
+                presets::Root::Home => format!("~/{}", path.path),
+                presets::Root::Project => path.path.to_owned(),
+            };
+            let etc = shown.strip_prefix("/etc/").map(|name| format!("`{name}`"));
+            if !readme.contains(&format!("`{shown}`"))
+                && !etc.is_some_and(|name| readme.contains(&name))
+            {
+                missing.push(format!("@{}: {shown}", preset.name));
+            }
+        }
+    }
+    for item in config::defaults().exclude {
+        if !readme.contains(&format!("`{}`", item.value)) {
+            missing.push(format!("default exclude {}", item.value));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "README.md does not document: {missing:?}"
+    );
+}
