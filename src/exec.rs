@@ -159,7 +159,8 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         .map(|mount| mount.path.clone())
         .collect();
     let hits = secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?;
-    let masks = masks_for(&hits, &policy.mounts, &mut policy.notes);
+    let masked = masks_for(&hits, &policy.mounts, &mut policy.notes);
+    let masks: Vec<Mask> = masked.iter().map(|(mask, _)| mask.clone()).collect();
 
     let filter = policy::env::EnvFilter::new(&config)?;
     let (mut env, dropped) = filter.apply(std::env::vars_os());
@@ -225,7 +226,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let agent = Path::new(&command[0])
         .file_name()
         .map_or("?".into(), |name| name.to_string_lossy().into_owned());
-    record(&agent, &hits, &masks, &dropped);
+    record(&agent, &masked, &dropped);
     if !masks.is_empty() && std::io::stderr().is_terminal() {
         let shown: Vec<String> = masks
             .iter()
@@ -294,10 +295,15 @@ fn plan<'a>(
     }
 }
 
-/// What to mount over each secret: the entry itself, or for a symlink its target when
-/// the sandbox can see it (a dangling or hidden target needs nothing).
-fn masks_for(hits: &[secrets::SecretHit], mounts: &[Mount], notes: &mut Vec<String>) -> Vec<Mask> {
-    let mut masks: Vec<Mask> = Vec::new();
+/// What to mount over each secret, with the hit that asked for it: the entry itself, or
+/// for a symlink its target when the sandbox can see it (a dangling or hidden target
+/// needs nothing).
+fn masks_for<'a>(
+    hits: &'a [secrets::SecretHit],
+    mounts: &[Mount],
+    notes: &mut Vec<String>,
+) -> Vec<(Mask, &'a secrets::SecretHit)> {
+    let mut masks: Vec<(Mask, &secrets::SecretHit)> = Vec::new();
     for hit in hits {
         let (path, kind) = match hit.kind {
             secrets::EntryKind::Dir => (hit.path.clone(), Kind::Dir),
@@ -325,11 +331,11 @@ fn masks_for(hits: &[secrets::SecretHit], mounts: &[Mount], notes: &mut Vec<Stri
             path.display(),
             hit.pattern
         ));
-        if !masks.iter().any(|mask| mask.path == path) {
-            masks.push(Mask { path, kind });
+        if !masks.iter().any(|(mask, _)| mask.path == path) {
+            masks.push((Mask { path, kind }, hit));
         }
     }
-    masks.sort_by(|a, b| {
+    masks.sort_by(|(a, _), (b, _)| {
         a.path
             .components()
             .count()
@@ -339,26 +345,30 @@ fn masks_for(hits: &[secrets::SecretHit], mounts: &[Mount], notes: &mut Vec<Stri
     masks
 }
 
-fn record(
-    agent: &str,
-    hits: &[secrets::SecretHit],
-    masks: &[Mask],
-    dropped: &[policy::env::Dropped],
-) {
+fn record(agent: &str, masked: &[(Mask, &secrets::SecretHit)], dropped: &[policy::env::Dropped]) {
     let Some(path) = audit::default_path() else {
         return;
     };
-    let mut events: Vec<audit::Event> = hits
+    let mut events: Vec<audit::Event> = masked
         .iter()
-        .filter(|hit| masks.iter().any(|mask| mask.path == hit.path))
-        .map(|hit| {
+        .map(|(mask, hit)| {
+            let reason = if mask.path == hit.path {
+                format!("matches {}", hit.pattern)
+            } else {
+                format!(
+                    "target of {}, which matches {}",
+                    hit.path.display(),
+                    hit.pattern
+                )
+            };
+            let target = mask.path.display().to_string();
             audit::Event::new(
                 agent,
                 "read",
-                &hit.path.display().to_string(),
+                &target,
                 "masked",
                 "sensitive-file-pattern",
-                Some(format!("matches {}", hit.pattern)),
+                Some(reason),
             )
         })
         .collect();

@@ -152,3 +152,23 @@ fn an_unreadable_directory_stops_the_start_instead_of_exposing_what_is_inside() 
     run.ok();
     assert!(world.path("home/proj/started").exists());
 }
+
+#[test]
+fn a_masked_symlink_target_is_audited_under_its_own_path() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/config/settings.txt", "TOPSECRET\n");
+    std::os::unix::fs::symlink("config/settings.txt", world.path("home/proj/.env"))
+        .expect("symlink");
+    world.sh(&[], "true").ok();
+    let log = world.audit_log();
+    let target = world.path("home/proj/config/settings.txt");
+    assert!(
+        log.contains(&format!(
+            "\"target\":\"{}\",\"result\":\"masked\",\"policy\":\"sensitive-file-pattern\",\"reason\":\"target of {}, which matches .env\"",
+            target.display(),
+            world.path("home/proj/.env").display()
+        )),
+        "{log}"
+    );
+}

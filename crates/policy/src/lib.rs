@@ -231,10 +231,13 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
                         });
                     }
                 }
-                notes.push(format!(
-                    "path {} ({}): nothing exists there, skipped",
-                    entry.value, entry.origin
-                ));
+                // Built-in entries name paths many machines lack: not worth a line each.
+                if entry.origin.layer != LayerKind::Default {
+                    notes.push(format!(
+                        "path {} ({}): nothing exists there, skipped",
+                        entry.value, entry.origin
+                    ));
+                }
             }
             for (path, exact) in expanded {
                 // A symlinked secret directory stays hidden under its real name too.

@@ -27,3 +27,25 @@ pub fn detect_in(root: &Path) -> Where {
         Where::Outside
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detection_follows_the_markers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        assert_eq!(detect_in(root), Where::Outside);
+        fs_err::write(root.join(".agent-sandbox"), "").expect("write");
+        assert_eq!(detect_in(root), Where::Container);
+        fs_err::create_dir_all(root.join("run/agent-sandbox")).expect("mkdir");
+        assert_eq!(
+            detect_in(root),
+            Where::Container,
+            "the directory alone is not the marker"
+        );
+        fs_err::write(root.join("run/agent-sandbox/agent-sandbox"), "").expect("write");
+        assert_eq!(detect_in(root), Where::Bubblewrap);
+    }
+}
