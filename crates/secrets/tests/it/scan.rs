@@ -8,24 +8,8 @@ use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::{default_allow, default_patterns};
 use secrets::{scan, EntryKind, ScanError, SecretMatcher};
-
-/// The built-in patterns, from the one place they are defined: the config defaults.
-fn default_patterns() -> Vec<String> {
-    config::defaults()
-        .secret_patterns
-        .into_iter()
-        .map(|item| item.value)
-        .collect()
-}
-
-fn default_allow() -> Vec<String> {
-    config::defaults()
-        .secret_allow
-        .into_iter()
-        .map(|item| item.value)
-        .collect()
-}
 
 fn default_matcher() -> SecretMatcher {
     SecretMatcher::new(&default_patterns(), &default_allow()).expect("default patterns are valid")

@@ -3,24 +3,8 @@
 
 use std::path::Path;
 
+use crate::{default_allow, default_patterns};
 use secrets::{PatternError, SecretMatcher};
-
-/// The built-in patterns, from the one place they are defined: the config defaults.
-fn default_patterns() -> Vec<String> {
-    config::defaults()
-        .secret_patterns
-        .into_iter()
-        .map(|item| item.value)
-        .collect()
-}
-
-fn default_allow() -> Vec<String> {
-    config::defaults()
-        .secret_allow
-        .into_iter()
-        .map(|item| item.value)
-        .collect()
-}
 
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
