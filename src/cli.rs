@@ -84,11 +84,7 @@ pub struct ExecArgs {
     #[arg(long)]
     pub debug: bool,
     /// The command and its arguments
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
@@ -103,9 +99,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
     let result = match cli.command {
         Commands::Exec(args) => crate::exec::exec(args),
         Commands::Check { quiet } => Ok(check(quiet)),
-        Commands::Config(ConfigCommand::Show { policy, json }) => {
-            crate::exec::config_show(&policy, json)
-        }
+        Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
     };
     match result {
         Ok(code) => code,

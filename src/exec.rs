@@ -26,13 +26,9 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
     let home = std::env::var_os("HOME")
         .filter(|home| !home.is_empty())
         .map(PathBuf::from)
-        .context(
-            "HOME is not set (agent-sandbox needs it to resolve ~ and the presets; set HOME)",
-        )?;
+        .context("HOME is not set (agent-sandbox needs it to resolve ~ and the presets; set HOME)")?;
     let cwd = match &args.cwd {
-        Some(dir) => dir
-            .canonicalize()
-            .with_context(|| format!("-C {}: cannot use this directory", dir.display()))?,
+        Some(dir) => dir.canonicalize().with_context(|| format!("-C {}: cannot use this directory", dir.display()))?,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     let project_root = policy::find_project_root(&cwd, &home)?;
@@ -48,56 +44,30 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
         project_dir: project_root.join(".agent-sandbox"),
         explicit: args.config.clone(),
     };
-    let cli = config::cli_layer(
-        args.network.as_deref(),
-        &args.ro,
-        &args.rw,
-        &args.exclude,
-        &args.cmds,
-    )?;
+    let cli = config::cli_layer(args.network.as_deref(), &args.ro, &args.rw, &args.exclude, &args.cmds)?;
     let (mut config, files) = config::load(&sources, cli)?;
     // agent-sandbox's own files stay out of reach even when a parent is granted: the
     // sandbox must not loosen the next run's config, nor poison its scan cache, nor
     // rewrite the audit log.
-    let builtin = config::Origin {
-        layer: config::LayerKind::Default,
-        location: config::Location::Builtin,
-    };
-    let own = |dir: &Path| config::Sourced {
-        value: dir.display().to_string(),
-        origin: builtin.clone(),
-    };
+    let builtin = config::Origin { layer: config::LayerKind::Default, location: config::Location::Builtin };
+    let own = |dir: &Path| config::Sourced { value: dir.display().to_string(), origin: builtin.clone() };
     config.ro.push(own(&global_dir));
     config.exclude.push(own(&cache_dir));
     config.exclude.push(own(&state_dir));
-    let scan_cache = cache_dir.join("scan").join(format!(
-        "{:016x}",
-        fnv1a(project_root.as_os_str().as_encoded_bytes())
-    ));
-    Ok(Loaded {
-        ctx: Context {
-            home,
-            cwd,
-            project_root,
-        },
-        config,
-        files,
-        scan_cache,
-    })
+    let scan_cache =
+        cache_dir.join("scan").join(format!("{:016x}", fnv1a(project_root.as_os_str().as_encoded_bytes())));
+    Ok(Loaded { ctx: Context { home, cwd, project_root }, config, files, scan_cache })
 }
 
 /// FNV-1a: a stable file name for a project's scan cache.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 pub fn config_show(args: &PolicyArgs, json: bool) -> Result<i32> {
     let loaded = load(args)?;
     if json {
-        let text =
-            serde_json::to_string_pretty(&loaded.config.to_json()).context("formatting JSON")?;
+        let text = serde_json::to_string_pretty(&loaded.config.to_json()).context("formatting JSON")?;
         println!("{text}");
     } else {
         print!("{}", loaded.config.to_text());
@@ -107,55 +77,34 @@ pub fn config_show(args: &PolicyArgs, json: bool) -> Result<i32> {
 
 pub fn exec(args: ExecArgs) -> Result<i32> {
     if !cfg!(target_os = "linux") {
-        bail!("agent-sandbox exec needs Linux: bubblewrap is built on Linux namespaces (elsewhere, use a devcontainer)");
+        bail!(
+            "agent-sandbox exec needs Linux: bubblewrap is built on Linux namespaces (elsewhere, use a devcontainer)"
+        );
     }
     let debug = |line: &str| {
         if args.debug {
             eprintln!("agent-sandbox: debug: {line}");
         }
     };
-    let Loaded {
-        ctx,
-        config,
-        files,
-        scan_cache,
-    } = load(&args.policy)?;
-    debug(&format!(
-        "project root {}, cwd {}",
-        ctx.project_root.display(),
-        ctx.cwd.display()
-    ));
+    let Loaded { ctx, config, files, scan_cache } = load(&args.policy)?;
+    debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
     if files.is_empty() {
         debug("config: no config files found, built-in defaults only");
     }
     for file in &files {
         debug(&format!("config: loaded {}", file.display()));
     }
-    debug(&format!(
-        "config: network {} (from {})",
-        config.network.value.as_str(),
-        config.network.origin
-    ));
+    debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
 
     let mut policy = policy::resolve(&config, &ctx)?;
     let matcher = secrets::SecretMatcher::new(
-        &config
-            .secret_patterns
-            .iter()
-            .map(|item| item.value.clone())
-            .collect::<Vec<_>>(),
-        &config
-            .secret_allow
-            .iter()
-            .map(|item| item.value.clone())
-            .collect::<Vec<_>>(),
+        &config.secret_patterns.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
+        &config.secret_allow.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
     )?;
     let skip: Vec<PathBuf> = policy
         .mounts
         .iter()
-        .filter(|mount| {
-            mount.access == policy::Access::Exclude && mount.path.starts_with(&ctx.project_root)
-        })
+        .filter(|mount| mount.access == policy::Access::Exclude && mount.path.starts_with(&ctx.project_root))
         .map(|mount| mount.path.clone())
         .collect();
     let hits = secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?;
@@ -170,15 +119,9 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         path.push(sandbox::plan::RUNTIME_DIR);
     }
     for gone in &dropped {
-        policy.notes.push(format!(
-            "env: {} dropped ({} {})",
-            gone.name, gone.policy, gone.pattern
-        ));
+        policy.notes.push(format!("env: {} dropped ({} {})", gone.name, gone.policy, gone.pattern));
     }
-    let path_var = env
-        .iter()
-        .find(|(name, _)| name == "PATH")
-        .map(|(_, value)| value.clone());
+    let path_var = env.iter().find(|(name, _)| name == "PATH").map(|(_, value)| value.clone());
     let commands = sandbox::commands::wrap(
         &policy.commands,
         path_var.as_deref(),
@@ -192,30 +135,16 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     }
 
     let command: Vec<OsString> = if args.command.is_empty() {
-        vec![std::env::var_os("SHELL")
-            .filter(|shell| !shell.is_empty())
-            .unwrap_or_else(|| "/bin/sh".into())]
+        vec![std::env::var_os("SHELL").filter(|shell| !shell.is_empty()).unwrap_or_else(|| "/bin/sh".into())]
     } else {
         args.command.clone()
     };
-    let self_exe =
-        std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
+    let self_exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
     let bwrap = which::which("bwrap").map_err(|_| sandbox::run::RunError::BwrapMissing)?;
 
     if args.dry_run {
-        let plan = plan(
-            &policy,
-            &masks,
-            &commands,
-            &ctx,
-            Path::new("$RUNTIME"),
-            &self_exe,
-            &command,
-        );
-        let names: Vec<String> = env
-            .iter()
-            .map(|(name, _)| name.to_string_lossy().into_owned())
-            .collect();
+        let plan = plan(&policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
+        let names: Vec<String> = env.iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
         println!("# environment passed: {}", names.join(" "));
         let mut argv = vec![bwrap.into_os_string()];
         argv.extend(sandbox::plan::bwrap_args(&plan));
@@ -223,21 +152,11 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         return Ok(0);
     }
 
-    let agent = Path::new(&command[0])
-        .file_name()
-        .map_or("?".into(), |name| name.to_string_lossy().into_owned());
+    let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
     record(&agent, &masked, &dropped);
     if !masks.is_empty() && std::io::stderr().is_terminal() {
-        let shown: Vec<String> = masks
-            .iter()
-            .take(5)
-            .map(|mask| relative(&mask.path, &ctx.project_root))
-            .collect();
-        let more = if masks.len() > 5 {
-            format!(" and {} more", masks.len() - 5)
-        } else {
-            String::new()
-        };
+        let shown: Vec<String> = masks.iter().take(5).map(|mask| relative(&mask.path, &ctx.project_root)).collect();
+        let more = if masks.len() > 5 { format!(" and {} more", masks.len() - 5) } else { String::new() };
         eprintln!(
             "agent-sandbox: hiding {} secret file(s) from the sandbox: {}{more} (expose one with secrets.allow)",
             masks.len(),
@@ -252,22 +171,10 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             sandbox::landlock::abi()
         );
     }
-    let runtime =
-        sandbox::runtime::Runtime::create(&commands).context("creating the runtime directory")?;
-    let plan = plan(
-        &policy,
-        &masks,
-        &commands,
-        &ctx,
-        runtime.path(),
-        &self_exe,
-        &command,
-    );
+    let runtime = sandbox::runtime::Runtime::create(&commands).context("creating the runtime directory")?;
+    let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
-    debug(&format!(
-        "bwrap {}",
-        sandbox::plan::shell_quote(&bwrap_args)
-    ));
+    debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
     runtime.remove().context("removing the runtime directory")?;
     Ok(code?)
@@ -310,37 +217,22 @@ fn masks_for<'a>(
             secrets::EntryKind::File | secrets::EntryKind::Other => (hit.path.clone(), Kind::File),
             secrets::EntryKind::Symlink => match hit.path.canonicalize() {
                 Ok(target) if policy::is_visible(&target, mounts) => {
-                    let kind = if target.is_dir() {
-                        Kind::Dir
-                    } else {
-                        Kind::File
-                    };
+                    let kind = if target.is_dir() { Kind::Dir } else { Kind::File };
                     (target, kind)
                 }
                 _ => {
-                    notes.push(format!(
-                        "secret {}: symlink to nothing visible, nothing to mask",
-                        hit.path.display()
-                    ));
+                    notes.push(format!("secret {}: symlink to nothing visible, nothing to mask", hit.path.display()));
                     continue;
                 }
             },
         };
-        notes.push(format!(
-            "secret {} masked (matches {})",
-            path.display(),
-            hit.pattern
-        ));
+        notes.push(format!("secret {} masked (matches {})", path.display(), hit.pattern));
         if !masks.iter().any(|(mask, _)| mask.path == path) {
             masks.push((Mask { path, kind }, hit));
         }
     }
     masks.sort_by(|(a, _), (b, _)| {
-        a.path
-            .components()
-            .count()
-            .cmp(&b.path.components().count())
-            .then(a.path.cmp(&b.path))
+        a.path.components().count().cmp(&b.path.components().count()).then(a.path.cmp(&b.path))
     });
     masks
 }
@@ -355,44 +247,20 @@ fn record(agent: &str, masked: &[(Mask, &secrets::SecretHit)], dropped: &[policy
             let reason = if mask.path == hit.path {
                 format!("matches {}", hit.pattern)
             } else {
-                format!(
-                    "target of {}, which matches {}",
-                    hit.path.display(),
-                    hit.pattern
-                )
+                format!("target of {}, which matches {}", hit.path.display(), hit.pattern)
             };
             let target = mask.path.display().to_string();
-            audit::Event::new(
-                agent,
-                "read",
-                &target,
-                "masked",
-                "sensitive-file-pattern",
-                Some(reason),
-            )
+            audit::Event::new(agent, "read", &target, "masked", "sensitive-file-pattern", Some(reason))
         })
         .collect();
     events.extend(dropped.iter().map(|gone| {
-        audit::Event::new(
-            agent,
-            "env",
-            &gone.name,
-            "blocked",
-            gone.policy,
-            Some(format!("matches {}", gone.pattern)),
-        )
+        audit::Event::new(agent, "env", &gone.name, "blocked", gone.policy, Some(format!("matches {}", gone.pattern)))
     }));
     if let Err(err) = audit::append(&path, &events) {
-        eprintln!(
-            "agent-sandbox: warning: cannot write the audit log {}: {err}",
-            path.display()
-        );
+        eprintln!("agent-sandbox: warning: cannot write the audit log {}: {err}", path.display());
     }
 }
 
 fn relative(path: &Path, root: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
 }

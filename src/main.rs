@@ -10,13 +10,8 @@ use std::{ffi::OsString, path::Path};
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().collect();
-    let argv0 = args.first().map(|arg| {
-        Path::new(arg)
-            .file_name()
-            .unwrap_or(arg.as_os_str())
-            .to_string_lossy()
-            .into_owned()
-    });
+    let argv0 =
+        args.first().map(|arg| Path::new(arg).file_name().unwrap_or(arg.as_os_str()).to_string_lossy().into_owned());
     if let Some(name) = argv0.filter(|name| !name.starts_with("agent-sandbox")) {
         std::process::exit(sandbox::multicall::dispatch(&name, &args[1..]));
     }
@@ -25,10 +20,7 @@ fn main() {
             eprintln!("agent-sandbox: usage: agent-sandbox multicall <command> [args...]");
             std::process::exit(2);
         };
-        std::process::exit(sandbox::multicall::dispatch(
-            &name.to_string_lossy(),
-            &args[3..],
-        ));
+        std::process::exit(sandbox::multicall::dispatch(&name.to_string_lossy(), &args[3..]));
     }
     std::process::exit(cli::main(args));
 }

@@ -6,10 +6,8 @@ use crate::support::{require_bwrap, World};
 #[test]
 fn unknown_config_keys_name_the_file_position_and_the_fix() {
     let world = World::new();
-    let file = world.write(
-        "home/proj/.agent-sandbox/config.jsonc",
-        "{\n  // mine\n  \"filesystem\": { \"exlude\": [] }\n}\n",
-    );
+    let file =
+        world.write("home/proj/.agent-sandbox/config.jsonc", "{\n  // mine\n  \"filesystem\": { \"exlude\": [] }\n}\n");
     let run = world.cmd().args(["exec", "--", "true"]).run();
     assert_eq!(run.code(), 125);
     assert_eq!(
@@ -38,40 +36,32 @@ fn json_and_jsonc_side_by_side_is_an_error() {
 #[test]
 fn config_show_cites_each_layer() {
     let world = World::new();
-    let global = world.write(
-        "xdg-config/agent-sandbox/config.jsonc",
-        r#"{"network": "off"}"#,
-    );
-    let project = world.write(
-        "home/proj/.agent-sandbox/config.json",
-        r#"{"filesystem": {"presets": ["!@lint"]}}"#,
-    );
-    let out = world
-        .cmd()
-        .args(["config", "show", "--rw", "/tmp"])
-        .run()
-        .ok();
-    assert!(out.contains(&format!("network                    off                                      # global ({}:1:13)", global.display())), "{out}");
-    assert!(out.contains(&format!("filesystem.presets         !@lint                                   # project ({}:1:29)", project.display())), "{out}");
+    let global = world.write("xdg-config/agent-sandbox/config.jsonc", r#"{"network": "off"}"#);
+    let project = world.write("home/proj/.agent-sandbox/config.json", r#"{"filesystem": {"presets": ["!@lint"]}}"#);
+    let out = world.cmd().args(["config", "show", "--rw", "/tmp"]).run().ok();
     assert!(
-        out.contains(
-            "filesystem.presets         @all                                     # default\n"
-        ),
+        out.contains(&format!(
+            "network                    off                                      # global ({}:1:13)",
+            global.display()
+        )),
         "{out}"
     );
     assert!(
-        out.contains(
-            "filesystem.rw              /tmp                                     # cli (--rw)\n"
-        ),
+        out.contains(&format!(
+            "filesystem.presets         !@lint                                   # project ({}:1:29)",
+            project.display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("filesystem.presets         @all                                     # default\n"), "{out}");
+    assert!(
+        out.contains("filesystem.rw              /tmp                                     # cli (--rw)\n"),
         "{out}"
     );
     let json = world.cmd().args(["config", "show", "--json"]).run().ok();
     let value: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
     assert_eq!(value["network"]["value"], "off");
-    assert_eq!(
-        value["network"]["from"],
-        format!("global ({}:1:13)", global.display())
-    );
+    assert_eq!(value["network"]["from"], format!("global ({}:1:13)", global.display()));
 }
 
 #[test]
@@ -79,39 +69,15 @@ fn dry_run_prints_the_bwrap_command_without_running_it() {
     require_bwrap!();
     let world = World::new();
     world.write("home/proj/.env", "x");
-    let out = world
-        .cmd()
-        .args([
-            "exec",
-            "--dry-run",
-            "--network",
-            "off",
-            "--",
-            "touch",
-            "ran",
-        ])
-        .run()
-        .ok();
-    let bwrap_line = out
-        .lines()
-        .find(|line| line.contains("bwrap "))
-        .expect("a bwrap line");
+    let out = world.cmd().args(["exec", "--dry-run", "--network", "off", "--", "touch", "ran"]).run().ok();
+    let bwrap_line = out.lines().find(|line| line.contains("bwrap ")).expect("a bwrap line");
     assert!(bwrap_line.contains(" --unshare-net "), "{bwrap_line}");
+    assert!(bwrap_line.contains(&format!(" --bind {0} {0} ", world.project.display())), "{bwrap_line}");
     assert!(
-        bwrap_line.contains(&format!(" --bind {0} {0} ", world.project.display())),
+        bwrap_line.contains(&format!(" --ro-bind '$RUNTIME/empty' {}/.env ", world.project.display())),
         "{bwrap_line}"
     );
-    assert!(
-        bwrap_line.contains(&format!(
-            " --ro-bind '$RUNTIME/empty' {}/.env ",
-            world.project.display()
-        )),
-        "{bwrap_line}"
-    );
-    assert!(
-        bwrap_line.ends_with(" --seccomp 3 -- touch ran"),
-        "{bwrap_line}"
-    );
+    assert!(bwrap_line.ends_with(" --seccomp 3 -- touch ran"), "{bwrap_line}");
     assert!(!world.path("home/proj/ran").exists());
 }
 
@@ -120,24 +86,14 @@ fn debug_explains_the_decisions() {
     require_bwrap!();
     let world = World::new();
     world.write("home/proj/.env", "x");
-    let run = world
-        .cmd()
-        .env("GITHUB_TOKEN", "t")
-        .args(["exec", "--debug", "--", "true"])
-        .run();
+    let run = world.cmd().env("GITHUB_TOKEN", "t").args(["exec", "--debug", "--", "true"]).run();
     run.ok();
     let err = run.stderr();
     for expected in [
         "agent-sandbox: debug: config: no config files found, built-in defaults only",
         "agent-sandbox: debug: presets: @base @caches @agents @git @lint",
-        &format!(
-            "agent-sandbox: debug: access rw      {} (<project root>, from default)",
-            world.project.display()
-        ),
-        &format!(
-            "agent-sandbox: debug: secret {}/.env masked (matches .env)",
-            world.project.display()
-        ),
+        &format!("agent-sandbox: debug: access rw      {} (<project root>, from default)", world.project.display()),
+        &format!("agent-sandbox: debug: secret {}/.env masked (matches .env)", world.project.display()),
         "agent-sandbox: debug: env: GITHUB_TOKEN dropped (env-secret-pattern *_TOKEN)",
         "agent-sandbox: debug: command git: @git over [",
         "agent-sandbox: debug: bwrap --die-with-parent",
@@ -149,26 +105,17 @@ fn debug_explains_the_decisions() {
 #[test]
 fn missing_bwrap_says_how_to_install_it() {
     let world = World::new();
-    let run = world
-        .cmd()
-        .env("PATH", world.path("empty-path"))
-        .args(["exec", "--", "true"])
-        .run();
-    assert_eq!((run.code(), run.stderr()), (125, "agent-sandbox: error: bwrap not found in PATH (install with: apt install bubblewrap)\n".to_owned()));
+    let run = world.cmd().env("PATH", world.path("empty-path")).args(["exec", "--", "true"]).run();
+    assert_eq!(
+        (run.code(), run.stderr()),
+        (125, "agent-sandbox: error: bwrap not found in PATH (install with: apt install bubblewrap)\n".to_owned())
+    );
 }
 
 #[test]
 fn the_home_directory_is_not_a_project() {
     let world = World::new();
-    let run = world
-        .cmd()
-        .current_dir(&world.home)
-        .args(["exec", "--", "true"])
-        .run();
+    let run = world.cmd().current_dir(&world.home).args(["exec", "--", "true"]).run();
     assert_eq!(run.code(), 125);
-    assert!(
-        run.stderr().contains("refusing to use") && run.stderr().contains("pass -C DIR"),
-        "{}",
-        run.stderr()
-    );
+    assert!(run.stderr().contains("refusing to use") && run.stderr().contains("pass -C DIR"), "{}", run.stderr());
 }

@@ -14,22 +14,14 @@ fn a_denied_command_is_refused_by_name_and_by_absolute_path_and_audited() {
     );
     assert_eq!(run.ok(), "code=126\ncode=126\ncode=126\nstill-running\n");
     assert!(
-        run.stderr().contains(
-            "agent-sandbox: `python3` is blocked in this sandbox (commands.python3 = false)."
-        ),
+        run.stderr().contains("agent-sandbox: `python3` is blocked in this sandbox (commands.python3 = false)."),
         "{}",
         run.stderr()
     );
     let log = world.audit_log();
-    let refusals = log
-        .lines()
-        .filter(|line| line.contains(r#""policy":"command-deny""#))
-        .count();
+    let refusals = log.lines().filter(|line| line.contains(r#""policy":"command-deny""#)).count();
     assert_eq!(refusals, 3, "{log}");
-    assert!(
-        log.contains(r#""reason":"arguments: -c print(1)","source":"sandbox""#),
-        "{log}"
-    );
+    assert!(log.contains(r#""reason":"arguments: -c print(1)","source":"sandbox""#), "{log}");
 }
 
 #[test]
@@ -42,17 +34,9 @@ fn a_wrapper_script_gets_the_original_arguments_and_the_real_binary() {
     );
     world.chmod("home/bin/git-wrapper", 0o755);
     let flag = format!("git={}", wrapper.display());
-    let run = world.sh(
-        &["--cmd", &flag],
-        "git rev-parse --is-inside-work-tree; git gc; echo gc=$?",
-    );
+    let run = world.sh(&["--cmd", &flag], "git rev-parse --is-inside-work-tree; git gc; echo gc=$?");
     assert_eq!(run.ok(), "true\ngc=3\n");
-    assert!(
-        run.stderr()
-            .contains("wrapped git: rev-parse --is-inside-work-tree"),
-        "{}",
-        run.stderr()
-    );
+    assert!(run.stderr().contains("wrapped git: rev-parse --is-inside-work-tree"), "{}", run.stderr());
 }
 
 #[test]

@@ -34,13 +34,7 @@ fn secret_variables_are_dropped_and_the_allowlist_opts_in() {
         assert!(!out.contains(&format!("{name}=")), "{name} leaked:\n{out}");
     }
     for name in kept {
-        assert!(
-            out.contains(&format!("{name}=value-of-{name}\n")),
-            "{name} missing:\n{out}"
-        );
+        assert!(out.contains(&format!("{name}=value-of-{name}\n")), "{name} missing:\n{out}");
     }
-    assert!(
-        out.contains(&format!("HOME={}\n", world.home.display())),
-        "{out}"
-    );
+    assert!(out.contains(&format!("HOME={}\n", world.home.display())), "{out}");
 }

@@ -28,10 +28,7 @@ fn probe_script(world: &World) -> String {
     let mut script = String::new();
     for secret in HOME_SECRETS.iter().chain(["home/other/notes.txt"].iter()) {
         let path = world.path(secret);
-        script.push_str(&format!(
-            "cat '{}' 2>/dev/null | grep -q TOPSECRET && echo 'LEAK {secret}'\n",
-            path.display()
-        ));
+        script.push_str(&format!("cat '{}' 2>/dev/null | grep -q TOPSECRET && echo 'LEAK {secret}'\n", path.display()));
     }
     script
 }
@@ -45,11 +42,7 @@ fn home_credentials_and_sibling_projects_are_invisible() {
     let out = world.sh(&[], &script).ok();
     assert!(!out.contains("LEAK"), "{out}");
     assert!(out.contains("hello\nwrote-project"), "{out}");
-    assert_eq!(
-        world.read("home/proj/README.md"),
-        "edited\n",
-        "project writes reach the host"
-    );
+    assert_eq!(world.read("home/proj/README.md"), "edited\n", "project writes reach the host");
 }
 
 #[test]
@@ -57,10 +50,7 @@ fn home_credentials_stay_hidden_when_home_is_granted() {
     require_bwrap!();
     let world = world_with_home_secrets();
     let out = world.sh(&["--ro", "~"], &probe_script(&world)).ok();
-    let leaks: Vec<&str> = out
-        .lines()
-        .filter(|line| line.starts_with("LEAK") && !line.contains("other/"))
-        .collect();
+    let leaks: Vec<&str> = out.lines().filter(|line| line.starts_with("LEAK") && !line.contains("other/")).collect();
     assert!(leaks.is_empty(), "{out}");
     // The explicit grant of ~ does expose the sibling project: that was asked for.
     assert!(out.contains("LEAK home/other/notes.txt"), "{out}");
@@ -70,15 +60,9 @@ fn home_credentials_stay_hidden_when_home_is_granted() {
 fn symlinks_in_the_project_do_not_reach_hidden_paths() {
     require_bwrap!();
     let world = world_with_home_secrets();
-    std::os::unix::fs::symlink(
-        world.path("home/.ssh/id_ed25519"),
-        world.path("home/proj/key-link"),
-    )
-    .expect("symlink");
-    std::os::unix::fs::symlink("../other/notes.txt", world.path("home/proj/sibling-link"))
-        .expect("symlink");
-    std::os::unix::fs::symlink(world.path("home/.aws"), world.path("home/proj/aws-dir"))
-        .expect("symlink");
+    std::os::unix::fs::symlink(world.path("home/.ssh/id_ed25519"), world.path("home/proj/key-link")).expect("symlink");
+    std::os::unix::fs::symlink("../other/notes.txt", world.path("home/proj/sibling-link")).expect("symlink");
+    std::os::unix::fs::symlink(world.path("home/.aws"), world.path("home/proj/aws-dir")).expect("symlink");
     std::os::unix::fs::symlink("README.md", world.path("home/proj/readme-link")).expect("symlink");
     let out = world
         .sh(

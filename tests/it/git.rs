@@ -38,9 +38,7 @@ fn hooks_and_configs_are_read_only_but_everyday_git_works() {
     let before_config = world.read("home/proj/.git/config");
     let mut script = String::new();
     for attack in TAMPER {
-        script.push_str(&format!(
-            "{attack} >/dev/null 2>&1 && echo 'TAMPERED: {attack}'\n"
-        ));
+        script.push_str(&format!("{attack} >/dev/null 2>&1 && echo 'TAMPERED: {attack}'\n"));
     }
     script.push_str(
         "echo change >> README.md && git add README.md && git commit -qm 'from the sandbox' && echo committed\n\
@@ -51,18 +49,11 @@ fn hooks_and_configs_are_read_only_but_everyday_git_works() {
     let run = world.sh(&[], &script);
     let out = run.ok();
     assert_eq!(out, "committed\nbranched\nstashed\n2\n");
-    assert!(
-        run.stderr().contains("hook-ran"),
-        "the pre-commit hook still runs: {}",
-        run.stderr()
-    );
+    assert!(run.stderr().contains("hook-ran"), "the pre-commit hook still runs: {}", run.stderr());
     assert_eq!(world.read("home/proj/.git/hooks/pre-commit"), HOOK);
     assert_eq!(world.read("home/proj/.git/config"), before_config);
     assert_eq!(world.read("home/proj/.husky/pre-commit"), "npm test\n");
-    assert_eq!(
-        world.git(&["log", "-1", "--format=%s", "main"]),
-        "from the sandbox\n"
-    );
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]), "from the sandbox\n");
 }
 
 #[test]
@@ -82,14 +73,7 @@ fn linked_worktrees_commit_while_the_shared_hooks_stay_read_only() {
     require_bwrap!();
     let world = protected_world();
     let worktree = world.path("home/wt");
-    world.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "wt-branch",
-        worktree.to_str().expect("utf-8 path"),
-    ]);
+    world.git(&["worktree", "add", "-q", "-b", "wt-branch", worktree.to_str().expect("utf-8 path")]);
     let main_hook = world.path("home/proj/.git/hooks/pre-commit");
     let script = format!(
         "echo 'exit 0' > {hook} 2>/dev/null && echo TAMPERED-HOOK; git config core.hooksPath /dev/null 2>/dev/null && echo TAMPERED-CONFIG; \
@@ -97,33 +81,18 @@ fn linked_worktrees_commit_while_the_shared_hooks_stay_read_only() {
          echo wt >> README.md && git commit -qam 'in worktree' && echo committed",
         hook = main_hook.display()
     );
-    let run = world
-        .cmd()
-        .current_dir(&worktree)
-        .args(["exec", "--", "sh", "-c", &script])
-        .run();
+    let run = world.cmd().current_dir(&worktree).args(["exec", "--", "sh", "-c", &script]).run();
     assert_eq!(run.ok(), "committed\n");
     assert!(run.stderr().contains("hook-ran"));
     assert_eq!(world.read("home/proj/.git/hooks/pre-commit"), HOOK);
-    assert_eq!(
-        world.git(&["log", "-1", "--format=%s", "wt-branch"]),
-        "in worktree\n"
-    );
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "wt-branch"]), "in worktree\n");
 }
 
 #[test]
 fn without_the_git_preset_the_paths_are_ordinary_project_files() {
     require_bwrap!();
     let world = protected_world();
-    world.write(
-        "home/proj/.agent-sandbox/config.jsonc",
-        r#"{ "filesystem": { "presets": ["!@git"] } }"#,
-    );
-    let out = world
-        .sh(
-            &[],
-            "echo '# changed' >> .git/hooks/pre-commit && echo writable",
-        )
-        .ok();
+    world.write("home/proj/.agent-sandbox/config.jsonc", r#"{ "filesystem": { "presets": ["!@git"] } }"#);
+    let out = world.sh(&[], "echo '# changed' >> .git/hooks/pre-commit && echo writable").ok();
     assert_eq!(out, "writable\n");
 }

@@ -25,10 +25,7 @@ fn host_processes_are_invisible_and_unsignalable() {
     assert_eq!(lines[0], "0", "{out}");
     assert!(!out.contains("SIGNALLED"), "{out}");
     let processes: usize = lines[1].parse().expect("a count");
-    assert!(
-        processes < 10,
-        "only the sandbox's own processes are in /proc: {out}"
-    );
+    assert!(processes < 10, "only the sandbox's own processes are in /proc: {out}");
 }
 
 #[test]
@@ -38,7 +35,13 @@ fn tmp_is_private() {
     let host_file = format!("/tmp/as-it-host-{}", std::process::id());
     fs_err::write(&host_file, "host").expect("write");
     let out = world
-        .sh(&[], &format!("cat {host_file} 2>/dev/null && echo SEEN; echo inside > /tmp/as-it-inside-{0} && echo wrote", std::process::id()))
+        .sh(
+            &[],
+            &format!(
+                "cat {host_file} 2>/dev/null && echo SEEN; echo inside > /tmp/as-it-inside-{0} && echo wrote",
+                std::process::id()
+            ),
+        )
         .ok();
     let _ = fs_err::remove_file(&host_file);
     assert_eq!(out, "wrote\n");
@@ -57,10 +60,7 @@ fn no_new_privileges_no_capabilities_no_user_namespaces() {
              bwrap --ro-bind / / true 2>/dev/null && echo NESTED; true",
         )
         .ok();
-    assert_eq!(
-        out,
-        "CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nNoNewPrivs: 1\n"
-    );
+    assert_eq!(out, "CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nNoNewPrivs: 1\n");
 }
 
 /// Runs `cmd` with a new pseudo-terminal as its controlling terminal and stdin.
@@ -84,16 +84,8 @@ sys.stdout.write(out.decode(errors="replace"))
 "#;
     let mut command = world.cmd();
     command.cmd = Command::new("python3");
-    command
-        .cmd
-        .arg("-c")
-        .arg(script)
-        .args(cmd)
-        .current_dir(&world.project);
-    command
-        .cmd
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &world.home);
+    command.cmd.arg("-c").arg(script).args(cmd).current_dir(&world.project);
+    command.cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin").env("HOME", &world.home);
     command.cmd.env("XDG_STATE_HOME", world.path("xdg-state"));
     command.run().ok()
 }
@@ -135,14 +127,7 @@ fn keystrokes_cannot_be_injected_into_the_terminal() {
     assert!(out.contains("refused 1"), "{out}");
     // The terminal itself still works for the sandboxed program.
     let out = with_controlling_tty(
-        &[
-            bin,
-            "exec",
-            "--",
-            "sh",
-            "-c",
-            "test -t 0 && stty size >/dev/null && echo tty-ok",
-        ],
+        &[bin, "exec", "--", "sh", "-c", "test -t 0 && stty size >/dev/null && echo tty-ok"],
         &world,
     );
     assert!(out.contains("tty-ok"), "{out}");
@@ -177,26 +162,14 @@ fn host_unix_sockets_are_unreachable_with_network_on_and_off() {
     fs_err::create_dir_all(agent.parent().expect("parent")).expect("mkdir");
     let _servers = [unix_server(&docker), unix_server(&agent)];
     // The servers answer outside the sandbox.
-    let control = Command::new("python3")
-        .args(["-c", CONNECT])
-        .arg(&docker)
-        .output()
-        .expect("python");
+    let control = Command::new("python3").args(["-c", CONNECT]).arg(&docker).output().expect("python");
     assert!(String::from_utf8_lossy(&control.stdout).contains("CONNECTED"));
     for network in ["on", "off"] {
         for socket in [&docker, &agent] {
             let mut cmd = world.cmd();
             cmd.env("SSH_AUTH_SOCK", &agent);
-            let out = cmd
-                .args(["exec", "--network", network, "--", "python3", "-c", CONNECT])
-                .arg(socket)
-                .run()
-                .ok();
-            assert!(
-                out.starts_with("unreachable"),
-                "--network {network} {}: {out}",
-                socket.display()
-            );
+            let out = cmd.args(["exec", "--network", network, "--", "python3", "-c", CONNECT]).arg(socket).run().ok();
+            assert!(out.starts_with("unreachable"), "--network {network} {}: {out}", socket.display());
         }
     }
 }
@@ -217,17 +190,9 @@ fn network_off_cuts_the_host_loopback_and_network_on_keeps_it() {
     let probe = format!(
         "import socket\ntry:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=3)\n    print('reached', s.recv(16))\nexcept OSError as err:\n    print('unreachable', err.errno)\n"
     );
-    let off = world
-        .cmd()
-        .args(["exec", "--network", "off", "--", "python3", "-c", &probe])
-        .run()
-        .ok();
+    let off = world.cmd().args(["exec", "--network", "off", "--", "python3", "-c", &probe]).run().ok();
     assert!(off.starts_with("unreachable"), "{off}");
-    let on = world
-        .cmd()
-        .args(["exec", "--network", "on", "--", "python3", "-c", &probe])
-        .run()
-        .ok();
+    let on = world.cmd().args(["exec", "--network", "on", "--", "python3", "-c", &probe]).run().ok();
     assert!(on.starts_with("reached b'HELLO"), "{on}");
     let _ = server.join();
 }
@@ -237,39 +202,24 @@ fn host_abstract_unix_sockets_are_unreachable_even_with_the_network_on() {
     require_bwrap!();
     let world = World::new();
     let name = format!("\0as-it-abstract-{}", std::process::id());
-    let addr =
-        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
-            &name.as_bytes()[1..],
-        )
-        .expect("abstract address");
+    let addr = <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+        &name.as_bytes()[1..],
+    )
+    .expect("abstract address");
     let listener = UnixListener::bind_addr(&addr).expect("bind abstract socket");
     let probe = format!(
         "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect('\\0{}')\n    print('CONNECTED')\nexcept OSError as err:\n    print('unreachable', err.errno)\n",
         &name[1..]
     );
     // Control: the socket answers on the host.
-    let control = Command::new("python3")
-        .args(["-c", &probe])
-        .output()
-        .expect("python");
+    let control = Command::new("python3").args(["-c", &probe]).output().expect("python");
     assert_eq!(String::from_utf8_lossy(&control.stdout), "CONNECTED\n");
     for network in ["on", "off"] {
-        let out = world
-            .cmd()
-            .args(["exec", "--network", network, "--", "python3", "-c", &probe])
-            .run()
-            .ok();
+        let out = world.cmd().args(["exec", "--network", network, "--", "python3", "-c", &probe]).run().ok();
         assert!(out.starts_with("unreachable"), "--network {network}: {out}");
     }
     // Abstract sockets the sandbox makes for itself keep working.
     let own = "import socket, os\na = socket.socket(socket.AF_UNIX); a.bind('\\0own'); a.listen(1)\nb = socket.socket(socket.AF_UNIX); b.connect('\\0own'); print('own-ok')\n";
-    assert_eq!(
-        world
-            .cmd()
-            .args(["exec", "--", "python3", "-c", own])
-            .run()
-            .ok(),
-        "own-ok\n"
-    );
+    assert_eq!(world.cmd().args(["exec", "--", "python3", "-c", own]).run().ok(), "own-ok\n");
     drop(listener);
 }

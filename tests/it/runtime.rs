@@ -10,20 +10,9 @@ fn check_answers_inside_and_outside() {
     require_bwrap!();
     let world = World::new();
     let outside = world.cmd().arg("check").run();
-    assert_eq!(
-        (outside.code(), outside.stdout()),
-        (1, "not inside an agent-sandbox\n".to_owned())
-    );
-    let inside = world
-        .sh(
-            &[],
-            "agent-sandbox check; echo code=$?; agent-sandbox check -q; echo quiet=$?",
-        )
-        .ok();
-    assert_eq!(
-        inside,
-        "inside an agent-sandbox (bubblewrap)\ncode=0\nquiet=0\n"
-    );
+    assert_eq!((outside.code(), outside.stdout()), (1, "not inside an agent-sandbox\n".to_owned()));
+    let inside = world.sh(&[], "agent-sandbox check; echo code=$?; agent-sandbox check -q; echo quiet=$?").ok();
+    assert_eq!(inside, "inside an agent-sandbox (bubblewrap)\ncode=0\nquiet=0\n");
 }
 
 #[test]
@@ -42,11 +31,11 @@ fn the_marker_cannot_be_removed_hidden_or_planted() {
     ];
     let mut script = String::new();
     for attack in attacks {
-        script.push_str(&format!(
-            "{attack} >/dev/null 2>&1 && echo 'SUCCEEDED: {attack}'\n"
-        ));
+        script.push_str(&format!("{attack} >/dev/null 2>&1 && echo 'SUCCEEDED: {attack}'\n"));
     }
-    script.push_str("ls /run/agent-sandbox >/dev/null 2>&1 && echo LISTED; agent-sandbox check -q && echo still-inside\n");
+    script.push_str(
+        "ls /run/agent-sandbox >/dev/null 2>&1 && echo LISTED; agent-sandbox check -q && echo still-inside\n",
+    );
     assert_eq!(world.sh(&[], &script).ok(), "still-inside\n");
 }
 
@@ -56,16 +45,8 @@ fn the_runtime_directory_is_gone_after_exec() {
     let world = World::new();
     let runtime_parent = world.path("xdg-runtime");
     fs_err::create_dir_all(&runtime_parent).expect("mkdir");
-    world
-        .cmd()
-        .env("XDG_RUNTIME_DIR", &runtime_parent)
-        .args(["exec", "--", "true"])
-        .run()
-        .ok();
-    assert_eq!(
-        fs_err::read_dir(&runtime_parent).expect("readable").count(),
-        0
-    );
+    world.cmd().env("XDG_RUNTIME_DIR", &runtime_parent).args(["exec", "--", "true"]).run().ok();
+    assert_eq!(fs_err::read_dir(&runtime_parent).expect("readable").count(), 0);
 }
 
 #[test]
@@ -78,10 +59,7 @@ fn the_command_exit_status_is_passed_on() {
 
 #[test]
 fn multicall_outside_a_sandbox_refuses() {
-    let out = Command::new(&*BIN)
-        .args(["multicall", "git", "status"])
-        .output()
-        .expect("runs");
+    let out = Command::new(&*BIN).args(["multicall", "git", "status"]).output().expect("runs");
     assert_eq!(out.status.code(), Some(127));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),

@@ -60,11 +60,7 @@ fn secret_files_cannot_be_overwritten_removed_or_unmasked() {
     let out = world.sh(&[], &script).ok();
     assert_eq!(out, "done\n");
     for secret in PROJECT_SECRETS {
-        assert_eq!(
-            world.read(secret),
-            "TOPSECRET\n",
-            "{secret} unchanged on the host"
-        );
+        assert_eq!(world.read(secret), "TOPSECRET\n", "{secret} unchanged on the host");
     }
     assert!(world.path("home/proj/secrets/db.txt").exists());
     assert!(!world.path("home/proj/moved").exists() && !world.path("home/proj/hardlink").exists());
@@ -75,8 +71,7 @@ fn a_symlinked_secret_name_masks_its_target() {
     require_bwrap!();
     let world = World::new();
     world.write("home/proj/config/settings.txt", "TOPSECRET\n");
-    std::os::unix::fs::symlink("config/settings.txt", world.path("home/proj/.env"))
-        .expect("symlink");
+    std::os::unix::fs::symlink("config/settings.txt", world.path("home/proj/.env")).expect("symlink");
     let out = world.sh(&[], "cat .env config/settings.txt; echo end").ok();
     assert_eq!(out, "end\n");
 }
@@ -90,13 +85,8 @@ fn secret_patterns_are_configurable() {
         "home/proj/.agent-sandbox/config.jsonc",
         r#"{ "secrets": { "patterns": ["*.private"], "allow": [".env.local"] } }"#,
     );
-    let out = world
-        .sh(&[], "cat notes.private .env.local .env; echo end")
-        .ok();
-    assert_eq!(
-        out, "TOPSECRET\nend\n",
-        ".env.local allowed, *.private added, .env still masked"
-    );
+    let out = world.sh(&[], "cat notes.private .env.local .env; echo end").ok();
+    assert_eq!(out, "TOPSECRET\nend\n", ".env.local allowed, *.private added, .env still masked");
 }
 
 #[test]
@@ -107,15 +97,14 @@ fn masked_files_are_recorded_in_the_audit_log() {
     let log = world.audit_log();
     let env_line = log
         .lines()
-        .find(|line| {
-            line.contains(&format!(
-                "\"target\":\"{}\"",
-                world.path("home/proj/.env").display()
-            ))
-        })
+        .find(|line| line.contains(&format!("\"target\":\"{}\"", world.path("home/proj/.env").display())))
         .unwrap_or_else(|| panic!("no audit entry for .env in:\n{log}"));
     assert!(env_line.contains(r#""operation":"read","#), "{env_line}");
-    assert!(env_line.contains(r#""result":"masked","policy":"sensitive-file-pattern","reason":"matches .env","source":"host""#), "{env_line}");
+    assert!(
+        env_line
+            .contains(r#""result":"masked","policy":"sensitive-file-pattern","reason":"matches .env","source":"host""#),
+        "{env_line}"
+    );
     assert!(env_line.contains(r#""agent":"sh""#), "{env_line}");
 }
 
@@ -141,10 +130,7 @@ fn an_unreadable_directory_stops_the_start_instead_of_exposing_what_is_inside() 
             locked.display()
         )
     );
-    assert!(
-        !world.path("home/proj/started").exists(),
-        "the command must not run"
-    );
+    assert!(!world.path("home/proj/started").exists(), "the command must not run");
     // The hint works: excluded, the directory is not scanned and not visible.
     world.chmod("home/proj/locked", 0o000);
     let run = world.sh(&["--exclude", "locked"], "touch started");
@@ -158,8 +144,7 @@ fn a_masked_symlink_target_is_audited_under_its_own_path() {
     require_bwrap!();
     let world = World::new();
     world.write("home/proj/config/settings.txt", "TOPSECRET\n");
-    std::os::unix::fs::symlink("config/settings.txt", world.path("home/proj/.env"))
-        .expect("symlink");
+    std::os::unix::fs::symlink("config/settings.txt", world.path("home/proj/.env")).expect("symlink");
     world.sh(&[], "true").ok();
     let log = world.audit_log();
     let target = world.path("home/proj/config/settings.txt");

@@ -12,8 +12,7 @@ use std::{
 /// The binary under test; `AGENT_SANDBOX_BIN` overrides it when the suite runs as
 /// another user from a copy (see `cargo xtask test`).
 pub static BIN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    std::env::var("AGENT_SANDBOX_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_agent-sandbox").to_owned())
+    std::env::var("AGENT_SANDBOX_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_agent-sandbox").to_owned())
 });
 
 /// Skips (with a printed reason) when bwrap is missing locally; in CI it must be there.
@@ -27,13 +26,10 @@ macro_rules! require_bwrap {
 pub(crate) use require_bwrap;
 
 pub fn bwrap_available() -> bool {
-    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .any(|dir| dir.join("bwrap").is_file());
+    let found =
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).any(|dir| dir.join("bwrap").is_file());
     if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "bwrap is required in CI (apt install bubblewrap)"
-        );
+        assert!(std::env::var_os("CI").is_none(), "bwrap is required in CI (apt install bubblewrap)");
         eprintln!("skipping: bwrap not found in PATH (install with: apt install bubblewrap)");
     }
     found
@@ -55,7 +51,10 @@ impl World {
     /// A world whose project is a git repository with one commit.
     pub fn new() -> World {
         let world = World::bare();
-        world.write("home/.gitconfig", "[user]\n\tname = Test\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n");
+        world.write(
+            "home/.gitconfig",
+            "[user]\n\tname = Test\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n",
+        );
         world.write("home/proj/README.md", "hello\n");
         world.git(&["init", "-q"]);
         world.git(&["add", "-A"]);
@@ -65,20 +64,12 @@ impl World {
 
     /// A world with an empty project directory (no git).
     pub fn bare() -> World {
-        let dir = tempfile::Builder::new()
-            .prefix("as-it-")
-            .tempdir()
-            .expect("tempdir");
+        let dir = tempfile::Builder::new().prefix("as-it-").tempdir().expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let home = root.join("home");
         let project = home.join("proj");
         fs_err::create_dir_all(&project).expect("mkdir project");
-        World {
-            _dir: dir,
-            root,
-            home,
-            project,
-        }
+        World { _dir: dir, root, home, project }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -97,8 +88,7 @@ impl World {
     }
 
     pub fn chmod(&self, rel: &str, mode: u32) {
-        fs_err::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode))
-            .expect("chmod");
+        fs_err::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
 
     /// Runs the host's git in the project, outside any sandbox.
@@ -110,11 +100,7 @@ impl World {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
             .expect("git runs");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -140,8 +126,7 @@ impl World {
     }
 
     pub fn audit_log(&self) -> String {
-        fs_err::read_to_string(self.root.join("xdg-state/agent-sandbox/audit.jsonl"))
-            .unwrap_or_default()
+        fs_err::read_to_string(self.root.join("xdg-state/agent-sandbox/audit.jsonl")).unwrap_or_default()
     }
 }
 
@@ -187,13 +172,7 @@ impl Run {
     /// Asserts success and returns stdout.
     #[track_caller]
     pub fn ok(&self) -> String {
-        assert_eq!(
-            self.code(),
-            0,
-            "stdout:\n{}\nstderr:\n{}",
-            self.stdout(),
-            self.stderr()
-        );
+        assert_eq!(self.code(), 0, "stdout:\n{}\nstderr:\n{}", self.stdout(), self.stderr());
         self.stdout()
     }
 }

@@ -24,19 +24,14 @@ const RUNS: usize = 41;
 pub fn run_bench() -> Result<()> {
     ensure_packages()?;
     let root = root();
-    run(Command::new("cargo")
-        .args(["build", "--release", "--locked", "--bin", "agent-sandbox"])
-        .current_dir(&root))?;
+    run(Command::new("cargo").args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
     let bin = root.join("target/release/agent-sandbox");
     let dir = std::env::temp_dir().join(format!("agent-sandbox-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let small = dir.join("small");
     let big = dir.join("big");
     let big_clean = dir.join("big-clean");
-    eprintln!(
-        "bench: creating a 100-file and two 100,000-file projects in {}",
-        dir.display()
-    );
+    eprintln!("bench: creating a 100-file and two 100,000-file projects in {}", dir.display());
     make_project(&small, 5, 20, 0)?;
     make_project(&big, 5_000, 20, 20)?;
     make_project(&big_clean, 5_000, 20, 0)?;
@@ -72,12 +67,7 @@ pub fn run_bench() -> Result<()> {
     };
     let mut series: [Vec<Duration>; 4] = Default::default();
     for round in 0..RUNS + 3 {
-        let times = [
-            time(raw())?,
-            time(exec(&small))?,
-            time(exec(&big))?,
-            time(exec(&big_clean))?,
-        ];
+        let times = [time(raw())?, time(exec(&small))?, time(exec(&big))?, time(exec(&big_clean))?];
         if round >= 3 {
             for (all, one) in series.iter_mut().zip(times) {
                 all.push(one);
@@ -94,11 +84,7 @@ pub fn run_bench() -> Result<()> {
     println!("  the same without secret files       {clean_ms:8.2} ms");
     report("exec / raw bwrap", small_ms / raw_ms, 1.5);
     report("100,000 files / 100 files", big_ms / small_ms, 1.5);
-    println!(
-        "  {:<28} {:5.2}x  (the scan alone, no masks)",
-        "no secrets / 100 files",
-        clean_ms / small_ms
-    );
+    println!("  {:<28} {:5.2}x  (the scan alone, no masks)", "no secrets / 100 files", clean_ms / small_ms);
     Ok(())
 }
 
@@ -109,10 +95,7 @@ fn report(what: &str, ratio: f64, target: f64) {
 
 fn time(mut cmd: Command) -> Result<Duration> {
     let start = Instant::now();
-    let status = cmd
-        .stdout(Stdio::null())
-        .status()
-        .with_context(|| format!("starting {cmd:?}"))?;
+    let status = cmd.stdout(Stdio::null()).status().with_context(|| format!("starting {cmd:?}"))?;
     let elapsed = start.elapsed();
     if !status.success() {
         bail!("{cmd:?} failed: {status}");
@@ -132,10 +115,7 @@ fn make_project(root: &Path, packages: usize, files: usize, secrets: usize) -> R
     std::fs::create_dir_all(&src)?;
     std::fs::write(root.join("package.json"), "{}\n")?;
     for pkg in 0..packages {
-        let dir: PathBuf = root
-            .join("node_modules")
-            .join(format!("pkg{}", pkg / 100))
-            .join(format!("sub{pkg}"));
+        let dir: PathBuf = root.join("node_modules").join(format!("pkg{}", pkg / 100)).join(format!("sub{pkg}"));
         std::fs::create_dir_all(&dir)?;
         for file in 0..files {
             std::fs::write(dir.join(format!("f{file}.js")), "module.exports = 1;\n")?;

@@ -26,10 +26,7 @@ fn main() -> Result<()> {
 }
 
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
 }
 
 pub fn run(cmd: &mut Command) -> Result<()> {
@@ -41,50 +38,32 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 }
 
 pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|out| out.stdout == b"0\n")
+    Command::new("id").arg("-u").output().is_ok_and(|out| out.stdout == b"0\n")
 }
 
 /// Debian packages the suite needs, by the command that shows each is present.
-const PACKAGES: &[(&str, &str)] = &[
-    ("bwrap", "bubblewrap"),
-    ("python3", "python3"),
-    ("runuser", "util-linux"),
-    ("ps", "procps"),
-    ("git", "git"),
-];
+const PACKAGES: &[(&str, &str)] =
+    &[("bwrap", "bubblewrap"), ("python3", "python3"), ("runuser", "util-linux"), ("ps", "procps"), ("git", "git")];
 
 pub fn ensure_packages() -> Result<()> {
     let missing: Vec<&str> = PACKAGES
         .iter()
-        .filter(|(command, _)| {
-            !Path::new("/usr/bin").join(command).exists() && which(command).is_none()
-        })
+        .filter(|(command, _)| !Path::new("/usr/bin").join(command).exists() && which(command).is_none())
         .map(|(_, package)| *package)
         .collect();
     if missing.is_empty() {
         return Ok(());
     }
     if !is_root() {
-        bail!(
-            "missing packages: {} (install with: sudo apt-get install -y {})",
-            missing.join(" "),
-            missing.join(" ")
-        );
+        bail!("missing packages: {} (install with: sudo apt-get install -y {})", missing.join(" "), missing.join(" "));
     }
     eprintln!("xtask: installing {}", missing.join(" "));
     run(Command::new("apt-get").args(["update", "-qq"]))?;
-    run(Command::new("apt-get")
-        .args(["install", "-y", "-qq", "--no-install-recommends"])
-        .args(&missing))
+    run(Command::new("apt-get").args(["install", "-y", "-qq", "--no-install-recommends"]).args(&missing))
 }
 
 fn which(command: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(command))
-        .find(|path| path.is_file())
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(command)).find(|path| path.is_file())
 }
 
 const TEST_USER: &str = "agent-sandbox-ci";
@@ -92,19 +71,12 @@ const TEST_USER: &str = "agent-sandbox-ci";
 fn test() -> Result<()> {
     ensure_packages()?;
     let root = root();
-    run(Command::new("cargo")
-        .args(["test", "--workspace", "--locked"])
-        .current_dir(&root))?;
+    run(Command::new("cargo").args(["test", "--workspace", "--locked"]).current_dir(&root))?;
     if !is_root() {
         return Ok(());
     }
     eprintln!("xtask: running the test binaries again as the unprivileged user {TEST_USER}");
-    if Command::new("id")
-        .arg(TEST_USER)
-        .output()
-        .map(|out| !out.status.success())
-        .unwrap_or(true)
-    {
+    if Command::new("id").arg(TEST_USER).output().map(|out| !out.status.success()).unwrap_or(true) {
         run(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
     }
     // The checkout may sit where the test user cannot read (e.g. under /root): run
@@ -114,8 +86,7 @@ fn test() -> Result<()> {
     std::fs::create_dir_all(&stage)?;
     let binaries = test_binaries(&root)?;
     let bin = stage.join("agent-sandbox");
-    std::fs::copy(root.join("target/debug/agent-sandbox"), &bin)
-        .context("copying agent-sandbox")?;
+    std::fs::copy(root.join("target/debug/agent-sandbox"), &bin).context("copying agent-sandbox")?;
     let mut staged = Vec::new();
     for binary in &binaries {
         let name = binary.file_name().context("binary has a name")?;
@@ -143,10 +114,7 @@ fn test() -> Result<()> {
     }
     let _ = std::fs::remove_dir_all(&stage);
     if !failed.is_empty() {
-        bail!(
-            "as {TEST_USER}, these test binaries failed: {}",
-            failed.join(", ")
-        );
+        bail!("as {TEST_USER}, these test binaries failed: {}", failed.join(", "));
     }
     Ok(())
 }
@@ -154,21 +122,12 @@ fn test() -> Result<()> {
 /// The test executables `cargo test --workspace` builds.
 fn test_binaries(root: &Path) -> Result<Vec<PathBuf>> {
     let out = Command::new("cargo")
-        .args([
-            "test",
-            "--workspace",
-            "--locked",
-            "--no-run",
-            "--message-format=json",
-        ])
+        .args(["test", "--workspace", "--locked", "--no-run", "--message-format=json"])
         .current_dir(root)
         .output()
         .context("cargo test --no-run")?;
     if !out.status.success() {
-        bail!(
-            "cargo test --no-run failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bail!("cargo test --no-run failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     let mut binaries = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {

@@ -88,19 +88,14 @@ pub fn append(path: &Path, events: &[Event]) -> std::io::Result<()> {
         return Ok(());
     }
     if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     }
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(path)
-        .map_err(|err| {
-            std::io::Error::new(err.kind(), format!("opening {}: {err}", path.display()))
-        })?;
+        .map_err(|err| std::io::Error::new(err.kind(), format!("opening {}: {err}", path.display())))?;
     let text: String = events.iter().map(Event::to_line).collect();
     file.write_all(text.as_bytes())
 }
@@ -119,10 +114,7 @@ pub fn send(event: &Event) -> bool {
     if line.len() > 4096 {
         return false; // larger writes to a pipe are not atomic
     }
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc_o_nonblock())
-        .open(SANDBOX_FIFO);
+    let file = std::fs::OpenOptions::new().write(true).custom_flags(libc_o_nonblock()).open(SANDBOX_FIFO);
     match file {
         Ok(mut file) => file.write_all(line.as_bytes()).is_ok(),
         Err(_) => false,
@@ -135,10 +127,7 @@ const fn libc_o_nonblock() -> i32 {
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
 pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     format_rfc3339(secs)
 }
 
@@ -155,12 +144,7 @@ fn format_rfc3339(secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]
@@ -176,26 +160,14 @@ mod tests {
 
     #[test]
     fn lines_round_trip_and_sandbox_lines_cannot_claim_host() {
-        let event = Event::new(
-            "claude",
-            "read",
-            "./.env",
-            "masked",
-            "sensitive-file-pattern",
-            Some("matches .env".into()),
-        );
+        let event =
+            Event::new("claude", "read", "./.env", "masked", "sensitive-file-pattern", Some("matches .env".into()));
         let line = event.to_line();
         assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
         assert!(line.contains(r#""agent":"claude","operation":"read","target":"./.env","result":"masked","policy":"sensitive-file-pattern","reason":"matches .env","source":"host""#));
         let parsed = parse_sandbox_line(line.trim_end()).expect("parses");
         assert_eq!(parsed.source, "sandbox");
-        assert_eq!(
-            Event {
-                source: "host".into(),
-                ..parsed
-            },
-            event
-        );
+        assert_eq!(Event { source: "host".into(), ..parsed }, event);
         assert_eq!(parse_sandbox_line("not json"), None);
     }
 

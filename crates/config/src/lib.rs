@@ -56,11 +56,7 @@ pub struct Origin {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
-    File {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-    },
+    File { path: PathBuf, line: usize, column: usize },
     Flag(String),
     Builtin,
 }
@@ -69,12 +65,7 @@ impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.location {
             Location::File { path, line, column } => {
-                write!(
-                    f,
-                    "{} ({}:{line}:{column})",
-                    self.layer.name(),
-                    path.display()
-                )
+                write!(f, "{} ({}:{line}:{column})", self.layer.name(), path.display())
             }
             Location::Flag(flag) => write!(f, "{} ({flag})", self.layer.name()),
             Location::Builtin => f.write_str(self.layer.name()),
@@ -184,12 +175,7 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{path}:{line}:{column}: {message}")]
-    Invalid {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
+    Invalid { path: PathBuf, line: usize, column: usize, message: String },
     #[error("both {} and {} exist (keep one of them)", .json.display(), .jsonc.display())]
     BothFormats { json: PathBuf, jsonc: PathBuf },
     #[error("reading {}", .path.display())]
@@ -237,12 +223,8 @@ pub fn load(sources: &Sources, cli: Layer) -> Result<(Config, Vec<PathBuf>), Con
 
 /// The built-in defaults layer.
 pub fn defaults() -> Layer {
-    parse_layer(
-        DEFAULTS_JSONC,
-        Path::new("<built-in defaults>"),
-        LayerKind::Default,
-    )
-    .expect("the built-in defaults are valid (tested)")
+    parse_layer(DEFAULTS_JSONC, Path::new("<built-in defaults>"), LayerKind::Default)
+        .expect("the built-in defaults are valid (tested)")
 }
 
 /// `config.jsonc` or `config.json` in `dir`; both is an error.
@@ -258,24 +240,15 @@ pub fn find_config_file(dir: &Path) -> Result<Option<PathBuf>, ConfigError> {
 }
 
 fn read_layer(path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
-    let text = fs_err::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = fs_err::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
     parse_layer(&text, path, kind)
 }
 
 /// Merges layers, lowest first.
 pub fn merge(layers: Vec<Layer>) -> Config {
-    let builtin = Origin {
-        layer: LayerKind::Default,
-        location: Location::Builtin,
-    };
+    let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
     let mut config = Config {
-        network: Sourced {
-            value: Network::On,
-            origin: builtin,
-        },
+        network: Sourced { value: Network::On, origin: builtin },
         presets: Vec::new(),
         ro: Vec::new(),
         rw: Vec::new(),
@@ -310,10 +283,7 @@ impl Config {
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::json;
         fn list(items: &[Sourced<String>]) -> serde_json::Value {
-            items
-                .iter()
-                .map(|item| json!({ "value": item.value, "from": item.origin.to_string() }))
-                .collect()
+            items.iter().map(|item| json!({ "value": item.value, "from": item.origin.to_string() })).collect()
         }
         let commands: serde_json::Map<String, serde_json::Value> = self
             .commands
@@ -324,10 +294,7 @@ impl Config {
                     CommandRule::Deny => json!(false),
                     other => json!(other.to_string()),
                 };
-                (
-                    name.clone(),
-                    json!({ "value": value, "from": rule.origin.to_string() }),
-                )
+                (name.clone(), json!({ "value": value, "from": rule.origin.to_string() }))
             })
             .collect();
         json!({
@@ -353,8 +320,7 @@ impl Config {
         use std::fmt::Write;
         let mut out = String::new();
         let mut line = |key: &str, value: &str, origin: &Origin| {
-            writeln!(out, "{key:<26} {value:<40} # {origin}")
-                .expect("writing to a String cannot fail");
+            writeln!(out, "{key:<26} {value:<40} # {origin}").expect("writing to a String cannot fail");
         };
         line("network", self.network.value.as_str(), &self.network.origin);
         let lists: [(&str, &[Sourced<String>]); 9] = [
@@ -374,11 +340,7 @@ impl Config {
             }
         }
         for (name, rule) in &self.commands {
-            line(
-                &format!("commands.{name}"),
-                &rule.value.to_string(),
-                &rule.origin,
-            );
+            line(&format!("commands.{name}"), &rule.value.to_string(), &rule.origin);
         }
         out
     }
@@ -392,18 +354,9 @@ pub fn cli_layer(
     exclude: &[String],
     cmds: &[String],
 ) -> Result<Layer, ConfigError> {
-    let origin = |flag: &str| Origin {
-        layer: LayerKind::Cli,
-        location: Location::Flag(flag.to_owned()),
-    };
+    let origin = |flag: &str| Origin { layer: LayerKind::Cli, location: Location::Flag(flag.to_owned()) };
     let sourced = |flag: &str, items: &[String]| -> Vec<Sourced<String>> {
-        items
-            .iter()
-            .map(|value| Sourced {
-                value: value.clone(),
-                origin: origin(flag),
-            })
-            .collect()
+        items.iter().map(|value| Sourced { value: value.clone(), origin: origin(flag) }).collect()
     };
     let network = match network {
         None => None,
@@ -421,17 +374,8 @@ pub fn cli_layer(
             flag: "--cmd".into(),
             message: format!("expected NAME=VALUE (e.g. git=@git, npm=false), got {cmd:?}"),
         })?;
-        check_command_name(name).map_err(|message| ConfigError::Flag {
-            flag: "--cmd".into(),
-            message,
-        })?;
-        commands.push((
-            name.to_owned(),
-            Sourced {
-                value: CommandRule::parse(value),
-                origin: origin("--cmd"),
-            },
-        ));
+        check_command_name(name).map_err(|message| ConfigError::Flag { flag: "--cmd".into(), message })?;
+        commands.push((name.to_owned(), Sourced { value: CommandRule::parse(value), origin: origin("--cmd") }));
     }
     Ok(Layer {
         network,
@@ -446,9 +390,7 @@ pub fn cli_layer(
 /// A command name is a single file name: no '/', not empty, not `.`/`..`.
 pub fn check_command_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-        return Err(format!(
-            "{name:?} is not a command name (use the bare name, e.g. \"npm\")"
-        ));
+        return Err(format!("{name:?} is not a command name (use the bare name, e.g. \"npm\")"));
     }
     Ok(())
 }
@@ -457,12 +399,7 @@ pub fn check_command_name(name: &str) -> Result<(), String> {
 pub fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
-        .map(|candidate| {
-            (
-                edit_distance(&word.to_lowercase(), &candidate.to_lowercase()),
-                *candidate,
-            )
-        })
+        .map(|candidate| (edit_distance(&word.to_lowercase(), &candidate.to_lowercase()), *candidate))
         .filter(|(distance, candidate)| *distance <= (candidate.len() / 3).max(2))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)

@@ -10,18 +10,9 @@ use jsonc_parser::{
     CollectOptions, ParseOptions,
 };
 
-use crate::{
-    suggest, CommandRule, ConfigError, Layer, LayerKind, Location, Network, Origin, Sourced,
-};
+use crate::{suggest, CommandRule, ConfigError, Layer, LayerKind, Location, Network, Origin, Sourced};
 
-const TOP_KEYS: &[&str] = &[
-    "network",
-    "filesystem",
-    "secrets",
-    "env",
-    "commands",
-    "$schema",
-];
+const TOP_KEYS: &[&str] = &["network", "filesystem", "secrets", "env", "commands", "$schema"];
 const FILESYSTEM_KEYS: &[&str] = &["presets", "ro", "rw", "exclude"];
 const SECRETS_KEYS: &[&str] = &["patterns", "allow"];
 const ENV_KEYS: &[&str] = &["secretPatterns", "allow", "block"];
@@ -36,13 +27,14 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
         allow_missing_commas: false,
         ..ParseOptions::default()
     };
-    let parsed = jsonc_parser::parse_to_ast(text, &CollectOptions::default(), &parse_options)
-        .map_err(|err| ConfigError::Invalid {
+    let parsed = jsonc_parser::parse_to_ast(text, &CollectOptions::default(), &parse_options).map_err(|err| {
+        ConfigError::Invalid {
             path: path.to_owned(),
             line: err.line_display(),
             column: err.column_display(),
             message: err.kind().to_string(),
-        })?;
+        }
+    })?;
     let mut layer = Layer::default();
     let Some(value) = parsed.value else {
         return Ok(layer); // an empty file is an empty layer
@@ -55,10 +47,7 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
             "network" => {
                 let text = reader.string(&prop.value, "network")?;
                 let network = Network::parse(text).ok_or_else(|| {
-                    reader.error(
-                        &prop.value,
-                        format!("network: expected \"on\" or \"off\", got {text:?}"),
-                    )
+                    reader.error(&prop.value, format!("network: expected \"on\" or \"off\", got {text:?}"))
                 })?;
                 layer.network = Some(reader.sourced(&prop.value, network));
             }
@@ -70,20 +59,9 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                         "ro" => &mut layer.ro,
                         "rw" => &mut layer.rw,
                         "exclude" => &mut layer.exclude,
-                        other => {
-                            return Err(reader.unknown_key(
-                                prop,
-                                "filesystem.",
-                                other,
-                                FILESYSTEM_KEYS,
-                            ))
-                        }
+                        other => return Err(reader.unknown_key(prop, "filesystem.", other, FILESYSTEM_KEYS)),
                     };
-                    reader.strings(
-                        &prop.value,
-                        &format!("filesystem.{}", prop.name.as_str()),
-                        list,
-                    )?;
+                    reader.strings(&prop.value, &format!("filesystem.{}", prop.name.as_str()), list)?;
                 }
             }
             "secrets" => {
@@ -92,15 +70,9 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                     let list = match prop.name.as_str() {
                         "patterns" => &mut layer.secret_patterns,
                         "allow" => &mut layer.secret_allow,
-                        other => {
-                            return Err(reader.unknown_key(prop, "secrets.", other, SECRETS_KEYS))
-                        }
+                        other => return Err(reader.unknown_key(prop, "secrets.", other, SECRETS_KEYS)),
                     };
-                    reader.strings(
-                        &prop.value,
-                        &format!("secrets.{}", prop.name.as_str()),
-                        list,
-                    )?;
+                    reader.strings(&prop.value, &format!("secrets.{}", prop.name.as_str()), list)?;
                 }
             }
             "env" => {
@@ -119,31 +91,24 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                 let object = reader.object(&prop.value, "commands")?;
                 for prop in &object.properties {
                     let name = prop.name.as_str();
-                    crate::check_command_name(name).map_err(|message| {
-                        reader.error(&prop.name, format!("commands: {message}"))
-                    })?;
+                    crate::check_command_name(name)
+                        .map_err(|message| reader.error(&prop.name, format!("commands: {message}")))?;
                     let rule = match &prop.value {
                         Value::BooleanLit(lit) if lit.value => CommandRule::Allow,
                         Value::BooleanLit(_) => CommandRule::Deny,
                         Value::StringLit(lit) if lit.value == "true" || lit.value == "false" => {
-                            return Err(reader.error(
-                                &prop.value,
-                                format!("commands.{name}: write {} without quotes", lit.value),
-                            ))
+                            return Err(reader
+                                .error(&prop.value, format!("commands.{name}: write {} without quotes", lit.value)))
                         }
                         Value::StringLit(lit) if !lit.value.is_empty() => CommandRule::parse(&lit.value),
                         other => {
                             return Err(reader.error(
                                 other,
-                                format!(
-                                    "commands.{name}: expected true, false, \"@preset\" or a wrapper script path"
-                                ),
+                                format!("commands.{name}: expected true, false, \"@preset\" or a wrapper script path"),
                             ))
                         }
                     };
-                    layer
-                        .commands
-                        .push((name.to_owned(), reader.sourced(&prop.value, rule)));
+                    layer.commands.push((name.to_owned(), reader.sourced(&prop.value, rule)));
                 }
             }
             other => return Err(reader.unknown_key(prop, "", other, TOP_KEYS)),
@@ -162,22 +127,13 @@ impl Reader<'_> {
     fn line_column(&self, offset: usize) -> (usize, usize) {
         let before = &self.text[..offset.min(self.text.len())];
         let line = before.matches('\n').count() + 1;
-        let column = before
-            .rsplit('\n')
-            .next()
-            .map_or(0, |rest| rest.chars().count())
-            + 1;
+        let column = before.rsplit('\n').next().map_or(0, |rest| rest.chars().count()) + 1;
         (line, column)
     }
 
     fn error(&self, node: &impl Ranged, message: String) -> ConfigError {
         let (line, column) = self.line_column(node.start());
-        ConfigError::Invalid {
-            path: self.path.to_owned(),
-            line,
-            column,
-            message,
-        }
+        ConfigError::Invalid { path: self.path.to_owned(), line, column, message }
     }
 
     fn unknown_key(
@@ -202,21 +158,13 @@ impl Reader<'_> {
                 layer: self.kind.clone(),
                 location: match self.kind {
                     LayerKind::Default => Location::Builtin,
-                    _ => Location::File {
-                        path: self.path.to_owned(),
-                        line,
-                        column,
-                    },
+                    _ => Location::File { path: self.path.to_owned(), line, column },
                 },
             },
         }
     }
 
-    fn object<'v, 'a>(
-        &self,
-        value: &'v Value<'a>,
-        what: &str,
-    ) -> Result<&'v Object<'a>, ConfigError> {
+    fn object<'v, 'a>(&self, value: &'v Value<'a>, what: &str) -> Result<&'v Object<'a>, ConfigError> {
         match value {
             Value::Object(object) => Ok(object),
             other => Err(self.error(other, format!("{what}: expected an object"))),
@@ -230,12 +178,7 @@ impl Reader<'_> {
         }
     }
 
-    fn strings(
-        &self,
-        value: &Value<'_>,
-        what: &str,
-        out: &mut Vec<Sourced<String>>,
-    ) -> Result<(), ConfigError> {
+    fn strings(&self, value: &Value<'_>, what: &str, out: &mut Vec<Sourced<String>>) -> Result<(), ConfigError> {
         let Value::Array(array) = value else {
             return Err(self.error(value, format!("{what}: expected an array of strings")));
         };

@@ -5,11 +5,7 @@ use std::path::Path;
 use super::*;
 
 fn project(text: &str) -> Result<Layer, ConfigError> {
-    parse_layer(
-        text,
-        Path::new("/p/.agent-sandbox/config.jsonc"),
-        LayerKind::Project,
-    )
+    parse_layer(text, Path::new("/p/.agent-sandbox/config.jsonc"), LayerKind::Project)
 }
 
 fn values(items: &[Sourced<String>]) -> Vec<&str> {
@@ -45,17 +41,15 @@ fn invalid_files_are_reported_with_position_and_hint() {
     ];
     for (text, expected) in cases {
         let err = project(text).expect_err(text).to_string();
-        assert!(
-            err.starts_with(expected),
-            "{text}\n  got:      {err}\n  expected: {expected}"
-        );
+        assert!(err.starts_with(expected), "{text}\n  got:      {err}\n  expected: {expected}");
     }
 }
 
 #[test]
 fn comments_and_trailing_commas_are_accepted() {
-    let layer = project("// top\n{\n  /* block */ \"network\": \"off\", // why\n  \"filesystem\": {\"ro\": [\"a\",],},\n}\n")
-        .expect("valid jsonc");
+    let layer =
+        project("// top\n{\n  /* block */ \"network\": \"off\", // why\n  \"filesystem\": {\"ro\": [\"a\",],},\n}\n")
+            .expect("valid jsonc");
     assert_eq!(layer.network.map(|n| n.value), Some(Network::Off));
     assert_eq!(values(&layer.ro), ["a"]);
 }
@@ -63,10 +57,7 @@ fn comments_and_trailing_commas_are_accepted() {
 #[test]
 fn empty_file_is_an_empty_layer() {
     assert_eq!(project("").expect("empty is fine"), Layer::default());
-    assert_eq!(
-        project("// only a comment\n").expect("comment only is fine"),
-        Layer::default()
-    );
+    assert_eq!(project("// only a comment\n").expect("comment only is fine"), Layer::default());
 }
 
 #[test]
@@ -77,10 +68,10 @@ fn later_layers_replace_scalars_and_map_keys_and_extend_lists() {
         LayerKind::Global,
     )
     .expect("valid");
-    let project = project(r#"{"filesystem": {"presets": ["!@lint"], "ro": ["p"]}, "commands": {"npm": "./npm-guard.sh"}}"#)
-        .expect("valid");
-    let cli = cli_layer(Some("on"), &["c".into()], &[], &[], &["curl=false".into()])
-        .expect("valid flags");
+    let project =
+        project(r#"{"filesystem": {"presets": ["!@lint"], "ro": ["p"]}, "commands": {"npm": "./npm-guard.sh"}}"#)
+            .expect("valid");
+    let cli = cli_layer(Some("on"), &["c".into()], &[], &[], &["curl=false".into()]).expect("valid flags");
     let config = merge(vec![defaults(), global, project, cli]);
 
     assert_eq!(config.network.value, Network::On);
@@ -88,22 +79,15 @@ fn later_layers_replace_scalars_and_map_keys_and_extend_lists() {
     assert_eq!(values(&config.presets), ["@all", "!@lint"]);
     assert_eq!(values(&config.ro), ["~/g", "p", "c"]);
     assert_eq!(
-        config
-            .ro
-            .iter()
-            .map(|item| item.origin.to_string())
-            .collect::<Vec<_>>(),
+        config.ro.iter().map(|item| item.origin.to_string()).collect::<Vec<_>>(),
         [
             "global (/home/u/.config/agent-sandbox/config.json:1:42)",
             "project (/p/.agent-sandbox/config.jsonc:1:47)",
             "cli (--ro)",
         ]
     );
-    let commands: Vec<(String, String)> = config
-        .commands
-        .iter()
-        .map(|(name, rule)| (name.clone(), rule.value.to_string()))
-        .collect();
+    let commands: Vec<(String, String)> =
+        config.commands.iter().map(|(name, rule)| (name.clone(), rule.value.to_string())).collect();
     assert_eq!(
         commands,
         [
@@ -120,10 +104,7 @@ fn command_rule_forms() {
         ("true", CommandRule::Allow),
         ("false", CommandRule::Deny),
         ("@git", CommandRule::Preset("git".into())),
-        (
-            "/usr/local/bin/npm-guard",
-            CommandRule::Wrapper("/usr/local/bin/npm-guard".into()),
-        ),
+        ("/usr/local/bin/npm-guard", CommandRule::Wrapper("/usr/local/bin/npm-guard".into())),
         ("./guard.sh", CommandRule::Wrapper("./guard.sh".into())),
     ];
     for (text, expected) in cases {
@@ -134,16 +115,8 @@ fn command_rule_forms() {
 #[test]
 fn bad_flags_say_what_is_expected() {
     let cases: &[(Option<&str>, &[&str], &str)] = &[
-        (
-            Some("offline"),
-            &[],
-            "--network: expected \"on\" or \"off\", got \"offline\"",
-        ),
-        (
-            None,
-            &["git"],
-            "--cmd: expected NAME=VALUE (e.g. git=@git, npm=false), got \"git\"",
-        ),
+        (Some("offline"), &[], "--network: expected \"on\" or \"off\", got \"offline\""),
+        (None, &["git"], "--cmd: expected NAME=VALUE (e.g. git=@git, npm=false), got \"git\""),
         (
             None,
             &["/usr/bin/git=false"],
@@ -152,9 +125,7 @@ fn bad_flags_say_what_is_expected() {
     ];
     for (network, cmds, expected) in cases {
         let cmds: Vec<String> = cmds.iter().map(|cmd| cmd.to_string()).collect();
-        let err = cli_layer(*network, &[], &[], &[], &cmds)
-            .expect_err(expected)
-            .to_string();
+        let err = cli_layer(*network, &[], &[], &[], &cmds).expect_err(expected).to_string();
         assert_eq!(&err, expected);
     }
 }
@@ -168,9 +139,7 @@ fn both_json_and_jsonc_in_one_place_is_an_error() {
         Some(dir.path().join("config.json").as_path())
     );
     fs_err::write(dir.path().join("config.jsonc"), "{}").expect("write");
-    let err = find_config_file(dir.path())
-        .expect_err("two files")
-        .to_string();
+    let err = find_config_file(dir.path()).expect_err("two files").to_string();
     assert_eq!(
         err,
         format!(
@@ -188,23 +157,11 @@ fn load_reads_global_project_and_explicit_layers_in_order() {
     let project_dir = dir.path().join("proj/.agent-sandbox");
     fs_err::create_dir_all(&global).expect("mkdir");
     fs_err::create_dir_all(&project_dir).expect("mkdir");
-    fs_err::write(
-        global.join("config.jsonc"),
-        r#"{"network": "off", "env": {"allow": ["G"]}}"#,
-    )
-    .expect("write");
-    fs_err::write(
-        project_dir.join("config.json"),
-        r#"{"env": {"allow": ["P"]}}"#,
-    )
-    .expect("write");
+    fs_err::write(global.join("config.jsonc"), r#"{"network": "off", "env": {"allow": ["G"]}}"#).expect("write");
+    fs_err::write(project_dir.join("config.json"), r#"{"env": {"allow": ["P"]}}"#).expect("write");
     let explicit = dir.path().join("extra.jsonc");
     fs_err::write(&explicit, r#"{"network": "on", "env": {"allow": ["E"]}}"#).expect("write");
-    let sources = Sources {
-        global_dir: Some(global),
-        project_dir,
-        explicit: Some(explicit.clone()),
-    };
+    let sources = Sources { global_dir: Some(global), project_dir, explicit: Some(explicit.clone()) };
     let (config, files) = load(&sources, Layer::default()).expect("loads");
     assert_eq!(values(&config.env_allow), ["G", "P", "E"]);
     assert_eq!(config.network.value, Network::On);
@@ -226,11 +183,7 @@ const TOP: &[&str] = &["network", "filesystem", "secrets", "env", "commands"];
 fn show_text_cites_origins() {
     let cli = cli_layer(Some("off"), &[], &[], &[], &[]).expect("valid");
     let text = merge(vec![defaults(), cli]).to_text();
-    assert!(text
-        .lines()
-        .next()
-        .expect("a line")
-        .starts_with("network                    off"));
+    assert!(text.lines().next().expect("a line").starts_with("network                    off"));
     assert!(text.contains("# cli (--network)"));
     assert!(text.contains("filesystem.exclude         ~/.ssh"));
 }

@@ -10,11 +10,8 @@ use glob::{MatchOptions, Pattern};
 
 use crate::PolicyError;
 
-const OPTIONS: MatchOptions = MatchOptions {
-    case_sensitive: false,
-    require_literal_separator: false,
-    require_literal_leading_dot: false,
-};
+const OPTIONS: MatchOptions =
+    MatchOptions { case_sensitive: false, require_literal_separator: false, require_literal_leading_dot: false };
 
 #[derive(Debug)]
 pub struct EnvFilter {
@@ -37,13 +34,13 @@ impl EnvFilter {
             items
                 .iter()
                 .map(|item| {
-                    Pattern::new(&item.value)
-                        .map(|pattern| (pattern, item.origin.clone()))
-                        .map_err(|err| PolicyError::Glob {
+                    Pattern::new(&item.value).map(|pattern| (pattern, item.origin.clone())).map_err(|err| {
+                        PolicyError::Glob {
                             pattern: item.value.clone(),
                             origin: item.origin.clone(),
                             message: err.msg.to_owned(),
-                        })
+                        }
+                    })
                 })
                 .collect()
         }
@@ -62,20 +59,12 @@ impl EnvFilter {
                 .map(|(pattern, _)| pattern.as_str().to_owned())
         };
         if let Some(pattern) = hit(&self.block) {
-            return Some(Dropped {
-                name: name.to_owned(),
-                pattern,
-                policy: "env-block",
-            });
+            return Some(Dropped { name: name.to_owned(), pattern, policy: "env-block" });
         }
         if hit(&self.allow).is_some() {
             return None;
         }
-        hit(&self.secret).map(|pattern| Dropped {
-            name: name.to_owned(),
-            pattern,
-            policy: "env-secret-pattern",
-        })
+        hit(&self.secret).map(|pattern| Dropped { name: name.to_owned(), pattern, policy: "env-secret-pattern" })
     }
 
     /// Splits `vars` into those passed to the sandbox and those dropped.

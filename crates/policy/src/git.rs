@@ -27,10 +27,7 @@ pub fn layout(root: &Path) -> Option<Layout> {
         dot_git
     } else {
         let text = std::fs::read_to_string(&dot_git).ok()?;
-        let target = text
-            .lines()
-            .find_map(|line| line.strip_prefix("gitdir:"))?
-            .trim();
+        let target = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?.trim();
         normalize(&root.join(target))
     };
     let common_dir = match std::fs::read_to_string(git_dir.join("commondir")) {
@@ -41,17 +38,10 @@ pub fn layout(root: &Path) -> Option<Layout> {
         .ok()
         .and_then(|text| core_hooks_path(&text))
         .map(|path| match path.strip_prefix("~/") {
-            Some(rest) => std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_default()
-                .join(rest),
+            Some(rest) => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest),
             None => normalize(&root.join(path)),
         });
-    Some(Layout {
-        git_dir,
-        common_dir,
-        hooks_path,
-    })
+    Some(Layout { git_dir, common_dir, hooks_path })
 }
 
 /// `core.hooksPath` from git config text: the last assignment in a `[core]` section.
@@ -62,11 +52,7 @@ pub fn core_hooks_path(text: &str) -> Option<String> {
     for line in text.lines() {
         let line = line.trim();
         if line.starts_with('[') {
-            let section = line
-                .trim_start_matches('[')
-                .split([']', ' ', '"'])
-                .next()
-                .unwrap_or_default();
+            let section = line.trim_start_matches('[').split([']', ' ', '"']).next().unwrap_or_default();
             in_core = section.eq_ignore_ascii_case("core");
             continue;
         }
@@ -77,12 +63,7 @@ pub fn core_hooks_path(text: &str) -> Option<String> {
             continue;
         };
         if key.trim().eq_ignore_ascii_case("hookspath") {
-            let value = value
-                .split(['#', ';'])
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .trim_matches('"');
+            let value = value.split(['#', ';']).next().unwrap_or_default().trim().trim_matches('"');
             found = Some(value.to_owned());
         }
     }
@@ -101,10 +82,7 @@ pub fn layout_rules(root: &Path, notes: &mut Vec<String>) -> Vec<(Access, PathBu
         "git: git dir {}, common dir {}, hooksPath {}",
         layout.git_dir.display(),
         layout.common_dir.display(),
-        layout
-            .hooks_path
-            .as_deref()
-            .map_or("(unset)".into(), |path| path.display().to_string())
+        layout.hooks_path.as_deref().map_or("(unset)".into(), |path| path.display().to_string())
     ));
     let mut rules = Vec::new();
     if !layout.git_dir.starts_with(root) {
@@ -113,11 +91,9 @@ pub fn layout_rules(root: &Path, notes: &mut Vec<String>) -> Vec<(Access, PathBu
     if !layout.common_dir.starts_with(root) {
         rules.push((Access::Rw, layout.common_dir.clone()));
     }
-    for path in [
-        layout.common_dir.join("hooks"),
-        layout.common_dir.join("config"),
-        layout.git_dir.join("config.worktree"),
-    ] {
+    for path in
+        [layout.common_dir.join("hooks"), layout.common_dir.join("config"), layout.git_dir.join("config.worktree")]
+    {
         rules.push((Access::Ro, path));
     }
     if let Some(hooks) = layout.hooks_path {

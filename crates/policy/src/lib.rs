@@ -83,11 +83,7 @@ pub enum PolicyError {
     #[error("{flag} {path}: no such file or directory (check the path, or create it first)")]
     MissingPath { flag: String, path: String },
     #[error("{pattern}: bad glob: {message} (from {origin})")]
-    Glob {
-        pattern: String,
-        origin: Origin,
-        message: String,
-    },
+    Glob { pattern: String, origin: Origin, message: String },
     #[error(
         "refusing to use {} as the project: it would give the agent all of it \
          (run agent-sandbox inside a project directory, or pass -C DIR)",
@@ -99,11 +95,7 @@ pub enum PolicyError {
 /// The project root for `cwd`: the nearest ancestor holding `.git` (a directory, or a
 /// file for worktrees and submodules), else `cwd` itself.
 pub fn find_project_root(cwd: &Path, home: &Path) -> Result<PathBuf, PolicyError> {
-    let root = cwd
-        .ancestors()
-        .find(|dir| dir.join(".git").symlink_metadata().is_ok())
-        .unwrap_or(cwd)
-        .to_path_buf();
+    let root = cwd.ancestors().find(|dir| dir.join(".git").symlink_metadata().is_ok()).unwrap_or(cwd).to_path_buf();
     if root == Path::new("/") || root == home {
         return Err(PolicyError::ProjectTooBroad(root));
     }
@@ -133,10 +125,7 @@ fn layer_rank(kind: &LayerKind) -> u8 {
 pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
     let mut notes = Vec::new();
     let mut rules: Vec<Rule> = Vec::new();
-    let builtin = Origin {
-        layer: LayerKind::Default,
-        location: Location::Builtin,
-    };
+    let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
 
     rules.push(Rule {
         path: ctx.project_root.clone(),
@@ -150,20 +139,12 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
     let enabled = presets::expand(&config.presets)?;
     notes.push(format!(
         "presets: {}",
-        enabled
-            .iter()
-            .map(|(preset, _)| format!("@{}", preset.name))
-            .collect::<Vec<_>>()
-            .join(" ")
+        enabled.iter().map(|(preset, _)| format!("@{}", preset.name)).collect::<Vec<_>>().join(" ")
     ));
     let mut commands: BTreeMap<String, Sourced<CommandRule>> = BTreeMap::new();
     for (preset, origin) in &enabled {
         let layer = layer_rank(&origin.layer);
-        for (access, paths) in [
-            (Access::Ro, preset.ro),
-            (Access::Rw, preset.rw),
-            (Access::Exclude, preset.exclude),
-        ] {
+        for (access, paths) in [(Access::Ro, preset.ro), (Access::Rw, preset.rw), (Access::Exclude, preset.exclude)] {
             for preset_path in paths {
                 let base = match preset_path.root {
                     presets::Root::Abs => PathBuf::from("/"),
@@ -173,25 +154,12 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
                 let pattern = base.join(preset_path.path);
                 let written = format!("@{}: {}", preset.name, preset_path.path);
                 for (path, exact) in expand_pattern(&pattern, &written, origin)? {
-                    rules.push(Rule {
-                        path,
-                        access,
-                        exact,
-                        layer,
-                        written: written.clone(),
-                        origin: origin.clone(),
-                    });
+                    rules.push(Rule { path, access, exact, layer, written: written.clone(), origin: origin.clone() });
                 }
             }
         }
         for (name, rule) in preset.commands {
-            commands.insert(
-                (*name).to_owned(),
-                Sourced {
-                    value: CommandRule::parse(rule),
-                    origin: origin.clone(),
-                },
-            );
+            commands.insert((*name).to_owned(), Sourced { value: CommandRule::parse(rule), origin: origin.clone() });
         }
         if preset.name == "git" {
             for (access, path) in git::layout_rules(&ctx.project_root, &mut notes) {
@@ -207,36 +175,21 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         }
     }
     // Explicit command rules beat the ones presets set.
-    commands.extend(
-        config
-            .commands
-            .iter()
-            .map(|(name, rule)| (name.clone(), rule.clone())),
-    );
+    commands.extend(config.commands.iter().map(|(name, rule)| (name.clone(), rule.clone())));
 
-    for (access, entries) in [
-        (Access::Ro, &config.ro),
-        (Access::Rw, &config.rw),
-        (Access::Exclude, &config.exclude),
-    ] {
+    for (access, entries) in [(Access::Ro, &config.ro), (Access::Rw, &config.rw), (Access::Exclude, &config.exclude)] {
         for entry in entries {
             let pattern = resolve_path(&entry.value, ctx);
             let expanded = expand_pattern(&pattern, &entry.value, &entry.origin)?;
             if expanded.is_empty() {
                 if let Location::Flag(flag) = &entry.origin.location {
                     if !is_glob(&entry.value) {
-                        return Err(PolicyError::MissingPath {
-                            flag: flag.clone(),
-                            path: entry.value.clone(),
-                        });
+                        return Err(PolicyError::MissingPath { flag: flag.clone(), path: entry.value.clone() });
                     }
                 }
                 // Built-in entries name paths many machines lack: not worth a line each.
                 if entry.origin.layer != LayerKind::Default {
-                    notes.push(format!(
-                        "path {} ({}): nothing exists there, skipped",
-                        entry.value, entry.origin
-                    ));
+                    notes.push(format!("path {} ({}): nothing exists there, skipped", entry.value, entry.origin));
                 }
             }
             for (path, exact) in expanded {
@@ -277,12 +230,7 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
             mount.origin
         ));
     }
-    Ok(Policy {
-        network: config.network.clone(),
-        mounts,
-        commands,
-        notes,
-    })
+    Ok(Policy { network: config.network.clone(), mounts, commands, notes })
 }
 
 /// Picks the winning rule per path and orders the result parents-first. Excludes
@@ -299,10 +247,7 @@ fn settle(rules: Vec<Rule>) -> Vec<Mount> {
         }
     }
     let mut mounts: Vec<Mount> = Vec::new();
-    let granted: Vec<(&PathBuf, Access)> = best
-        .iter()
-        .map(|(path, rule)| (path, rule.access))
-        .collect();
+    let granted: Vec<(&PathBuf, Access)> = best.iter().map(|(path, rule)| (path, rule.access)).collect();
     for (path, rule) in &best {
         if rule.access == Access::Exclude {
             let nearest = granted
@@ -324,29 +269,18 @@ fn settle(rules: Vec<Rule>) -> Vec<Mount> {
         });
     }
     mounts.sort_by(|a, b| {
-        a.path
-            .components()
-            .count()
-            .cmp(&b.path.components().count())
-            .then_with(|| a.path.cmp(&b.path))
+        a.path.components().count().cmp(&b.path.components().count()).then_with(|| a.path.cmp(&b.path))
     });
     // A symlink to something mounted anyway costs a mount less as a symlink.
     let links: Vec<Option<PathBuf>> = mounts
         .iter()
         .map(|mount| {
-            if mount.access == Access::Exclude
-                || !mount
-                    .path
-                    .symlink_metadata()
-                    .is_ok_and(|meta| meta.is_symlink())
-            {
+            if mount.access == Access::Exclude || !mount.path.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) {
                 return None;
             }
             let target = mount.path.canonicalize().ok()?;
             let covered = mounts.iter().any(|other| {
-                other.path != mount.path
-                    && other.access == mount.access
-                    && target.starts_with(&other.path)
+                other.path != mount.path && other.access == mount.access && target.starts_with(&other.path)
             });
             if covered && is_visible(&target, &mounts) {
                 std::fs::read_link(&mount.path).ok()
@@ -403,18 +337,10 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Existing paths for `pattern`: the path itself if it exists, or the glob's matches.
-fn expand_pattern(
-    pattern: &Path,
-    written: &str,
-    origin: &Origin,
-) -> Result<Vec<(PathBuf, bool)>, PolicyError> {
+fn expand_pattern(pattern: &Path, written: &str, origin: &Origin) -> Result<Vec<(PathBuf, bool)>, PolicyError> {
     let text = pattern.to_string_lossy();
     if !is_glob(&text) {
-        return Ok(if pattern.exists() {
-            vec![(pattern.to_path_buf(), true)]
-        } else {
-            Vec::new()
-        });
+        return Ok(if pattern.exists() { vec![(pattern.to_path_buf(), true)] } else { Vec::new() });
     }
     let paths = glob::glob(&text).map_err(|err| PolicyError::Glob {
         pattern: written.to_owned(),
@@ -422,10 +348,7 @@ fn expand_pattern(
         message: err.msg.to_owned(),
     })?;
     // Unreadable directories while globbing are skipped: they cannot be granted anyway.
-    Ok(paths
-        .filter_map(Result::ok)
-        .map(|path| (path, false))
-        .collect())
+    Ok(paths.filter_map(Result::ok).map(|path| (path, false)).collect())
 }
 
 #[cfg(test)]

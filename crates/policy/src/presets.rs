@@ -35,22 +35,13 @@ pub struct Preset {
 }
 
 const fn abs(path: &'static str) -> PresetPath {
-    PresetPath {
-        root: Root::Abs,
-        path,
-    }
+    PresetPath { root: Root::Abs, path }
 }
 const fn home(path: &'static str) -> PresetPath {
-    PresetPath {
-        root: Root::Home,
-        path,
-    }
+    PresetPath { root: Root::Home, path }
 }
 const fn project(path: &'static str) -> PresetPath {
-    PresetPath {
-        root: Root::Project,
-        path,
-    }
+    PresetPath { root: Root::Project, path }
 }
 
 pub const PRESETS: &[Preset] = &[
@@ -186,7 +177,8 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "lint",
-        summary: "lint, format and hook-manager configs at the project root are read-only, so checks cannot be weakened",
+        summary:
+            "lint, format and hook-manager configs at the project root are read-only, so checks cannot be weakened",
         ro: &[
             project(".eslintrc*"),
             project("eslint.config.*"),
@@ -248,10 +240,7 @@ pub fn expand(entries: &[Sourced<String>]) -> Result<Vec<(&'static Preset, Origi
         let Some(name) = text.strip_prefix('@') else {
             return Err(PolicyError::Preset {
                 origin: entry.origin.clone(),
-                message: format!(
-                    "{:?} is not a preset (write \"@name\" or \"!@name\")",
-                    entry.value
-                ),
+                message: format!("{:?} is not a preset (write \"@name\" or \"!@name\")", entry.value),
             });
         };
         let names: Vec<&'static str> = if name == "all" {
@@ -283,10 +272,7 @@ pub fn expand(entries: &[Sourced<String>]) -> Result<Vec<(&'static Preset, Origi
     Ok(PRESETS
         .iter()
         .filter_map(|preset| {
-            enabled
-                .iter()
-                .find(|(name, _)| *name == preset.name)
-                .map(|(_, origin)| (preset, origin.clone()))
+            enabled.iter().find(|(name, _)| *name == preset.name).map(|(_, origin)| (preset, origin.clone()))
         })
         .collect())
 }

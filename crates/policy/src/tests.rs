@@ -12,10 +12,7 @@ fn sourced(values: &[&str]) -> Vec<Sourced<String>> {
         .iter()
         .map(|value| Sourced {
             value: value.to_string(),
-            origin: Origin {
-                layer: LayerKind::Cli,
-                location: Location::Flag("--test".into()),
-            },
+            origin: Origin { layer: LayerKind::Cli, location: Location::Flag("--test".into()) },
         })
         .collect()
 }
@@ -25,10 +22,7 @@ fn preset_lists_apply_in_order() {
     let cases: &[(&[&str], &[&str])] = &[
         (&["@all"], &["base", "caches", "agents", "git", "lint"]),
         (&["@all", "!@lint"], &["base", "caches", "agents", "git"]),
-        (
-            &["@all", "!@lint", "@lint"],
-            &["base", "caches", "agents", "git", "lint"],
-        ),
+        (&["@all", "!@lint", "@lint"], &["base", "caches", "agents", "git", "lint"]),
         (&["@all", "!@all"], &[]),
         (&["@git"], &["git"]),
         (&["!@git", "@base"], &["base"]),
@@ -45,13 +39,14 @@ fn preset_lists_apply_in_order() {
 fn bad_preset_entries_are_errors_with_a_hint() {
     let cases = [
         ("@lnt", "unknown preset @lnt (did you mean @lint?) (from cli (--test))"),
-        ("@zzzzzzz", "unknown preset @zzzzzzz (known presets: @base, @caches, @agents, @git, @lint, @all) (from cli (--test))"),
+        (
+            "@zzzzzzz",
+            "unknown preset @zzzzzzz (known presets: @base, @caches, @agents, @git, @lint, @all) (from cli (--test))",
+        ),
         ("lint", "\"lint\" is not a preset (write \"@name\" or \"!@name\") (from cli (--test))"),
     ];
     for (entry, expected) in cases {
-        let err = presets::expand(&sourced(&[entry]))
-            .expect_err(entry)
-            .to_string();
+        let err = presets::expand(&sourced(&[entry])).expect_err(entry).to_string();
         assert_eq!(err, expected);
     }
 }
@@ -79,11 +74,7 @@ impl Tree {
 
     fn ctx(&self) -> Context {
         let project = self.root.join("home/proj");
-        Context {
-            home: self.root.join("home"),
-            cwd: project.clone(),
-            project_root: project,
-        }
+        Context { home: self.root.join("home"), cwd: project.clone(), project_root: project }
     }
 
     /// Resolves a config made of the given layers and returns (path relative to the tree, access) pairs.
@@ -93,11 +84,7 @@ impl Tree {
             .mounts
             .iter()
             .map(|mount| {
-                let rel = mount
-                    .path
-                    .strip_prefix(&self.root)
-                    .map(Path::to_path_buf)
-                    .unwrap_or(mount.path.clone());
+                let rel = mount.path.strip_prefix(&self.root).map(Path::to_path_buf).unwrap_or(mount.path.clone());
                 (rel.display().to_string(), mount.access.as_str())
             })
             .filter(|(path, _)| !path.starts_with('/'))
@@ -123,32 +110,15 @@ fn specificity_rules() {
     let presets_none = layer(r#"{"filesystem": {"presets": []}}"#, LayerKind::Project);
     type Case<'a> = (&'a str, Vec<Layer>, Vec<(&'a str, &'a str)>);
     let cases: Vec<Case> = vec![
-        (
-            "the project alone is read-write",
-            vec![],
-            vec![("home/proj", "rw")],
-        ),
+        ("the project alone is read-write", vec![], vec![("home/proj", "rw")]),
         (
             "a longer path beats a shorter one",
-            vec![
-                cli_layer(None, &["~/data".into()], &["~/data/y".into()], &[], &[]).expect("flags"),
-            ],
-            vec![
-                ("home/data", "ro"),
-                ("home/proj", "rw"),
-                ("home/data/y", "rw"),
-            ],
+            vec![cli_layer(None, &["~/data".into()], &["~/data/y".into()], &[], &[]).expect("flags")],
+            vec![("home/data", "ro"), ("home/proj", "rw"), ("home/data/y", "rw")],
         ),
         (
             "same path: exclude beats ro beats rw",
-            vec![cli_layer(
-                None,
-                &["~/data".into()],
-                &["~/data".into()],
-                &["~/data".into()],
-                &[],
-            )
-            .expect("flags")],
+            vec![cli_layer(None, &["~/data".into()], &["~/data".into()], &["~/data".into()], &[]).expect("flags")],
             vec![("home/proj", "rw")], // excluded and nothing above it is visible: nothing to mount
         ),
         (
@@ -161,22 +131,12 @@ fn specificity_rules() {
         ),
         (
             "an exact path beats a glob on the same path",
-            vec![
-                cli_layer(None, &["docs/*".into()], &["docs/a.md".into()], &[], &[])
-                    .expect("flags"),
-            ],
-            vec![
-                ("home/proj", "rw"),
-                ("home/proj/docs/a.md", "rw"),
-                ("home/proj/docs/b.md", "ro"),
-            ],
+            vec![cli_layer(None, &["docs/*".into()], &["docs/a.md".into()], &[], &[]).expect("flags")],
+            vec![("home/proj", "rw"), ("home/proj/docs/a.md", "rw"), ("home/proj/docs/b.md", "ro")],
         ),
         (
             "globs expand to existing paths only",
-            vec![
-                cli_layer(None, &["*/lib.rs".into(), "nope/*".into()], &[], &[], &[])
-                    .expect("flags"),
-            ],
+            vec![cli_layer(None, &["*/lib.rs".into(), "nope/*".into()], &[], &[], &[]).expect("flags")],
             vec![("home/proj", "rw"), ("home/proj/vendor/lib.rs", "ro")],
         ),
         (
@@ -187,27 +147,18 @@ fn specificity_rules() {
         (
             "a default exclude survives a broader grant in a later layer",
             vec![
-                layer(
-                    r#"{"filesystem": {"exclude": ["~/.ssh"]}}"#,
-                    LayerKind::Default,
-                ),
+                layer(r#"{"filesystem": {"exclude": ["~/.ssh"]}}"#, LayerKind::Default),
                 cli_layer(None, &["~".into()], &[], &[], &[]).expect("flags"),
             ],
-            vec![
-                ("home", "ro"),
-                ("home/.ssh", "exclude"),
-                ("home/proj", "rw"),
-            ],
+            vec![("home", "ro"), ("home/.ssh", "exclude"), ("home/proj", "rw")],
         ),
     ];
     for (name, extra, expected) in cases {
         let mut layers = vec![presets_none.clone()];
         layers.extend(extra);
         let got = tree.resolve(layers);
-        let expected: Vec<(String, &str)> = expected
-            .into_iter()
-            .map(|(path, access)| (path.to_owned(), access))
-            .collect();
+        let expected: Vec<(String, &str)> =
+            expected.into_iter().map(|(path, access)| (path.to_owned(), access)).collect();
         assert_eq!(got, expected, "{name}");
     }
 }
@@ -216,47 +167,27 @@ fn specificity_rules() {
 fn same_path_and_level_later_layer_wins_for_origin() {
     let tree = Tree::new(&["home/proj/docs/a.md"]);
     let layers = vec![
-        layer(
-            r#"{"filesystem": {"presets": [], "ro": ["docs"]}}"#,
-            LayerKind::Global,
-        ),
+        layer(r#"{"filesystem": {"presets": [], "ro": ["docs"]}}"#, LayerKind::Global),
         layer(r#"{"filesystem": {"ro": ["docs"]}}"#, LayerKind::Project),
     ];
     let policy = resolve(&merge(layers), &tree.ctx()).expect("resolves");
-    let docs = policy
-        .mounts
-        .iter()
-        .find(|mount| mount.path.ends_with("docs"))
-        .expect("docs mounted");
+    let docs = policy.mounts.iter().find(|mount| mount.path.ends_with("docs")).expect("docs mounted");
     assert_eq!(docs.origin.layer, LayerKind::Project);
 }
 
 #[test]
 fn missing_cli_path_is_an_error_but_a_missing_config_path_is_skipped() {
     let tree = Tree::new(&["home/proj/a"]);
-    let err = resolve(
-        &merge(vec![
-            cli_layer(None, &["nope".into()], &[], &[], &[]).expect("flags")
-        ]),
-        &tree.ctx(),
-    )
-    .expect_err("missing path")
-    .to_string();
-    assert_eq!(
-        err,
-        "--ro nope: no such file or directory (check the path, or create it first)"
-    );
-    let policy = resolve(
-        &merge(vec![layer(
-            r#"{"filesystem": {"ro": ["nope"]}}"#,
-            LayerKind::Project,
-        )]),
-        &tree.ctx(),
-    )
-    .expect("skipped");
-    assert!(policy.notes.iter().any(
-        |note| note.starts_with("path nope (project (/cfg.jsonc:1:24)): nothing exists there")
-    ));
+    let err = resolve(&merge(vec![cli_layer(None, &["nope".into()], &[], &[], &[]).expect("flags")]), &tree.ctx())
+        .expect_err("missing path")
+        .to_string();
+    assert_eq!(err, "--ro nope: no such file or directory (check the path, or create it first)");
+    let policy = resolve(&merge(vec![layer(r#"{"filesystem": {"ro": ["nope"]}}"#, LayerKind::Project)]), &tree.ctx())
+        .expect("skipped");
+    assert!(policy
+        .notes
+        .iter()
+        .any(|note| note.starts_with("path nope (project (/cfg.jsonc:1:24)): nothing exists there")));
 }
 
 #[test]
@@ -271,10 +202,7 @@ fn git_and_lint_presets_protect_project_paths() {
         "home/proj/src/.eslintrc.json",
         "home/.gitconfig",
     ]);
-    let got = tree.resolve(vec![layer(
-        r#"{"filesystem": {"presets": ["@git", "@lint"]}}"#,
-        LayerKind::Default,
-    )]);
+    let got = tree.resolve(vec![layer(r#"{"filesystem": {"presets": ["@git", "@lint"]}}"#, LayerKind::Default)]);
     assert_eq!(
         got,
         [
@@ -288,35 +216,21 @@ fn git_and_lint_presets_protect_project_paths() {
         ]
         .map(|(path, access)| (path.to_owned(), access))
     );
-    let policy = resolve(
-        &merge(vec![layer(
-            r#"{"filesystem": {"presets": ["@git"]}}"#,
-            LayerKind::Default,
-        )]),
-        &tree.ctx(),
-    )
-    .expect("resolves");
-    assert_eq!(
-        policy.commands.get("git").map(|rule| rule.value.clone()),
-        Some(CommandRule::Preset("git".into()))
-    );
+    let policy =
+        resolve(&merge(vec![layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default)]), &tree.ctx())
+            .expect("resolves");
+    assert_eq!(policy.commands.get("git").map(|rule| rule.value.clone()), Some(CommandRule::Preset("git".into())));
 }
 
 #[test]
 fn explicit_command_rules_beat_preset_rules() {
     let tree = Tree::new(&["home/proj/a"]);
     let layers = vec![
-        layer(
-            r#"{"filesystem": {"presets": ["@git"]}}"#,
-            LayerKind::Default,
-        ),
+        layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default),
         layer(r#"{"commands": {"git": true}}"#, LayerKind::Global),
     ];
     let policy = resolve(&merge(layers), &tree.ctx()).expect("resolves");
-    assert_eq!(
-        policy.commands.get("git").map(|rule| rule.value.clone()),
-        Some(CommandRule::Allow)
-    );
+    assert_eq!(policy.commands.get("git").map(|rule| rule.value.clone()), Some(CommandRule::Allow));
 }
 
 #[test]
@@ -330,21 +244,11 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
         "home/proj/.githooks/pre-commit",
     ]);
     let main_git = tree.root.join("home/main/.git");
-    fs_err::write(
-        tree.root.join("home/proj/.git"),
-        format!("gitdir: {}\n", main_git.join("worktrees/proj").display()),
-    )
-    .expect("write");
+    fs_err::write(tree.root.join("home/proj/.git"), format!("gitdir: {}\n", main_git.join("worktrees/proj").display()))
+        .expect("write");
     fs_err::write(main_git.join("worktrees/proj/commondir"), "../..\n").expect("write");
-    fs_err::write(
-        main_git.join("config"),
-        "[core]\n\tbare = false\n[Core]\n\tHooksPath = .githooks\n",
-    )
-    .expect("write");
-    let got = tree.resolve(vec![layer(
-        r#"{"filesystem": {"presets": ["@git"]}}"#,
-        LayerKind::Default,
-    )]);
+    fs_err::write(main_git.join("config"), "[core]\n\tbare = false\n[Core]\n\tHooksPath = .githooks\n").expect("write");
+    let got = tree.resolve(vec![layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default)]);
     assert_eq!(
         got,
         [
@@ -364,15 +268,9 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
 fn core_hooks_path_parsing() {
     let cases = [
         ("[core]\n\thooksPath = .husky/_\n", Some(".husky/_")),
-        (
-            "[core]\nhookspath=\"hooks dir\" # comment\n",
-            Some("hooks dir"),
-        ),
+        ("[core]\nhookspath=\"hooks dir\" # comment\n", Some("hooks dir")),
         ("[alias]\n\thooksPath = x\n", None),
-        (
-            "[core]\n\thooksPath = a\n[core]\n\thooksPath = b\n",
-            Some("b"),
-        ),
+        ("[core]\n\thooksPath = a\n[core]\n\thooksPath = b\n", Some("b")),
         ("[core \"sub\"]\n", None),
         ("", None),
     ];
@@ -383,28 +281,12 @@ fn core_hooks_path_parsing() {
 
 #[test]
 fn project_root_is_the_enclosing_work_tree_and_never_home_or_root() {
-    let tree = Tree::new(&[
-        "home/proj/.git/HEAD",
-        "home/proj/src/deep/x",
-        "home/loose/x",
-    ]);
+    let tree = Tree::new(&["home/proj/.git/HEAD", "home/proj/src/deep/x", "home/loose/x"]);
     let home = tree.root.join("home");
-    assert_eq!(
-        find_project_root(&home.join("proj/src/deep"), &home).expect("found"),
-        home.join("proj")
-    );
-    assert_eq!(
-        find_project_root(&home.join("loose"), &home).expect("found"),
-        home.join("loose")
-    );
-    assert!(matches!(
-        find_project_root(&home, &home),
-        Err(PolicyError::ProjectTooBroad(_))
-    ));
-    assert!(matches!(
-        find_project_root(Path::new("/"), &home),
-        Err(PolicyError::ProjectTooBroad(_))
-    ));
+    assert_eq!(find_project_root(&home.join("proj/src/deep"), &home).expect("found"), home.join("proj"));
+    assert_eq!(find_project_root(&home.join("loose"), &home).expect("found"), home.join("loose"));
+    assert!(matches!(find_project_root(&home, &home), Err(PolicyError::ProjectTooBroad(_))));
+    assert!(matches!(find_project_root(Path::new("/"), &home), Err(PolicyError::ProjectTooBroad(_))));
 }
 
 #[test]
@@ -443,11 +325,7 @@ fn env_filter_table() {
         ("TOKENIZERS_PARALLELISM", None),
     ];
     for (name, expected) in cases {
-        assert_eq!(
-            filter.judge(name).map(|dropped| dropped.policy),
-            *expected,
-            "{name}"
-        );
+        assert_eq!(filter.judge(name).map(|dropped| dropped.policy), *expected, "{name}");
     }
 }
 
@@ -469,9 +347,7 @@ fn readme_documents_every_preset_path() {
                 presets::Root::Project => path.path.to_owned(),
             };
             let etc = shown.strip_prefix("/etc/").map(|name| format!("`{name}`"));
-            if !readme.contains(&format!("`{shown}`"))
-                && !etc.is_some_and(|name| readme.contains(&name))
-            {
+            if !readme.contains(&format!("`{shown}`")) && !etc.is_some_and(|name| readme.contains(&name)) {
                 missing.push(format!("@{}: {shown}", preset.name));
             }
         }
@@ -481,8 +357,5 @@ fn readme_documents_every_preset_path() {
             missing.push(format!("default exclude {}", item.value));
         }
     }
-    assert!(
-        missing.is_empty(),
-        "README.md does not document: {missing:?}"
-    );
+    assert!(missing.is_empty(), "README.md does not document: {missing:?}");
 }

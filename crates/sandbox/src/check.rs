@@ -40,11 +40,7 @@ mod tests {
         fs_err::write(root.join(".agent-sandbox"), "").expect("write");
         assert_eq!(detect_in(root), Where::Container);
         fs_err::create_dir_all(root.join("run/agent-sandbox")).expect("mkdir");
-        assert_eq!(
-            detect_in(root),
-            Where::Container,
-            "the directory alone is not the marker"
-        );
+        assert_eq!(detect_in(root), Where::Container, "the directory alone is not the marker");
         fs_err::write(root.join("run/agent-sandbox/agent-sandbox"), "").expect("write");
         assert_eq!(detect_in(root), Where::Bubblewrap);
     }

@@ -20,17 +20,9 @@ pub const COMMAND_PRESETS: &[&str] = &["git"];
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
     #[error("commands.{name}: unknown preset @{preset} (known: @{}) (from {origin})", COMMAND_PRESETS.join(", @"))]
-    UnknownPreset {
-        name: String,
-        preset: String,
-        origin: String,
-    },
+    UnknownPreset { name: String, preset: String, origin: String },
     #[error("commands.{name}: wrapper {} is not an executable file (from {origin}) (check the path and chmod +x it)", .path.display())]
-    BadWrapper {
-        name: String,
-        path: PathBuf,
-        origin: String,
-    },
+    BadWrapper { name: String, path: PathBuf, origin: String },
 }
 
 /// Resolves the command rules; `notes` receives one line per decision for `--debug`.
@@ -46,10 +38,7 @@ pub fn wrap(
     for (name, rule) in rules {
         let wrapper = match &rule.value {
             CommandRule::Allow => {
-                notes.push(format!(
-                    "command {name}: runs unwrapped (from {})",
-                    rule.origin
-                ));
+                notes.push(format!("command {name}: runs unwrapped (from {})", rule.origin));
                 continue;
             }
             CommandRule::Preset(preset) if !COMMAND_PRESETS.contains(&preset.as_str()) => {
@@ -77,10 +66,8 @@ pub fn wrap(
             }
             CommandRule::Preset(_) | CommandRule::Deny => None,
         };
-        let targets: Vec<PathBuf> = find_on_path(name, path_var)
-            .into_iter()
-            .filter(|target| policy::is_visible(target, mounts))
-            .collect();
+        let targets: Vec<PathBuf> =
+            find_on_path(name, path_var).into_iter().filter(|target| policy::is_visible(target, mounts)).collect();
         let real = match rule.value {
             CommandRule::Deny => None,
             _ => targets.first().cloned(),
@@ -88,20 +75,10 @@ pub fn wrap(
         notes.push(format!(
             "command {name}: {} over [{}] (from {})",
             rule.value,
-            targets
-                .iter()
-                .map(|target| target.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            targets.iter().map(|target| target.display().to_string()).collect::<Vec<_>>().join(", "),
             rule.origin
         ));
-        wrapped.push(WrappedCommand {
-            name: name.clone(),
-            rule: rule.value.clone(),
-            targets,
-            real,
-            wrapper,
-        });
+        wrapped.push(WrappedCommand { name: name.clone(), rule: rule.value.clone(), targets, real, wrapper });
     }
     Ok(wrapped)
 }
@@ -128,6 +105,5 @@ pub fn find_on_path(name: &str, path_var: Option<&OsStr>) -> Vec<PathBuf> {
 }
 
 fn is_executable(path: &Path) -> bool {
-    path.metadata()
-        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    path.metadata().is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }

@@ -22,11 +22,7 @@ pub fn dispatch(name: &str, args: &[OsString]) -> i32 {
     let real = run.join("bin").join(name);
     let wrapper = run.join("wrappers").join(name);
     if wrapper.exists() {
-        let real_text: OsString = if real.exists() {
-            real.into_os_string()
-        } else {
-            OsString::new()
-        };
+        let real_text: OsString = if real.exists() { real.into_os_string() } else { OsString::new() };
         let err = Command::new(&wrapper)
             .args(args)
             .env("AGENT_SANDBOX_CMD", name)
@@ -41,14 +37,7 @@ pub fn dispatch(name: &str, args: &[OsString]) -> i32 {
                 "agent-sandbox: `{name}` is blocked in this sandbox (commands.{name} = false).\n\
                  Do the task without it, or ask the user to allow it in the agent-sandbox config."
             );
-            let event = audit::Event::new(
-                name,
-                "exec",
-                name,
-                "blocked",
-                "command-deny",
-                Some(describe(args)),
-            );
+            let event = audit::Event::new(name, "exec", name, "blocked", "command-deny", Some(describe(args)));
             audit::send(&event);
             126
         }
@@ -70,9 +59,6 @@ pub fn dispatch(name: &str, args: &[OsString]) -> i32 {
 }
 
 fn describe(args: &[OsString]) -> String {
-    let text: Vec<String> = args
-        .iter()
-        .map(|arg| arg.to_string_lossy().into_owned())
-        .collect();
+    let text: Vec<String> = args.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
     format!("arguments: {}", text.join(" "))
 }

@@ -58,13 +58,7 @@ pub struct Plan<'a> {
 
 pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     let mut args = Args(Vec::new());
-    args.push_all(&[
-        "--die-with-parent",
-        "--unshare-user",
-        "--disable-userns",
-        "--unshare-pid",
-        "--unshare-ipc",
-    ]);
+    args.push_all(&["--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc"]);
     args.push_all(&["--unshare-uts", "--unshare-cgroup-try"]);
     if plan.network == Network::Off {
         args.push("--unshare-net");
@@ -86,12 +80,8 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         match (mount.access, mount.kind) {
             (Access::Rw, _) => args.bind("--bind", &mount.path, &mount.path),
             (Access::Ro, _) => args.bind("--ro-bind", &mount.path, &mount.path),
-            (Access::Exclude, Kind::Dir) => {
-                args.bind("--ro-bind", &plan.runtime.join("emptydir"), &mount.path)
-            }
-            (Access::Exclude, Kind::File) => {
-                args.bind("--ro-bind", &plan.runtime.join("empty"), &mount.path)
-            }
+            (Access::Exclude, Kind::Dir) => args.bind("--ro-bind", &plan.runtime.join("emptydir"), &mount.path),
+            (Access::Exclude, Kind::File) => args.bind("--ro-bind", &plan.runtime.join("empty"), &mount.path),
         }
     }
     for mask in plan.masks {
@@ -110,19 +100,12 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
             args.bind("--ro-bind", real, &run.join("bin").join(&command.name));
         }
         if let Some(wrapper) = &command.wrapper {
-            args.bind(
-                "--ro-bind",
-                wrapper,
-                &run.join("wrappers").join(&command.name),
-            );
+            args.bind("--ro-bind", wrapper, &run.join("wrappers").join(&command.name));
         }
         for target in &command.targets {
             // The binary dispatches on argv[0]; a target whose file name is not the
             // command's (python3 -> python3.11) gets a shim that names the command.
-            let launcher = if target
-                .file_name()
-                .is_some_and(|name| *name == *command.name)
-            {
+            let launcher = if target.file_name().is_some_and(|name| *name == *command.name) {
                 plan.self_exe.to_path_buf()
             } else {
                 plan.runtime.join("shims").join(&command.name)
@@ -165,10 +148,7 @@ pub fn shell_quote(argv: &[OsString]) -> String {
     argv.iter()
         .map(|arg| {
             let text = arg.to_string_lossy();
-            let safe = !text.is_empty()
-                && text
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+            let safe = !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
             if safe {
                 text.into_owned()
             } else {
@@ -192,17 +172,12 @@ mod tests {
             kind,
             link: None,
             rule: String::new(),
-            origin: Origin {
-                layer: LayerKind::Default,
-                location: Location::Builtin,
-            },
+            origin: Origin { layer: LayerKind::Default, location: Location::Builtin },
         }
     }
 
     fn strings(args: Vec<OsString>) -> Vec<String> {
-        args.into_iter()
-            .map(|arg| arg.to_string_lossy().into_owned())
-            .collect()
+        args.into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect()
     }
 
     #[test]
@@ -215,14 +190,8 @@ mod tests {
             mount("/home/u/proj/.git/hooks", Access::Ro, Kind::Dir),
         ];
         let masks = [
-            Mask {
-                path: "/home/u/proj/.env".into(),
-                kind: Kind::File,
-            },
-            Mask {
-                path: "/home/u/proj/secrets".into(),
-                kind: Kind::Dir,
-            },
+            Mask { path: "/home/u/proj/.env".into(), kind: Kind::File },
+            Mask { path: "/home/u/proj/secrets".into(), kind: Kind::Dir },
         ];
         let commands = [
             WrappedCommand {
@@ -385,10 +354,7 @@ mod tests {
 
     #[test]
     fn shell_quoting() {
-        let argv: Vec<OsString> = ["bwrap", "--bind", "/a b", "it's", ""]
-            .iter()
-            .map(OsString::from)
-            .collect();
+        let argv: Vec<OsString> = ["bwrap", "--bind", "/a b", "it's", ""].iter().map(OsString::from).collect();
         assert_eq!(shell_quote(&argv), r"bwrap --bind '/a b' 'it'\''s' ''");
     }
 }

@@ -46,28 +46,19 @@ pub fn run(
     let seccomp = File::open(runtime.seccomp()).map_err(RunError::Audit)?;
     // O_RDWR keeps the FIFO open for writing too, so its reader never sees EOF while
     // the sandbox has no writer, and opening never blocks.
-    let fifo = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(runtime.fifo())
-        .map_err(RunError::Audit)?;
+    let fifo = std::fs::OpenOptions::new().read(true).write(true).open(runtime.fifo()).map_err(RunError::Audit)?;
     let relay = spawn_relay(fifo.try_clone().map_err(RunError::Audit)?, audit_log);
 
     let seccomp_fd = seccomp.as_raw_fd();
     let scope = crate::landlock::supported();
     let mut command = Command::new(bwrap);
-    command
-        .args(args)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)));
+    command.args(args).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
     unsafe {
         command.pre_exec(move || {
             if seccomp_fd == SECCOMP_FD {
                 let flags = libc::fcntl(seccomp_fd, libc::F_GETFD);
-                if flags < 0
-                    || libc::fcntl(seccomp_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0
-                {
+                if flags < 0 || libc::fcntl(seccomp_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             } else if libc::dup2(seccomp_fd, SECCOMP_FD) < 0 {
@@ -91,21 +82,14 @@ pub fn run(
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
-    let status = child
-        .wait()
-        .map_err(|err| RunError::Spawn(bwrap.to_owned(), err))?;
+    let status = child.wait().map_err(|err| RunError::Spawn(bwrap.to_owned(), err))?;
 
     // Everything the sandbox wrote is in the pipe before this marker: FIFOs keep order.
     let mut writer = fifo;
-    if writer
-        .write_all(format!("{END_OF_AUDIT}\n").as_bytes())
-        .is_ok()
-    {
+    if writer.write_all(format!("{END_OF_AUDIT}\n").as_bytes()).is_ok() {
         let _ = relay.join();
     }
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
 fn spawn_relay(fifo: File, audit_log: Option<PathBuf>) -> thread::JoinHandle<()> {

@@ -42,9 +42,7 @@ impl Runtime {
             .filter(|dir| dir.is_dir())
             .or_else(|| Some(PathBuf::from("/dev/shm")).filter(|dir| dir.is_dir()))
             .unwrap_or_else(std::env::temp_dir);
-        let dir = tempfile::Builder::new()
-            .prefix("agent-sandbox-")
-            .tempdir_in(parent)?;
+        let dir = tempfile::Builder::new().prefix("agent-sandbox-").tempdir_in(parent)?;
         let root = dir.path();
         fs_err::write(root.join("agent-sandbox"), "")?;
         fs_err::write(root.join("empty"), "")?;
@@ -63,27 +61,19 @@ impl Runtime {
                 fs_err::write(root.join("wrappers").join(name), "")?;
             }
             match &command.rule {
-                CommandRule::Preset(preset) => {
-                    fs_err::write(root.join("presets").join(name), preset)?
-                }
+                CommandRule::Preset(preset) => fs_err::write(root.join("presets").join(name), preset)?,
                 CommandRule::Deny => fs_err::write(root.join("presets").join(name), "deny")?,
                 CommandRule::Allow | CommandRule::Wrapper(_) => {}
             }
             let shim = root.join("shims").join(name);
-            fs_err::write(
-                &shim,
-                format!("#!/bin/sh\nexec {RUNTIME_DIR}/agent-sandbox multicall {name} \"$@\"\n"),
-            )?;
+            fs_err::write(&shim, format!("#!/bin/sh\nexec {RUNTIME_DIR}/agent-sandbox multicall {name} \"$@\"\n"))?;
             fs_err::set_permissions(&shim, std::fs::Permissions::from_mode(0o555))?;
         }
         for path in ["empty", "audit"] {
             let mode = if path == "audit" { 0o600 } else { 0o444 };
             fs_err::set_permissions(root.join(path), std::fs::Permissions::from_mode(mode))?;
         }
-        fs_err::set_permissions(
-            root.join("emptydir"),
-            std::fs::Permissions::from_mode(0o555),
-        )?;
+        fs_err::set_permissions(root.join("emptydir"), std::fs::Permissions::from_mode(0o555))?;
         for sub in SUBDIRS {
             fs_err::set_permissions(root.join(sub), std::fs::Permissions::from_mode(0o111))?;
         }
@@ -115,9 +105,8 @@ impl Runtime {
 }
 
 fn make_fifo(path: &Path) -> std::io::Result<()> {
-    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte")
-    })?;
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
     // SAFETY: c_path is a valid NUL-terminated string for the duration of the call.
     if unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) } != 0 {
         return Err(std::io::Error::last_os_error());

@@ -43,11 +43,7 @@ const OFFSET_ARCH: u32 = 4;
 const OFFSET_ARGS: u32 = 16;
 /// Offset of the low 32 bits of `args[1]` (the ioctl request). The data is in the
 /// running kernel's byte order, i.e. the byte order this crate is compiled for.
-const OFFSET_ARG1_LOW: u32 = if cfg!(target_endian = "little") {
-    OFFSET_ARGS + 8
-} else {
-    OFFSET_ARGS + 8 + 4
-};
+const OFFSET_ARG1_LOW: u32 = if cfg!(target_endian = "little") { OFFSET_ARGS + 8 } else { OFFSET_ARGS + 8 + 4 };
 
 // --- audit architectures (linux/audit.h) and their ioctl syscall numbers ----------
 
@@ -92,22 +88,12 @@ struct Insn {
 
 /// `A = seccomp_data[offset..offset + 4]`.
 const fn load(offset: u32) -> Insn {
-    Insn {
-        code: LD_W_ABS,
-        jt: 0,
-        jf: 0,
-        k: offset,
-    }
+    Insn { code: LD_W_ABS, jt: 0, jf: 0, k: offset }
 }
 
 /// `return action`.
 const fn ret(action: u32) -> Insn {
-    Insn {
-        code: RET_K,
-        jt: 0,
-        jf: 0,
-        k: action,
-    }
+    Insn { code: RET_K, jt: 0, jf: 0, k: action }
 }
 
 /// Instruction number `at`: `if A == value goto target`, otherwise fall through.
@@ -116,12 +102,7 @@ const fn jeq_goto(at: usize, value: u32, target: usize) -> Insn {
     assert!(target > at, "classic BPF can only jump forward");
     let skip = target - at - 1;
     assert!(skip <= u8::MAX as usize, "jump too far for an 8-bit offset");
-    Insn {
-        code: JMP_JEQ_K,
-        jt: skip as u8,
-        jf: 0,
-        k: value,
-    }
+    Insn { code: JMP_JEQ_K, jt: skip as u8, jf: 0, k: value }
 }
 
 // --- the program --------------------------------------------------------------------
@@ -266,31 +247,16 @@ mod tests {
 
     #[test]
     fn constants_match_the_kernel_headers_as_exposed_by_libc() {
-        assert_eq!(
-            u32::from(LD_W_ABS),
-            libc::BPF_LD | libc::BPF_W | libc::BPF_ABS
-        );
-        assert_eq!(
-            u32::from(JMP_JEQ_K),
-            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K
-        );
+        assert_eq!(u32::from(LD_W_ABS), libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
+        assert_eq!(u32::from(JMP_JEQ_K), libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
         assert_eq!(u32::from(RET_K), libc::BPF_RET | libc::BPF_K);
         assert_eq!(SECCOMP_RET_ALLOW, libc::SECCOMP_RET_ALLOW);
         assert_eq!(SECCOMP_RET_ERRNO, libc::SECCOMP_RET_ERRNO);
         assert_eq!(EPERM, libc::EPERM as u32);
         assert_eq!(INSN_SIZE, std::mem::size_of::<libc::sock_filter>());
-        assert_eq!(
-            OFFSET_NR as usize,
-            std::mem::offset_of!(libc::seccomp_data, nr)
-        );
-        assert_eq!(
-            OFFSET_ARCH as usize,
-            std::mem::offset_of!(libc::seccomp_data, arch)
-        );
-        assert_eq!(
-            OFFSET_ARGS as usize,
-            std::mem::offset_of!(libc::seccomp_data, args)
-        );
+        assert_eq!(OFFSET_NR as usize, std::mem::offset_of!(libc::seccomp_data, nr));
+        assert_eq!(OFFSET_ARCH as usize, std::mem::offset_of!(libc::seccomp_data, arch));
+        assert_eq!(OFFSET_ARGS as usize, std::mem::offset_of!(libc::seccomp_data, args));
         #[cfg(any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "arm"))]
         {
             assert_eq!(TIOCSTI, libc::TIOCSTI as u32);
@@ -330,11 +296,7 @@ mod tests {
                 assert_eq!(run(arch, nr, request), RET_EPERM, "{arch:#x}/{nr:#x}");
                 // The kernel truncates the request to 32 bits, so high bits must not matter.
                 let high = request | 0xFFFF_FFFF_0000_0000;
-                assert_eq!(
-                    run(arch, nr, high),
-                    RET_EPERM,
-                    "{arch:#x}/{nr:#x} high bits"
-                );
+                assert_eq!(run(arch, nr, high), RET_EPERM, "{arch:#x}/{nr:#x} high bits");
                 assert_eq!(run(arch, nr, request | 1 << 32), RET_EPERM);
             }
             // Other requests on the same fd stay allowed.
@@ -357,11 +319,7 @@ mod tests {
         // the number, including the ioctl numbers of the handled ABIs.
         let ioctl_numbers = [16, 29, 54, NR_X32_IOCTL, NR_X32_IOCTL_LEGACY];
         for nr in ioctl_numbers {
-            assert_eq!(
-                run(0xC000_00F3, nr, tiocsti),
-                SECCOMP_RET_ALLOW,
-                "nr {nr:#x}"
-            );
+            assert_eq!(run(0xC000_00F3, nr, tiocsti), SECCOMP_RET_ALLOW, "nr {nr:#x}");
         }
     }
 }

@@ -53,10 +53,7 @@ fn with_filter(cmd: &mut Command) -> &mut Command {
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            let prog = libc::sock_fprog {
-                len,
-                filter: insns.as_mut_ptr(),
-            };
+            let prog = libc::sock_fprog { len, filter: insns.as_mut_ptr() };
             let mode = libc::SECCOMP_MODE_FILTER as c_ulong;
             let prog_ptr: *const libc::sock_fprog = &prog;
             if libc::prctl(libc::PR_SET_SECCOMP, mode, prog_ptr) != 0 {
@@ -73,11 +70,7 @@ fn with_filter(cmd: &mut Command) -> &mut Command {
 fn outcome(output: Output) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "child failed ({}):\nstdout: {stdout}\nstderr: {stderr}",
-        output.status
-    );
+    assert!(output.status.success(), "child failed ({}):\nstdout: {stdout}\nstderr: {stderr}", output.status);
     stdout
         .lines()
         .find_map(|line| line.strip_prefix("RESULT="))
@@ -113,8 +106,7 @@ fn python_pty_ioctl(request: u64, filtered: bool) -> String {
 fn rust_child(scenario: &str, filtered: bool) -> String {
     let exe = std::env::current_exe().expect("current test binary");
     let mut cmd = Command::new(exe);
-    cmd.args([CHILD_ENTRY, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, scenario);
+    cmd.args([CHILD_ENTRY, "--exact", "--nocapture", "--test-threads=1"]).env(CHILD_ENV, scenario);
     if filtered {
         with_filter(&mut cmd);
     }
@@ -150,8 +142,7 @@ fn tiocsti_works_without_the_filter_when_root_so_the_refusal_is_the_filters() {
 fn harmless_ioctl_and_python_keep_working_under_the_filter() {
     assert_eq!(python_pty_ioctl(TIOCGWINSZ, true), "ok");
     let mut cmd = Command::new(PYTHON);
-    cmd.arg("-c")
-        .arg("import sys; print('RESULT=' + sys.version.split()[0])");
+    cmd.arg("-c").arg("import sys; print('RESULT=' + sys.version.split()[0])");
     with_filter(&mut cmd);
     assert!(outcome(cmd.output().expect("spawn python3")).starts_with('3'));
 }
@@ -159,15 +150,8 @@ fn harmless_ioctl_and_python_keep_working_under_the_filter() {
 #[test]
 fn tioclinux_is_refused_with_eperm_instead_of_the_ptys_own_error() {
     let unfiltered = python_pty_ioctl(TIOCLINUX, false);
-    assert_ne!(
-        unfiltered,
-        eperm(),
-        "control: a pty does not implement TIOCLINUX"
-    );
-    assert_ne!(
-        unfiltered, "ok",
-        "control: a pty does not implement TIOCLINUX"
-    );
+    assert_ne!(unfiltered, eperm(), "control: a pty does not implement TIOCLINUX");
+    assert_ne!(unfiltered, "ok", "control: a pty does not implement TIOCLINUX");
     assert_eq!(python_pty_ioctl(TIOCLINUX, true), eperm());
 }
 
@@ -213,10 +197,7 @@ fn bubblewrap_accepts_the_program_and_refuses_tiocsti_inside() {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
     if !std::path::Path::new(BWRAP).exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{BWRAP} is required in CI"
-        );
+        assert!(std::env::var_os("CI").is_none(), "{BWRAP} is required in CI");
         eprintln!("skipped: {BWRAP} not installed");
         return;
     }
@@ -226,8 +207,7 @@ fn bubblewrap_accepts_the_program_and_refuses_tiocsti_inside() {
     assert!(raw >= 0, "memfd_create: {}", io::Error::last_os_error());
     // SAFETY: `raw` is a freshly created fd that nothing else owns.
     let mut file = File::from(unsafe { OwnedFd::from_raw_fd(raw) });
-    file.write_all(&seccomp::deny_terminal_injection())
-        .expect("write program");
+    file.write_all(&seccomp::deny_terminal_injection()).expect("write program");
     file.seek(SeekFrom::Start(0)).expect("rewind");
     let fd = file.as_raw_fd();
 
@@ -264,11 +244,7 @@ fn bubblewrap_accepts_the_program_and_refuses_tiocsti_inside() {
         return;
     }
     if is_root() {
-        assert_eq!(
-            outcome(control),
-            "ok",
-            "control: TIOCSTI inside bwrap with CAP_SYS_ADMIN"
-        );
+        assert_eq!(outcome(control), "ok", "control: TIOCSTI inside bwrap with CAP_SYS_ADMIN");
     }
     assert_eq!(outcome(bwrap(true)), eperm());
 }
@@ -300,9 +276,7 @@ fn run_scenario(scenario: &str) -> Result<(), i32> {
             let byte = b'x';
             let request: u64 = (1 << 32) | TIOCSTI;
             // SAFETY: ioctl on our own pty with a pointer to a live byte.
-            let ret = unsafe {
-                libc::syscall(libc::SYS_ioctl, slave, request, std::ptr::from_ref(&byte))
-            };
+            let ret = unsafe { libc::syscall(libc::SYS_ioctl, slave, request, std::ptr::from_ref(&byte)) };
             if ret == 0 {
                 Ok(())
             } else {
@@ -336,11 +310,7 @@ fn open_pty_slave() -> libc::c_int {
         assert_eq!(libc::grantpt(master), 0, "grantpt");
         assert_eq!(libc::unlockpt(master), 0, "unlockpt");
         let mut name = [0 as libc::c_char; 128];
-        assert_eq!(
-            libc::ptsname_r(master, name.as_mut_ptr(), name.len()),
-            0,
-            "ptsname_r"
-        );
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0, "ptsname_r");
         let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
         assert!(slave >= 0, "open pty slave: {}", io::Error::last_os_error());
         slave
@@ -362,12 +332,7 @@ fn int80_tiocsti(fd: libc::c_int) -> Result<(), i32> {
             0,
         )
     };
-    assert_ne!(
-        page,
-        libc::MAP_FAILED,
-        "mmap: {}",
-        io::Error::last_os_error()
-    );
+    assert_ne!(page, libc::MAP_FAILED, "mmap: {}", io::Error::last_os_error());
     let addr = u32::try_from(page as usize).expect("MAP_32BIT gives an address below 4 GiB");
     // SAFETY: `page` is a fresh writable mapping.
     unsafe { page.cast::<u8>().write(b'x') };

@@ -50,16 +50,12 @@ pub(crate) struct CachedHit {
 
 /// Whether a directory with this ctime may be cached by a scan that started at `start`.
 pub(crate) fn settled(ctime: (i64, i64), start: SystemTime) -> bool {
-    let changed =
-        UNIX_EPOCH + Duration::new(ctime.0.max(0) as u64, ctime.1.clamp(0, 999_999_999) as u32);
+    let changed = UNIX_EPOCH + Duration::new(ctime.0.max(0) as u64, ctime.1.clamp(0, 999_999_999) as u32);
     changed + RACY < start
 }
 
 pub(crate) fn load(path: &Path, fingerprint: u64, root: &Path) -> HashMap<PathBuf, CachedDir> {
-    std::fs::read(path)
-        .ok()
-        .and_then(|bytes| decode(&bytes, fingerprint, root))
-        .unwrap_or_default()
+    std::fs::read(path).ok().and_then(|bytes| decode(&bytes, fingerprint, root)).unwrap_or_default()
 }
 
 pub(crate) fn store<'a>(
@@ -98,10 +94,7 @@ pub(crate) fn store<'a>(
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -173,25 +166,13 @@ fn decode(bytes: &[u8], fingerprint: u64, root: &Path) -> Option<HashMap<PathBuf
                     _ => return None,
                 };
                 let pattern = String::from_utf8(reader.bytes()?.to_vec()).ok()?;
-                Some(CachedHit {
-                    name,
-                    kind,
-                    pattern,
-                })
+                Some(CachedHit { name, kind, pattern })
             })
             .collect::<Option<Vec<_>>>()?;
         if !dir.starts_with(root) {
             return None;
         }
-        dirs.insert(
-            dir,
-            CachedDir {
-                ino,
-                ctime,
-                subdirs,
-                hits,
-            },
-        );
+        dirs.insert(dir, CachedDir { ino, ctime, subdirs, hits });
     }
     Some(dirs)
 }
@@ -212,11 +193,7 @@ mod tests {
                 ino: 7,
                 ctime: (1_700_000_000, 5),
                 subdirs: vec!["b".into(), OsString::from_vec(b"we\nird".to_vec())],
-                hits: vec![CachedHit {
-                    name: ".env".into(),
-                    kind: EntryKind::Symlink,
-                    pattern: ".env".into(),
-                }],
+                hits: vec![CachedHit { name: ".env".into(), kind: EntryKind::Symlink, pattern: ".env".into() }],
             },
         );
         store(&path, 42, root, dirs.iter()).expect("store");
@@ -232,10 +209,7 @@ mod tests {
     #[test]
     fn recent_changes_are_racy() {
         let now = SystemTime::now();
-        let secs = now
-            .duration_since(UNIX_EPOCH)
-            .expect("after 1970")
-            .as_secs() as i64;
+        let secs = now.duration_since(UNIX_EPOCH).expect("after 1970").as_secs() as i64;
         assert!(!settled((secs, 0), now));
         assert!(!settled((secs - 1, 0), now));
         assert!(settled((secs - 10, 0), now));

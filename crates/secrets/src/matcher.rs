@@ -9,11 +9,8 @@ use glob::{MatchOptions, Pattern};
 
 /// Glob options shared by every pattern: case-insensitive, `*` stops at '/', and a
 /// leading '.' needs no literal match (so `*secret*` also catches `.secret`).
-const OPTIONS: MatchOptions = MatchOptions {
-    case_sensitive: false,
-    require_literal_separator: true,
-    require_literal_leading_dot: false,
-};
+const OPTIONS: MatchOptions =
+    MatchOptions { case_sensitive: false, require_literal_separator: true, require_literal_leading_dot: false };
 
 /// A secret or allow pattern that could not be compiled.
 #[derive(Debug, thiserror::Error)]
@@ -71,26 +68,15 @@ impl Compiled {
         let anchored = raw.starts_with('/');
         let text = raw.trim_matches('/');
         if text.is_empty() {
-            return Err(PatternError::Empty {
-                list,
-                pattern: raw.to_owned(),
-            });
+            return Err(PatternError::Empty { list, pattern: raw.to_owned() });
         }
         let glob = Pattern::new(text).map_err(|e| PatternError::Invalid {
             list,
             pattern: raw.to_owned(),
             reason: format!("{} at position {}", e.msg, e.pos),
         })?;
-        let target = if anchored || text.contains('/') {
-            Target::RelPath
-        } else {
-            Target::Name
-        };
-        Ok(Self {
-            text: raw.to_owned(),
-            target,
-            test: fast_test(text).unwrap_or(Test::Glob(glob)),
-        })
+        let target = if anchored || text.contains('/') { Target::RelPath } else { Target::Name };
+        Ok(Self { text: raw.to_owned(), target, test: fast_test(text).unwrap_or(Test::Glob(glob)) })
     }
 
     /// `rel` must be `Some` when this is a [`Target::RelPath`] pattern.
@@ -147,10 +133,7 @@ fn ends_with_ci(hay: &[u8], needle: &[u8]) -> bool {
 
 /// `needle` must already be ASCII-lowercase.
 fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty()
-        || hay
-            .windows(needle.len())
-            .any(|w| w.eq_ignore_ascii_case(needle))
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// Compiled secret and allow globs. Cheap to share between threads.
@@ -168,23 +151,10 @@ impl SecretMatcher {
     /// trailing '/' is ignored). Matching is ASCII-case-insensitive, `*` does not cross
     /// '/', and `**` spans directories.
     pub fn new(patterns: &[String], allow: &[String]) -> Result<SecretMatcher, PatternError> {
-        let patterns = patterns
-            .iter()
-            .map(|p| Compiled::new(p, "secret"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let allow = allow
-            .iter()
-            .map(|p| Compiled::new(p, "allow"))
-            .collect::<Result<Vec<_>, _>>()?;
-        let needs_rel_path = patterns
-            .iter()
-            .chain(&allow)
-            .any(|c| c.target == Target::RelPath);
-        Ok(SecretMatcher {
-            patterns,
-            allow,
-            needs_rel_path,
-        })
+        let patterns = patterns.iter().map(|p| Compiled::new(p, "secret")).collect::<Result<Vec<_>, _>>()?;
+        let allow = allow.iter().map(|p| Compiled::new(p, "allow")).collect::<Result<Vec<_>, _>>()?;
+        let needs_rel_path = patterns.iter().chain(&allow).any(|c| c.target == Target::RelPath);
+        Ok(SecretMatcher { patterns, allow, needs_rel_path })
     }
 
     /// `Some(pattern that matched)` if `rel_path` (relative to the root) is a secret
@@ -249,9 +219,7 @@ mod tests {
     /// The fast paths must agree with the glob crate on every shape they handle.
     #[test]
     fn fast_paths_agree_with_glob() {
-        let patterns = [
-            ".env", ".env.*", "*.pem", "*secret*", "*", "**", "id_rsa", "*.", ".*", "a*", "*a",
-        ];
+        let patterns = [".env", ".env.*", "*.pem", "*secret*", "*", "**", "id_rsa", "*.", ".*", "a*", "*a"];
         let names = [
             ".env",
             ".ENV",
@@ -276,11 +244,7 @@ mod tests {
         ];
         for pat in patterns {
             let fast = fast_test(pat).expect("pattern has a fast shape");
-            let compiled = Compiled {
-                text: pat.to_owned(),
-                target: Target::Name,
-                test: fast,
-            };
+            let compiled = Compiled { text: pat.to_owned(), target: Target::Name, test: fast };
             let glob = Pattern::new(pat).expect("valid glob");
             for name in names {
                 assert_eq!(

@@ -67,11 +67,7 @@ pub enum ScanError {
 /// `skip`: directories not to descend into (they are hidden from the agent anyway);
 /// they are compared with `root.join(relative path)`, so give them in the same form
 /// as `root` (e.g. both canonical). A skipped directory is not reported either.
-pub fn scan(
-    root: &Path,
-    matcher: &SecretMatcher,
-    skip: &[PathBuf],
-) -> Result<Vec<SecretHit>, ScanError> {
+pub fn scan(root: &Path, matcher: &SecretMatcher, skip: &[PathBuf]) -> Result<Vec<SecretHit>, ScanError> {
     walk(root, matcher, skip, None)
 }
 
@@ -109,10 +105,7 @@ fn walk(
         cache: &cached,
         start: SystemTime::now(),
         queue: Mutex::new(Queue {
-            jobs: vec![Job {
-                dir: root.to_path_buf(),
-                rel: String::new(),
-            }],
+            jobs: vec![Job { dir: root.to_path_buf(), rel: String::new() }],
             finished: false,
             error: None,
         }),
@@ -127,9 +120,7 @@ fn walk(
     let mut reused: Vec<&PathBuf> = Vec::new();
     let mut listed = 0;
     thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| s.spawn(|| Worker::new(&shared).run()))
-            .collect();
+        let workers: Vec<_> = (0..threads).map(|_| s.spawn(|| Worker::new(&shared).run())).collect();
         for worker in workers {
             match worker.join() {
                 Ok(done) => {
@@ -142,18 +133,13 @@ fn walk(
             }
         }
     });
-    let queue = shared
-        .queue
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner);
+    let queue = shared.queue.into_inner().unwrap_or_else(PoisonError::into_inner);
     if let Some(error) = queue.error {
         return Err(error);
     }
     if let Some(file) = cache_file {
         if listed > 0 || reused.len() != cached.len() {
-            let kept = reused
-                .into_iter()
-                .filter_map(|dir| cached.get_key_value(dir));
+            let kept = reused.into_iter().filter_map(|dir| cached.get_key_value(dir));
             // Only speed depends on this write; a failure is not the scan's failure.
             let _ = cache::store(file, fingerprint, root, kept.chain(recorded.iter()));
         }
@@ -216,10 +202,7 @@ impl Shared<'_> {
                 return None;
             }
             self.waiting.fetch_add(1, Ordering::Relaxed);
-            queue = self
-                .wakeup
-                .wait(queue)
-                .unwrap_or_else(PoisonError::into_inner);
+            queue = self.wakeup.wait(queue).unwrap_or_else(PoisonError::into_inner);
             self.waiting.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -316,12 +299,7 @@ impl<'s, 'a> Worker<'s, 'a> {
         let meta = match fs::symlink_metadata(&job.dir) {
             Ok(meta) => meta,
             Err(e) if e.kind() == io::ErrorKind::NotFound && !is_root => return Ok(()),
-            Err(error) => {
-                return Err(ScanError::Unreadable {
-                    path: job.dir.clone(),
-                    error,
-                })
-            }
+            Err(error) => return Err(ScanError::Unreadable { path: job.dir.clone(), error }),
         };
         if !meta.is_dir() {
             return Ok(()); // replaced by a symlink or a file since its parent was listed
@@ -342,15 +320,8 @@ impl<'s, 'a> Worker<'s, 'a> {
     fn replay(&mut self, job: &Job, cached: &CachedDir) {
         for hit in &cached.hits {
             let path = job.dir.join(&hit.name);
-            let rel_path = path
-                .strip_prefix(self.shared.root)
-                .map_or_else(|_| path.clone(), Path::to_path_buf);
-            self.hits.push(SecretHit {
-                path,
-                rel_path,
-                kind: hit.kind,
-                pattern: hit.pattern.clone(),
-            });
+            let rel_path = path.strip_prefix(self.shared.root).map_or_else(|_| path.clone(), Path::to_path_buf);
+            self.hits.push(SecretHit { path, rel_path, kind: hit.kind, pattern: hit.pattern.clone() });
         }
         for sub in &cached.subdirs {
             let dir = job.dir.join(sub);
@@ -374,17 +345,9 @@ impl<'s, 'a> Worker<'s, 'a> {
     /// Lists one directory: records secrets, pushes subdirectories to descend into,
     /// and with `key` (its inode and ctime) records the listing for the cache.
     fn list(&mut self, job: &Job, key: Option<(u64, (i64, i64))>) -> Result<(), ScanError> {
-        let unreadable = |path: &Path, error| ScanError::Unreadable {
-            path: path.to_path_buf(),
-            error,
-        };
+        let unreadable = |path: &Path, error| ScanError::Unreadable { path: path.to_path_buf(), error };
         self.listed += 1;
-        let mut record = key.map(|(ino, ctime)| CachedDir {
-            ino,
-            ctime,
-            subdirs: Vec::new(),
-            hits: Vec::new(),
-        });
+        let mut record = key.map(|(ino, ctime)| CachedDir { ino, ctime, subdirs: Vec::new(), hits: Vec::new() });
         let is_root = job.dir.as_path() == self.shared.root;
         let entries = match fs::read_dir(&job.dir) {
             Ok(entries) => entries,
@@ -429,9 +392,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             };
             if let Some(pattern) = matcher.check(&name, rel) {
                 let path = dir_path.unwrap_or_else(|| entry.path());
-                let rel_path = path
-                    .strip_prefix(self.shared.root)
-                    .map_or_else(|_| path.clone(), Path::to_path_buf);
+                let rel_path = path.strip_prefix(self.shared.root).map_or_else(|_| path.clone(), Path::to_path_buf);
                 let kind = if file_type.is_symlink() {
                     EntryKind::Symlink
                 } else if file_type.is_dir() {
@@ -442,26 +403,14 @@ impl<'s, 'a> Worker<'s, 'a> {
                     EntryKind::Other
                 };
                 if let Some(record) = &mut record {
-                    record.hits.push(CachedHit {
-                        name: name_os.clone(),
-                        kind,
-                        pattern: pattern.to_owned(),
-                    });
+                    record.hits.push(CachedHit { name: name_os.clone(), kind, pattern: pattern.to_owned() });
                 }
-                self.hits.push(SecretHit {
-                    path,
-                    rel_path,
-                    kind,
-                    pattern: pattern.to_owned(),
-                });
+                self.hits.push(SecretHit { path, rel_path, kind, pattern: pattern.to_owned() });
             } else if let Some(dir) = dir_path {
                 if let Some(record) = &mut record {
                     record.subdirs.push(name_os.clone());
                 }
-                self.local.push(Job {
-                    dir,
-                    rel: rel.map(str::to_owned).unwrap_or_default(),
-                });
+                self.local.push(Job { dir, rel: rel.map(str::to_owned).unwrap_or_default() });
             }
         }
         if let Some(record) = record {
@@ -486,9 +435,7 @@ mod cache_tests {
     }
 
     fn names(hits: &[SecretHit]) -> Vec<String> {
-        hits.iter()
-            .map(|hit| hit.rel_path.display().to_string())
-            .collect()
+        hits.iter().map(|hit| hit.rel_path.display().to_string()).collect()
     }
 
     /// A tree whose directories are old enough to be cached.
@@ -512,63 +459,32 @@ mod cache_tests {
         let m = matcher(&[]);
         let plain = names(&scan(&root, &m, &[]).expect("scan"));
         assert_eq!(plain, ["a/b/.env", "node_modules/x/y/key.pem"]);
-        assert_eq!(
-            names(&scan_cached(&root, &m, &[], &file).expect("first")),
-            plain
-        );
+        assert_eq!(names(&scan_cached(&root, &m, &[], &file).expect("first")), plain);
         assert!(file.exists(), "the cache was written");
-        assert_eq!(
-            names(&scan_cached(&root, &m, &[], &file).expect("second")),
-            plain
-        );
+        assert_eq!(names(&scan_cached(&root, &m, &[], &file).expect("second")), plain);
 
         // A new secret in a cached directory, with the directory's mtime set back.
-        let before = fs::metadata(root.join("c"))
-            .expect("stat")
-            .modified()
-            .expect("mtime");
+        let before = fs::metadata(root.join("c")).expect("stat").modified().expect("mtime");
         fs::write(root.join("c/.env"), "x").expect("write");
-        fs::File::open(root.join("c"))
-            .expect("open")
-            .set_modified(before)
-            .expect("reset mtime");
+        fs::File::open(root.join("c")).expect("open").set_modified(before).expect("reset mtime");
         // A new subdirectory holding one, and a removed one.
         fs::create_dir_all(root.join("node_modules/x/new")).expect("mkdir");
         fs::write(root.join("node_modules/x/new/.env"), "x").expect("write");
         fs::remove_file(root.join("a/b/.env")).expect("rm");
-        let expected = [
-            "c/.env",
-            "node_modules/x/new/.env",
-            "node_modules/x/y/key.pem",
-        ];
-        assert_eq!(
-            names(&scan_cached(&root, &m, &[], &file).expect("after changes")),
-            expected
-        );
-        assert_eq!(
-            names(&scan(&root, &m, &[]).expect("plain after changes")),
-            expected
-        );
+        let expected = ["c/.env", "node_modules/x/new/.env", "node_modules/x/y/key.pem"];
+        assert_eq!(names(&scan_cached(&root, &m, &[], &file).expect("after changes")), expected);
+        assert_eq!(names(&scan(&root, &m, &[]).expect("plain after changes")), expected);
 
         // Other patterns do not reuse listings made for these.
         let more = matcher(&["readme"]);
         assert_eq!(
             names(&scan_cached(&root, &more, &[], &file).expect("other patterns")),
-            [
-                "c/.env",
-                "c/readme",
-                "node_modules/x/new/.env",
-                "node_modules/x/y/key.pem"
-            ]
+            ["c/.env", "c/readme", "node_modules/x/new/.env", "node_modules/x/y/key.pem"]
         );
         // A directory skipped once is still found when no longer skipped.
-        let skipped =
-            names(&scan_cached(&root, &m, &[root.join("node_modules")], &file).expect("skip"));
+        let skipped = names(&scan_cached(&root, &m, &[root.join("node_modules")], &file).expect("skip"));
         assert_eq!(skipped, ["c/.env"]);
-        assert_eq!(
-            names(&scan_cached(&root, &m, &[], &file).expect("unskip")),
-            expected
-        );
+        assert_eq!(names(&scan_cached(&root, &m, &[], &file).expect("unskip")), expected);
     }
 
     #[test]
@@ -582,22 +498,14 @@ mod cache_tests {
         let mut cached = cache::load(&file, m.fingerprint(), &root);
         assert_eq!(cached.len(), 7, "{cached:?}");
         let c = cached.get_mut(&root.join("c")).expect("c/ cached");
-        c.hits.push(CachedHit {
-            name: OsString::from("planted"),
-            kind: EntryKind::File,
-            pattern: ".env".into(),
-        });
+        c.hits.push(CachedHit { name: OsString::from("planted"), kind: EntryKind::File, pattern: ".env".into() });
         cache::store(&file, m.fingerprint(), &root, cached.iter()).expect("store");
         assert_eq!(
             names(&scan_cached(&root, &m, &[], &file).expect("cached")),
             ["a/b/.env", "c/planted", "node_modules/x/y/key.pem"]
         );
         // Any change to c/ (here a chmod, which moves the ctime) drops the cached listing.
-        fs::set_permissions(
-            root.join("c"),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .expect("chmod");
+        fs::set_permissions(root.join("c"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
         assert_eq!(
             names(&scan_cached(&root, &m, &[], &file).expect("relisted")),
             ["a/b/.env", "node_modules/x/y/key.pem"]
@@ -611,8 +519,7 @@ mod cache_tests {
         fs::create_dir_all(root.join("fresh")).expect("mkdir");
         let file = dir.path().join("cache");
         scan_cached(&root, &matcher(&[]), &[], &file).expect("scan");
-        let cached: HashMap<PathBuf, CachedDir> =
-            cache::load(&file, matcher(&[]).fingerprint(), &root);
+        let cached: HashMap<PathBuf, CachedDir> = cache::load(&file, matcher(&[]).fingerprint(), &root);
         assert!(cached.is_empty(), "{cached:?}");
     }
 }

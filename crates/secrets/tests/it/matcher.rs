@@ -69,16 +69,10 @@ fn pattern_errors_name_the_pattern() {
     let err = SecretMatcher::new(&strings(&[".env", "[abc"]), &[]).expect_err("invalid glob");
     assert!(matches!(&err, PatternError::Invalid { pattern, .. } if pattern == "[abc"));
     let msg = err.to_string();
-    assert!(
-        msg.starts_with("invalid secret pattern \"[abc\": "),
-        "{msg}"
-    );
+    assert!(msg.starts_with("invalid secret pattern \"[abc\": "), "{msg}");
 
     let err = SecretMatcher::new(&[], &strings(&["***"])).expect_err("invalid glob");
-    assert!(
-        err.to_string().starts_with("invalid allow pattern \"***\""),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("invalid allow pattern \"***\""), "{err}");
 
     for empty in ["", "/", "//"] {
         let err = SecretMatcher::new(&strings(&[empty]), &[]).expect_err("empty pattern");

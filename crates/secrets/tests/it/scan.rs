@@ -101,10 +101,7 @@ fn finds_secrets_in_a_project_tree() {
     let hits = scan(root, &matcher, &[]).expect("scan");
     let rels: Vec<String> = summary(root, &hits).into_iter().map(|h| h.0).collect();
     assert!(rels.contains(&"skipped/.env".to_owned()), "{rels:?}");
-    assert!(
-        rels.contains(&"skipped/deeper/id_rsa".to_owned()),
-        "{rels:?}"
-    );
+    assert!(rels.contains(&"skipped/deeper/id_rsa".to_owned()), "{rels:?}");
 }
 
 #[test]
@@ -127,10 +124,7 @@ fn missing_root_is_an_error() {
 
 #[test]
 fn unreadable_error_says_what_to_do() {
-    let err = ScanError::Unreadable {
-        path: PathBuf::from("/p/x"),
-        error: io::Error::from_raw_os_error(13),
-    };
+    let err = ScanError::Unreadable { path: PathBuf::from("/p/x"), error: io::Error::from_raw_os_error(13) };
     assert_eq!(
         err.to_string(),
         "cannot scan /p/x for secret files: Permission denied (os error 13) \
@@ -163,14 +157,10 @@ fn unreadable_directory_fails_closed() {
     assert_eq!(path, &locked);
     assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
     let msg = err.to_string();
-    assert!(
-        msg.contains(&format!("--exclude {}", locked.display())),
-        "{msg}"
-    );
+    assert!(msg.contains(&format!("--exclude {}", locked.display())), "{msg}");
 
     // Excluding it makes the scan succeed.
-    let hits =
-        scan(root, &default_matcher(), std::slice::from_ref(&locked)).expect("scan with skip");
+    let hits = scan(root, &default_matcher(), std::slice::from_ref(&locked)).expect("scan with skip");
     assert!(hits.is_empty());
 }
 
