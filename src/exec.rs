@@ -20,6 +20,7 @@ struct Loaded {
     files: Vec<PathBuf>,
     /// Where the secret scan keeps its listings between runs.
     scan_cache: PathBuf,
+    repo: Option<sandbox::git::RepoFacts>,
 }
 
 fn load(args: &PolicyArgs) -> Result<Loaded> {
@@ -56,7 +57,10 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
     config.exclude.push(own(&state_dir));
     let scan_cache =
         cache_dir.join("scan").join(format!("{:016x}", fnv1a(project_root.as_os_str().as_encoded_bytes())));
-    Ok(Loaded { ctx: Context { home, cwd, project_root }, config, files, scan_cache })
+    // The repository as git sees it (every config file), for @git and the guard.
+    let repo = project_root.join(".git").exists().then(|| sandbox::git::repo_facts(&project_root)).flatten();
+    let hooks_path = repo.as_ref().and_then(|repo| repo.hooks_path.clone());
+    Ok(Loaded { ctx: Context { home, cwd, project_root, hooks_path }, config, files, scan_cache, repo })
 }
 
 /// FNV-1a: a stable file name for a project's scan cache.
@@ -86,7 +90,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             eprintln!("agent-sandbox: debug: {line}");
         }
     };
-    let Loaded { ctx, config, files, scan_cache } = load(&args.policy)?;
+    let Loaded { ctx, config, files, scan_cache, repo } = load(&args.policy)?;
     debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
     if files.is_empty() {
         debug("config: no config files found, built-in defaults only");
@@ -171,7 +175,13 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             sandbox::landlock::abi()
         );
     }
-    let runtime = sandbox::runtime::Runtime::create(&commands).context("creating the runtime directory")?;
+    let git_options = sandbox::git::options_json(
+        config.git_allow_branch_deletion.value,
+        config.git_allow_plumbing_commits.value,
+        repo.as_ref(),
+    );
+    let runtime =
+        sandbox::runtime::Runtime::create(&commands, &git_options).context("creating the runtime directory")?;
     let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));

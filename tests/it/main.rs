@@ -7,6 +7,7 @@ mod commands;
 mod env;
 mod files;
 mod git;
+mod gitguard;
 mod isolation;
 mod runtime;
 mod secrets;

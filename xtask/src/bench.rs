@@ -5,6 +5,9 @@
 //!   files) against a 100-file project (target ≤ 1.5×), and the same big tree without
 //!   secrets, which separates the cost of scanning from the cost of masking.
 //!
+//! - a loop of `git rev-parse HEAD` inside one sandbox through the git guard against the
+//!   same loop with `--cmd git=true` (target ≤ 1.10×).
+//!
 //! Runs are interleaved so that drift on the machine hits every series alike; each
 //! figure is a median. The warm-up runs fill the secret-scan cache, as a user's first
 //! start in a project does.
@@ -20,6 +23,9 @@ use anyhow::{bail, Context, Result};
 use crate::{ensure_packages, root, run};
 
 const RUNS: usize = 41;
+const GIT_RUNS: usize = 9;
+const GIT_CALLS: usize = 200;
+const GIT_LOOP: &str = "i=0; while [ $i -lt 200 ]; do git rev-parse HEAD >/dev/null; i=$((i+1)); done";
 
 pub fn run_bench() -> Result<()> {
     ensure_packages()?;
@@ -75,6 +81,44 @@ pub fn run_bench() -> Result<()> {
         }
     }
     let [raw_ms, small_ms, big_ms, clean_ms] = series.map(median_ms);
+
+    // The git guard: the same loop of a fast git command with and without it.
+    run(Command::new("git").args(["init", "-q"]).current_dir(&small))?;
+    run(Command::new("git")
+        .args([
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ])
+        .current_dir(&small))?;
+    let git_loop = |guarded: bool| {
+        let mut cmd = Command::new(&bin);
+        cmd.arg("exec");
+        if !guarded {
+            cmd.args(["--cmd", "git=true"]);
+        }
+        cmd.args(["--", "sh", "-c", GIT_LOOP])
+            .current_dir(&small)
+            .env("XDG_STATE_HOME", &state)
+            .env("XDG_CACHE_HOME", &state);
+        cmd
+    };
+    let mut git_series: [Vec<Duration>; 2] = Default::default();
+    for round in 0..GIT_RUNS + 1 {
+        let times = [time(git_loop(true))?, time(git_loop(false))?];
+        if round >= 1 {
+            for (all, one) in git_series.iter_mut().zip(times) {
+                all.push(one);
+            }
+        }
+    }
+    let [guarded_ms, unguarded_ms] = git_series.map(median_ms);
     let _ = std::fs::remove_dir_all(&dir);
 
     println!("agent-sandbox start-up, median of {RUNS} interleaved runs");
@@ -85,6 +129,10 @@ pub fn run_bench() -> Result<()> {
     report("exec / raw bwrap", small_ms / raw_ms, 1.5);
     report("100,000 files / 100 files", big_ms / small_ms, 1.5);
     println!("  {:<28} {:5.2}x  (the scan alone, no masks)", "no secrets / 100 files", clean_ms / small_ms);
+    println!("git guard: {GIT_CALLS} x `git rev-parse HEAD` in one sandbox, median of {GIT_RUNS} runs");
+    println!("  through the guard                   {guarded_ms:8.2} ms");
+    println!("  --cmd git=true (unguarded)          {unguarded_ms:8.2} ms");
+    report("guarded / unguarded", guarded_ms / unguarded_ms, 1.10);
     Ok(())
 }
 

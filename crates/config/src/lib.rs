@@ -154,6 +154,8 @@ pub struct Layer {
     pub env_allow: Vec<Sourced<String>>,
     pub env_block: Vec<Sourced<String>>,
     pub commands: Vec<(String, Sourced<CommandRule>)>,
+    pub git_allow_branch_deletion: Option<Sourced<bool>>,
+    pub git_allow_plumbing_commits: Option<Sourced<bool>>,
 }
 
 /// The effective configuration: all layers merged.
@@ -170,6 +172,11 @@ pub struct Config {
     pub env_allow: Vec<Sourced<String>>,
     pub env_block: Vec<Sourced<String>>,
     pub commands: BTreeMap<String, Sourced<CommandRule>>,
+    /// `git.allowBranchDeletion`: the git guard lets pushes delete remote branches.
+    pub git_allow_branch_deletion: Sourced<bool>,
+    /// `git.allowPlumbingCommits`: the git guard lets `commit-tree`, `update-ref` and
+    /// friends write branches without hooks.
+    pub git_allow_plumbing_commits: Sourced<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -248,7 +255,9 @@ fn read_layer(path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
 pub fn merge(layers: Vec<Layer>) -> Config {
     let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
     let mut config = Config {
-        network: Sourced { value: Network::On, origin: builtin },
+        network: Sourced { value: Network::On, origin: builtin.clone() },
+        git_allow_branch_deletion: Sourced { value: false, origin: builtin.clone() },
+        git_allow_plumbing_commits: Sourced { value: false, origin: builtin },
         presets: Vec::new(),
         ro: Vec::new(),
         rw: Vec::new(),
@@ -274,6 +283,12 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         config.env_allow.extend(layer.env_allow);
         config.env_block.extend(layer.env_block);
         config.commands.extend(layer.commands);
+        if let Some(value) = layer.git_allow_branch_deletion {
+            config.git_allow_branch_deletion = value;
+        }
+        if let Some(value) = layer.git_allow_plumbing_commits {
+            config.git_allow_plumbing_commits = value;
+        }
     }
     config
 }
@@ -312,6 +327,16 @@ impl Config {
                 "block": list(&self.env_block),
             },
             "commands": commands,
+            "git": {
+                "allowBranchDeletion": {
+                    "value": self.git_allow_branch_deletion.value,
+                    "from": self.git_allow_branch_deletion.origin.to_string(),
+                },
+                "allowPlumbingCommits": {
+                    "value": self.git_allow_plumbing_commits.value,
+                    "from": self.git_allow_plumbing_commits.origin.to_string(),
+                },
+            },
         })
     }
 
@@ -341,6 +366,12 @@ impl Config {
         }
         for (name, rule) in &self.commands {
             line(&format!("commands.{name}"), &rule.value.to_string(), &rule.origin);
+        }
+        for (key, value) in [
+            ("git.allowBranchDeletion", &self.git_allow_branch_deletion),
+            ("git.allowPlumbingCommits", &self.git_allow_plumbing_commits),
+        ] {
+            line(key, &value.value.to_string(), &value.origin);
         }
         out
     }

@@ -12,10 +12,11 @@ use jsonc_parser::{
 
 use crate::{suggest, CommandRule, ConfigError, Layer, LayerKind, Location, Network, Origin, Sourced};
 
-const TOP_KEYS: &[&str] = &["network", "filesystem", "secrets", "env", "commands", "$schema"];
+const TOP_KEYS: &[&str] = &["network", "filesystem", "secrets", "env", "commands", "git", "$schema"];
 const FILESYSTEM_KEYS: &[&str] = &["presets", "ro", "rw", "exclude"];
 const SECRETS_KEYS: &[&str] = &["patterns", "allow"];
 const ENV_KEYS: &[&str] = &["secretPatterns", "allow", "block"];
+const GIT_KEYS: &[&str] = &["allowBranchDeletion", "allowPlumbingCommits"];
 
 /// Parses `text` (the contents of `path`) as one configuration layer.
 pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
@@ -109,6 +110,21 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                         }
                     };
                     layer.commands.push((name.to_owned(), reader.sourced(&prop.value, rule)));
+                }
+            }
+            "git" => {
+                let object = reader.object(&prop.value, "git")?;
+                for prop in &object.properties {
+                    let slot = match prop.name.as_str() {
+                        "allowBranchDeletion" => &mut layer.git_allow_branch_deletion,
+                        "allowPlumbingCommits" => &mut layer.git_allow_plumbing_commits,
+                        other => return Err(reader.unknown_key(prop, "git.", other, GIT_KEYS)),
+                    };
+                    let Value::BooleanLit(lit) = &prop.value else {
+                        let message = format!("git.{}: expected true or false", prop.name.as_str());
+                        return Err(reader.error(&prop.value, message));
+                    };
+                    *slot = Some(reader.sourced(&prop.value, lit.value));
                 }
             }
             other => return Err(reader.unknown_key(prop, "", other, TOP_KEYS)),

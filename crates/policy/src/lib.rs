@@ -64,6 +64,9 @@ pub struct Context {
     /// The effective working directory (`-C` or the current directory), absolute.
     pub cwd: PathBuf,
     pub project_root: PathBuf,
+    /// The effective `core.hooksPath` (absolute), as git would use it in the project,
+    /// if set anywhere in its configuration.
+    pub hooks_path: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -162,7 +165,7 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
             commands.insert((*name).to_owned(), Sourced { value: CommandRule::parse(rule), origin: origin.clone() });
         }
         if preset.name == "git" {
-            for (access, path) in git::layout_rules(&ctx.project_root, &mut notes) {
+            for (access, path) in git::layout_rules(&ctx.project_root, ctx.hooks_path.as_deref(), &mut notes) {
                 rules.push(Rule {
                     path,
                     access,

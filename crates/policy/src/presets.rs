@@ -77,6 +77,7 @@ pub const PRESETS: &[Preset] = &[
             abs("/etc/localtime"),
             abs("/etc/login.defs"),
             abs("/etc/lsb-release"),
+            abs("/etc/manpath.config"),
             abs("/etc/mime.types"),
             abs("/etc/nsswitch.conf"),
             abs("/etc/os-release"),
@@ -159,6 +160,7 @@ pub const PRESETS: &[Preset] = &[
         name: "git",
         summary: "git works, but hooks, repository config and sandbox config are read-only; git runs through the guard",
         ro: &[
+            abs("/etc/gitconfig"),
             home(".gitconfig"),
             home(".config/git/config"),
             home(".config/git/ignore"),

@@ -74,12 +74,16 @@ impl Tree {
 
     fn ctx(&self) -> Context {
         let project = self.root.join("home/proj");
-        Context { home: self.root.join("home"), cwd: project.clone(), project_root: project }
+        Context { home: self.root.join("home"), cwd: project.clone(), project_root: project, hooks_path: None }
     }
 
     /// Resolves a config made of the given layers and returns (path relative to the tree, access) pairs.
     fn resolve(&self, layers: Vec<Layer>) -> Vec<(String, &'static str)> {
         let policy = resolve(&merge(layers), &self.ctx()).expect("resolves");
+        self.relative(&policy)
+    }
+
+    fn relative(&self, policy: &Policy) -> Vec<(String, &'static str)> {
         policy
             .mounts
             .iter()
@@ -247,8 +251,12 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
     fs_err::write(tree.root.join("home/proj/.git"), format!("gitdir: {}\n", main_git.join("worktrees/proj").display()))
         .expect("write");
     fs_err::write(main_git.join("worktrees/proj/commondir"), "../..\n").expect("write");
-    fs_err::write(main_git.join("config"), "[core]\n\tbare = false\n[Core]\n\tHooksPath = .githooks\n").expect("write");
-    let got = tree.resolve(vec![layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default)]);
+    fs_err::write(main_git.join("config"), "[core]\n\tbare = false\n").expect("write");
+    let mut ctx = tree.ctx();
+    ctx.hooks_path = Some(tree.root.join("home/proj/.githooks"));
+    let policy = resolve(&merge(vec![layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default)]), &ctx)
+        .expect("resolves");
+    let got = tree.relative(&policy);
     assert_eq!(
         got,
         [
@@ -262,21 +270,6 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
         ]
         .map(|(path, access)| (path.to_owned(), access))
     );
-}
-
-#[test]
-fn core_hooks_path_parsing() {
-    let cases = [
-        ("[core]\n\thooksPath = .husky/_\n", Some(".husky/_")),
-        ("[core]\nhookspath=\"hooks dir\" # comment\n", Some("hooks dir")),
-        ("[alias]\n\thooksPath = x\n", None),
-        ("[core]\n\thooksPath = a\n[core]\n\thooksPath = b\n", Some("b")),
-        ("[core \"sub\"]\n", None),
-        ("", None),
-    ];
-    for (text, expected) in cases {
-        assert_eq!(git::core_hooks_path(text).as_deref(), expected, "{text:?}");
-    }
 }
 
 #[test]

@@ -4,15 +4,15 @@
 
 use std::{
     collections::BTreeMap,
-    ffi::OsStr,
-    os::unix::fs::PermissionsExt,
+    ffi::{OsStr, OsString},
+    os::unix::fs::{MetadataExt, PermissionsExt},
     path::{Path, PathBuf},
 };
 
 use config::{CommandRule, Sourced};
 use policy::Mount;
 
-use crate::plan::WrappedCommand;
+use crate::plan::{ExecDir, WrappedCommand};
 
 /// Built-in command presets the multicall binary implements.
 pub const COMMAND_PRESETS: &[&str] = &["git"];
@@ -78,9 +78,74 @@ pub fn wrap(
             targets.iter().map(|target| target.display().to_string()).collect::<Vec<_>>().join(", "),
             rule.origin
         ));
-        wrapped.push(WrappedCommand { name: name.clone(), rule: rule.value.clone(), targets, real, wrapper });
+        let exec_dirs = if name == "git" { git_exec_dirs(&targets, mounts) } else { Vec::new() };
+        for dir in &exec_dirs {
+            let git = dir.entries.iter().filter(|(_, is_git)| *is_git).count();
+            notes.push(format!(
+                "command git: exec dir {} replaced ({git} of {} entries lead to the launcher)",
+                dir.path.display(),
+                dir.entries.len()
+            ));
+        }
+        wrapped.push(WrappedCommand {
+            name: name.clone(),
+            rule: rule.value.clone(),
+            targets,
+            real,
+            wrapper,
+            exec_dirs,
+        });
     }
     Ok(wrapped)
+}
+
+/// The directories git runs its own programs from, found without running git: next to
+/// each git on PATH (`<prefix>/libexec/git-core`, `<prefix>/lib/git-core`, or the
+/// binary's own directory when it is a `git-core`), plus the usual system locations.
+/// In each, an entry is git itself if it is named `git`, is a hard link to a git binary,
+/// or is a symlink resolving to one.
+pub fn git_exec_dirs(targets: &[PathBuf], mounts: &[Mount]) -> Vec<ExecDir> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for target in targets {
+        let Some(bin) = target.parent() else { continue };
+        if bin.file_name().is_some_and(|name| name == "git-core") {
+            candidates.push(bin.to_path_buf());
+        }
+        if let Some(prefix) = bin.parent() {
+            candidates.push(prefix.join("libexec/git-core"));
+            candidates.push(prefix.join("lib/git-core"));
+        }
+    }
+    for fixed in ["/usr/lib/git-core", "/usr/libexec/git-core", "/usr/local/libexec/git-core"] {
+        candidates.push(PathBuf::from(fixed));
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for candidate in candidates {
+        if let Ok(dir) = candidate.canonicalize() {
+            if dir.is_dir() && policy::is_visible(&dir, mounts) && !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+    }
+    let inode = |path: &Path| path.metadata().ok().map(|meta| (meta.dev(), meta.ino()));
+    let mut git_inodes: Vec<(u64, u64)> = targets.iter().filter_map(|target| inode(target)).collect();
+    git_inodes.extend(dirs.iter().filter_map(|dir| inode(&dir.join("git"))));
+    let mut result = Vec::new();
+    for dir in dirs {
+        let Ok(listing) = std::fs::read_dir(&dir) else { continue };
+        let mut entries: Vec<(OsString, bool)> = listing
+            .filter_map(Result::ok)
+            .map(|entry| {
+                let name = entry.file_name();
+                // metadata() follows symlinks: a symlink to git has git's inode.
+                let is_git = name == "git" || inode(&entry.path()).is_some_and(|id| git_inodes.contains(&id));
+                (name, is_git)
+            })
+            .collect();
+        entries.sort();
+        result.push(ExecDir { path: dir, entries });
+    }
+    result
 }
 
 /// Every executable called `name` in the directories of `path_var`, canonicalized,

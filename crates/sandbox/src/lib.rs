@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod commands;
+pub mod git;
 pub mod landlock;
 pub mod multicall;
 pub mod plan;

@@ -19,6 +19,18 @@ pub fn dispatch(name: &str, args: &[OsString]) -> i32 {
         eprintln!("agent-sandbox: multicall only works inside an agent-sandbox (for {name:?})");
         return 127;
     }
+    // A dashed git builtin from git's exec-path (`git-commit`) is `git commit`.
+    if let Some(sub) = name.strip_prefix("git-") {
+        if run.join("presets/git").exists() || run.join("wrappers/git").exists() {
+            let mut git_args = vec![OsString::from(sub)];
+            git_args.extend(args.iter().cloned());
+            return dispatch_as(run, "git", &git_args);
+        }
+    }
+    dispatch_as(run, name, args)
+}
+
+fn dispatch_as(run: &Path, name: &str, args: &[OsString]) -> i32 {
     let real = run.join("bin").join(name);
     let wrapper = run.join("wrappers").join(name);
     if wrapper.exists() {
@@ -41,12 +53,7 @@ pub fn dispatch(name: &str, args: &[OsString]) -> i32 {
             audit::send(&event);
             126
         }
-        Ok("git") => {
-            // The git guard's rules plug in here; until then git runs as itself.
-            let err = Command::new(&real).arg0("git").args(args).exec();
-            eprintln!("agent-sandbox: cannot run git ({}): {err}", real.display());
-            126
-        }
+        Ok("git") if name == "git" => crate::git::run(args),
         Ok(other) => {
             eprintln!("agent-sandbox: unknown preset {other:?} for {name}");
             126

@@ -40,6 +40,23 @@ pub struct WrappedCommand {
     pub real: Option<PathBuf>,
     /// The wrapper script (for [`CommandRule::Wrapper`]), resolved on the host.
     pub wrapper: Option<PathBuf>,
+    /// For git: the directories it runs its own programs from (`git --exec-path`), each
+    /// replaced as a whole so that dashed builtins (`git-commit`) reach the launcher too.
+    pub exec_dirs: Vec<ExecDir>,
+}
+
+/// A directory of git programs and what each entry becomes inside the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecDir {
+    pub path: PathBuf,
+    /// Entry names, with `true` for those that are git itself (hard links, symlinks to
+    /// it, `git`): they lead to the launcher; the others to the original files.
+    pub entries: Vec<(std::ffi::OsString, bool)>,
+}
+
+/// Inside the sandbox: where exec dir `index` is, as the host has it.
+pub fn exec_dir_original(index: usize) -> PathBuf {
+    Path::new(RUNTIME_DIR).join("git-exec-real").join(index.to_string())
 }
 
 pub struct Plan<'a> {
@@ -101,6 +118,10 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         }
         if let Some(wrapper) = &command.wrapper {
             args.bind("--ro-bind", wrapper, &run.join("wrappers").join(&command.name));
+        }
+        for (index, dir) in command.exec_dirs.iter().enumerate() {
+            args.bind("--ro-bind", &dir.path, &exec_dir_original(index));
+            args.bind("--ro-bind", &plan.runtime.join("git-exec").join(index.to_string()), &dir.path);
         }
         for target in &command.targets {
             // The binary dispatches on argv[0]; a target whose file name is not the
@@ -200,6 +221,10 @@ mod tests {
                 targets: vec!["/usr/bin/git".into()],
                 real: Some("/usr/bin/git".into()),
                 wrapper: None,
+                exec_dirs: vec![ExecDir {
+                    path: "/usr/lib/git-core".into(),
+                    entries: vec![("git".into(), true), ("git-sh-setup".into(), false)],
+                }],
             },
             WrappedCommand {
                 name: "python3".into(),
@@ -207,6 +232,7 @@ mod tests {
                 targets: vec!["/usr/bin/python3.11".into()],
                 real: None,
                 wrapper: None,
+                exec_dirs: Vec::new(),
             },
             WrappedCommand {
                 name: "npm".into(),
@@ -214,6 +240,7 @@ mod tests {
                 targets: vec!["/usr/bin/npm".into()],
                 real: Some("/usr/share/nodejs/npm/bin/npm-cli.js".into()),
                 wrapper: Some("/home/u/npm-guard".into()),
+                exec_dirs: Vec::new(),
             },
         ];
         let command = ["claude".into(), "--resume".into()];
@@ -277,6 +304,12 @@ mod tests {
             "--ro-bind",
             "/usr/bin/git",
             "/run/agent-sandbox/bin/git",
+            "--ro-bind",
+            "/usr/lib/git-core",
+            "/run/agent-sandbox/git-exec-real/0",
+            "--ro-bind",
+            "/tmp/rt/git-exec/0",
+            "/usr/lib/git-core",
             "--ro-bind",
             "/opt/as/agent-sandbox",
             "/usr/bin/git",

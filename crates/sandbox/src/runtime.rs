@@ -6,10 +6,14 @@
 //! audit             FIFO: the only way sandboxed processes reach the audit log
 //! empty, emptydir/  what a masked secret file or directory shows
 //! seccomp.bpf       the program bwrap loads (also passed as fd 3)
+//! git-guard.json    the git guard's settings (`git.*` in the config)
 //! bin/<cmd>         mount points for real executables
 //! presets/<cmd>     which built-in preset handles <cmd> (`git`, `deny`)
 //! wrappers/<cmd>    mount points for wrapper scripts
 //! shims/<cmd>       `exec /run/agent-sandbox/agent-sandbox multicall <cmd> "$@"`
+//! git-exec/<n>/     stands in for git's n-th exec-path directory: symlinks to the
+//!                   launcher (git itself) or to git-exec-real/<n>/<entry> (the rest)
+//! git-exec-real/<n> mount point for the original directory
 //! ```
 //!
 //! The directories are mode 0111 once populated, so `ls /run/agent-sandbox/bin` fails
@@ -36,7 +40,7 @@ impl Runtime {
     /// Creates and populates the runtime directory under `$XDG_RUNTIME_DIR`, else
     /// `/dev/shm`, else the system temp directory: tmpfs first, because removing
     /// directories from a disk-backed `/tmp` costs milliseconds on every start.
-    pub fn create(commands: &[WrappedCommand]) -> std::io::Result<Runtime> {
+    pub fn create(commands: &[WrappedCommand], git_options: &str) -> std::io::Result<Runtime> {
         let parent = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|dir| dir.is_dir())
@@ -48,11 +52,23 @@ impl Runtime {
         fs_err::write(root.join("empty"), "")?;
         fs_err::create_dir(root.join("emptydir"))?;
         fs_err::write(root.join("seccomp.bpf"), seccomp::deny_terminal_injection())?;
+        fs_err::write(root.join(crate::git::OPTIONS_FILE), git_options)?;
         make_fifo(&root.join("audit"))?;
         for sub in SUBDIRS {
             fs_err::create_dir(root.join(sub))?;
         }
         for command in commands {
+            for (index, dir) in command.exec_dirs.iter().enumerate() {
+                let stand_in = root.join("git-exec").join(index.to_string());
+                fs_err::create_dir_all(&stand_in)?;
+                fs_err::create_dir_all(root.join("git-exec-real").join(index.to_string()))?;
+                let original = crate::plan::exec_dir_original(index);
+                for (entry, is_git) in &dir.entries {
+                    let target =
+                        if *is_git { Path::new(RUNTIME_DIR).join("agent-sandbox") } else { original.join(entry) };
+                    std::os::unix::fs::symlink(target, stand_in.join(entry))?;
+                }
+            }
             let name = &command.name;
             if command.real.is_some() {
                 fs_err::write(root.join("bin").join(name), "")?;

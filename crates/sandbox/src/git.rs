@@ -1,0 +1,319 @@
+//! The `@git` command preset: what runs inside the sandbox when anything executes git
+//! (`git`, a dashed builtin from git's exec-path, an absolute path to either). It reads
+//! the repository's configuration with gix (only when a rule needs it: aliases, push
+//! settings), asks `gitguard` for a verdict on the command line, then checks the outcome
+//! for commands that run hooks: the repository and its effective hooks directory must be
+//! the ones in force when the sandbox started (which catches what no command-line
+//! judge sees: a `HOME` or `XDG_CONFIG_HOME` with another config, a fake `--git-dir`
+//! sharing the real refs). It then execs the real git with the original arguments and
+//! environment, or refuses with one message for the agent and an audit entry.
+
+use std::{
+    cell::OnceCell,
+    collections::BTreeMap,
+    ffi::OsString,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use gitguard::{ConfigView, GuardOptions, Refusal, Request, Verdict};
+
+use crate::plan::RUNTIME_DIR;
+
+/// The guard's settings, written by `exec` into the runtime directory.
+pub const OPTIONS_FILE: &str = "git-guard.json";
+
+/// Exit status of a refused git command.
+pub const REFUSED: i32 = 1;
+
+/// Git subcommands that run hooks, whose repository is checked before they run.
+const HOOKED: &[&str] = &["commit", "merge", "pull", "am", "rebase", "push", "cherry-pick", "revert"];
+
+/// Where a repository keeps its refs and which hooks git runs for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoFacts {
+    pub common_dir: PathBuf,
+    /// The effective `core.hooksPath`, absolute; `None` means `<common dir>/hooks`.
+    pub hooks_path: Option<PathBuf>,
+}
+
+/// The facts of the repository git would use from `start`, as git reads its
+/// configuration (system, global, repository, includes, `GIT_DIR` and friends).
+pub fn repo_facts(start: &Path) -> Option<RepoFacts> {
+    let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(start).ok()?.to_thread_local();
+    Some(facts_of(&repo))
+}
+
+fn facts_of(repo: &gix::Repository) -> RepoFacts {
+    let common_dir = canonical(repo.common_dir());
+    let hooks_path = repo.config_snapshot().string("core.hooksPath").map(|value| {
+        let text = value.to_string();
+        let path = match text.strip_prefix("~/") {
+            Some(rest) => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest),
+            // Relative to where hooks run: the top of the work tree (the git dir if bare).
+            None => repo.workdir().unwrap_or(repo.git_dir()).join(&text),
+        };
+        canonical(&path)
+    });
+    RepoFacts { common_dir, hooks_path }
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| policy::normalize(path))
+}
+
+/// Serializes the settings for [`OPTIONS_FILE`]: the config's `git.*` and the facts of
+/// the project's repository at start.
+pub fn options_json(allow_branch_deletion: bool, allow_plumbing_commits: bool, facts: Option<&RepoFacts>) -> String {
+    serde_json::json!({
+        "allowBranchDeletion": allow_branch_deletion,
+        "allowPlumbingCommits": allow_plumbing_commits,
+        "commonDir": facts.map(|facts| facts.common_dir.clone()),
+        "hooksPath": facts.and_then(|facts| facts.hooks_path.clone()),
+    })
+    .to_string()
+}
+
+fn load_options(run: &Path) -> (GuardOptions, Option<RepoFacts>) {
+    // Missing or unreadable settings mean the strictest ones.
+    let value: serde_json::Value = std::fs::read_to_string(run.join(OPTIONS_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let options = GuardOptions {
+        allow_branch_deletion: value["allowBranchDeletion"].as_bool().unwrap_or(false),
+        allow_plumbing_commits: value["allowPlumbingCommits"].as_bool().unwrap_or(false),
+    };
+    let facts = value["commonDir"].as_str().map(|common_dir| RepoFacts {
+        common_dir: PathBuf::from(common_dir),
+        hooks_path: value["hooksPath"].as_str().map(PathBuf::from),
+    });
+    (options, facts)
+}
+
+/// For commands that run hooks: refuses when git would use other hooks than at start,
+/// or another git directory that writes the project's refs.
+fn check_repository(request: &Request<'_>, start_dir: &Path, project: &RepoFacts) -> Option<Refusal> {
+    let parsed = gitguard::parse(request).ok()?;
+    let subcommand = parsed.subcommand.as_deref()?;
+    if !HOOKED.contains(&subcommand) {
+        return None;
+    }
+    let now = match &parsed.git_dir {
+        Some(git_dir) => facts_of(&gix::open(start_dir.join(git_dir)).ok()?),
+        None => repo_facts(start_dir)?,
+    };
+    let what = format!("git {subcommand}");
+    if now.common_dir == project.common_dir {
+        if now.hooks_path == project.hooks_path {
+            return None;
+        }
+        let show = |path: &Option<PathBuf>| match path {
+            Some(path) => path.display().to_string(),
+            None => format!("{}/hooks", project.common_dir.display()),
+        };
+        return Some(Refusal {
+            rule: "hooks-redirected",
+            what,
+            why: format!(
+                "git would run the hooks in {} instead of the repository's {} (the configuration it reads was changed)",
+                show(&now.hooks_path),
+                show(&project.hooks_path)
+            ),
+            instead: "run git with the repository's own configuration (no other HOME, XDG_CONFIG_HOME or config files) and let the hooks run".into(),
+        });
+    }
+    // Another repository: fine (a scratch repo), unless it writes the project's refs.
+    let shares_refs = ["refs", "refs/heads", "packed-refs", "HEAD"]
+        .iter()
+        .any(|entry| now.common_dir.join(entry).canonicalize().is_ok_and(|real| real.starts_with(&project.common_dir)));
+    shares_refs.then(|| Refusal {
+        rule: "foreign-git-dir",
+        what,
+        why: format!(
+            "{} is another git directory wired to the project's refs, so its commits would land on the project's branches without the project's hooks",
+            now.common_dir.display()
+        ),
+        instead: "work in the project's repository itself and let its hooks run".into(),
+    })
+}
+
+/// Runs the guard for `git ARGS` (a dashed invocation arrives already turned into
+/// `git SUB ARGS`); returns only when git was not exec'd.
+pub fn run(args: &[OsString]) -> i32 {
+    let argv0 = "git";
+    let run = Path::new(RUNTIME_DIR);
+    let real = run.join("bin/git");
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let (options, project) = load_options(run);
+    let start = start_dir(args);
+    let config = RepoConfig { start: start.clone(), values: OnceCell::new() };
+    let request = Request { argv0, args, env: &env, config: &config, options: &options };
+    let mut verdict = gitguard::judge(&request);
+    if let (Verdict::Run { .. }, Some(project)) = (&verdict, &project) {
+        if let Some(refusal) = check_repository(&request, &start, project) {
+            verdict = Verdict::Refuse(refusal);
+        }
+    }
+    match verdict {
+        Verdict::Run { strip_env, notices } => {
+            for notice in notices {
+                eprintln!("agent-sandbox: {notice}");
+            }
+            exec_real(&real, args, &strip_env)
+        }
+        Verdict::Refuse(refusal) => {
+            if refusal.rule == "no-verify" && spawned_by_git_sequencer(&real) {
+                // `git rebase`/`cherry-pick`/`revert` run `git commit -n` themselves.
+                return exec_real(&real, args, &[]);
+            }
+            eprintln!("{refusal}");
+            let target = format!("git {}", args.iter().map(|arg| arg.to_string_lossy()).collect::<Vec<_>>().join(" "));
+            let event = audit::Event::new("git", "exec", &target, "blocked", refusal.rule, Some(refusal.why.clone()));
+            audit::send(&event);
+            REFUSED
+        }
+    }
+}
+
+fn exec_real(real: &Path, args: &[OsString], strip_env: &[String]) -> i32 {
+    let mut command = Command::new(real);
+    command.arg0("git").args(args);
+    for name in strip_env {
+        command.env_remove(name);
+    }
+    let err = command.exec();
+    eprintln!("agent-sandbox: cannot run git ({}): {err}", real.display());
+    126
+}
+
+/// Where git would start looking for the repository: the cwd after any `-C` options
+/// before the subcommand. (`--git-dir` and `GIT_DIR` are honoured by gix itself.)
+fn start_dir(args: &[OsString]) -> PathBuf {
+    let mut dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let text = arg.to_string_lossy();
+        if text == "-C" {
+            if let Some(path) = iter.next() {
+                dir = dir.join(path);
+            }
+        } else if text == "-c" || text == "--config-env" {
+            iter.next();
+        } else if !text.starts_with('-') {
+            break;
+        }
+    }
+    dir
+}
+
+/// The repository's configuration, read on first use.
+struct RepoConfig {
+    start: PathBuf,
+    values: OnceCell<BTreeMap<String, Vec<String>>>,
+}
+
+impl ConfigView for RepoConfig {
+    fn get_all(&self, key: &str) -> Vec<String> {
+        self.values().get(key).cloned().unwrap_or_default()
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.values().keys().cloned().collect()
+    }
+}
+
+impl RepoConfig {
+    fn values(&self) -> &BTreeMap<String, Vec<String>> {
+        self.values.get_or_init(|| read_config(&self.start))
+    }
+}
+
+/// Every value of the system, global and repository configuration (includes
+/// resolved), keyed canonically: section and name lower-cased, subsection as written.
+/// Outside a repository, or when it cannot be read, the result is empty: the guard then
+/// judges on the command line alone.
+fn read_config(start: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut values: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let Ok(repo) = gix::ThreadSafeRepository::discover_with_environment_overrides(start) else {
+        return values;
+    };
+    let repo = repo.to_thread_local();
+    let snapshot = repo.config_snapshot();
+    for section in snapshot.plumbing().sections() {
+        let header = section.header();
+        let prefix = match header.subsection_name() {
+            Some(sub) => format!("{}.{}", header.name().to_string().to_lowercase(), sub),
+            None => header.name().to_string().to_lowercase(),
+        };
+        let body = section.body();
+        let mut names: Vec<String> = body.value_names().map(|name| name.to_lowercase()).collect();
+        names.sort();
+        names.dedup();
+        for name in names {
+            let entry = values.entry(format!("{prefix}.{name}")).or_default();
+            for value in body.values(&name) {
+                entry.push(value.to_string());
+            }
+        }
+    }
+    values
+}
+
+/// True when the parent process is the real git in the middle of a rebase, cherry-pick
+/// or revert: git's sequencer commits with `git commit -n` by design. Only git itself
+/// execs the guard with no shell in between, and only with arguments it chose.
+fn spawned_by_git_sequencer(real: &Path) -> bool {
+    let Some(parent) = std::fs::read_to_string("/proc/self/stat").ok().and_then(|stat| parent_pid(&stat)) else {
+        return false;
+    };
+    let Ok(parent_exe) = std::fs::read_link(format!("/proc/{parent}/exe")) else { return false };
+    if parent_exe != real {
+        return false;
+    }
+    let Ok(repo) = gix::ThreadSafeRepository::discover_with_environment_overrides(".") else { return false };
+    let git_dir = repo.git_dir().to_path_buf();
+    ["rebase-merge", "rebase-apply", "sequencer", "CHERRY_PICK_HEAD", "REVERT_HEAD"]
+        .iter()
+        .any(|state| git_dir.join(state).exists())
+}
+
+/// The ppid field of `/proc/self/stat` (after the parenthesised command name, which may
+/// itself contain spaces and parentheses).
+fn parent_pid(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parent_pid_survives_odd_command_names() {
+        assert_eq!(parent_pid("123 (git) S 45 123 45 0"), Some(45));
+        assert_eq!(parent_pid("123 (a) b) (c) R 77 1 1"), Some(77));
+        assert_eq!(parent_pid("garbage"), None);
+    }
+
+    #[test]
+    fn options_round_trip_and_default_to_strict() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (strict, facts) = load_options(dir.path());
+        assert!(!strict.allow_branch_deletion && !strict.allow_plumbing_commits && facts.is_none());
+        let project = RepoFacts { common_dir: "/p/.git".into(), hooks_path: Some("/p/.husky/_".into()) };
+        fs_err::write(dir.path().join(OPTIONS_FILE), options_json(true, false, Some(&project))).expect("write");
+        let (loaded, facts) = load_options(dir.path());
+        assert!(loaded.allow_branch_deletion && !loaded.allow_plumbing_commits);
+        assert_eq!(facts, Some(project));
+    }
+
+    #[test]
+    fn start_dir_follows_dash_c() {
+        let cwd = std::env::current_dir().expect("cwd");
+        let args: Vec<OsString> =
+            ["-c", "a=b", "-C", "sub", "-C", "deeper", "status", "-C", "x"].iter().map(OsString::from).collect();
+        assert_eq!(start_dir(&args), cwd.join("sub/deeper"));
+    }
+}
