@@ -33,6 +33,37 @@ enum Commands {
     /// Inspect the configuration
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Install or remove the hook guard in front of a repository's pre-commit and pre-push hooks
+    #[command(subcommand)]
+    Hooks(HooksCommand),
+    /// Run the hook guard (what the installed hooks call)
+    #[command(hide = true)]
+    Hook {
+        /// pre-commit or pre-push
+        name: String,
+        /// git's arguments to the hook
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+}
+
+#[derive(Subcommand)]
+enum HooksCommand {
+    /// Put the guard in front of the existing pre-commit and pre-push hooks (they keep running after it)
+    Install {
+        /// The repository (default: the current directory)
+        #[arg(short = 'C', value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Rewrite agent-sandbox's own hook shims (never anyone else's hooks)
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove the guard and put back exactly the hooks that were there
+    Uninstall {
+        /// The repository (default: the current directory)
+        #[arg(short = 'C', value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -100,6 +131,13 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Exec(args) => crate::exec::exec(args),
         Commands::Check { quiet } => Ok(check(quiet)),
         Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
+        Commands::Hooks(command) => hooks(command),
+        Commands::Hook { name, args } => match hookinstall::HOOKS.contains(&name.as_str()) {
+            true => Ok(hookguard::run(&name, &args)),
+            false => {
+                Err(anyhow::anyhow!("unknown hook {name:?} (the guard handles: {})", hookinstall::HOOKS.join(", ")))
+            }
+        },
     };
     match result {
         Ok(code) => code,
@@ -108,6 +146,28 @@ pub fn main(args: Vec<OsString>) -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+fn hooks(command: HooksCommand) -> anyhow::Result<i32> {
+    use anyhow::Context as _;
+    let here = |dir: Option<PathBuf>| -> anyhow::Result<PathBuf> {
+        match dir {
+            Some(dir) => Ok(dir),
+            None => std::env::current_dir().context("cannot read the current directory"),
+        }
+    };
+    let report = match command {
+        HooksCommand::Install { dir, force } => {
+            let exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
+            hookinstall::install(&here(dir)?, &exe, force)?
+        }
+        HooksCommand::Uninstall { dir } => hookinstall::uninstall(&here(dir)?)?,
+    };
+    println!("hooks directory: {}", report.hooks_dir.display());
+    for action in report.actions {
+        println!("  {action}");
+    }
+    Ok(0)
 }
 
 fn check(quiet: bool) -> i32 {

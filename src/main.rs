@@ -1,6 +1,7 @@
 //! The `agent-sandbox` multicall binary. `main` only dispatches: on `argv[0]` first
-//! (invoked as a wrapped command such as `git` inside a sandbox), then on the hidden
-//! `multicall` subcommand, and otherwise hands the command line to clap. Real work lives
+//! (invoked as a git hook, `pre-commit`/`pre-push`, or as a wrapped command such as
+//! `git` inside a sandbox), then on the hidden `multicall` subcommand, and otherwise
+//! hands the command line to clap. Real work lives
 //! in the library crates under `crates/`.
 
 mod cli;
@@ -12,6 +13,9 @@ fn main() {
     let args: Vec<OsString> = std::env::args_os().collect();
     let argv0 =
         args.first().map(|arg| Path::new(arg).file_name().unwrap_or(arg.as_os_str()).to_string_lossy().into_owned());
+    if let Some(hook) = argv0.as_deref().filter(|name| hookinstall::HOOKS.contains(name)) {
+        std::process::exit(hookguard::run(hook, &args[1..]));
+    }
     if let Some(name) = argv0.filter(|name| !name.starts_with("agent-sandbox")) {
         std::process::exit(sandbox::multicall::dispatch(&name, &args[1..]));
     }

@@ -8,6 +8,7 @@ mod env;
 mod files;
 mod git;
 mod gitguard;
+mod hookguard;
 mod isolation;
 mod runtime;
 mod secrets;

@@ -156,6 +156,9 @@ pub struct Layer {
     pub commands: Vec<(String, Sourced<CommandRule>)>,
     pub git_allow_branch_deletion: Option<Sourced<bool>>,
     pub git_allow_plumbing_commits: Option<Sourced<bool>>,
+    pub check_commands: Vec<Sourced<String>>,
+    pub protected_paths: Vec<Sourced<String>>,
+    pub check_humans: Option<Sourced<bool>>,
 }
 
 /// The effective configuration: all layers merged.
@@ -177,6 +180,13 @@ pub struct Config {
     /// `git.allowPlumbingCommits`: the git guard lets `commit-tree`, `update-ref` and
     /// friends write branches without hooks.
     pub git_allow_plumbing_commits: Sourced<bool>,
+    /// `checks.commands`: shell commands the hook guard runs before a commit and on
+    /// every commit being pushed.
+    pub check_commands: Vec<Sourced<String>>,
+    /// `checks.protectedPaths`: paths (relative to the work tree) a commit may not touch.
+    pub protected_paths: Vec<Sourced<String>>,
+    /// `checks.humans`: the hook guard checks outside a sandbox too.
+    pub check_humans: Sourced<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -257,7 +267,10 @@ pub fn merge(layers: Vec<Layer>) -> Config {
     let mut config = Config {
         network: Sourced { value: Network::On, origin: builtin.clone() },
         git_allow_branch_deletion: Sourced { value: false, origin: builtin.clone() },
-        git_allow_plumbing_commits: Sourced { value: false, origin: builtin },
+        git_allow_plumbing_commits: Sourced { value: false, origin: builtin.clone() },
+        check_commands: Vec::new(),
+        protected_paths: Vec::new(),
+        check_humans: Sourced { value: false, origin: builtin },
         presets: Vec::new(),
         ro: Vec::new(),
         rw: Vec::new(),
@@ -288,6 +301,11 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         }
         if let Some(value) = layer.git_allow_plumbing_commits {
             config.git_allow_plumbing_commits = value;
+        }
+        config.check_commands.extend(layer.check_commands);
+        config.protected_paths.extend(layer.protected_paths);
+        if let Some(value) = layer.check_humans {
+            config.check_humans = value;
         }
     }
     config
@@ -327,6 +345,11 @@ impl Config {
                 "block": list(&self.env_block),
             },
             "commands": commands,
+            "checks": {
+                "commands": list(&self.check_commands),
+                "protectedPaths": list(&self.protected_paths),
+                "humans": { "value": self.check_humans.value, "from": self.check_humans.origin.to_string() },
+            },
             "git": {
                 "allowBranchDeletion": {
                     "value": self.git_allow_branch_deletion.value,
@@ -348,7 +371,7 @@ impl Config {
             writeln!(out, "{key:<26} {value:<40} # {origin}").expect("writing to a String cannot fail");
         };
         line("network", self.network.value.as_str(), &self.network.origin);
-        let lists: [(&str, &[Sourced<String>]); 9] = [
+        let lists: [(&str, &[Sourced<String>]); 11] = [
             ("filesystem.presets", &self.presets),
             ("filesystem.ro", &self.ro),
             ("filesystem.rw", &self.rw),
@@ -358,6 +381,8 @@ impl Config {
             ("env.secretPatterns", &self.env_secret_patterns),
             ("env.allow", &self.env_allow),
             ("env.block", &self.env_block),
+            ("checks.commands", &self.check_commands),
+            ("checks.protectedPaths", &self.protected_paths),
         ];
         for (key, items) in lists {
             for item in items {
@@ -370,6 +395,7 @@ impl Config {
         for (key, value) in [
             ("git.allowBranchDeletion", &self.git_allow_branch_deletion),
             ("git.allowPlumbingCommits", &self.git_allow_plumbing_commits),
+            ("checks.humans", &self.check_humans),
         ] {
             line(key, &value.value.to_string(), &value.origin);
         }

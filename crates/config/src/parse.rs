@@ -12,11 +12,12 @@ use jsonc_parser::{
 
 use crate::{suggest, CommandRule, ConfigError, Layer, LayerKind, Location, Network, Origin, Sourced};
 
-const TOP_KEYS: &[&str] = &["network", "filesystem", "secrets", "env", "commands", "git", "$schema"];
+const TOP_KEYS: &[&str] = &["network", "filesystem", "secrets", "env", "commands", "git", "checks", "$schema"];
 const FILESYSTEM_KEYS: &[&str] = &["presets", "ro", "rw", "exclude"];
 const SECRETS_KEYS: &[&str] = &["patterns", "allow"];
 const ENV_KEYS: &[&str] = &["secretPatterns", "allow", "block"];
 const GIT_KEYS: &[&str] = &["allowBranchDeletion", "allowPlumbingCommits"];
+const CHECKS_KEYS: &[&str] = &["commands", "protectedPaths", "humans"];
 
 /// Parses `text` (the contents of `path`) as one configuration layer.
 pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
@@ -125,6 +126,24 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                         return Err(reader.error(&prop.value, message));
                     };
                     *slot = Some(reader.sourced(&prop.value, lit.value));
+                }
+            }
+            "checks" => {
+                let object = reader.object(&prop.value, "checks")?;
+                for prop in &object.properties {
+                    match prop.name.as_str() {
+                        "commands" => reader.strings(&prop.value, "checks.commands", &mut layer.check_commands)?,
+                        "protectedPaths" => {
+                            reader.strings(&prop.value, "checks.protectedPaths", &mut layer.protected_paths)?
+                        }
+                        "humans" => {
+                            let Value::BooleanLit(lit) = &prop.value else {
+                                return Err(reader.error(&prop.value, "checks.humans: expected true or false".into()));
+                            };
+                            layer.check_humans = Some(reader.sourced(&prop.value, lit.value));
+                        }
+                        other => return Err(reader.unknown_key(prop, "checks.", other, CHECKS_KEYS)),
+                    }
                 }
             }
             other => return Err(reader.unknown_key(prop, "", other, TOP_KEYS)),

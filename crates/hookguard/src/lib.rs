@@ -1,0 +1,368 @@
+//! The hook guard: what the `pre-commit` and `pre-push` shims run
+//! (`agent-sandbox hook <name> ARGS…`), installed by `agent-sandbox hooks install`.
+//!
+//! Inside a sandbox (or everywhere, with `checks.humans`), pre-commit refuses staged
+//! changes to protected paths, staged secret files and staged secret contents, then runs
+//! the configured checks; pre-push refuses non-fast-forward updates and branch deletions
+//! and runs the configured checks on every commit being pushed, so a commit that reached
+//! the branch by any route without passing them is stopped before it leaves. Then the
+//! hook that was there before (chained at install) runs, inside or outside.
+
+mod tokens;
+
+use std::{
+    ffi::OsString,
+    io::{Read, Write},
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+};
+
+pub use tokens::{find as find_secrets, Finding};
+
+/// Exit status of a refused commit or push.
+pub const REFUSED: i32 = 1;
+
+/// Runs the guard for `hook` (`pre-commit` or `pre-push`) with git's arguments.
+pub fn run(hook: &str, args: &[OsString]) -> i32 {
+    match guard(hook, args) {
+        Ok(code) => code,
+        Err(Refusal { why, instead }) => {
+            eprintln!("agent-sandbox: {hook} refused: {why}.\nInstead: {instead}.");
+            let event = audit::Event::new("git", hook, &why, "blocked", &format!("{hook}-guard"), None);
+            if !audit::send(&event) {
+                if let Some(path) = audit::default_path() {
+                    let _ = audit::append(&path, &[event]);
+                }
+            }
+            REFUSED
+        }
+    }
+}
+
+struct Refusal {
+    why: String,
+    instead: String,
+}
+
+fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
+    Refusal { why: why.into(), instead: instead.into() }
+}
+
+struct Repo {
+    /// The top of the work tree: git runs hooks there.
+    top: PathBuf,
+    git: PathBuf,
+    config: config::Config,
+}
+
+impl Repo {
+    fn git(&self, args: &[&str]) -> Result<Output, Refusal> {
+        Command::new(&self.git)
+            .args(args)
+            .current_dir(&self.top)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|err| refuse(format!("cannot run git: {err}"), "check that git is installed"))
+    }
+
+    fn git_ok(&self, args: &[&str]) -> Result<Vec<u8>, Refusal> {
+        let out = self.git(args)?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(refuse(format!("`git {}` failed: {}", args.join(" "), stderr.trim()), "fix the repository"));
+        }
+        Ok(out.stdout)
+    }
+}
+
+fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
+    let top = std::env::current_dir().map_err(|err| refuse(format!("no working directory: {err}"), "retry"))?;
+    let inside = sandbox::check::detect() != sandbox::check::Where::Outside;
+    // Inside, the real git directly: the git guard has already judged this command.
+    let real = Path::new(sandbox::plan::RUNTIME_DIR).join("bin/git");
+    let git = if real.exists() { real } else { PathBuf::from("git") };
+    let config = load_config(&top).map_err(|err| {
+        refuse(format!("cannot read the agent-sandbox configuration: {err}"), "fix the configuration file it names")
+    })?;
+    let repo = Repo { top, git, config };
+    let check = inside || repo.config.check_humans.value;
+    let mut stdin = Vec::new();
+    if hook == "pre-push" {
+        std::io::stdin()
+            .read_to_end(&mut stdin)
+            .map_err(|err| refuse(format!("cannot read the refs to push: {err}"), "retry"))?;
+    }
+    if check {
+        match hook {
+            "pre-commit" => pre_commit(&repo)?,
+            "pre-push" => pre_push(&repo, args, &stdin)?,
+            _ => {}
+        }
+    }
+    chain(&repo, hook, args, &stdin)
+}
+
+fn load_config(top: &Path) -> Result<config::Config, config::ConfigError> {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let global_dir = match std::env::var_os("XDG_CONFIG_HOME").filter(|dir| !dir.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
+        None => home.join(".config/agent-sandbox"),
+    };
+    let sources =
+        config::Sources { global_dir: Some(global_dir), project_dir: top.join(".agent-sandbox"), explicit: None };
+    config::load(&sources, config::Layer::default()).map(|(config, _)| config)
+}
+
+/// Runs the hook that was in place before `hooks install`, with git's arguments and
+/// (for pre-push) the refs on stdin; its status is the hook's status.
+fn chain(repo: &Repo, hook: &str, args: &[OsString], stdin: &[u8]) -> Result<i32, Refusal> {
+    let Ok(dir) = hookinstall::hooks_dir(&repo.top) else { return Ok(0) };
+    let Some(chained) = hookinstall::chained_hook(&dir, hook) else { return Ok(0) };
+    // Run as git would have (husky derives the hook's name from `$0`).
+    let Some(mut command) = hookinstall::chained_command(&dir, hook) else { return Ok(0) };
+    command.args(args).current_dir(&repo.top);
+    if hook == "pre-push" {
+        command.stdin(Stdio::piped());
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|err| refuse(format!("cannot run {}: {err}", chained.display()), "make it executable"))?;
+    if let Some(mut pipe) = child.stdin.take() {
+        let _ = pipe.write_all(stdin);
+    }
+    let status = child.wait().map_err(|err| refuse(format!("waiting for {}: {err}", chained.display()), "retry"))?;
+    Ok(status.code().unwrap_or(REFUSED))
+}
+
+fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
+    let staged = repo.git_ok(&["diff", "--cached", "--name-status", "-z", "--no-renames"])?;
+    let staged = parse_name_status(&staged);
+    let protected = protected_paths(repo);
+    for (status, path) in &staged {
+        if let Some(rule) = protected.iter().find(|rule| path == *rule || path.starts_with(&format!("{rule}/"))) {
+            return Err(refuse(
+                format!("the commit changes {path} ({status}), which is protected ({rule})"),
+                format!("leave {rule} as it is: unstage it with `git restore --staged {path}`"),
+            ));
+        }
+    }
+    let patterns: Vec<String> = repo.config.secret_patterns.iter().map(|item| item.value.clone()).collect();
+    let allow: Vec<String> = repo.config.secret_allow.iter().map(|item| item.value.clone()).collect();
+    let matcher = secrets::SecretMatcher::new(&patterns, &allow)
+        .map_err(|err| refuse(format!("bad secret pattern: {err}"), "fix secrets.patterns in the configuration"))?;
+    for (status, path) in &staged {
+        if status != "D" {
+            if let Some(pattern) = matcher.matches(Path::new(path)) {
+                return Err(refuse(
+                    format!("the commit adds {path}, a secret file (matches {pattern})"),
+                    format!("keep secrets out of git: `git restore --staged {path}` and add it to .gitignore"),
+                ));
+            }
+        }
+    }
+    let diff = repo.git_ok(&["diff", "--cached", "-U0", "--no-color", "--no-ext-diff"])?;
+    if let Some((path, finding)) = secrets_in_diff(&String::from_utf8_lossy(&diff)).into_iter().next() {
+        return Err(refuse(
+            format!("the commit adds a {} to {path}", finding.kind),
+            "remove the credential (read it from the environment or a secret store) and stage the file again",
+        ));
+    }
+    run_checks(repo, &repo.top, "the staged work")
+}
+
+/// (status letter, path) pairs from `git diff --name-status -z`.
+fn parse_name_status(bytes: &[u8]) -> Vec<(String, String)> {
+    let fields: Vec<String> =
+        bytes.split(|b| *b == 0).filter(|f| !f.is_empty()).map(|f| String::from_utf8_lossy(f).into_owned()).collect();
+    fields.chunks(2).filter(|pair| pair.len() == 2).map(|pair| (pair[0].clone(), pair[1].clone())).collect()
+}
+
+/// `checks.protectedPaths`, plus the hooks directory when it lives in the work tree.
+fn protected_paths(repo: &Repo) -> Vec<String> {
+    let mut rules: Vec<String> =
+        repo.config.protected_paths.iter().map(|item| item.value.trim_end_matches('/').to_owned()).collect();
+    if let Ok(dir) = hookinstall::hooks_dir(&repo.top) {
+        let top = repo.top.canonicalize().unwrap_or_else(|_| repo.top.clone());
+        let dir = dir.canonicalize().unwrap_or(dir);
+        if let Ok(rel) = dir.strip_prefix(&top) {
+            if !rel.as_os_str().is_empty() {
+                rules.push(rel.display().to_string());
+            }
+        }
+    }
+    rules
+}
+
+/// Credentials on the lines a `git diff -U0` adds, with the file they are added to.
+fn secrets_in_diff(diff: &str) -> Vec<(String, Finding)> {
+    let mut file = String::new();
+    let mut found = Vec::new();
+    for line in diff.lines() {
+        if let Some(path) = line.strip_prefix("+++ ") {
+            file = path.strip_prefix("b/").unwrap_or(path).to_owned();
+        } else if let Some(added) = line.strip_prefix('+') {
+            found.extend(tokens::find(added).into_iter().map(|finding| (file.clone(), finding)));
+        }
+    }
+    found
+}
+
+fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
+    for command in &repo.config.check_commands {
+        // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
+        let status = Command::new("sh")
+            .args(["-c", &command.value])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(std::io::stderr())
+            .status()
+            .map_err(|err| refuse(format!("cannot run the check `{}`: {err}", command.value), "fix the check"))?;
+        if !status.success() {
+            return Err(refuse(
+                format!("the check `{}` failed on {what} ({status})", command.value),
+                "fix what the check reports, then try again (never skip the check)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One line git writes to a pre-push hook's stdin.
+#[derive(Debug, PartialEq, Eq)]
+struct Update<'a> {
+    local_ref: &'a str,
+    local_sha: &'a str,
+    remote_ref: &'a str,
+    remote_sha: &'a str,
+}
+
+fn parse_updates(stdin: &str) -> Vec<Update<'_>> {
+    stdin
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            Some(Update {
+                local_ref: fields.next()?,
+                local_sha: fields.next()?,
+                remote_ref: fields.next()?,
+                remote_sha: fields.next()?,
+            })
+        })
+        .collect()
+}
+
+fn is_zero(sha: &str) -> bool {
+    sha.bytes().all(|b| b == b'0')
+}
+
+fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal> {
+    let remote = args.first().map(|arg| arg.to_string_lossy().into_owned()).unwrap_or_else(|| "origin".into());
+    let stdin = String::from_utf8_lossy(stdin);
+    for update in parse_updates(&stdin) {
+        if is_zero(update.local_sha) {
+            if repo.config.git_allow_branch_deletion.value {
+                continue;
+            }
+            return Err(refuse(
+                format!("the push deletes {} on {remote}", update.remote_ref),
+                "leave remote branches alone (or ask the user to allow git.allowBranchDeletion)",
+            ));
+        }
+        let range = if is_zero(update.remote_sha) {
+            vec![update.local_sha.to_owned(), "--not".to_owned(), format!("--remotes={remote}")]
+        } else {
+            let out = repo.git(&["merge-base", "--is-ancestor", update.remote_sha, update.local_sha])?;
+            match out.status.code() {
+                Some(0) => {}
+                Some(1) => {
+                    return Err(refuse(
+                        format!(
+                            "the push to {} on {remote} is not a fast-forward: it would rewrite remote history",
+                            update.remote_ref
+                        ),
+                        "integrate the remote changes (`git pull --rebase`) and push again, without force",
+                    ))
+                }
+                _ => {
+                    return Err(refuse(
+                        format!(
+                            "cannot tell whether the push to {} is a fast-forward ({} is unknown here)",
+                            update.remote_ref,
+                            &update.remote_sha[..12.min(update.remote_sha.len())]
+                        ),
+                        format!("`git fetch {remote}` first, then push again"),
+                    ))
+                }
+            }
+            vec![format!("{}..{}", update.remote_sha, update.local_sha)]
+        };
+        if repo.config.check_commands.is_empty() {
+            continue;
+        }
+        let mut rev_list = vec!["rev-list", "--reverse"];
+        rev_list.extend(range.iter().map(String::as_str));
+        let commits = String::from_utf8_lossy(&repo.git_ok(&rev_list)?).into_owned();
+        for commit in commits.lines() {
+            check_commit(repo, commit, update.local_ref)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the checks on `commit` in a temporary worktree of it.
+fn check_commit(repo: &Repo, commit: &str, local_ref: &str) -> Result<(), Refusal> {
+    let tmp = tempfile::Builder::new()
+        .prefix("agent-sandbox-check-")
+        .tempdir()
+        .map_err(|err| refuse(format!("cannot create a temporary worktree: {err}"), "free some space in /tmp"))?;
+    let worktree = tmp.path().join("worktree");
+    let worktree_text = worktree.display().to_string();
+    repo.git_ok(&["worktree", "add", "--detach", "--quiet", &worktree_text, commit])?;
+    let short = &commit[..12.min(commit.len())];
+    let result = run_checks(repo, &worktree, &format!("commit {short} of {local_ref}"));
+    let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
+    let _ = repo.git(&["worktree", "prune"]);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ZERO: &str = "0000000000000000000000000000000000000000";
+
+    #[test]
+    fn pre_push_lines_parse() {
+        let input = format!("refs/heads/main 1111 refs/heads/main 2222\nrefs/heads/x {ZERO} refs/heads/x 3333\n\n");
+        let updates = parse_updates(&input);
+        assert_eq!(
+            updates,
+            [
+                Update {
+                    local_ref: "refs/heads/main",
+                    local_sha: "1111",
+                    remote_ref: "refs/heads/main",
+                    remote_sha: "2222"
+                },
+                Update { local_ref: "refs/heads/x", local_sha: ZERO, remote_ref: "refs/heads/x", remote_sha: "3333" },
+            ]
+        );
+        assert!(is_zero(ZERO) && !is_zero("0001"));
+    }
+
+    #[test]
+    fn name_status_pairs() {
+        assert_eq!(
+            parse_name_status(b"M\0src/a.rs\0D\0.husky/pre-commit\0A\0we ird\0"),
+            [("M".into(), "src/a.rs".into()), ("D".into(), ".husky/pre-commit".into()), ("A".into(), "we ird".into())]
+        );
+    }
+
+    #[test]
+    fn added_lines_only_and_the_right_file() {
+        let diff = "diff --git a/x b/x\n--- a/x\n+++ b/config/x.env\n@@ -1 +1 @@\n-AKIAIOSFODNN7EXAMPLE\n+ok\n+k=AKIAIOSFODNN7EXAMPL2\n";
+        let found = secrets_in_diff(diff);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "config/x.env");
+    }
+}

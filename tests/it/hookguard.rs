@@ -1,0 +1,147 @@
+//! The hook guard installed with `agent-sandbox hooks install`, exercised by real git
+//! inside real bwrap: pre-commit refuses protected paths, secret files, secret contents
+//! and failing checks; pre-push stops what slipped past the git guard (here, a copy of
+//! the real git the agent made) before it leaves.
+
+use std::process::Command;
+
+use crate::support::{require_bwrap, World, BIN};
+
+const CHAINED_HOOK: &str = "#!/bin/sh\necho chained-hook-ran >&2\nexit 0\n";
+
+/// A repository pushed to a bare remote, with a user pre-commit hook, the checks
+/// `test ! -e BROKEN` configured, and the hook guard installed in front.
+fn guarded_world() -> World {
+    let world = World::new();
+    world.write("home/proj/src.txt", "one\n");
+    world.write("home/proj/.agent-sandbox/config.jsonc", r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "second"]);
+    let remote = world.path("home/remote.git");
+    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().expect("git init");
+    assert!(out.status.success());
+    world.git(&["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+    world.git(&["push", "-q", "origin", "main", "main:feature"]);
+    world.write("home/proj/.git/hooks/pre-commit", CHAINED_HOOK);
+    world.chmod("home/proj/.git/hooks/pre-commit", 0o755);
+    let install = world.cmd().args(["hooks", "install"]).run();
+    install.ok();
+    world
+}
+
+fn remote_ref(world: &World, name: &str) -> String {
+    let out = Command::new("git")
+        .args([
+            "--git-dir",
+            world.path("home/remote.git").to_str().expect("utf-8"),
+            "rev-parse",
+            "-q",
+            "--verify",
+            name,
+        ])
+        .output()
+        .expect("git");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn head(world: &World) -> String {
+    world.git(&["rev-parse", "HEAD"]).trim().to_owned()
+}
+
+#[test]
+fn pre_commit_refuses_protected_paths_secret_files_secret_contents_and_failing_checks() {
+    require_bwrap!();
+    let world = guarded_world();
+    let before = head(&world);
+    let attacks = [
+        ("protected", "git update-index --add --cacheinfo 100644,$(echo x | git hash-object -w --stdin),.husky/pre-commit"),
+        ("protected", "git update-index --add --cacheinfo 100644,$(echo '{}' | git hash-object -w --stdin),.agent-sandbox/config.jsonc"),
+        ("secret file", "echo k > deploy.pem && git add deploy.pem"),
+        ("secret file", "echo API=1 > .env.production && git add -f .env.production"),
+        ("AWS access key id", "echo 'aws = \"AKIAIOSFODNN7EXAMPLE\"' > settings.py && git add settings.py"),
+        ("private key", "printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\\nb3Blbn\\n' > notes.txt && git add notes.txt"),
+        ("failed", "touch BROKEN && git add BROKEN"),
+    ];
+    for (expected, stage) in attacks {
+        let run = world.sh(&[], &format!("{stage} && git commit -q -m attempt"));
+        let err = run.stderr();
+        assert_ne!(run.code(), 0, "`{stage}` committed:\n{err}");
+        assert!(err.contains("agent-sandbox: pre-commit refused:") && err.contains(expected), "`{stage}`:\n{err}");
+        assert_eq!(head(&world), before, "`{stage}` moved HEAD");
+        world.git(&["reset", "-q", "--hard"]);
+        world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
+    }
+    // The legitimate commit passes the checks and the chained hook still runs.
+    let run = world.sh(&[], "echo two >> src.txt && git commit -qam 'add two' && git log -1 --format=%s");
+    assert_eq!(run.ok(), "add two\n");
+    assert!(run.stderr().contains("chained-hook-ran"), "{}", run.stderr());
+}
+
+#[test]
+fn outside_a_sandbox_the_guard_only_chains() {
+    let world = guarded_world();
+    world.write("home/proj/deploy.pem", "k\n");
+    world.git(&["add", "deploy.pem"]);
+    let out = Command::new("git")
+        .args(["commit", "-qm", "human"])
+        .current_dir(&world.project)
+        .env("HOME", &world.home)
+        .env(
+            "PATH",
+            format!("{}:/usr/local/bin:/usr/bin:/bin", std::path::Path::new(&*BIN).parent().expect("dir").display()),
+        )
+        .output()
+        .expect("git commit");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("chained-hook-ran"), "{err}");
+}
+
+#[test]
+fn pre_push_stops_what_slipped_past_the_git_guard() {
+    require_bwrap!();
+    let world = guarded_world();
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let (main, feature) = (remote_ref(&world, "refs/heads/main"), remote_ref(&world, "refs/heads/feature"));
+    // The agent copies the real git to get past the git guard...
+    let own_git = "cp /run/agent-sandbox/bin/git /tmp/g && ";
+    let attacks = [
+        // ...commits a failing change without hooks, then pushes through the guard;
+        ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky && git push -q origin main"),
+        // ...or pushes it with its own git;
+        ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky && /tmp/g push -q origin main"),
+        // ...rewrites history and force-pushes with its own git;
+        ("not a fast-forward", "/tmp/g reset -q --hard HEAD~1 && /tmp/g commit -q --allow-empty -m rewritten && /tmp/g push -q --force origin main"),
+        // ...or deletes a remote branch with it.
+        ("deletes", "/tmp/g push -q origin :feature"),
+    ];
+    for (expected, attack) in attacks {
+        let run = world.sh(&rw, &format!("{own_git}{attack}"));
+        let err = run.stderr();
+        assert!(err.contains("agent-sandbox: pre-push refused:") && err.contains(expected), "`{attack}`:\n{err}");
+        assert_eq!(
+            (remote_ref(&world, "refs/heads/main"), remote_ref(&world, "refs/heads/feature")),
+            (main.clone(), feature.clone()),
+            "`{attack}` changed the remote"
+        );
+        world.git(&["reset", "-q", "--hard", &main]);
+        world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
+    }
+    // A good commit is pushed normally (its checks run in a temporary worktree).
+    let run = world.sh(&rw, "echo two >> src.txt && git commit -qam good && git push -q origin main && echo pushed");
+    assert_eq!(run.ok(), "pushed\n");
+    assert_eq!(remote_ref(&world, "refs/heads/main"), head(&world));
+}
+
+#[test]
+fn install_is_idempotent_and_uninstall_restores_the_original_hook() {
+    let world = guarded_world();
+    let hook = world.path("home/proj/.git/hooks/pre-commit");
+    assert!(fs_err::read_to_string(&hook).expect("shim").contains("agent-sandbox"));
+    let again = world.cmd().args(["hooks", "install"]).run().ok();
+    assert!(!again.is_empty());
+    world.cmd().args(["hooks", "uninstall"]).run().ok();
+    assert_eq!(fs_err::read_to_string(&hook).expect("restored"), CHAINED_HOOK);
+    assert!(!world.path("home/proj/.git/hooks/pre-push").exists());
+}
