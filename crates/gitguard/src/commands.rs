@@ -893,8 +893,11 @@ mod tests {
         if !String::from_utf8_lossy(&version.stdout).starts_with("git version 2.47") {
             return None;
         }
+        // Some commands want a repository before they print usage: give them their own.
+        let repo = tempfile::tempdir().ok()?;
+        Command::new("git").args(["init", "-q"]).current_dir(repo.path()).output().ok()?;
         // Usage goes to stdout for --help-all and to stderr after an error.
-        let output = Command::new("git").args(args).output().ok()?;
+        let output = Command::new("git").args(args).current_dir(repo.path()).output().ok()?;
         let mut usage = String::from_utf8_lossy(&output.stdout).into_owned();
         usage.push_str(&String::from_utf8_lossy(&output.stderr));
         Some(usage)
