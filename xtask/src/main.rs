@@ -71,8 +71,13 @@ const TEST_USER: &str = "agent-sandbox-ci";
 fn test() -> Result<()> {
     ensure_packages()?;
     let root = root();
-    run(Command::new("cargo").args(["test", "--workspace", "--locked"]).current_dir(&root))?;
+    let mut tally = Tally::default();
+    let status = tally.run(Command::new("cargo").args(["test", "--workspace", "--locked"]).current_dir(&root))?;
+    if !status.success() {
+        bail!("cargo test failed: {status}");
+    }
     if !is_root() {
+        tally.report("as the current user");
         return Ok(());
     }
     eprintln!("xtask: running the test binaries again as the unprivileged user {TEST_USER}");
@@ -98,16 +103,17 @@ fn test() -> Result<()> {
     let home = format!("/home/{TEST_USER}");
     let mut failed = Vec::new();
     for binary in &staged {
-        let status = Command::new("runuser")
-            .args(["-u", TEST_USER, "--", "env", "-i"])
-            .arg(format!("HOME={home}"))
-            .arg("PATH=/usr/local/bin:/usr/bin:/bin")
-            .arg("LANG=C.UTF-8")
-            .arg(format!("CI={}", std::env::var("CI").unwrap_or_default()))
-            .arg(format!("AGENT_SANDBOX_BIN={}", bin.display()))
-            .arg(binary)
-            .current_dir(&stage)
-            .status()?;
+        let status = tally.run(
+            Command::new("runuser")
+                .args(["-u", TEST_USER, "--", "env", "-i"])
+                .arg(format!("HOME={home}"))
+                .arg("PATH=/usr/local/bin:/usr/bin:/bin")
+                .arg("LANG=C.UTF-8")
+                .arg(format!("CI={}", std::env::var("CI").unwrap_or_default()))
+                .arg(format!("AGENT_SANDBOX_BIN={}", bin.display()))
+                .arg(binary)
+                .current_dir(&stage),
+        )?;
         if !status.success() {
             failed.push(binary.display().to_string());
         }
@@ -116,7 +122,49 @@ fn test() -> Result<()> {
     if !failed.is_empty() {
         bail!("as {TEST_USER}, these test binaries failed: {}", failed.join(", "));
     }
+    tally.report(&format!("as root and as {TEST_USER}"));
     Ok(())
+}
+
+/// Adds up libtest's `test result:` lines while passing all output through.
+#[derive(Default)]
+struct Tally {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl Tally {
+    fn run(&mut self, cmd: &mut Command) -> Result<std::process::ExitStatus> {
+        use std::io::{BufRead, BufReader};
+        let mut child =
+            cmd.stdout(std::process::Stdio::piped()).spawn().with_context(|| format!("starting {cmd:?}"))?;
+        let stdout = child.stdout.take().context("piped stdout")?;
+        for line in BufReader::new(stdout).lines() {
+            let line = line?;
+            println!("{line}");
+            if let Some(rest) = line.strip_prefix("test result: ") {
+                for part in rest.split(';') {
+                    let mut words = part.split_whitespace().rev();
+                    let (Some(label), Some(count)) = (words.next(), words.next()) else { continue };
+                    let Ok(count) = count.parse::<u64>() else { continue };
+                    match label {
+                        "passed" => self.passed += count,
+                        "failed" => self.failed += count,
+                        "ignored" => self.ignored += count,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(child.wait()?)
+    }
+
+    /// The closing line: `total: N passed, N failed, N skipped`.
+    fn report(&self, how: &str) {
+        eprintln!("xtask: every test binary passed {how}");
+        println!("total: {} passed, {} failed, {} skipped", self.passed, self.failed, self.ignored);
+    }
 }
 
 /// The test executables `cargo test --workspace` builds.
