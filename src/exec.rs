@@ -37,7 +37,7 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
         Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
         None => home.join(default).join("agent-sandbox"),
     };
-    let global_dir = xdg("XDG_CONFIG_HOME", ".config");
+    let global_dir = config::global_dir(&home);
     let cache_dir = xdg("XDG_CACHE_HOME", ".cache");
     let state_dir = xdg("XDG_STATE_HOME", ".local/state");
     let sources = config::Sources {

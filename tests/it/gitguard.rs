@@ -268,3 +268,68 @@ fn redirected_configuration_and_fake_git_dirs_are_refused_by_outcome() {
         assert!(stderr.contains("agent-sandbox: refused `git commit`"), "`{attack}`:\n{stderr}");
     }
 }
+
+/// bwrap arguments for a container-like root: the system read-only, this binary
+/// installed as git (PATH and exec-path), the real git at the fixed root-owned path,
+/// the `/.agent-sandbox` marker, and the test world read-write.
+fn container(world: &World) -> Vec<String> {
+    let bin = crate::support::BIN.as_str();
+    let marker = world.write("marker", "");
+    let root = world.root.display().to_string();
+    let real = std::fs::canonicalize("/usr/local/bin/git").expect("git 2.47 at /usr/local/bin/git");
+    let mut args: Vec<String> = ["--unshare-user", "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    for dir in ["/usr", "/etc"] {
+        args.extend(["--ro-bind".into(), dir.into(), dir.into()]);
+    }
+    for link in ["bin", "lib", "lib64", "sbin"] {
+        if let Ok(target) = std::fs::read_link(format!("/{link}")) {
+            args.extend(["--symlink".into(), target.display().to_string(), format!("/{link}")]);
+        }
+    }
+    args.extend(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/usr/libexec"].map(String::from));
+    args.extend(["--ro-bind".into(), real.display().to_string(), "/usr/libexec/agent-sandbox/git".into()]);
+    args.extend(["--ro-bind".into(), bin.into(), "/usr/libexec/agent-sandbox/agent-sandbox".into()]);
+    for git in ["/usr/local/bin/git", "/usr/bin/git", "/usr/local/libexec/git-core/git"] {
+        args.extend(["--ro-bind".into(), bin.into(), git.into()]);
+    }
+    args.extend(["--ro-bind".into(), marker.display().to_string(), "/.agent-sandbox".into()]);
+    args.extend(["--bind".into(), root.clone(), root]);
+    args.extend(["--chdir".into(), world.project.display().to_string()]);
+    args
+}
+
+#[test]
+fn installed_as_git_in_a_container_image_the_guard_works_unchanged() {
+    require_bwrap!();
+    let world = world_with_remote(FAILING_HOOK);
+    let off = "printf '[core]\\n\\thooksPath = /dev/null\\n[user]\\n\\tname = a\\n\\temail = a@b.invalid\\n' > /tmp/off.gitconfig;";
+    let script = format!(
+        "echo change >> src.txt; git add src.txt; \
+         git commit -q --no-verify -m x; echo no-verify=$?; \
+         git commit -q -m x 2>/dev/null; echo hook=$?; \
+         mkdir -p /tmp/h; {off} cp /tmp/off.gitconfig /tmp/h/.gitconfig; HOME=/tmp/h git commit -q -m x; echo home=$?; \
+         git push -q --force origin main; echo force=$?; \
+         git log -n 1 --format=%s; \
+         /usr/libexec/agent-sandbox/git --version | cut -c1-11; \
+         /usr/libexec/agent-sandbox/agent-sandbox check"
+    );
+    let mut cmd = std::process::Command::new("bwrap");
+    cmd.args(container(&world))
+        .args(["--setenv", "HOME"])
+        .arg(&world.home)
+        .args(["--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin"])
+        .args(["--", "sh", "-c", &script]);
+    let out = cmd.output().expect("bwrap");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stdout, "no-verify=1\nhook=1\nhome=1\nforce=1\nsecond\ngit version\ninside an agent-sandbox (container)\n",
+        "{stderr}"
+    );
+    assert!(stderr.contains("refused `git commit --no-verify`"), "{stderr}");
+    assert!(stderr.contains("git would run the hooks in /dev/null"), "{stderr}");
+    assert!(stderr.contains("refused `git push --force`"), "{stderr}");
+}

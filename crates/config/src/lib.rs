@@ -238,6 +238,27 @@ pub fn load(sources: &Sources, cli: Layer) -> Result<(Config, Vec<PathBuf>), Con
     Ok((merge(layers), files))
 }
 
+/// The global config directory: `$XDG_CONFIG_HOME/agent-sandbox`, else
+/// `~/.config/agent-sandbox` (`home` is the caller's `$HOME`).
+pub fn global_dir(home: &Path) -> PathBuf {
+    match std::env::var_os("XDG_CONFIG_HOME").filter(|dir| !dir.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
+        None => home.join(".config/agent-sandbox"),
+    }
+}
+
+/// The configuration as the guards inside a sandbox see it: defaults, global and the
+/// project's file at `project_root`, no flags.
+pub fn load_for_project(project_root: &Path) -> Result<Config, ConfigError> {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let sources = Sources {
+        global_dir: Some(global_dir(&home)),
+        project_dir: project_root.join(".agent-sandbox"),
+        explicit: None,
+    };
+    load(&sources, Layer::default()).map(|(config, _)| config)
+}
+
 /// The built-in defaults layer.
 pub fn defaults() -> Layer {
     parse_layer(DEFAULTS_JSONC, Path::new("<built-in defaults>"), LayerKind::Default)

@@ -81,7 +81,7 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     // Inside, the real git directly: the git guard has already judged this command.
     let real = Path::new(sandbox::plan::RUNTIME_DIR).join("bin/git");
     let git = if real.exists() { real } else { PathBuf::from("git") };
-    let config = load_config(&top).map_err(|err| {
+    let config = config::load_for_project(&top).map_err(|err| {
         refuse(format!("cannot read the agent-sandbox configuration: {err}"), "fix the configuration file it names")
     })?;
     let repo = Repo { top, git, config };
@@ -100,17 +100,6 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
         }
     }
     chain(&repo, hook, args, &stdin)
-}
-
-fn load_config(top: &Path) -> Result<config::Config, config::ConfigError> {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-    let global_dir = match std::env::var_os("XDG_CONFIG_HOME").filter(|dir| !dir.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
-        None => home.join(".config/agent-sandbox"),
-    };
-    let sources =
-        config::Sources { global_dir: Some(global_dir), project_dir: top.join(".agent-sandbox"), explicit: None };
-    config::load(&sources, config::Layer::default()).map(|(config, _)| config)
 }
 
 /// Runs the hook that was in place before `hooks install`, with git's arguments and

@@ -142,16 +142,92 @@ fn check_repository(request: &Request<'_>, start_dir: &Path, project: &RepoFacts
 /// Runs the guard for `git ARGS` (a dashed invocation arrives already turned into
 /// `git SUB ARGS`); returns only when git was not exec'd.
 pub fn run(args: &[OsString]) -> i32 {
-    let argv0 = "git";
     let run = Path::new(RUNTIME_DIR);
-    let real = run.join("bin/git");
-    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let (options, project) = load_options(run);
+    guard(&run.join("bin/git"), &options, project.as_ref(), args)
+}
+
+/// Where a container image keeps the real git when this binary is installed as
+/// `/usr/bin/git` (root-owned, so the agent cannot replace it).
+pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
+
+/// The guard in a container (`/.agent-sandbox` marker, this binary installed as git):
+/// settings come from the agent-sandbox config, and since no start snapshot exists, the
+/// outcome check compares with the repository as a clean environment shows it.
+pub fn run_in_container(args: &[OsString]) -> i32 {
+    let start = start_dir(args);
+    let project_root = gix::discover(&start).ok().and_then(|repo| repo.workdir().map(Path::to_path_buf));
+    let config = project_root.as_deref().map(config::load_for_project);
+    let options = match config {
+        Some(Ok(config)) => GuardOptions {
+            allow_branch_deletion: config.git_allow_branch_deletion.value,
+            allow_plumbing_commits: config.git_allow_plumbing_commits.value,
+        },
+        // An unreadable config means the strictest settings.
+        _ => GuardOptions { allow_branch_deletion: false, allow_plumbing_commits: false },
+    };
+    let project = clean_repo_facts(&start);
+    guard(Path::new(CONTAINER_REAL_GIT), &options, project.as_ref(), args)
+}
+
+/// The variables through which an invocation can make git read another configuration
+/// or repository; [`clean_repo_facts`] reads the repository without them.
+const REDIRECTING_VARS: &[&str] = &[
+    "XDG_CONFIG_HOME",
+    "GIT_DIR",
+    "GIT_COMMON_DIR",
+    "GIT_WORK_TREE",
+    "GIT_CONFIG",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_PARAMETERS",
+];
+
+/// [`repo_facts`] as the user's own setup shows them: `HOME` from the password database,
+/// none of [`REDIRECTING_VARS`]. The process is single-threaded here, so changing its
+/// environment for the duration of the read is safe; it is restored afterwards.
+fn clean_repo_facts(start: &Path) -> Option<RepoFacts> {
+    let saved: Vec<(&str, Option<OsString>)> = std::iter::once("HOME")
+        .chain(REDIRECTING_VARS.iter().copied())
+        .map(|name| (name, std::env::var_os(name)))
+        .collect();
+    for name in REDIRECTING_VARS {
+        std::env::remove_var(name);
+    }
+    if let Some(home) = passwd_home() {
+        std::env::set_var("HOME", home);
+    }
+    let facts = repo_facts(start);
+    for (name, value) in saved {
+        match value {
+            Some(value) => std::env::set_var(name, value),
+            None => std::env::remove_var(name),
+        }
+    }
+    facts
+}
+
+/// This user's home directory from `/etc/passwd`.
+fn passwd_home() -> Option<PathBuf> {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() }.to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() > 5 && fields[2] == uid).then(|| PathBuf::from(fields[5]))
+    })
+}
+
+fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args: &[OsString]) -> i32 {
+    let argv0 = "git";
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let start = start_dir(args);
     let config = RepoConfig { start: start.clone(), values: OnceCell::new() };
-    let request = Request { argv0, args, env: &env, config: &config, options: &options };
+    let request = Request { argv0, args, env: &env, config: &config, options };
     let mut verdict = gitguard::judge(&request);
-    if let (Verdict::Run { .. }, Some(project)) = (&verdict, &project) {
+    if let (Verdict::Run { .. }, Some(project)) = (&verdict, project) {
         if let Some(refusal) = check_repository(&request, &start, project) {
             verdict = Verdict::Refuse(refusal);
         }
@@ -161,12 +237,12 @@ pub fn run(args: &[OsString]) -> i32 {
             for notice in notices {
                 eprintln!("agent-sandbox: {notice}");
             }
-            exec_real(&real, args, &strip_env)
+            exec_real(real, args, &strip_env)
         }
         Verdict::Refuse(refusal) => {
-            if refusal.rule == "no-verify" && spawned_by_git_sequencer(&real) {
+            if refusal.rule == "no-verify" && spawned_by_git_sequencer(real) {
                 // `git rebase`/`cherry-pick`/`revert` run `git commit -n` themselves.
-                return exec_real(&real, args, &[]);
+                return exec_real(real, args, &[]);
             }
             eprintln!("{refusal}");
             let target = format!("git {}", args.iter().map(|arg| arg.to_string_lossy()).collect::<Vec<_>>().join(" "));

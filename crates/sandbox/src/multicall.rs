@@ -15,6 +15,13 @@ use crate::plan::RUNTIME_DIR;
 /// not exec.
 pub fn dispatch(name: &str, args: &[OsString]) -> i32 {
     let run = Path::new(RUNTIME_DIR);
+    let is_git = name == "git" || name.starts_with("git-");
+    if is_git && !run.join("agent-sandbox").exists() && Path::new(crate::git::CONTAINER_REAL_GIT).exists() {
+        // Installed as git in a container image (the real git moved aside).
+        let mut git_args: Vec<OsString> = name.strip_prefix("git-").map(OsString::from).into_iter().collect();
+        git_args.extend(args.iter().cloned());
+        return crate::git::run_in_container(&git_args);
+    }
     if config::check_command_name(name).is_err() || !run.join("agent-sandbox").exists() {
         eprintln!("agent-sandbox: multicall only works inside an agent-sandbox (for {name:?})");
         return 127;
