@@ -18,8 +18,8 @@ struct Loaded {
     ctx: Context,
     config: config::Config,
     files: Vec<PathBuf>,
-    /// Where the secret scan keeps its listings between runs.
-    scan_cache: PathBuf,
+    /// agent-sandbox's cache: scan listings, git exec-path stand-ins.
+    cache_dir: PathBuf,
     repo: Option<sandbox::git::RepoFacts>,
 }
 
@@ -55,12 +55,10 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
     config.ro.push(own(&global_dir));
     config.exclude.push(own(&cache_dir));
     config.exclude.push(own(&state_dir));
-    let scan_cache =
-        cache_dir.join("scan").join(format!("{:016x}", fnv1a(project_root.as_os_str().as_encoded_bytes())));
     // The repository as git sees it (every config file), for @git and the guard.
     let repo = project_root.join(".git").exists().then(|| sandbox::git::repo_facts(&project_root)).flatten();
     let hooks_path = repo.as_ref().and_then(|repo| repo.hooks_path.clone());
-    Ok(Loaded { ctx: Context { home, cwd, project_root, hooks_path }, config, files, scan_cache, repo })
+    Ok(Loaded { ctx: Context { home, cwd, project_root, hooks_path }, config, files, cache_dir, repo })
 }
 
 /// FNV-1a: a stable file name for a project's scan cache.
@@ -90,7 +88,9 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             eprintln!("agent-sandbox: debug: {line}");
         }
     };
-    let Loaded { ctx, config, files, scan_cache, repo } = load(&args.policy)?;
+    let Loaded { ctx, config, files, cache_dir, repo } = load(&args.policy)?;
+    let scan_cache =
+        cache_dir.join("scan").join(format!("{:016x}", fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
     debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
     if files.is_empty() {
         debug("config: no config files found, built-in defaults only");
@@ -132,6 +132,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         &policy.mounts,
         &ctx.home,
         &ctx.cwd,
+        &cache_dir,
         &mut policy.notes,
     )?;
     for note in &policy.notes {
@@ -174,6 +175,12 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
              with the network on, the sandbox can reach host services listening on them (--network off closes this)",
             sandbox::landlock::abi()
         );
+    }
+    for command in &commands {
+        for (index, dir) in command.exec_dirs.iter().enumerate() {
+            sandbox::commands::ensure_stand_in(index, dir)
+                .with_context(|| format!("preparing the stand-in for {}", dir.path.display()))?;
+        }
     }
     let git_options = sandbox::git::options_json(
         config.git_allow_branch_deletion.value,

@@ -5,7 +5,7 @@
 use std::{
     collections::BTreeMap,
     ffi::{OsStr, OsString},
-    os::unix::fs::{MetadataExt, PermissionsExt},
+    os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt},
     path::{Path, PathBuf},
 };
 
@@ -32,6 +32,7 @@ pub fn wrap(
     mounts: &[Mount],
     home: &Path,
     cwd: &Path,
+    cache_dir: &Path,
     notes: &mut Vec<String>,
 ) -> Result<Vec<WrappedCommand>, CommandError> {
     let mut wrapped = Vec::new();
@@ -78,7 +79,7 @@ pub fn wrap(
             targets.iter().map(|target| target.display().to_string()).collect::<Vec<_>>().join(", "),
             rule.origin
         ));
-        let exec_dirs = if name == "git" { git_exec_dirs(&targets, mounts) } else { Vec::new() };
+        let exec_dirs = if name == "git" { git_exec_dirs(&targets, mounts, cache_dir) } else { Vec::new() };
         for dir in &exec_dirs {
             let git = dir.entries.iter().filter(|(_, is_git)| *is_git).count();
             notes.push(format!(
@@ -104,7 +105,7 @@ pub fn wrap(
 /// binary's own directory when it is a `git-core`), plus the usual system locations.
 /// In each, an entry is git itself if it is named `git`, is a hard link to a git binary,
 /// or is a symlink resolving to one.
-pub fn git_exec_dirs(targets: &[PathBuf], mounts: &[Mount]) -> Vec<ExecDir> {
+pub fn git_exec_dirs(targets: &[PathBuf], mounts: &[Mount], cache_dir: &Path) -> Vec<ExecDir> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     for target in targets {
         let Some(bin) = target.parent() else { continue };
@@ -143,9 +144,53 @@ pub fn git_exec_dirs(targets: &[PathBuf], mounts: &[Mount]) -> Vec<ExecDir> {
             })
             .collect();
         entries.sort();
-        result.push(ExecDir { path: dir, entries });
+        let stand_in = cache_dir.join("git-exec").join(format!("{:016x}", stand_in_hash(result.len(), &entries)));
+        result.push(ExecDir { path: dir, entries, stand_in });
     }
     result
+}
+
+/// FNV-1a over what a stand-in directory holds: its index (symlink targets name it) and
+/// every entry with its kind. Equal hashes, equal directories.
+fn stand_in_hash(index: usize, entries: &[(OsString, bool)]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let index = index.to_string();
+    let bytes = std::iter::once(index.as_bytes()).chain(entries.iter().map(|(name, _)| name.as_encoded_bytes()));
+    for (part, is_git) in bytes.zip(std::iter::once(false).chain(entries.iter().map(|(_, is_git)| *is_git))) {
+        for byte in part.iter().copied().chain([u8::from(is_git), 0]) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// Builds the stand-in directory for exec dir `index` unless it exists: a symlink per
+/// entry, to the launcher for git's own entries and to the original
+/// (`/run/agent-sandbox/git-exec-real/<index>/<entry>`) for the rest. Built in a
+/// temporary directory and renamed into place, so a concurrent start never sees half
+/// of one.
+pub fn ensure_stand_in(index: usize, dir: &ExecDir) -> std::io::Result<()> {
+    if dir.stand_in.is_dir() {
+        return Ok(());
+    }
+    let parent = dir.stand_in.parent().unwrap_or(Path::new("/"));
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+    let building = tempfile::Builder::new().prefix(".building-").tempdir_in(parent)?;
+    let original = crate::plan::exec_dir_original(index);
+    let launcher = Path::new(crate::plan::RUNTIME_DIR).join("agent-sandbox");
+    for (entry, is_git) in &dir.entries {
+        let target = if *is_git { launcher.clone() } else { original.join(entry) };
+        std::os::unix::fs::symlink(target, building.path().join(entry))?;
+    }
+    std::fs::set_permissions(building.path(), std::fs::Permissions::from_mode(0o755))?;
+    let built = building.keep();
+    if let Err(err) = std::fs::rename(&built, &dir.stand_in) {
+        let _ = std::fs::remove_dir_all(&built);
+        if !dir.stand_in.is_dir() {
+            return Err(err);
+        }
+    }
+    Ok(())
 }
 
 /// Every executable called `name` in the directories of `path_var`, canonicalized,

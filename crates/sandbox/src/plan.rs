@@ -52,6 +52,9 @@ pub struct ExecDir {
     /// Entry names, with `true` for those that are git itself (hard links, symlinks to
     /// it, `git`): they lead to the launcher; the others to the original files.
     pub entries: Vec<(std::ffi::OsString, bool)>,
+    /// The host directory of symlinks mounted in its place (see
+    /// `commands::ensure_stand_in`): built once, named after a hash of its contents.
+    pub stand_in: PathBuf,
 }
 
 /// Inside the sandbox: where exec dir `index` is, as the host has it.
@@ -121,7 +124,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         }
         for (index, dir) in command.exec_dirs.iter().enumerate() {
             args.bind("--ro-bind", &dir.path, &exec_dir_original(index));
-            args.bind("--ro-bind", &plan.runtime.join("git-exec").join(index.to_string()), &dir.path);
+            args.bind("--ro-bind", &dir.stand_in, &dir.path);
         }
         for target in &command.targets {
             // The binary dispatches on argv[0]; a target whose file name is not the
@@ -224,6 +227,7 @@ mod tests {
                 exec_dirs: vec![ExecDir {
                     path: "/usr/lib/git-core".into(),
                     entries: vec![("git".into(), true), ("git-sh-setup".into(), false)],
+                    stand_in: "/home/u/.cache/agent-sandbox/git-exec/0123".into(),
                 }],
             },
             WrappedCommand {
@@ -308,7 +312,7 @@ mod tests {
             "/usr/lib/git-core",
             "/run/agent-sandbox/git-exec-real/0",
             "--ro-bind",
-            "/tmp/rt/git-exec/0",
+            "/home/u/.cache/agent-sandbox/git-exec/0123",
             "/usr/lib/git-core",
             "--ro-bind",
             "/opt/as/agent-sandbox",

@@ -11,9 +11,8 @@
 //! presets/<cmd>     which built-in preset handles <cmd> (`git`, `deny`)
 //! wrappers/<cmd>    mount points for wrapper scripts
 //! shims/<cmd>       `exec /run/agent-sandbox/agent-sandbox multicall <cmd> "$@"`
-//! git-exec/<n>/     stands in for git's n-th exec-path directory: symlinks to the
-//!                   launcher (git itself) or to git-exec-real/<n>/<entry> (the rest)
-//! git-exec-real/<n> mount point for the original directory
+//! git-exec-real/<n> mount point for git's n-th exec-path directory, whose place a
+//!                   stand-in directory takes (`commands::ensure_stand_in`)
 //! ```
 //!
 //! The directories are mode 0111 once populated, so `ls /run/agent-sandbox/bin` fails
@@ -58,16 +57,8 @@ impl Runtime {
             fs_err::create_dir(root.join(sub))?;
         }
         for command in commands {
-            for (index, dir) in command.exec_dirs.iter().enumerate() {
-                let stand_in = root.join("git-exec").join(index.to_string());
-                fs_err::create_dir_all(&stand_in)?;
+            for index in 0..command.exec_dirs.len() {
                 fs_err::create_dir_all(root.join("git-exec-real").join(index.to_string()))?;
-                let original = crate::plan::exec_dir_original(index);
-                for (entry, is_git) in &dir.entries {
-                    let target =
-                        if *is_git { Path::new(RUNTIME_DIR).join("agent-sandbox") } else { original.join(entry) };
-                    std::os::unix::fs::symlink(target, stand_in.join(entry))?;
-                }
             }
             let name = &command.name;
             if command.real.is_some() {
