@@ -5,6 +5,7 @@
 use std::{
     ffi::OsString,
     io::IsTerminal,
+    os::unix::fs::DirBuilderExt,
     path::{Path, PathBuf},
 };
 
@@ -20,6 +21,8 @@ struct Loaded {
     files: Vec<PathBuf>,
     /// agent-sandbox's cache: scan listings, git exec-path stand-ins.
     cache_dir: PathBuf,
+    /// Its own directories (config, cache, state), hidden or read-only inside.
+    own_dirs: [PathBuf; 3],
     repo: Option<sandbox::git::RepoFacts>,
 }
 
@@ -58,7 +61,14 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
     // The repository as git sees it (every config file), for @git and the guard.
     let repo = project_root.join(".git").exists().then(|| sandbox::git::repo_facts(&project_root)).flatten();
     let hooks_path = repo.as_ref().and_then(|repo| repo.hooks_path.clone());
-    Ok(Loaded { ctx: Context { home, cwd, project_root, hooks_path }, config, files, cache_dir, repo })
+    Ok(Loaded {
+        ctx: Context { home, cwd, project_root, hooks_path },
+        config,
+        files,
+        cache_dir: cache_dir.clone(),
+        own_dirs: [global_dir, cache_dir, state_dir],
+        repo,
+    })
 }
 
 /// FNV-1a: a stable file name for a project's scan cache.
@@ -88,7 +98,8 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             eprintln!("agent-sandbox: debug: {line}");
         }
     };
-    let Loaded { ctx, config, files, cache_dir, repo } = load(&args.policy)?;
+    let Loaded { ctx, config, files, cache_dir, own_dirs, repo } = load(&args.policy)?;
+    prepare_own_dirs(&own_dirs, &ctx.project_root)?;
     let scan_cache =
         cache_dir.join("scan").join(format!("{:016x}", fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
     debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
@@ -132,6 +143,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         &policy.mounts,
         &ctx.home,
         &ctx.cwd,
+        &ctx.project_root,
         &cache_dir,
         &mut policy.notes,
     )?;
@@ -192,9 +204,65 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));
+    let planted_before = plantable(&ctx.project_root);
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
+    quarantine(&ctx.project_root, &planted_before);
     runtime.remove().context("removing the runtime directory")?;
     Ok(code?)
+}
+
+/// agent-sandbox's own directories exist before the policy is resolved, so that their
+/// excludes apply from the first run, even under a granted parent; and the project's
+/// config directory exists (read-only inside), so that the agent cannot create a config
+/// that the next run would trust.
+fn prepare_own_dirs(own_dirs: &[PathBuf], project_root: &Path) -> Result<()> {
+    for dir in own_dirs {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let project_config = project_root.join(".agent-sandbox");
+    if project_config.symlink_metadata().is_err() {
+        std::fs::create_dir(&project_config)
+            .with_context(|| format!("creating the placeholder {}", project_config.display()))?;
+    }
+    Ok(())
+}
+
+/// Files in a plain `.git` directory that the host's git would honour but that the
+/// sandbox cannot mount read-only before they exist: `commondir` (git would take its
+/// configuration, hooks and refs from elsewhere) and `config.worktree`.
+const PLANTABLE: &[&str] = &["commondir", "config.worktree"];
+
+/// Which [`PLANTABLE`] files exist now.
+fn plantable(project_root: &Path) -> Vec<bool> {
+    PLANTABLE.iter().map(|name| project_root.join(".git").join(name).symlink_metadata().is_ok()).collect()
+}
+
+/// Moves aside what the sandbox planted in `.git` (see [`PLANTABLE`]) and says so.
+fn quarantine(project_root: &Path, before: &[bool]) {
+    for (name, existed) in PLANTABLE.iter().zip(before) {
+        let path = project_root.join(".git").join(name);
+        if *existed || path.symlink_metadata().is_err() {
+            continue;
+        }
+        let aside = path.with_file_name(format!("{name}.agent-sandbox-quarantined"));
+        let moved = std::fs::rename(&path, &aside);
+        eprintln!(
+            "agent-sandbox: WARNING: the sandbox created {}, which would change what git does outside it; {}",
+            path.display(),
+            match moved {
+                Ok(()) => format!("moved it to {} (inspect it, then delete it)", aside.display()),
+                Err(err) => format!("could not move it aside ({err}): delete it before running git here"),
+            }
+        );
+        let event = audit::Event::new("git", "write", &path.display().to_string(), "blocked", "git-plant", None);
+        if let Some(log) = audit::default_path() {
+            let _ = audit::append(&log, &[event]);
+        }
+    }
 }
 
 fn plan<'a>(

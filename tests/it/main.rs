@@ -10,6 +10,7 @@ mod git;
 mod gitguard;
 mod hookguard;
 mod isolation;
+mod next_session;
 mod runtime;
 mod secrets;
 mod support;

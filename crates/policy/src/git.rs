@@ -19,21 +19,47 @@ pub struct Layout {
 }
 
 /// The layout of the repository whose work tree is `root`, if it is one.
+///
+/// Everything here is read from files a sandboxed agent can write (`.git`, a
+/// `commondir` file), and what it finds outside the project is granted read-write. So a
+/// git directory outside the project is believed only when git's own links check out:
+/// a linked worktree's git dir names this work tree in its `gitdir` file and lives in
+/// `<common dir>/worktrees/`; a submodule's is a git directory under a `modules/`
+/// directory. A `commondir` file in a plain `.git` directory (which git would honour)
+/// is ignored here: only a worktree's git dir has one.
 pub fn layout(root: &Path) -> Option<Layout> {
     let dot_git = root.join(".git");
     let meta = dot_git.symlink_metadata().ok()?;
-    let git_dir = if meta.is_dir() {
-        dot_git
-    } else {
-        let text = std::fs::read_to_string(&dot_git).ok()?;
-        let target = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?.trim();
-        normalize(&root.join(target))
-    };
-    let common_dir = match std::fs::read_to_string(git_dir.join("commondir")) {
-        Ok(text) => normalize(&git_dir.join(text.trim())),
-        Err(_) => git_dir.clone(),
-    };
-    Some(Layout { git_dir, common_dir })
+    if meta.is_dir() {
+        return Some(Layout { git_dir: dot_git.clone(), common_dir: dot_git });
+    }
+    if !meta.is_file() {
+        return None; // a symlinked .git is not followed
+    }
+    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let target = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?.trim();
+    let git_dir = normalize(&root.join(target));
+    if git_dir.starts_with(root) {
+        return Some(Layout { git_dir: git_dir.clone(), common_dir: git_dir });
+    }
+    match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(common) => {
+            let common_dir = normalize(&git_dir.join(common.trim()));
+            let back_link = std::fs::read_to_string(git_dir.join("gitdir")).ok()?;
+            let links_back = Path::new(back_link.trim()).canonicalize().ok()? == dot_git.canonicalize().ok()?;
+            let in_worktrees = git_dir.parent() == Some(common_dir.join("worktrees").as_path());
+            (links_back && in_worktrees && is_repository(&common_dir)).then_some(Layout { git_dir, common_dir })
+        }
+        Err(_) => {
+            let submodule = git_dir.components().any(|part| part.as_os_str() == "modules");
+            (submodule && is_repository(&git_dir)).then(|| Layout { git_dir: git_dir.clone(), common_dir: git_dir })
+        }
+    }
+}
+
+/// A directory with what every git repository has.
+fn is_repository(dir: &Path) -> bool {
+    dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
 }
 
 /// The extra rules `@git` needs beyond its fixed paths: a worktree's shared git
@@ -41,7 +67,7 @@ pub fn layout(root: &Path) -> Option<Layout> {
 /// configured hooks directory is read-only wherever it is.
 pub fn layout_rules(root: &Path, hooks_path: Option<&Path>, notes: &mut Vec<String>) -> Vec<(Access, PathBuf)> {
     let Some(layout) = layout(root) else {
-        notes.push(format!("git: {} is not a git work tree", root.display()));
+        notes.push(format!("git: {} is not a git work tree (or its .git does not check out)", root.display()));
         return Vec::new();
     };
     notes.push(format!(

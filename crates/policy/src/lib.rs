@@ -166,6 +166,11 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         }
         if preset.name == "git" {
             for (access, path) in git::layout_rules(&ctx.project_root, ctx.hooks_path.as_deref(), &mut notes) {
+                // Never a directory that holds the home directory or the project itself.
+                if access == Access::Rw && (ctx.home.starts_with(&path) || ctx.project_root.starts_with(&path)) {
+                    notes.push(format!("git: refusing to grant {} (it contains home or the project)", path.display()));
+                    continue;
+                }
                 rules.push(Rule {
                     path,
                     access,
@@ -182,7 +187,7 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
 
     for (access, entries) in [(Access::Ro, &config.ro), (Access::Rw, &config.rw), (Access::Exclude, &config.exclude)] {
         for entry in entries {
-            let pattern = resolve_path(&entry.value, ctx);
+            let pattern = resolve_path(&entry.value, ctx, &entry.origin);
             let expanded = expand_pattern(&pattern, &entry.value, &entry.origin)?;
             if expanded.is_empty() {
                 if let Location::Flag(flag) = &entry.origin.location {
@@ -223,7 +228,7 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         }
     }
 
-    let mounts = settle(rules);
+    let mounts = settle(rules, ctx, &mut notes);
     for mount in &mounts {
         notes.push(format!(
             "access {:<7} {} ({}, from {})",
@@ -238,9 +243,25 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
 
 /// Picks the winning rule per path and orders the result parents-first. Excludes
 /// under nothing visible are dropped: there is nothing to hide.
-fn settle(rules: Vec<Rule>) -> Vec<Mount> {
+fn settle(rules: Vec<Rule>, ctx: &Context, notes: &mut Vec<String>) -> Vec<Mount> {
+    let project = ctx.project_root.canonicalize().unwrap_or_else(|_| ctx.project_root.clone());
     let mut best: BTreeMap<PathBuf, Rule> = BTreeMap::new();
     for rule in rules {
+        // The project's contents are the agent's to shape: a path in it that leads
+        // outside (a symlink it planted last time) must not mount the outside in.
+        if rule.access != Access::Exclude && rule.path.starts_with(&ctx.project_root) && rule.path != ctx.project_root {
+            if let Ok(real) = rule.path.canonicalize() {
+                if !real.starts_with(&project) {
+                    notes.push(format!(
+                        "skipped {} ({}): it leads outside the project, to {}",
+                        rule.path.display(),
+                        rule.written,
+                        real.display()
+                    ));
+                    continue;
+                }
+            }
+        }
         let key = (rule.exact, rule.access, rule.layer);
         match best.get(&rule.path) {
             Some(current) if (current.exact, current.access, current.layer) > key => {}
@@ -269,6 +290,40 @@ fn settle(rules: Vec<Rule>) -> Vec<Mount> {
             link: None,
             rule: rule.written.clone(),
             origin: rule.origin.clone(),
+        });
+    }
+    // A read-only path inside a writable one stays put only if its parents do: bind each
+    // parent between them onto itself, so renaming it away (`mv .git x`, then a new
+    // `.git/hooks`) fails with EBUSY.
+    let mut pins: Vec<PathBuf> = Vec::new();
+    for mount in mounts.iter().filter(|mount| mount.access == Access::Ro) {
+        let Some(enclosing) = mounts
+            .iter()
+            .filter(|other| other.path != mount.path && mount.path.starts_with(&other.path))
+            .max_by_key(|other| other.path.components().count())
+        else {
+            continue;
+        };
+        if enclosing.access != Access::Rw {
+            continue;
+        }
+        for ancestor in mount.path.ancestors().skip(1) {
+            if ancestor == enclosing.path {
+                break;
+            }
+            if !mounts.iter().any(|other| other.path == ancestor) && !pins.iter().any(|pin| pin == ancestor) {
+                pins.push(ancestor.to_path_buf());
+            }
+        }
+    }
+    for pin in pins {
+        mounts.push(Mount {
+            path: pin,
+            access: Access::Rw,
+            kind: Kind::Dir,
+            link: None,
+            rule: "pinned: parent of a read-only path".into(),
+            origin: Origin { layer: LayerKind::Default, location: Location::Builtin },
         });
     }
     mounts.sort_by(|a, b| {
@@ -312,14 +367,20 @@ fn is_glob(text: &str) -> bool {
     text.contains(['*', '?', '['])
 }
 
-/// `~` → home, relative → the effective cwd, then lexically normalized.
-pub fn resolve_path(written: &str, ctx: &Context) -> PathBuf {
+/// `~` → home; relative → the effective cwd for a command-line flag, the project root
+/// for a config file (a project's `"exclude": ["fixtures/dump"]` must mean the same
+/// path whichever subdirectory the agent starts in); then lexically normalized.
+pub fn resolve_path(written: &str, ctx: &Context, origin: &Origin) -> PathBuf {
+    let base = match origin.layer {
+        LayerKind::Cli => &ctx.cwd,
+        _ => &ctx.project_root,
+    };
     let joined = if written == "~" {
         ctx.home.clone()
     } else if let Some(rest) = written.strip_prefix("~/") {
         ctx.home.join(rest)
     } else {
-        ctx.cwd.join(written)
+        base.join(written)
     };
     normalize(&joined)
 }

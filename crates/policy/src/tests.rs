@@ -136,12 +136,18 @@ fn specificity_rules() {
         (
             "an exact path beats a glob on the same path",
             vec![cli_layer(None, &["docs/*".into()], &["docs/a.md".into()], &[], &[]).expect("flags")],
-            vec![("home/proj", "rw"), ("home/proj/docs/a.md", "rw"), ("home/proj/docs/b.md", "ro")],
+            // docs is pinned (bound onto itself): it holds a read-only file.
+            vec![
+                ("home/proj", "rw"),
+                ("home/proj/docs", "rw"),
+                ("home/proj/docs/a.md", "rw"),
+                ("home/proj/docs/b.md", "ro"),
+            ],
         ),
         (
             "globs expand to existing paths only",
             vec![cli_layer(None, &["*/lib.rs".into(), "nope/*".into()], &[], &[], &[]).expect("flags")],
-            vec![("home/proj", "rw"), ("home/proj/vendor/lib.rs", "ro")],
+            vec![("home/proj", "rw"), ("home/proj/vendor", "rw"), ("home/proj/vendor/lib.rs", "ro")],
         ),
         (
             "an exclude inside the project hides it",
@@ -214,6 +220,7 @@ fn git_and_lint_presets_protect_project_paths() {
             ("home/proj", "rw"),
             ("home/proj/.agent-sandbox", "ro"),
             ("home/proj/.eslintrc.json", "ro"),
+            ("home/proj/.git", "rw"), // pinned: it holds read-only paths
             ("home/proj/.husky", "ro"),
             ("home/proj/.git/config", "ro"),
             ("home/proj/.git/hooks", "ro"),
@@ -244,6 +251,9 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
         "home/main/.git/config",
         "home/main/.git/worktrees/proj/HEAD",
         "home/main/.git/worktrees/proj/config.worktree",
+        "home/main/.git/objects/",
+        "home/main/.git/HEAD",
+        "home/main/.git/refs/",
         "home/proj/src/a.rs",
         "home/proj/.githooks/pre-commit",
     ]);
@@ -251,6 +261,8 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
     fs_err::write(tree.root.join("home/proj/.git"), format!("gitdir: {}\n", main_git.join("worktrees/proj").display()))
         .expect("write");
     fs_err::write(main_git.join("worktrees/proj/commondir"), "../..\n").expect("write");
+    fs_err::write(main_git.join("worktrees/proj/gitdir"), format!("{}\n", tree.root.join("home/proj/.git").display()))
+        .expect("write");
     fs_err::write(main_git.join("config"), "[core]\n\tbare = false\n").expect("write");
     let mut ctx = tree.ctx();
     ctx.hooks_path = Some(tree.root.join("home/proj/.githooks"));
@@ -351,4 +363,41 @@ fn readme_documents_every_preset_path() {
         }
     }
     assert!(missing.is_empty(), "README.md does not document: {missing:?}");
+}
+
+#[test]
+fn planted_git_links_do_not_grant_anything_outside_the_project() {
+    let tree =
+        Tree::new(&["home/proj/.git/HEAD", "home/proj/.git/objects/", "home/proj/.git/refs/", "home/private.txt"]);
+    let home = tree.root.join("home");
+    let git = layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default);
+    // A commondir file in a plain .git, as git would honour it.
+    fs_err::write(tree.root.join("home/proj/.git/commondir"), format!("{}\n", home.display())).expect("write");
+    assert_eq!(
+        tree.resolve(vec![git.clone()]),
+        [("home/proj", "rw")].map(|(p, a)| (p.to_owned(), a)),
+        "a planted commondir must not grant home"
+    );
+    // A .git file naming a directory outside without git's back-link.
+    fs_err::remove_dir_all(tree.root.join("home/proj/.git")).expect("rm");
+    fs_err::write(tree.root.join("home/proj/.git"), format!("gitdir: {}\n", home.display())).expect("write");
+    assert_eq!(tree.resolve(vec![git]), [("home/proj", "rw")].map(|(p, a)| (p.to_owned(), a)));
+}
+
+#[test]
+fn a_project_path_that_leads_outside_is_not_mounted() {
+    let tree = Tree::new(&["home/proj/a", "home/private.txt"]);
+    std::os::unix::fs::symlink(tree.root.join("home/private.txt"), tree.root.join("home/proj/.editorconfig"))
+        .expect("symlink");
+    std::os::unix::fs::symlink("../private.txt", tree.root.join("home/proj/docs")).expect("symlink");
+    let layers = vec![
+        layer(r#"{"filesystem": {"presets": ["@lint"]}}"#, LayerKind::Default),
+        layer(r#"{"filesystem": {"ro": ["docs"]}}"#, LayerKind::Project),
+    ];
+    let policy = resolve(&merge(layers), &tree.ctx()).expect("resolves");
+    assert_eq!(tree.relative(&policy), [("home/proj", "rw")].map(|(p, a)| (p.to_owned(), a)));
+    assert!(policy.notes.iter().any(|note| note.starts_with(&format!(
+        "skipped {} (@lint: .editorconfig): it leads outside the project",
+        tree.root.join("home/proj/.editorconfig").display()
+    ))));
 }

@@ -32,6 +32,7 @@ pub fn wrap(
     mounts: &[Mount],
     home: &Path,
     cwd: &Path,
+    project_root: &Path,
     cache_dir: &Path,
     notes: &mut Vec<String>,
 ) -> Result<Vec<WrappedCommand>, CommandError> {
@@ -50,9 +51,13 @@ pub fn wrap(
                 });
             }
             CommandRule::Wrapper(written) => {
+                let base = match rule.origin.layer {
+                    config::LayerKind::Cli => cwd,
+                    _ => project_root,
+                };
                 let path = policy::normalize(&match written.strip_prefix("~/") {
                     Some(rest) => home.join(rest),
-                    None => cwd.join(written),
+                    None => base.join(written),
                 });
                 match path.canonicalize() {
                     Ok(real) if is_executable(&real) => Some(real),

@@ -1,0 +1,120 @@
+//! Attacks on the next session or on the host's git: what the agent can write inside
+//! the project (`.git`, a new `.agent-sandbox/`, symlinks at preset paths) must not
+//! change what a later `agent-sandbox exec`, or the user's own git, trusts.
+
+use crate::support::{require_bwrap, World};
+
+fn world_with_private_home() -> World {
+    let world = World::new();
+    world.write("home/private.txt", "TOPSECRET\n");
+    world.write("home/proj/.git/hooks/pre-commit", "#!/bin/sh\necho hook-ran >&2\nexit 1\n");
+    world.chmod("home/proj/.git/hooks/pre-commit", 0o755);
+    world
+}
+
+#[test]
+fn a_planted_commondir_grants_nothing_next_time_and_is_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let home = world.home.display().to_string();
+    let run = world.sh(&[], &format!("echo {home} > .git/commondir"));
+    run.ok();
+    assert!(run.stderr().contains("WARNING: the sandbox created"), "{}", run.stderr());
+    assert!(!world.path("home/proj/.git/commondir").exists());
+    assert!(world.path("home/proj/.git/commondir.agent-sandbox-quarantined").exists());
+    // Even if it had stayed, the next session would not grant home.
+    fs_err::rename(
+        world.path("home/proj/.git/commondir.agent-sandbox-quarantined"),
+        world.path("home/proj/.git/commondir"),
+    )
+    .expect("put it back");
+    let out = world.sh(&[], "cat ../private.txt 2>/dev/null; echo x >> ../.profile 2>/dev/null; true").ok();
+    assert_eq!(out, "");
+    assert!(!world.path("home/.profile").exists(), "the host's home was written");
+}
+
+#[test]
+fn read_only_paths_cannot_be_swapped_out_by_renaming_a_parent() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    world.write("home/proj/tools/hooks/pre-commit", "#!/bin/sh\nexit 1\n");
+    world.chmod("home/proj/tools/hooks/pre-commit", 0o755);
+    world.write("home/proj/.agent-precommit/user-context.json", "{}\n");
+    let attacks = ["mv .git .git-old", "mv .agent-precommit x", "mv tools tools-old", "mv .agent-sandbox x"];
+    let mut script = String::new();
+    for attack in attacks {
+        script.push_str(&format!("{attack} 2>/dev/null && echo 'MOVED: {attack}'\n"));
+    }
+    script.push_str("echo done\n");
+    // With tools/hooks as the hooks path, tools is pinned too.
+    world.git(&["config", "core.hooksPath", "tools/hooks"]);
+    assert_eq!(world.sh(&[], &script).ok(), "done\n");
+}
+
+#[test]
+fn the_agent_cannot_create_a_project_config_for_the_next_run() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    world.write("home/proj/.env", "TOPSECRET\n");
+    let loosen = r#"{"filesystem":{"presets":["!@git"]},"secrets":{"allow":["*"]},"commands":{"git":true}}"#;
+    let out = world
+        .sh(&[], &format!("mkdir -p .agent-sandbox 2>/dev/null; echo '{loosen}' > .agent-sandbox/config.jsonc 2>/dev/null && echo WROTE; true"))
+        .ok();
+    assert_eq!(out, "");
+    assert!(world.path("home/proj/.agent-sandbox").is_dir(), "the placeholder exists");
+    assert_eq!(world.sh(&[], "cat .env; echo end").ok(), "end\n");
+}
+
+#[test]
+fn a_symlink_planted_at_a_preset_path_mounts_nothing_from_outside() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let private = world.path("home/private.txt");
+    world
+        .sh(&[], &format!("ln -s {} .editorconfig; ln -s {} .eslintrc.json", private.display(), private.display()))
+        .ok();
+    let out = world.sh(&[], "cat .editorconfig .eslintrc.json ../private.txt 2>/dev/null; echo end").ok();
+    assert_eq!(out, "end\n");
+}
+
+#[test]
+fn own_state_is_out_of_reach_on_the_first_run_too() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/.env", "TOPSECRET\n");
+    let cache = world.path("home/.cache");
+    let state = world.path("xdg-state");
+    let config = world.path("xdg-config");
+    for dir in [&cache, &state, &config] {
+        fs_err::create_dir_all(dir).expect("mkdir");
+    }
+    let flags: Vec<String> =
+        [&cache, &state, &config].iter().flat_map(|dir| ["--rw".to_owned(), dir.display().to_string()]).collect();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let script = format!(
+        "ls -A {c}/agent-sandbox {s}/agent-sandbox 2>/dev/null | grep -v ':$' | grep . && echo SAW; \
+         echo '{{\"secrets\":{{\"allow\":[\"*\"]}}}}' > {g}/agent-sandbox/config.jsonc 2>/dev/null && echo WROTE; true",
+        c = cache.display(),
+        s = state.display(),
+        g = config.display()
+    );
+    assert_eq!(world.sh(&flags, &script).ok(), "");
+    assert_eq!(world.sh(&[], "cat .env; echo end").ok(), "end\n");
+}
+
+#[test]
+fn relative_paths_in_a_project_config_mean_the_same_from_any_subdirectory() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/fixtures/prod-dump/users.csv", "customer PII\n");
+    world.write("home/proj/src/main.rs", "fn main() {}\n");
+    world.write("home/proj/.agent-sandbox/config.jsonc", r#"{ "filesystem": { "exclude": ["fixtures/prod-dump"] } }"#);
+    let src = world.path("home/proj/src");
+    let out = world
+        .cmd()
+        .current_dir(&src)
+        .args(["exec", "--", "sh", "-c", "cat ../fixtures/prod-dump/users.csv 2>/dev/null; echo end"])
+        .run()
+        .ok();
+    assert_eq!(out, "end\n");
+}
