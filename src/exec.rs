@@ -141,9 +141,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         &policy.commands,
         path_var.as_deref(),
         &policy.mounts,
-        &ctx.home,
-        &ctx.cwd,
-        &ctx.project_root,
+        &ctx,
         &cache_dir,
         &mut policy.notes,
     )?;

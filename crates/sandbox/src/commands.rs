@@ -30,9 +30,7 @@ pub fn wrap(
     rules: &BTreeMap<String, Sourced<CommandRule>>,
     path_var: Option<&OsStr>,
     mounts: &[Mount],
-    home: &Path,
-    cwd: &Path,
-    project_root: &Path,
+    ctx: &policy::Context,
     cache_dir: &Path,
     notes: &mut Vec<String>,
 ) -> Result<Vec<WrappedCommand>, CommandError> {
@@ -52,11 +50,11 @@ pub fn wrap(
             }
             CommandRule::Wrapper(written) => {
                 let base = match rule.origin.layer {
-                    config::LayerKind::Cli => cwd,
-                    _ => project_root,
+                    config::LayerKind::Cli => &ctx.cwd,
+                    _ => &ctx.project_root,
                 };
                 let path = policy::normalize(&match written.strip_prefix("~/") {
-                    Some(rest) => home.join(rest),
+                    Some(rest) => ctx.home.join(rest),
                     None => base.join(written),
                 });
                 match path.canonicalize() {
