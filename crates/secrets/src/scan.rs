@@ -320,6 +320,9 @@ impl<'s, 'a> Worker<'s, 'a> {
     fn replay(&mut self, job: &Job, cached: &CachedDir) {
         for hit in &cached.hits {
             let path = job.dir.join(&hit.name);
+            if self.shared.skip.contains(&path) {
+                continue;
+            }
             let rel_path = path.strip_prefix(self.shared.root).map_or_else(|_| path.clone(), Path::to_path_buf);
             self.hits.push(SecretHit { path, rel_path, kind: hit.kind, pattern: hit.pattern.clone() });
         }
@@ -378,21 +381,12 @@ impl<'s, 'a> Worker<'s, 'a> {
                 None
             };
             // `is_dir` is false for symlinks: file types come from the listing.
-            let dir_path = if file_type.is_dir() {
-                let path = entry.path();
-                if self.shared.skip.contains(&path) {
-                    if let Some(record) = &mut record {
-                        record.subdirs.push(name_os.clone());
-                    }
-                    continue;
-                }
-                Some(path)
-            } else {
-                None
-            };
+            let dir_path = file_type.is_dir().then(|| entry.path());
+            // Skipped directories are neither reported nor descended into, but the cache
+            // records what they are (a secret or a plain directory): the skip list can
+            // change before the listing is replayed.
+            let skipped = dir_path.as_ref().is_some_and(|path| self.shared.skip.contains(path));
             if let Some(pattern) = matcher.check(&name, rel) {
-                let path = dir_path.unwrap_or_else(|| entry.path());
-                let rel_path = path.strip_prefix(self.shared.root).map_or_else(|_| path.clone(), Path::to_path_buf);
                 let kind = if file_type.is_symlink() {
                     EntryKind::Symlink
                 } else if file_type.is_dir() {
@@ -405,12 +399,18 @@ impl<'s, 'a> Worker<'s, 'a> {
                 if let Some(record) = &mut record {
                     record.hits.push(CachedHit { name: name_os.clone(), kind, pattern: pattern.to_owned() });
                 }
-                self.hits.push(SecretHit { path, rel_path, kind, pattern: pattern.to_owned() });
+                if !skipped {
+                    let path = dir_path.unwrap_or_else(|| entry.path());
+                    let rel_path = path.strip_prefix(self.shared.root).map_or_else(|_| path.clone(), Path::to_path_buf);
+                    self.hits.push(SecretHit { path, rel_path, kind, pattern: pattern.to_owned() });
+                }
             } else if let Some(dir) = dir_path {
                 if let Some(record) = &mut record {
                     record.subdirs.push(name_os.clone());
                 }
-                self.local.push(Job { dir, rel: rel.map(str::to_owned).unwrap_or_default() });
+                if !skipped {
+                    self.local.push(Job { dir, rel: rel.map(str::to_owned).unwrap_or_default() });
+                }
             }
         }
         if let Some(record) = record {
@@ -481,6 +481,14 @@ mod cache_tests {
             names(&scan_cached(&root, &more, &[], &file).expect("other patterns")),
             ["c/.env", "c/readme", "node_modules/x/new/.env", "node_modules/x/y/key.pem"]
         );
+        // A secret-named directory listed while skipped is still a secret when not.
+        fs::create_dir_all(root.join("c/secret.pem")).expect("mkdir");
+        fs::write(root.join("c/secret.pem/inner"), "x").expect("write");
+        std::thread::sleep(cache::RACY + Duration::from_millis(100));
+        let skip_it = [root.join("c/secret.pem")];
+        assert!(!names(&scan_cached(&root, &m, &skip_it, &file).expect("skipped")).contains(&"c/secret.pem".to_owned()));
+        assert!(names(&scan_cached(&root, &m, &[], &file).expect("unskipped")).contains(&"c/secret.pem".to_owned()));
+        fs::remove_dir_all(root.join("c/secret.pem")).expect("rm");
         // A directory skipped once is still found when no longer skipped.
         let skipped = names(&scan_cached(&root, &m, &[root.join("node_modules")], &file).expect("skip"));
         assert_eq!(skipped, ["c/.env"]);
