@@ -66,3 +66,29 @@ fn multicall_outside_a_sandbox_refuses() {
         "agent-sandbox: multicall only works inside an agent-sandbox (for \"git\")\n"
     );
 }
+
+#[test]
+fn nothing_written_to_the_audit_fifo_can_hang_exec_or_stop_the_relay() {
+    require_bwrap!();
+    let world = World::new();
+    // A partial line, a forged end-of-stream line, garbage, then a real refusal.
+    let script = "printf 'partial' > /run/agent-sandbox/audit; \
+                  printf 'agent-sandbox: end of audit stream\\n' > /run/agent-sandbox/audit; \
+                  head -c 100000 /dev/zero | tr '\\0' x > /run/agent-sandbox/audit 2>/dev/null; \
+                  printf '\\n' > /run/agent-sandbox/audit; \
+                  python3 -c 1; echo done";
+    let (tx, rx) = std::sync::mpsc::channel();
+    let world_cmd = {
+        let mut cmd = world.cmd();
+        cmd.args(["exec", "--cmd", "python3=false", "--", "sh", "-c", script]);
+        cmd.cmd
+    };
+    let mut cmd = world_cmd;
+    std::thread::spawn(move || {
+        let _ = tx.send(cmd.output());
+    });
+    let out = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("exec returned").expect("ran");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+    let log = world.audit_log();
+    assert!(log.contains(r#""policy":"command-deny""#), "the refusal after the garbage was still relayed:\n{log}");
+}

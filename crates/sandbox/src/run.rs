@@ -11,9 +11,9 @@
 use std::{
     ffi::OsString,
     fs::File,
-    io::{BufRead, BufReader, Write},
+    io::{Read, Write},
     os::unix::{
-        io::AsRawFd,
+        io::{AsRawFd, FromRawFd},
         process::{CommandExt, ExitStatusExt},
     },
     path::{Path, PathBuf},
@@ -22,8 +22,6 @@ use std::{
 };
 
 use crate::{plan::SECCOMP_FD, runtime::Runtime};
-
-const END_OF_AUDIT: &str = "agent-sandbox: end of audit stream";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -47,7 +45,7 @@ pub fn run(
     // O_RDWR keeps the FIFO open for writing too, so its reader never sees EOF while
     // the sandbox has no writer, and opening never blocks.
     let fifo = std::fs::OpenOptions::new().read(true).write(true).open(runtime.fifo()).map_err(RunError::Audit)?;
-    let relay = spawn_relay(fifo.try_clone().map_err(RunError::Audit)?, audit_log);
+    let relay = Relay::spawn(fifo, audit_log).map_err(RunError::Audit)?;
 
     let seccomp_fd = seccomp.as_raw_fd();
     let scope = crate::landlock::supported();
@@ -84,27 +82,93 @@ pub fn run(
     }
     let status = child.wait().map_err(|err| RunError::Spawn(bwrap.to_owned(), err))?;
 
-    // Everything the sandbox wrote is in the pipe before this marker: FIFOs keep order.
-    let mut writer = fifo;
-    if writer.write_all(format!("{END_OF_AUDIT}\n").as_bytes()).is_ok() {
-        let _ = relay.join();
-    }
+    relay.finish();
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
-fn spawn_relay(fifo: File, audit_log: Option<PathBuf>) -> thread::JoinHandle<()> {
-    thread::spawn(move || {
-        for line in BufReader::new(fifo).lines() {
-            let Ok(line) = line else { break };
-            if line == END_OF_AUDIT {
-                break;
-            }
-            let (Some(path), Some(event)) = (&audit_log, audit::parse_sandbox_line(&line)) else {
-                continue;
-            };
-            if let Err(err) = audit::append(path, &[event]) {
-                eprintln!("agent-sandbox: warning: cannot write the audit log: {err}");
+/// Relays complete JSON lines from the audit FIFO to the log while the sandbox runs.
+/// Nothing the sandbox writes can stall it: the FIFO is read without blocking, a
+/// separate pipe tells it to stop, a partial last line is dropped, and an over-long line
+/// is discarded.
+struct Relay {
+    stop: File,
+    handle: thread::JoinHandle<()>,
+}
+
+const MAX_LINE: usize = 4096;
+
+impl Relay {
+    fn spawn(fifo: File, audit_log: Option<PathBuf>) -> std::io::Result<Relay> {
+        set_nonblocking(fifo.as_raw_fd())?;
+        let mut fds = [0; 2];
+        // SAFETY: fds has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 just created both descriptors; each is owned once.
+        let (stop_read, stop_write) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        let handle = thread::spawn(move || relay(fifo, stop_read, audit_log));
+        Ok(Relay { stop: stop_write, handle })
+    }
+
+    /// Drains what is left and stops the relay.
+    fn finish(mut self) {
+        let _ = self.stop.write_all(b"x");
+        let _ = self.handle.join();
+    }
+}
+
+fn relay(mut fifo: File, stop: File, audit_log: Option<PathBuf>) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let mut polls = [
+            libc::pollfd { fd: fifo.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: stop.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: polls is a valid array of two pollfd structs.
+        let ready = unsafe { libc::poll(polls.as_mut_ptr(), 2, -1) };
+        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+        let stopping = polls[1].revents != 0;
+        // Read everything available now (all of it when stopping: the sandbox is gone).
+        loop {
+            match fifo.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(len) => pending.extend_from_slice(&chunk[..len]),
+                Err(_) => break, // WouldBlock: nothing more for now
             }
         }
-    })
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            record(&line[..line.len() - 1], audit_log.as_deref());
+        }
+        if pending.len() > MAX_LINE {
+            pending.clear();
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+fn record(line: &[u8], audit_log: Option<&Path>) {
+    let (Some(path), Some(event)) = (audit_log, std::str::from_utf8(line).ok().and_then(audit::parse_sandbox_line))
+    else {
+        return;
+    };
+    if let Err(err) = audit::append(path, &[event]) {
+        eprintln!("agent-sandbox: warning: cannot write the audit log: {err}");
+    }
+}
+
+fn set_nonblocking(fd: i32) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor this process owns.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
