@@ -197,8 +197,10 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         config.git_allow_plumbing_commits.value,
         repo.as_ref(),
     );
-    let runtime =
-        sandbox::runtime::Runtime::create(&commands, &git_options).context("creating the runtime directory")?;
+    let hook_settings = hookguard::Settings::from_config(&config).to_json();
+    let files =
+        [(sandbox::git::OPTIONS_FILE, git_options.as_str()), (hookguard::SETTINGS_FILE, hook_settings.as_str())];
+    let runtime = sandbox::runtime::Runtime::create(&commands, &files).context("creating the runtime directory")?;
     let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));

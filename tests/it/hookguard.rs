@@ -145,3 +145,41 @@ fn install_is_idempotent_and_uninstall_restores_the_original_hook() {
     assert_eq!(fs_err::read_to_string(&hook).expect("restored"), CHAINED_HOOK);
     assert!(!world.path("home/proj/.git/hooks/pre-push").exists());
 }
+
+#[test]
+fn a_decoy_remote_tracking_ref_does_not_hide_commits_from_pre_push() {
+    require_bwrap!();
+    let world = guarded_world();
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let script = "cp /run/agent-sandbox/bin/git /tmp/g && git switch -qc topic && touch BROKEN && /tmp/g add BROKEN \
+                  && /tmp/g commit -qn -m sneaky && git update-ref refs/remotes/origin/decoy HEAD 2>/dev/null; \
+                  /tmp/g fetch -q . topic:refs/remotes/origin/decoy; git push -q origin topic";
+    let run = world.sh(&rw, script);
+    assert!(
+        run.stderr().contains("agent-sandbox: pre-push refused:") && run.stderr().contains("failed"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(remote_ref(&world, "refs/heads/topic"), "");
+}
+
+#[test]
+fn the_guard_uses_the_settings_of_the_start_not_the_agents_environment() {
+    require_bwrap!();
+    let world = guarded_world();
+    world
+        .write("xdg-config/agent-sandbox/config.jsonc", r#"{ "checks": { "commands": ["test ! -e GLOBAL_BROKEN"] } }"#);
+    let before = head(&world);
+    for redirect in ["XDG_CONFIG_HOME=/tmp/x", "HOME=/tmp/h", "XDG_CONFIG_HOME=/tmp/x HOME=/tmp/h"] {
+        let run = world.sh(&[], &format!("touch GLOBAL_BROKEN && git add GLOBAL_BROKEN && {redirect} git -c user.name=a -c user.email=a@b.invalid commit -q -m x"));
+        assert!(
+            run.stderr().contains("GLOBAL_BROKEN") && run.stderr().contains("pre-commit refused"),
+            "{redirect}:\n{}",
+            run.stderr()
+        );
+        assert_eq!(head(&world), before);
+        world.git(&["reset", "-q", "--hard"]);
+        world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
+    }
+}

@@ -247,12 +247,13 @@ pub fn global_dir(home: &Path) -> PathBuf {
     }
 }
 
-/// The configuration as the guards inside a sandbox see it: defaults, global and the
-/// project's file at `project_root`, no flags.
-pub fn load_for_project(project_root: &Path) -> Result<Config, ConfigError> {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+/// The configuration as a guard that has no snapshot from `exec` reads it (in a
+/// container, or outside any sandbox): defaults, `<home>/.config/agent-sandbox` and the
+/// project's file, no flags. `home` comes from the password database and
+/// `XDG_CONFIG_HOME` is not consulted: the environment is the agent's to set.
+pub fn load_for_project(project_root: &Path, home: &Path) -> Result<Config, ConfigError> {
     let sources = Sources {
-        global_dir: Some(global_dir(&home)),
+        global_dir: Some(home.join(".config/agent-sandbox")),
         project_dir: project_root.join(".agent-sandbox"),
         explicit: None,
     };

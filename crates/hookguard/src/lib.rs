@@ -48,11 +48,80 @@ fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
     Refusal { why: why.into(), instead: instead.into() }
 }
 
+/// What the guard needs of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub check_commands: Vec<String>,
+    pub protected_paths: Vec<String>,
+    pub humans: bool,
+    pub secret_patterns: Vec<String>,
+    pub secret_allow: Vec<String>,
+    pub allow_branch_deletion: bool,
+}
+
+/// Where `exec` leaves the guard's settings inside the runtime directory.
+pub const SETTINGS_FILE: &str = "hook-guard.json";
+
+impl Settings {
+    pub fn from_config(config: &config::Config) -> Settings {
+        let values = |items: &[config::Sourced<String>]| items.iter().map(|item| item.value.clone()).collect();
+        Settings {
+            check_commands: values(&config.check_commands),
+            protected_paths: values(&config.protected_paths),
+            humans: config.check_humans.value,
+            secret_patterns: values(&config.secret_patterns),
+            secret_allow: values(&config.secret_allow),
+            allow_branch_deletion: config.git_allow_branch_deletion.value,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::json!({
+            "checkCommands": self.check_commands,
+            "protectedPaths": self.protected_paths,
+            "humans": self.humans,
+            "secretPatterns": self.secret_patterns,
+            "secretAllow": self.secret_allow,
+            "allowBranchDeletion": self.allow_branch_deletion,
+        })
+        .to_string()
+    }
+
+    fn from_json(text: &str) -> Option<Settings> {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        let strings = |key: &str| -> Option<Vec<String>> {
+            value[key].as_array()?.iter().map(|item| item.as_str().map(str::to_owned)).collect()
+        };
+        Some(Settings {
+            check_commands: strings("checkCommands")?,
+            protected_paths: strings("protectedPaths")?,
+            humans: value["humans"].as_bool()?,
+            secret_patterns: strings("secretPatterns")?,
+            secret_allow: strings("secretAllow")?,
+            allow_branch_deletion: value["allowBranchDeletion"].as_bool()?,
+        })
+    }
+}
+
+/// Inside bubblewrap: the snapshot `exec` took at start. Elsewhere: the configuration
+/// read with the home directory from the password database.
+fn load_settings(top: &Path) -> Result<Settings, Refusal> {
+    let snapshot = Path::new(sandbox::plan::RUNTIME_DIR).join(SETTINGS_FILE);
+    if let Ok(text) = std::fs::read_to_string(&snapshot) {
+        return Settings::from_json(&text)
+            .ok_or_else(|| refuse(format!("{} is unreadable", snapshot.display()), "restart the sandbox"));
+    }
+    let home = sandbox::git::passwd_home().unwrap_or_default();
+    config::load_for_project(top, &home).map(|config| Settings::from_config(&config)).map_err(|err| {
+        refuse(format!("cannot read the agent-sandbox configuration: {err}"), "fix the configuration file it names")
+    })
+}
+
 struct Repo {
     /// The top of the work tree: git runs hooks there.
     top: PathBuf,
     git: PathBuf,
-    config: config::Config,
+    settings: Settings,
 }
 
 impl Repo {
@@ -63,6 +132,27 @@ impl Repo {
             .stdin(Stdio::null())
             .output()
             .map_err(|err| refuse(format!("cannot run git: {err}"), "check that git is installed"))
+    }
+
+    /// Runs git with `input` on its stdin.
+    fn git_with_input(&self, args: &[&str], input: &[u8]) -> Result<Vec<u8>, Refusal> {
+        let mut child = Command::new(&self.git)
+            .args(args)
+            .current_dir(&self.top)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|err| refuse(format!("cannot run git: {err}"), "check that git is installed"))?;
+        if let Some(mut pipe) = child.stdin.take() {
+            let _ = pipe.write_all(input);
+        }
+        let out = child.wait_with_output().map_err(|err| refuse(format!("git: {err}"), "retry"))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(refuse(format!("`git {}` failed: {}", args.join(" "), stderr.trim()), "fix the repository"));
+        }
+        Ok(out.stdout)
     }
 
     fn git_ok(&self, args: &[&str]) -> Result<Vec<u8>, Refusal> {
@@ -81,11 +171,9 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     // Inside, the real git directly: the git guard has already judged this command.
     let real = Path::new(sandbox::plan::RUNTIME_DIR).join("bin/git");
     let git = if real.exists() { real } else { PathBuf::from("git") };
-    let config = config::load_for_project(&top).map_err(|err| {
-        refuse(format!("cannot read the agent-sandbox configuration: {err}"), "fix the configuration file it names")
-    })?;
-    let repo = Repo { top, git, config };
-    let check = inside || repo.config.check_humans.value;
+    let settings = load_settings(&top)?;
+    let repo = Repo { top, git, settings };
+    let check = inside || repo.settings.humans;
     let mut stdin = Vec::new();
     if hook == "pre-push" {
         std::io::stdin()
@@ -135,9 +223,7 @@ fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
             ));
         }
     }
-    let patterns: Vec<String> = repo.config.secret_patterns.iter().map(|item| item.value.clone()).collect();
-    let allow: Vec<String> = repo.config.secret_allow.iter().map(|item| item.value.clone()).collect();
-    let matcher = secrets::SecretMatcher::new(&patterns, &allow)
+    let matcher = secrets::SecretMatcher::new(&repo.settings.secret_patterns, &repo.settings.secret_allow)
         .map_err(|err| refuse(format!("bad secret pattern: {err}"), "fix secrets.patterns in the configuration"))?;
     for (status, path) in &staged {
         if status != "D" {
@@ -169,7 +255,7 @@ fn parse_name_status(bytes: &[u8]) -> Vec<(String, String)> {
 /// `checks.protectedPaths`, plus the hooks directory when it lives in the work tree.
 fn protected_paths(repo: &Repo) -> Vec<String> {
     let mut rules: Vec<String> =
-        repo.config.protected_paths.iter().map(|item| item.value.trim_end_matches('/').to_owned()).collect();
+        repo.settings.protected_paths.iter().map(|path| path.trim_end_matches('/').to_owned()).collect();
     if let Ok(dir) = hookinstall::hooks_dir(&repo.top) {
         let top = repo.top.canonicalize().unwrap_or_else(|_| repo.top.clone());
         let dir = dir.canonicalize().unwrap_or(dir);
@@ -197,18 +283,18 @@ fn secrets_in_diff(diff: &str) -> Vec<(String, Finding)> {
 }
 
 fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
-    for command in &repo.config.check_commands {
+    for command in &repo.settings.check_commands {
         // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
         let status = Command::new("sh")
-            .args(["-c", &command.value])
+            .args(["-c", command])
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(std::io::stderr())
             .status()
-            .map_err(|err| refuse(format!("cannot run the check `{}`: {err}", command.value), "fix the check"))?;
+            .map_err(|err| refuse(format!("cannot run the check `{command}`: {err}"), "fix the check"))?;
         if !status.success() {
             return Err(refuse(
-                format!("the check `{}` failed on {what} ({status})", command.value),
+                format!("the check `{command}` failed on {what} ({status})"),
                 "fix what the check reports, then try again (never skip the check)",
             ));
         }
@@ -246,10 +332,14 @@ fn is_zero(sha: &str) -> bool {
 
 fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal> {
     let remote = args.first().map(|arg| arg.to_string_lossy().into_owned()).unwrap_or_else(|| "origin".into());
+    let url = args.get(1).map(|arg| arg.to_string_lossy().into_owned()).unwrap_or_else(|| remote.clone());
     let stdin = String::from_utf8_lossy(stdin);
+    // What the remote has, asked once if a new branch needs it: its own advertisement,
+    // not local remote-tracking refs, which the agent can set to anything.
+    let mut advertised: Option<Vec<u8>> = None;
     for update in parse_updates(&stdin) {
         if is_zero(update.local_sha) {
-            if repo.config.git_allow_branch_deletion.value {
+            if repo.settings.allow_branch_deletion {
                 continue;
             }
             return Err(refuse(
@@ -258,7 +348,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             ));
         }
         let range = if is_zero(update.remote_sha) {
-            vec![update.local_sha.to_owned(), "--not".to_owned(), format!("--remotes={remote}")]
+            None
         } else {
             let out = repo.git(&["merge-base", "--is-ancestor", update.remote_sha, update.local_sha])?;
             match out.status.code() {
@@ -283,14 +373,34 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
                     ))
                 }
             }
-            vec![format!("{}..{}", update.remote_sha, update.local_sha)]
+            Some(format!("{}..{}", update.remote_sha, update.local_sha))
         };
-        if repo.config.check_commands.is_empty() {
+        if repo.settings.check_commands.is_empty() {
             continue;
         }
-        let mut rev_list = vec!["rev-list", "--reverse"];
-        rev_list.extend(range.iter().map(String::as_str));
-        let commits = String::from_utf8_lossy(&repo.git_ok(&rev_list)?).into_owned();
+        let commits = match range {
+            Some(range) => repo.git_ok(&["rev-list", "--reverse", &range])?,
+            None => {
+                if advertised.is_none() {
+                    let listing = repo.git_ok(&["ls-remote", "--", &url]).map_err(|refusal| {
+                        refuse(
+                            format!("cannot ask {remote} which commits it has ({})", refusal.why),
+                            "check the remote is reachable, then push again",
+                        )
+                    })?;
+                    let shas: Vec<u8> = String::from_utf8_lossy(&listing)
+                        .lines()
+                        .filter_map(|line| line.split_whitespace().next())
+                        .flat_map(|sha| format!("{sha}\n").into_bytes())
+                        .collect();
+                    advertised = Some(shas);
+                }
+                let known = advertised.as_deref().unwrap_or_default();
+                let args = ["rev-list", "--reverse", "--ignore-missing", update.local_sha, "--not", "--stdin"];
+                repo.git_with_input(&args, known)?
+            }
+        };
+        let commits = String::from_utf8_lossy(&commits).into_owned();
         for commit in commits.lines() {
             check_commit(repo, commit, update.local_ref)?;
         }
@@ -319,6 +429,20 @@ mod tests {
     use super::*;
 
     const ZERO: &str = "0000000000000000000000000000000000000000";
+
+    #[test]
+    fn settings_round_trip_and_reject_partial_files() {
+        let settings = Settings {
+            check_commands: vec!["cargo test".into()],
+            protected_paths: vec![".husky".into()],
+            humans: true,
+            secret_patterns: vec![".env".into()],
+            secret_allow: vec![".env.example".into()],
+            allow_branch_deletion: false,
+        };
+        assert_eq!(Settings::from_json(&settings.to_json()), Some(settings));
+        assert_eq!(Settings::from_json(r#"{"checkCommands": []}"#), None);
+    }
 
     #[test]
     fn pre_push_lines_parse() {

@@ -157,7 +157,8 @@ pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
 pub fn run_in_container(args: &[OsString]) -> i32 {
     let start = start_dir(args);
     let project_root = gix::discover(&start).ok().and_then(|repo| repo.workdir().map(Path::to_path_buf));
-    let config = project_root.as_deref().map(config::load_for_project);
+    let home = passwd_home().unwrap_or_default();
+    let config = project_root.as_deref().map(|root| config::load_for_project(root, &home));
     let options = match config {
         Some(Ok(config)) => GuardOptions {
             allow_branch_deletion: config.git_allow_branch_deletion.value,
@@ -209,8 +210,8 @@ fn clean_repo_facts(start: &Path) -> Option<RepoFacts> {
     facts
 }
 
-/// This user's home directory from `/etc/passwd`.
-fn passwd_home() -> Option<PathBuf> {
+/// This user's home directory from `/etc/passwd` (not `$HOME`, which the agent sets).
+pub fn passwd_home() -> Option<PathBuf> {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() }.to_string();
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;

@@ -7,6 +7,8 @@
 //! empty, emptydir/  what a masked secret file or directory shows
 //! seccomp.bpf       the program bwrap loads (also passed as fd 3)
 //! git-guard.json    the git guard's settings (`git.*` in the config)
+//! hook-guard.json   the hook guard's settings, so it never reads them through the
+//!                   agent's HOME or XDG_CONFIG_HOME
 //! bin/<cmd>         mount points for real executables
 //! presets/<cmd>     which built-in preset handles <cmd> (`git`, `deny`)
 //! wrappers/<cmd>    mount points for wrapper scripts
@@ -39,7 +41,8 @@ impl Runtime {
     /// Creates and populates the runtime directory under `$XDG_RUNTIME_DIR`, else
     /// `/dev/shm`, else the system temp directory: tmpfs first, because removing
     /// directories from a disk-backed `/tmp` costs milliseconds on every start.
-    pub fn create(commands: &[WrappedCommand], git_options: &str) -> std::io::Result<Runtime> {
+    /// `files` are written at the root, for the guards inside (their settings).
+    pub fn create(commands: &[WrappedCommand], files: &[(&str, &str)]) -> std::io::Result<Runtime> {
         let parent = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|dir| dir.is_dir())
@@ -51,7 +54,9 @@ impl Runtime {
         fs_err::write(root.join("empty"), "")?;
         fs_err::create_dir(root.join("emptydir"))?;
         fs_err::write(root.join("seccomp.bpf"), seccomp::deny_terminal_injection())?;
-        fs_err::write(root.join(crate::git::OPTIONS_FILE), git_options)?;
+        for (name, content) in files {
+            fs_err::write(root.join(name), content)?;
+        }
         make_fifo(&root.join("audit"))?;
         for sub in SUBDIRS {
             fs_err::create_dir(root.join(sub))?;
