@@ -123,6 +123,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         .map(|mount| mount.path.clone())
         .collect();
     let hits = secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?;
+    let hits = if repo.is_some() { untracked_or_changed(&ctx.project_root, hits, &mut policy.notes) } else { hits };
     let masked = masks_for(&hits, &policy.mounts, &mut policy.notes);
     let masks: Vec<Mask> = masked.iter().map(|(mask, _)| mask.clone()).collect();
 
@@ -197,7 +198,13 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         config.git_allow_plumbing_commits.value,
         repo.as_ref(),
     );
-    let hook_settings = hookguard::Settings::from_config(&config).to_json();
+    let mut hook_settings = hookguard::Settings::from_config(&config);
+    hook_settings.masked_paths = masks
+        .iter()
+        .filter_map(|mask| mask.path.strip_prefix(&ctx.project_root).ok())
+        .map(|rel| rel.to_string_lossy().into_owned())
+        .collect();
+    let hook_settings = hook_settings.to_json();
     let files =
         [(sandbox::git::OPTIONS_FILE, git_options.as_str()), (hookguard::SETTINGS_FILE, hook_settings.as_str())];
     let runtime = sandbox::runtime::Runtime::create(&commands, &files).context("creating the runtime directory")?;
@@ -285,6 +292,78 @@ fn plan<'a>(
         self_exe,
         command,
     }
+}
+
+/// Drops, from the secrets to mask, files git tracks unchanged: their content is in
+/// `.git` for anyone to read, and masking them only shows the agent an empty file that
+/// `git commit -a` would then record. A secret directory holding tracked files is
+/// replaced by its untracked and changed files. When git cannot answer, every hit stays.
+fn untracked_or_changed(
+    root: &Path,
+    hits: Vec<secrets::SecretHit>,
+    notes: &mut Vec<String>,
+) -> Vec<secrets::SecretHit> {
+    let ls_files = |extra: &[&str], paths: &[String]| -> Option<Vec<String>> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["ls-files", "-z"])
+            .args(extra)
+            .arg("--")
+            .args(paths)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        out.status.success().then(|| {
+            out.stdout
+                .split(|b| *b == 0)
+                .filter(|p| !p.is_empty())
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect()
+        })
+    };
+    let rel = |hit: &secrets::SecretHit| hit.rel_path.to_string_lossy().into_owned();
+    let mut kept = Vec::new();
+    let files: Vec<String> =
+        hits.iter().filter(|hit| matches!(hit.kind, secrets::EntryKind::File)).map(|hit| rel(hit)).collect();
+    let (tracked, changed) = if files.is_empty() {
+        (Vec::new(), Vec::new())
+    } else {
+        match (ls_files(&[], &files), ls_files(&["-m"], &files)) {
+            (Some(tracked), Some(changed)) => (tracked, changed),
+            _ => return hits,
+        }
+    };
+    for hit in hits {
+        let path = rel(&hit);
+        match hit.kind {
+            secrets::EntryKind::File if tracked.contains(&path) && !changed.contains(&path) => {
+                notes.push(format!("secret {path}: tracked by git and unchanged, not masked (its content is in .git)"));
+            }
+            secrets::EntryKind::Dir => {
+                let dir = [path.clone()];
+                match (ls_files(&[], &dir), ls_files(&["--others"], &dir), ls_files(&["-m"], &dir)) {
+                    (Some(tracked), Some(others), Some(changed)) if !tracked.is_empty() => {
+                        notes.push(format!(
+                            "secret {path}/: holds tracked files, masking its untracked and changed ones"
+                        ));
+                        for file in others.into_iter().chain(changed) {
+                            kept.push(secrets::SecretHit {
+                                path: root.join(&file),
+                                rel_path: PathBuf::from(&file),
+                                kind: secrets::EntryKind::File,
+                                pattern: hit.pattern.clone(),
+                            });
+                        }
+                    }
+                    _ => kept.push(hit),
+                }
+            }
+            _ => kept.push(hit),
+        }
+    }
+    kept
 }
 
 /// What to mount over each secret, with the hit that asked for it: the entry itself, or

@@ -157,3 +157,26 @@ fn a_masked_symlink_target_is_audited_under_its_own_path() {
         "{log}"
     );
 }
+
+#[test]
+fn tracked_unchanged_files_are_not_masked_and_masked_files_cannot_be_committed_empty() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/src/secret_store.rs", "pub fn store() {}\n");
+    world.write("home/proj/config/credentials.json", "{\"template\": true}\n");
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "sources"]);
+    // The user fills the tracked template with real credentials, without committing.
+    world.write("home/proj/config/credentials.json", "{\"password\": \"TOPSECRET\"}\n");
+    world.write("home/proj/.git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    world.chmod("home/proj/.git/hooks/pre-commit", 0o755);
+    world.cmd().args(["hooks", "install"]).run().ok();
+    // A tracked, unchanged source file is readable: its content is in .git anyway.
+    let out = world.sh(&[], "cat src/secret_store.rs; cat config/credentials.json; echo end").ok();
+    assert_eq!(out, "pub fn store() {}\nend\n");
+    // Committing everything must not record the masked file as empty.
+    let run = world.sh(&[], "echo '// edit' >> src/secret_store.rs && git commit -qam edit");
+    assert!(run.stderr().contains("which the sandbox hides from you"), "{}", run.stderr());
+    assert!(world.git(&["show", "HEAD:config/credentials.json"]).contains("template"));
+    assert_eq!(world.read("home/proj/config/credentials.json"), "{\"password\": \"TOPSECRET\"}\n");
+}

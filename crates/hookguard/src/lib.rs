@@ -57,6 +57,9 @@ pub struct Settings {
     pub secret_patterns: Vec<String>,
     pub secret_allow: Vec<String>,
     pub allow_branch_deletion: bool,
+    /// Paths (relative to the work tree) the sandbox masks: the agent sees them empty,
+    /// so a commit must not record them.
+    pub masked_paths: Vec<String>,
 }
 
 /// Where `exec` leaves the guard's settings inside the runtime directory.
@@ -72,6 +75,7 @@ impl Settings {
             secret_patterns: values(&config.secret_patterns),
             secret_allow: values(&config.secret_allow),
             allow_branch_deletion: config.git_allow_branch_deletion.value,
+            masked_paths: Vec::new(),
         }
     }
 
@@ -83,6 +87,7 @@ impl Settings {
             "secretPatterns": self.secret_patterns,
             "secretAllow": self.secret_allow,
             "allowBranchDeletion": self.allow_branch_deletion,
+            "maskedPaths": self.masked_paths,
         })
         .to_string()
     }
@@ -99,6 +104,7 @@ impl Settings {
             secret_patterns: strings("secretPatterns")?,
             secret_allow: strings("secretAllow")?,
             allow_branch_deletion: value["allowBranchDeletion"].as_bool()?,
+            masked_paths: strings("maskedPaths")?,
         })
     }
 }
@@ -220,6 +226,18 @@ fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
             return Err(refuse(
                 format!("the commit changes {path} ({status}), which is protected ({rule})"),
                 format!("leave {rule} as it is: unstage it with `git restore --staged {path}`"),
+            ));
+        }
+    }
+    for (status, path) in &staged {
+        let masked =
+            repo.settings.masked_paths.iter().find(|masked| path == *masked || path.starts_with(&format!("{masked}/")));
+        if let Some(masked) = masked {
+            return Err(refuse(
+                format!(
+                    "the commit changes {path} ({status}), which the sandbox hides from you (you see {masked} empty)"
+                ),
+                format!("leave it out of the commit: `git restore --staged {path}`"),
             ));
         }
     }
@@ -439,6 +457,7 @@ mod tests {
             secret_patterns: vec![".env".into()],
             secret_allow: vec![".env.example".into()],
             allow_branch_deletion: false,
+            masked_paths: vec!["config/prod.key".into()],
         };
         assert_eq!(Settings::from_json(&settings.to_json()), Some(settings));
         assert_eq!(Settings::from_json(r#"{"checkCommands": []}"#), None);
