@@ -326,7 +326,7 @@ fn untracked_or_changed(
     let rel = |hit: &secrets::SecretHit| hit.rel_path.to_string_lossy().into_owned();
     let mut kept = Vec::new();
     let files: Vec<String> =
-        hits.iter().filter(|hit| matches!(hit.kind, secrets::EntryKind::File)).map(|hit| rel(hit)).collect();
+        hits.iter().filter(|hit| matches!(hit.kind, secrets::EntryKind::File)).map(rel).collect();
     let (tracked, changed) = if files.is_empty() {
         (Vec::new(), Vec::new())
     } else {
