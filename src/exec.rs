@@ -120,6 +120,8 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         .mounts
         .iter()
         .filter(|mount| mount.access == policy::Access::Exclude && mount.path.starts_with(&ctx.project_root))
+        // An excluded directory with a grant inside is scanned: the grant is visible.
+        .filter(|mount| !sandbox::plan::has_descendants(mount, &policy.mounts))
         .map(|mount| mount.path.clone())
         .collect();
     let hits = secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?;
@@ -325,8 +327,7 @@ fn untracked_or_changed(
     };
     let rel = |hit: &secrets::SecretHit| hit.rel_path.to_string_lossy().into_owned();
     let mut kept = Vec::new();
-    let files: Vec<String> =
-        hits.iter().filter(|hit| matches!(hit.kind, secrets::EntryKind::File)).map(rel).collect();
+    let files: Vec<String> = hits.iter().filter(|hit| matches!(hit.kind, secrets::EntryKind::File)).map(rel).collect();
     let (tracked, changed) = if files.is_empty() {
         (Vec::new(), Vec::new())
     } else {

@@ -132,3 +132,21 @@ fn agent_sandbox_state_stays_out_of_reach_even_when_home_is_granted() {
     assert!(!world.audit_log().contains("forged"));
     assert!(cache.join("scan").is_dir(), "the scan cache is untouched");
 }
+
+#[test]
+fn a_grant_inside_an_excluded_directory_is_visible_and_scanned() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/data/private/users.csv", "TOPSECRET\n");
+    world.write("home/proj/data/public/readme.txt", "public\n");
+    world.write("home/proj/data/public/.env", "TOPSECRET\n");
+    let out = world
+        .sh(
+            &["--exclude", "data", "--rw", "data/public"],
+            "cat data/private/users.csv data/public/.env 2>/dev/null; cat data/public/readme.txt; \
+             echo more >> data/public/readme.txt && echo wrote; touch data/new 2>/dev/null && echo CREATED; true",
+        )
+        .ok();
+    assert_eq!(out, "public\nwrote\n");
+    assert_eq!(world.read("home/proj/data/public/readme.txt"), "public\nmore\n");
+}

@@ -90,6 +90,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         args.push_path(plan.home);
     }
 
+    let mut remount: Vec<PathBuf> = Vec::new();
     for mount in plan.mounts {
         if let Some(link) = &mount.link {
             args.push("--symlink");
@@ -100,6 +101,13 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         match (mount.access, mount.kind) {
             (Access::Rw, _) => args.bind("--bind", &mount.path, &mount.path),
             (Access::Ro, _) => args.bind("--ro-bind", &mount.path, &mount.path),
+            // Something is granted inside: bwrap must be able to make its mount point, so
+            // an empty tmpfs, made read-only once everything is mounted.
+            (Access::Exclude, Kind::Dir) if has_descendants(mount, plan.mounts) => {
+                args.push("--tmpfs");
+                args.push_path(&mount.path);
+                remount.push(mount.path.clone());
+            }
             (Access::Exclude, Kind::Dir) => args.bind("--ro-bind", &plan.runtime.join("emptydir"), &mount.path),
             (Access::Exclude, Kind::File) => args.bind("--ro-bind", &plan.runtime.join("empty"), &mount.path),
         }
@@ -138,6 +146,10 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         }
     }
 
+    for path in &remount {
+        args.push("--remount-ro");
+        args.push_path(path);
+    }
     args.push_all(&["--remount-ro", "/"]);
     args.push("--chdir");
     args.push_path(plan.cwd);
@@ -146,6 +158,11 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.push("--");
     args.0.extend(plan.command.iter().cloned());
     args.0
+}
+
+/// Whether any other mount lies inside `mount`.
+pub fn has_descendants(mount: &Mount, mounts: &[Mount]) -> bool {
+    mounts.iter().any(|other| other.path != mount.path && other.path.starts_with(&mount.path))
 }
 
 struct Args(Vec<OsString>);
