@@ -92,3 +92,25 @@ fn nothing_written_to_the_audit_fifo_can_hang_exec_or_stop_the_relay() {
     let log = world.audit_log();
     assert!(log.contains(r#""policy":"command-deny""#), "the refusal after the garbage was still relayed:\n{log}");
 }
+
+#[test]
+fn terminating_exec_ends_the_sandbox_and_removes_the_runtime_directory() {
+    require_bwrap!();
+    let world = World::new();
+    let runtime_parent = world.path("xdg-runtime");
+    fs_err::create_dir_all(&runtime_parent).expect("mkdir");
+    let mut cmd = world.cmd();
+    cmd.env("XDG_RUNTIME_DIR", &runtime_parent).args(["exec", "--", "sleep", "30"]);
+    let mut child = cmd.cmd.spawn().expect("exec starts");
+    // Wait for the sandbox to be up (its runtime directory exists).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while fs_err::read_dir(&runtime_parent).expect("readable").count() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("exec exits");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "exec reports the sandbox's end by SIGTERM");
+    assert_eq!(fs_err::read_dir(&runtime_parent).expect("readable").count(), 0, "runtime directory left behind");
+}

@@ -74,16 +74,33 @@ pub fn run(
     })?;
     drop(seccomp);
     // The terminal sends ^C and ^\ to the whole foreground group: the sandboxed
-    // command decides what they mean; this parent just waits for it.
-    // SAFETY: setting a signal disposition to SIG_IGN has no memory-safety preconditions.
+    // command decides what they mean; this parent just waits for it. SIGTERM and SIGHUP
+    // sent to this parent alone are passed on to bwrap, so that the sandbox ends and
+    // this parent still removes the runtime directory.
+    CHILD.store(i32::try_from(child.id()).unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: SIG_IGN and a handler that only calls kill(2), which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        let handler = forward_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGHUP, handler);
     }
     let status = child.wait().map_err(|err| RunError::Spawn(bwrap.to_owned(), err))?;
 
     relay.finish();
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// bwrap's pid, for [`forward_signal`].
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward_signal(signal: libc::c_int) {
+    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe { libc::kill(pid, signal) };
+    }
 }
 
 /// Relays complete JSON lines from the audit FIFO to the log while the sandbox runs.
