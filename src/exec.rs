@@ -209,7 +209,10 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let hook_settings = hook_settings.to_json();
     let files =
         [(sandbox::git::OPTIONS_FILE, git_options.as_str()), (hookguard::SETTINGS_FILE, hook_settings.as_str())];
-    let runtime = sandbox::runtime::Runtime::create(&commands, &files).context("creating the runtime directory")?;
+    let copies: Vec<&Path> =
+        sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
+    let runtime =
+        sandbox::runtime::Runtime::create(&commands, &files, &copies).context("creating the runtime directory")?;
     let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));

@@ -81,6 +81,7 @@ fn system_files_are_read_only_and_etc_is_limited() {
         .sh(
             &[],
             "touch /usr/bin/evil 2>/dev/null && echo WROTE-USR; echo x >> /etc/passwd 2>/dev/null && echo WROTE-ETC; \
+             touch /etc/ld.so.preload 2>/dev/null && echo ADDED-ETC; \
              test -e /etc/shadow && echo SHADOW; test -e /etc/ssh && echo ETC-SSH; \
              ls /usr/bin/env >/dev/null && echo usr-ok; grep -q root /etc/passwd && echo passwd-ok",
         )

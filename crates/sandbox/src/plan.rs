@@ -90,8 +90,20 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         args.push_path(plan.home);
     }
 
+    let copied = copied_files(plan.mounts);
+    let mut copied_dirs: Vec<&Path> = copied.iter().filter_map(|mount| mount.path.parent()).collect();
+    copied_dirs.dedup();
+    // Writable while bwrap makes the mount points of what is granted inside it, then
+    // read-only (the copy lives in the private runtime directory).
     let mut remount: Vec<PathBuf> = Vec::new();
+    for dir in copied_dirs {
+        args.bind("--bind", &copied_dir(plan.runtime, dir), dir);
+        remount.push(dir.to_path_buf());
+    }
     for mount in plan.mounts {
+        if copied.iter().any(|copy| copy.path == mount.path) {
+            continue;
+        }
         if let Some(link) = &mount.link {
             args.push("--symlink");
             args.push_path(link);
@@ -158,6 +170,32 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.push("--");
     args.0.extend(plan.command.iter().cloned());
     args.0
+}
+
+/// Directories whose granted files are copied into the runtime directory at start and
+/// mounted as one directory, instead of one bind mount per file: bwrap's cost grows
+/// with the number of mounts, and `@base` grants some twenty single files in `/etc`.
+pub const COPIED_DIRS: &[&str] = &["/etc"];
+
+/// The read-only files of `mounts` that are copied rather than bound (see
+/// [`COPIED_DIRS`]): plain files directly in such a directory, when the directory
+/// itself is not mounted.
+pub fn copied_files(mounts: &[Mount]) -> Vec<&Mount> {
+    mounts
+        .iter()
+        .filter(|mount| mount.access == Access::Ro && mount.kind == Kind::File && mount.link.is_none())
+        .filter(|mount| {
+            mount.path.parent().is_some_and(|parent| {
+                COPIED_DIRS.iter().any(|dir| Path::new(dir) == parent)
+                    && !mounts.iter().any(|other| other.path == parent)
+            })
+        })
+        .collect()
+}
+
+/// Where a copied directory's files are in the runtime directory.
+pub fn copied_dir(runtime: &Path, dir: &Path) -> PathBuf {
+    runtime.join("copied").join(dir.strip_prefix("/").unwrap_or(dir))
 }
 
 /// Whether any other mount lies inside `mount`.
@@ -404,6 +442,53 @@ mod tests {
             "true",
         ];
         assert_eq!(strings(bwrap_args(&plan)), expected);
+    }
+
+    #[test]
+    fn single_files_in_etc_are_copied_and_mounted_as_one_directory() {
+        let mounts = [
+            mount("/etc/passwd", Access::Ro, Kind::File),
+            mount("/etc/hosts", Access::Ro, Kind::File),
+            mount("/etc/ssl", Access::Ro, Kind::Dir),
+            mount("/p", Access::Rw, Kind::Dir),
+        ];
+        let plan = Plan {
+            network: Network::On,
+            mounts: &mounts,
+            masks: &[],
+            commands: &[],
+            home: Path::new("/"),
+            cwd: Path::new("/p"),
+            runtime: Path::new("/rt"),
+            self_exe: Path::new("/as"),
+            command: &["true".into()],
+        };
+        let args = strings(bwrap_args(&plan));
+        let mounts_part: Vec<&str> = args
+            .iter()
+            .skip_while(|arg| *arg != "/tmp")
+            .skip(1)
+            .take_while(|arg| *arg != "/run/agent-sandbox")
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            mounts_part,
+            [
+                "--bind",
+                "/rt/copied/etc",
+                "/etc",
+                "--ro-bind",
+                "/etc/ssl",
+                "/etc/ssl",
+                "--bind",
+                "/p",
+                "/p",
+                "--ro-bind",
+                "/rt"
+            ]
+        );
+        let copied: Vec<&Path> = copied_files(&mounts).iter().map(|mount| mount.path.as_path()).collect();
+        assert_eq!(copied, [Path::new("/etc/passwd"), Path::new("/etc/hosts")]);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! presets/<cmd>     which built-in preset handles <cmd> (`git`, `deny`)
 //! wrappers/<cmd>    mount points for wrapper scripts
 //! shims/<cmd>       `exec /run/agent-sandbox/agent-sandbox multicall <cmd> "$@"`
+//! copied/etc/       copies of the single files granted in /etc, mounted as /etc
 //! git-exec-real/<n> mount point for git's n-th exec-path directory, whose place a
 //!                   stand-in directory takes (`commands::ensure_stand_in`)
 //! ```
@@ -41,8 +42,10 @@ impl Runtime {
     /// Creates and populates the runtime directory under `$XDG_RUNTIME_DIR`, else
     /// `/dev/shm`, else the system temp directory: tmpfs first, because removing
     /// directories from a disk-backed `/tmp` costs milliseconds on every start.
-    /// `files` are written at the root, for the guards inside (their settings).
-    pub fn create(commands: &[WrappedCommand], files: &[(&str, &str)]) -> std::io::Result<Runtime> {
+    /// `files` are written at the root, for the guards inside (their settings);
+    /// `copies` are host files copied under `copied/` (see `plan::COPIED_DIRS`). A
+    /// file that cannot be read is left out: the sandbox could not have read it either.
+    pub fn create(commands: &[WrappedCommand], files: &[(&str, &str)], copies: &[&Path]) -> std::io::Result<Runtime> {
         let parent = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|dir| dir.is_dir())
@@ -56,6 +59,14 @@ impl Runtime {
         fs_err::write(root.join("seccomp.bpf"), seccomp::deny_terminal_injection())?;
         for (name, content) in files {
             fs_err::write(root.join(name), content)?;
+        }
+        for source in copies {
+            let Some(dir) = source.parent() else { continue };
+            let target_dir = crate::plan::copied_dir(root, dir);
+            fs_err::create_dir_all(&target_dir)?;
+            if let (Ok(content), Some(name)) = (std::fs::read(source), source.file_name()) {
+                fs_err::write(target_dir.join(name), content)?;
+            }
         }
         make_fifo(&root.join("audit"))?;
         for sub in SUBDIRS {
