@@ -99,6 +99,14 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         }
     };
     let Loaded { ctx, config, files, cache_dir, own_dirs, repo } = load(&args.policy)?;
+    let planted = ctx.project_root.join(".git/commondir");
+    if ctx.project_root.join(".git").is_dir() && planted.symlink_metadata().is_ok() {
+        bail!(
+            "{} exists: git would take this repository's configuration, hooks and refs from the directory it names \
+             (a sandbox may have planted it); inspect it and delete it, then start again",
+            planted.display()
+        );
+    }
     prepare_own_dirs(&own_dirs, &ctx.project_root)?;
     let scan_cache =
         cache_dir.join("scan").join(format!("{:016x}", fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
@@ -260,14 +268,21 @@ fn quarantine(project_root: &Path, before: &[bool]) {
         if *existed || path.symlink_metadata().is_err() {
             continue;
         }
-        let aside = path.with_file_name(format!("{name}.agent-sandbox-quarantined"));
-        let moved = std::fs::rename(&path, &aside);
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let aside = path.with_file_name(format!("{name}.agent-sandbox-quarantined.{stamp}"));
+        // If even that cannot be done, the plant is removed rather than left in place.
+        let moved = std::fs::rename(&path, &aside).or_else(|err| {
+            let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+            removed.map(|()| ()).and(Err(err))
+        });
         eprintln!(
             "agent-sandbox: WARNING: the sandbox created {}, which would change what git does outside it; {}",
             path.display(),
             match moved {
                 Ok(()) => format!("moved it to {} (inspect it, then delete it)", aside.display()),
-                Err(err) => format!("could not move it aside ({err}): delete it before running git here"),
+                Err(err) if path.symlink_metadata().is_err() =>
+                    format!("could not move it aside ({err}), so it was deleted"),
+                Err(err) => format!("could not move it aside or delete it ({err}): delete it before running git here"),
             }
         );
         let event = audit::Event::new("git", "write", &path.display().to_string(), "blocked", "git-plant", None);
@@ -299,60 +314,107 @@ fn plan<'a>(
     }
 }
 
-/// Drops, from the secrets to mask, files git tracks unchanged: their content is in
-/// `.git` for anyone to read, and masking them only shows the agent an empty file that
-/// `git commit -a` would then record. A secret directory holding tracked files is
-/// replaced by its untracked and changed files. When git cannot answer, every hit stays.
+/// git for agent-sandbox's own look at a repository the agent may have written: no
+/// fsmonitor (a command the config can name), no hooks, no untracked cache, and (with
+/// `--no-filters` where it matters) no filter drivers. A plain `.git` with a `commondir`
+/// is refused before this ever runs.
+fn host_git(root: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new("git");
+    command
+        .arg("-C")
+        .arg(root)
+        .args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
+
+/// Of `paths` (relative to `root`), those whose bytes are exactly the blob the index
+/// records: their content is in `.git` for anyone to read. The index's flags and stat
+/// data are the agent's to set (`--assume-unchanged`, `--cacheinfo`), so only a hash of
+/// the file itself counts. `None` when git cannot answer.
+fn same_as_index(root: &Path, paths: &[String]) -> Option<Vec<String>> {
+    let paths: Vec<&String> = paths.iter().filter(|path| !path.contains('\n')).collect();
+    if paths.is_empty() {
+        return Some(Vec::new());
+    }
+    let staged = host_git(root).args(["ls-files", "-s", "-z", "--"]).args(&paths).output().ok()?;
+    if !staged.status.success() {
+        return None;
+    }
+    // "<mode> <blob> <stage>\t<path>"
+    let index: Vec<(String, String)> = staged
+        .stdout
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (meta, path) = entry.split_once('\t')?;
+            let mut fields = meta.split(' ');
+            let (mode, blob, stage) = (fields.next()?, fields.next()?, fields.next()?);
+            (stage == "0" && (mode == "100644" || mode == "100755")).then(|| (path.to_owned(), blob.to_owned()))
+        })
+        .collect();
+    let tracked: Vec<&(String, String)> = index.iter().filter(|(path, _)| root.join(path).is_file()).collect();
+    if tracked.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut hasher = host_git(root)
+        .args(["hash-object", "--no-filters", "--stdin-paths"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    {
+        use std::io::Write as _;
+        let mut input = hasher.stdin.take()?;
+        for (path, _) in &tracked {
+            writeln!(input, "{path}").ok()?;
+        }
+    }
+    let hashed = hasher.wait_with_output().ok()?;
+    if !hashed.status.success() {
+        return None;
+    }
+    let hashes: Vec<String> = String::from_utf8_lossy(&hashed.stdout).lines().map(str::to_owned).collect();
+    if hashes.len() != tracked.len() {
+        return None;
+    }
+    Some(
+        tracked
+            .iter()
+            .zip(hashes)
+            .filter(|((_, blob), hash)| *blob == *hash)
+            .map(|((path, _), _)| path.clone())
+            .collect(),
+    )
+}
+
+/// Drops, from the secrets to mask, files whose content git already holds (see
+/// [`same_as_index`]): masking them hides nothing and only shows the agent an empty file
+/// that `git commit -a` would record. A secret directory holding such files is replaced
+/// by its other files. When git cannot answer, every hit stays.
 fn untracked_or_changed(
     root: &Path,
     hits: Vec<secrets::SecretHit>,
     notes: &mut Vec<String>,
 ) -> Vec<secrets::SecretHit> {
-    let ls_files = |extra: &[&str], paths: &[String]| -> Option<Vec<String>> {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(root)
-            .args(["ls-files", "-z"])
-            .args(extra)
-            .arg("--")
-            .args(paths)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        out.status.success().then(|| {
-            out.stdout
-                .split(|b| *b == 0)
-                .filter(|p| !p.is_empty())
-                .map(|p| String::from_utf8_lossy(p).into_owned())
-                .collect()
-        })
-    };
     let rel = |hit: &secrets::SecretHit| hit.rel_path.to_string_lossy().into_owned();
-    let mut kept = Vec::new();
     let files: Vec<String> = hits.iter().filter(|hit| matches!(hit.kind, secrets::EntryKind::File)).map(rel).collect();
-    let (tracked, changed) = if files.is_empty() {
-        (Vec::new(), Vec::new())
-    } else {
-        match (ls_files(&[], &files), ls_files(&["-m"], &files)) {
-            (Some(tracked), Some(changed)) => (tracked, changed),
-            _ => return hits,
-        }
-    };
+    let Some(known) = same_as_index(root, &files) else { return hits };
+    let mut kept = Vec::new();
     for hit in hits {
         let path = rel(&hit);
         match hit.kind {
-            secrets::EntryKind::File if tracked.contains(&path) && !changed.contains(&path) => {
-                notes.push(format!("secret {path}: tracked by git and unchanged, not masked (its content is in .git)"));
+            secrets::EntryKind::File if known.contains(&path) => {
+                notes.push(format!("secret {path}: its exact content is committed to git, not masked"));
             }
             secrets::EntryKind::Dir => {
-                let dir = [path.clone()];
-                match (ls_files(&[], &dir), ls_files(&["--others"], &dir), ls_files(&["-m"], &dir)) {
-                    (Some(tracked), Some(others), Some(changed)) if !tracked.is_empty() => {
-                        notes.push(format!(
-                            "secret {path}/: holds tracked files, masking its untracked and changed ones"
-                        ));
-                        for file in others.into_iter().chain(changed) {
+                let mut inside = Vec::new();
+                collect_files(&hit.path, root, &mut inside);
+                match same_as_index(root, &inside) {
+                    Some(known) if !known.is_empty() => {
+                        notes.push(format!("secret {path}/: holds committed files, masking only its others"));
+                        for file in inside.into_iter().filter(|file| !known.contains(file)) {
                             kept.push(secrets::SecretHit {
                                 path: root.join(&file),
                                 rel_path: PathBuf::from(&file),
@@ -368,6 +430,19 @@ fn untracked_or_changed(
         }
     }
     kept
+}
+
+/// Every non-directory entry under `dir` (symlinks not followed), relative to `root`.
+fn collect_files(dir: &Path, root: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            collect_files(&path, root, out);
+        } else if let Ok(rel) = path.strip_prefix(root) {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
 }
 
 /// What to mount over each secret, with the hit that asked for it: the entry itself, or

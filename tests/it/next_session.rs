@@ -21,16 +21,46 @@ fn a_planted_commondir_grants_nothing_next_time_and_is_quarantined() {
     run.ok();
     assert!(run.stderr().contains("WARNING: the sandbox created"), "{}", run.stderr());
     assert!(!world.path("home/proj/.git/commondir").exists());
-    assert!(world.path("home/proj/.git/commondir.agent-sandbox-quarantined").exists());
-    // Even if it had stayed, the next session would not grant home.
-    fs_err::rename(
-        world.path("home/proj/.git/commondir.agent-sandbox-quarantined"),
-        world.path("home/proj/.git/commondir"),
-    )
-    .expect("put it back");
-    let out = world.sh(&[], "cat ../private.txt 2>/dev/null; echo x >> ../.profile 2>/dev/null; true").ok();
-    assert_eq!(out, "");
-    assert!(!world.path("home/.profile").exists(), "the host's home was written");
+    let aside = fs_err::read_dir(world.path("home/proj/.git"))
+        .expect("readable")
+        .filter_map(Result::ok)
+        .find(|entry| entry.file_name().to_string_lossy().starts_with("commondir.agent-sandbox-quarantined."))
+        .expect("moved aside");
+    // Were it put back, the next start refuses instead of trusting it.
+    fs_err::rename(aside.path(), world.path("home/proj/.git/commondir")).expect("put it back");
+    let run = world.sh(&[], "cat ../private.txt; true");
+    assert_eq!(run.code(), 125);
+    assert!(
+        run.stderr().contains(".git/commondir exists: git would take this repository's configuration"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn a_quarantine_cannot_be_blocked_by_taking_its_name() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let home = world.home.display().to_string();
+    let run =
+        world.sh(&[], &format!("mkdir -p .git/commondir.agent-sandbox-quarantined/x; echo {home} > .git/commondir"));
+    run.ok();
+    assert!(!world.path("home/proj/.git/commondir").exists(), "{}", run.stderr());
+}
+
+#[test]
+fn index_flags_cannot_unmask_a_secret_next_time() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    world.write("home/proj/.env", "SECRET=1\n");
+    world.write("home/proj/secrets/a.txt", "TOPSECRET\n");
+    // The agent stages empty blobs under the secrets' names and tells git not to look.
+    let plant = "git update-index --add --cacheinfo 100644,$(git hash-object -w --stdin </dev/null),.env \
+                 && git update-index --assume-unchanged .env \
+                 && git update-index --add --cacheinfo 100644,$(git hash-object -w --stdin </dev/null),secrets/a.txt \
+                 && git update-index --skip-worktree secrets/a.txt";
+    world.sh(&[], plant).ok();
+    assert_eq!(world.sh(&[], "cat .env secrets/a.txt 2>/dev/null; echo end").ok(), "end\n");
 }
 
 #[test]
