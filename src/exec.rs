@@ -273,7 +273,7 @@ fn quarantine(project_root: &Path, before: &[bool]) {
         // If even that cannot be done, the plant is removed rather than left in place.
         let moved = std::fs::rename(&path, &aside).or_else(|err| {
             let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
-            removed.map(|()| ()).and(Err(err))
+            removed.and(Err(err))
         });
         eprintln!(
             "agent-sandbox: WARNING: the sandbox created {}, which would change what git does outside it; {}",
