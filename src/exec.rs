@@ -120,8 +120,11 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
 
     let mut policy = policy::resolve(&config, &ctx)?;
+    // `.git` entries are reported too (and not descended into): see gitcare.rs.
+    let mut patterns: Vec<String> = config.secret_patterns.iter().map(|item| item.value.clone()).collect();
+    patterns.push(GIT_ENTRY.to_owned());
     let matcher = secrets::SecretMatcher::new(
-        &config.secret_patterns.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
+        &patterns,
         &config.secret_allow.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
     )?;
     let skip: Vec<PathBuf> = policy
@@ -132,7 +135,8 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         .filter(|mount| !sandbox::plan::has_descendants(mount, &policy.mounts))
         .map(|mount| mount.path.clone())
         .collect();
-    let hits = secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?;
+    let (nested_git, hits) =
+        split_git_entries(&ctx.project_root, secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?);
     let hits = if repo.is_some() { untracked_or_changed(&ctx.project_root, hits, &mut policy.notes) } else { hits };
     let masked = masks_for(&hits, &policy.mounts, &mut policy.notes);
     let masks: Vec<Mask> = masked.iter().map(|(mask, _)| mask.clone()).collect();
@@ -224,9 +228,15 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));
-    let planted_before = plantable(&ctx.project_root);
+    let common_dir = policy::git::layout(&ctx.project_root).map(|layout| layout.common_dir);
+    let git_before = crate::gitcare::snapshot(&ctx.project_root, common_dir.as_deref(), &nested_git);
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
-    quarantine(&ctx.project_root, &planted_before);
+    // What the session left behind, listed the same (cached) way.
+    let nested_now = match secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache) {
+        Ok(hits) => split_git_entries(&ctx.project_root, hits).0,
+        Err(_) => nested_git.clone(),
+    };
+    crate::gitcare::after(&git_before, &ctx.project_root, common_dir.as_deref(), &nested_now);
     runtime.remove().context("removing the runtime directory")?;
     Ok(code?)
 }
@@ -251,45 +261,14 @@ fn prepare_own_dirs(own_dirs: &[PathBuf], project_root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Files in a plain `.git` directory that the host's git would honour but that the
-/// sandbox cannot mount read-only before they exist: `commondir` (git would take its
-/// configuration, hooks and refs from elsewhere) and `config.worktree`.
-const PLANTABLE: &[&str] = &["commondir", "config.worktree"];
+/// The scan pattern that finds git directories and gitlinks in the work tree.
+const GIT_ENTRY: &str = ".git";
 
-/// Which [`PLANTABLE`] files exist now.
-fn plantable(project_root: &Path) -> Vec<bool> {
-    PLANTABLE.iter().map(|name| project_root.join(".git").join(name).symlink_metadata().is_ok()).collect()
-}
-
-/// Moves aside what the sandbox planted in `.git` (see [`PLANTABLE`]) and says so.
-fn quarantine(project_root: &Path, before: &[bool]) {
-    for (name, existed) in PLANTABLE.iter().zip(before) {
-        let path = project_root.join(".git").join(name);
-        if *existed || path.symlink_metadata().is_err() {
-            continue;
-        }
-        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let aside = path.with_file_name(format!("{name}.agent-sandbox-quarantined.{stamp}"));
-        // If even that cannot be done, the plant is removed rather than left in place.
-        let moved = std::fs::rename(&path, &aside).or_else(|err| {
-            let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
-            removed.and(Err(err))
-        });
-        eprintln!(
-            "agent-sandbox: WARNING: the sandbox created {}, which would change what git does outside it; {}",
-            path.display(),
-            match moved {
-                Ok(()) => format!("moved it to {} (inspect it, then delete it)", aside.display()),
-                Err(err) if path.symlink_metadata().is_err() =>
-                    format!("could not move it aside ({err}), so it was deleted"),
-                Err(err) => format!("could not move it aside or delete it ({err}): delete it before running git here"),
-            }
-        );
-        let event = audit::Event::new("git", "write", &path.display().to_string(), "blocked", "git-plant", None);
-        if let Some(log) = audit::default_path() {
-            let _ = audit::append(&log, &[event]);
-        }
-    }
+/// Splits scan hits into the `.git` entries below the project root and the secrets.
+fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (Vec<PathBuf>, Vec<secrets::SecretHit>) {
+    let (git, secrets): (Vec<_>, Vec<_>) = hits.into_iter().partition(|hit| hit.pattern == GIT_ENTRY);
+    let nested = git.into_iter().map(|hit| hit.path).filter(|path| *path != root.join(GIT_ENTRY)).collect();
+    (nested, secrets)
 }
 
 fn plan<'a>(

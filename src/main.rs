@@ -6,6 +6,7 @@
 
 mod cli;
 mod exec;
+mod gitcare;
 
 use std::{ffi::OsString, path::Path};
 

@@ -19,7 +19,7 @@ fn a_planted_commondir_grants_nothing_next_time_and_is_quarantined() {
     let home = world.home.display().to_string();
     let run = world.sh(&[], &format!("echo {home} > .git/commondir"));
     run.ok();
-    assert!(run.stderr().contains("WARNING: the sandbox created"), "{}", run.stderr());
+    assert!(run.stderr().contains("WARNING: the sandbox wrote"), "{}", run.stderr());
     assert!(!world.path("home/proj/.git/commondir").exists());
     let aside = fs_err::read_dir(world.path("home/proj/.git"))
         .expect("readable")
@@ -147,4 +147,57 @@ fn relative_paths_in_a_project_config_mean_the_same_from_any_subdirectory() {
         .run()
         .ok();
     assert_eq!(out, "end\n");
+}
+
+/// A config that would make the user's git run the agent's program.
+const EVIL: &str = "printf '[core]\\n\\tfsmonitor = \"touch /tmp/PWNED; false\"\\n'";
+
+fn quarantined(dir: &std::path::Path, name: &str) -> bool {
+    fs_err::read_dir(dir)
+        .map(|entries| {
+            entries.filter_map(Result::ok).any(|entry| {
+                entry.file_name().to_string_lossy().starts_with(&format!("{name}.agent-sandbox-quarantined."))
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_planted_submodule_gitlink_and_a_rewritten_worktree_link_are_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let worktree = world.path("home/wt");
+    world.git(&["worktree", "add", "-q", "-b", "wt", worktree.to_str().expect("utf-8")]);
+    let script = format!(
+        "mkdir -p lib .git/evil && cp -r .git/objects .git/refs .git/HEAD .git/evil/ && {EVIL} > .git/evil/config \
+         && echo 'gitdir: ../.git/evil' > lib/.git; \
+         echo ../../../evil > .git/worktrees/wt/commondir"
+    );
+    let run = world.sh(&[], &script);
+    run.ok();
+    let err = run.stderr();
+    assert!(quarantined(&world.path("home/proj/lib"), ".git"), "{err}");
+    assert!(quarantined(&world.path("home/proj/.git/worktrees/wt"), "commondir"), "{err}");
+    assert!(!world.path("home/proj/lib/.git").exists());
+}
+
+#[test]
+fn a_nested_repository_configured_to_run_commands_is_defused() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let run = world.sh(&[], &format!("git init -q vendored && {EVIL} > vendored/.git/config; git init -q plain"));
+    run.ok();
+    assert!(quarantined(&world.path("home/proj/vendored/.git"), "config"), "{}", run.stderr());
+    assert!(world.path("home/proj/plain/.git/config").exists(), "a plain new repository is left alone");
+    assert!(run.stderr().contains("created the git repository"), "{}", run.stderr());
+}
+
+#[test]
+fn worktrees_made_by_git_itself_are_left_alone() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let run = world.sh(&[], "git worktree add -q -b side side-wt && git -C side-wt log -1 --format=%s");
+    assert_eq!(run.ok(), "init\n");
+    assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
+    assert!(world.path("home/proj/.git/worktrees/side-wt/commondir").exists());
 }
