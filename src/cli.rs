@@ -76,6 +76,11 @@ enum ConfigCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Trust the project's .agent-sandbox/config file as it is now (exec refuses a new or changed one)
+    Allow {
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
 }
 
 /// Flags that form the CLI configuration layer.
@@ -131,6 +136,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Exec(args) => crate::exec::exec(args),
         Commands::Check { quiet } => Ok(check(quiet)),
         Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
+        Commands::Config(ConfigCommand::Allow { policy }) => crate::exec::config_allow(&policy),
         Commands::Hooks(command) => hooks(command),
         Commands::Hook { name, args } => match hookinstall::HOOKS.contains(&name.as_str()) {
             true => Ok(hookguard::run(&name, &args)),

@@ -23,6 +23,8 @@ struct Loaded {
     cache_dir: PathBuf,
     /// Its own directories (config, cache, state), hidden or read-only inside.
     own_dirs: [PathBuf; 3],
+    /// The project's config file, if there is one, and whether the user allowed it as it is.
+    project_config: Option<(PathBuf, bool)>,
     repo: Option<sandbox::git::RepoFacts>,
 }
 
@@ -49,6 +51,10 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
         explicit: args.config.clone(),
     };
     let cli = config::cli_layer(args.network.as_deref(), &args.ro, &args.rw, &args.exclude, &args.cmds)?;
+    let project_config = config::find_config_file(&sources.project_dir)?.map(|path| {
+        let allowed = is_allowed(&state_dir, &path);
+        (path, allowed)
+    });
     let (mut config, files) = config::load(&sources, cli)?;
     // agent-sandbox's own files stay out of reach even when a parent is granted: the
     // sandbox must not loosen the next run's config, nor poison its scan cache, nor
@@ -67,8 +73,47 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
         files,
         cache_dir: cache_dir.clone(),
         own_dirs: [global_dir, cache_dir, state_dir],
+        project_config,
         repo,
     })
+}
+
+/// Where an allowed project config's exact bytes are kept (hidden from every sandbox).
+fn allowed_copy(state_dir: &Path, config: &Path) -> PathBuf {
+    state_dir.join("allowed").join(format!("{:016x}", fnv1a(config.as_os_str().as_encoded_bytes())))
+}
+
+/// Whether `config` is byte for byte what the user allowed (a copy is kept, not a hash:
+/// nothing the agent writes can collide with it).
+fn is_allowed(state_dir: &Path, config: &Path) -> bool {
+    let stored = std::fs::read(allowed_copy(state_dir, config)).ok();
+    let current = std::fs::read(config).ok();
+    stored.is_some() && stored == current.map(|bytes| [config.as_os_str().as_encoded_bytes(), b"\0", &bytes].concat())
+}
+
+/// `agent-sandbox config allow`: trusts the project's config file as it is now.
+pub fn config_allow(args: &PolicyArgs) -> Result<i32> {
+    let loaded = load(args)?;
+    let Some((path, _)) = loaded.project_config else {
+        println!(
+            "{} has no .agent-sandbox/config.jsonc or config.json: nothing to allow",
+            loaded.ctx.project_root.display()
+        );
+        return Ok(0);
+    };
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let state_dir = &loaded.own_dirs[2];
+    let copy = allowed_copy(state_dir, &path);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(copy.parent().unwrap_or(state_dir))
+        .with_context(|| format!("creating {}", state_dir.display()))?;
+    std::fs::write(&copy, [path.as_os_str().as_encoded_bytes(), b"\0", &bytes].concat())
+        .with_context(|| format!("writing {}", copy.display()))?;
+    println!("allowed {} as it is now:", path.display());
+    print!("{}", String::from_utf8_lossy(&bytes));
+    Ok(0)
 }
 
 /// FNV-1a: a stable file name for a project's scan cache.
@@ -78,6 +123,12 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 pub fn config_show(args: &PolicyArgs, json: bool) -> Result<i32> {
     let loaded = load(args)?;
+    if let Some((path, false)) = &loaded.project_config {
+        eprintln!(
+            "agent-sandbox: note: {} is not allowed as it is: exec refuses to start until `agent-sandbox config allow`",
+            path.display()
+        );
+    }
     if json {
         let text = serde_json::to_string_pretty(&loaded.config.to_json()).context("formatting JSON")?;
         println!("{text}");
@@ -98,7 +149,15 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             eprintln!("agent-sandbox: debug: {line}");
         }
     };
-    let Loaded { ctx, config, files, cache_dir, own_dirs, repo } = load(&args.policy)?;
+    let Loaded { ctx, config, files, cache_dir, own_dirs, project_config, repo } = load(&args.policy)?;
+    if let Some((path, false)) = &project_config {
+        bail!(
+            "the project config {} is new or changed since you allowed it, and it can widen what the agent may do \
+             (review it, then run: agent-sandbox config allow{})",
+            path.display(),
+            args.policy.cwd.as_ref().map(|dir| format!(" -C {}", dir.display())).unwrap_or_default()
+        );
+    }
     let planted = ctx.project_root.join(".git/commondir");
     if ctx.project_root.join(".git").is_dir() && planted.symlink_metadata().is_ok() {
         bail!(

@@ -6,10 +6,7 @@ use crate::support::{require_bwrap, World};
 fn secret_variables_are_dropped_and_the_allowlist_opts_in() {
     require_bwrap!();
     let world = World::new();
-    world.write(
-        "home/proj/.agent-sandbox/config.jsonc",
-        r#"{ "env": { "allow": ["ANTHROPIC_API_KEY", "NODE_*"], "block": ["NODE_SECRET"] } }"#,
-    );
+    world.project_config(r#"{ "env": { "allow": ["ANTHROPIC_API_KEY", "NODE_*"], "block": ["NODE_SECRET"] } }"#);
     let secret = [
         "OPENAI_API_KEY",
         "AWS_SECRET_ACCESS_KEY",

@@ -11,7 +11,7 @@ fn protected_world() -> World {
     world.write("home/proj/.git/hooks/pre-commit", HOOK);
     world.chmod("home/proj/.git/hooks/pre-commit", 0o755);
     world.write("home/proj/.husky/pre-commit", "npm test\n");
-    world.write("home/proj/.agent-sandbox/config.jsonc", "{}\n");
+    world.project_config("{}\n");
     world.write("home/proj/.agent-precommit/user-context.json", "{}\n");
     world
 }
@@ -92,7 +92,7 @@ fn linked_worktrees_commit_while_the_shared_hooks_stay_read_only() {
 fn without_the_git_preset_the_paths_are_ordinary_project_files() {
     require_bwrap!();
     let world = protected_world();
-    world.write("home/proj/.agent-sandbox/config.jsonc", r#"{ "filesystem": { "presets": ["!@git"] } }"#);
+    world.project_config(r#"{ "filesystem": { "presets": ["!@git"] } }"#);
     let out = world.sh(&[], "echo '# changed' >> .git/hooks/pre-commit && echo writable").ok();
     assert_eq!(out, "writable\n");
 }

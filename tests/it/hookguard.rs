@@ -14,7 +14,7 @@ const CHAINED_HOOK: &str = "#!/bin/sh\necho chained-hook-ran >&2\nexit 0\n";
 fn guarded_world() -> World {
     let world = World::new();
     world.write("home/proj/src.txt", "one\n");
-    world.write("home/proj/.agent-sandbox/config.jsonc", r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
+    world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
     world.git(&["add", "-A"]);
     world.git(&["commit", "-qm", "second"]);
     let remote = world.path("home/remote.git");

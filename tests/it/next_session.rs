@@ -138,7 +138,7 @@ fn relative_paths_in_a_project_config_mean_the_same_from_any_subdirectory() {
     let world = World::new();
     world.write("home/proj/fixtures/prod-dump/users.csv", "customer PII\n");
     world.write("home/proj/src/main.rs", "fn main() {}\n");
-    world.write("home/proj/.agent-sandbox/config.jsonc", r#"{ "filesystem": { "exclude": ["fixtures/prod-dump"] } }"#);
+    world.project_config(r#"{ "filesystem": { "exclude": ["fixtures/prod-dump"] } }"#);
     let src = world.path("home/proj/src");
     let out = world
         .cmd()
@@ -200,4 +200,32 @@ fn worktrees_made_by_git_itself_are_left_alone() {
     assert_eq!(run.ok(), "init\n");
     assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
     assert!(world.path("home/proj/.git/worktrees/side-wt/commondir").exists());
+}
+
+#[test]
+fn a_project_config_is_used_only_as_the_user_allowed_it() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/.agent-sandbox/config.jsonc", r#"{ "network": "off" }"#);
+    let refused = world.sh(&[], "true");
+    assert_eq!(refused.code(), 125);
+    assert!(refused.stderr().contains("is new or changed since you allowed it"), "{}", refused.stderr());
+    assert!(refused.stderr().contains("agent-sandbox config allow"), "{}", refused.stderr());
+    world.cmd().args(["config", "allow"]).run().ok();
+    world.sh(&[], "true").ok();
+    // Any change needs allowing again.
+    world.write("home/proj/.agent-sandbox/config.jsonc", r#"{ "network": "on" }"#);
+    assert_eq!(world.sh(&[], "true").code(), 125);
+}
+
+#[test]
+fn a_config_planted_in_a_subdirectory_is_not_trusted_by_a_later_session_there() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let plant = r#"mkdir -p sub/.git sub/.agent-sandbox && echo '{"filesystem":{"rw":["~"]},"commands":{"git":true}}' > sub/.agent-sandbox/config.jsonc"#;
+    world.sh(&[], plant).ok();
+    let sub = world.path("home/proj/sub");
+    let run = world.cmd().current_dir(&sub).args(["exec", "--", "sh", "-c", "echo pwn >> ~/.profile; true"]).run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(!world.path("home/.profile").exists());
 }

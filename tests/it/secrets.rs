@@ -81,10 +81,7 @@ fn secret_patterns_are_configurable() {
     require_bwrap!();
     let world = world();
     world.write("home/proj/notes.private", "TOPSECRET\n");
-    world.write(
-        "home/proj/.agent-sandbox/config.jsonc",
-        r#"{ "secrets": { "patterns": ["*.private"], "allow": [".env.local"] } }"#,
-    );
+    world.project_config(r#"{ "secrets": { "patterns": ["*.private"], "allow": [".env.local"] } }"#);
     let out = world.sh(&[], "cat notes.private .env.local .env; echo end").ok();
     assert_eq!(out, "TOPSECRET\nend\n", ".env.local allowed, *.private added, .env still masked");
 }

@@ -83,6 +83,13 @@ impl World {
         path
     }
 
+    /// Writes the project's `.agent-sandbox/config.jsonc` and allows it, as its user would.
+    pub fn project_config(&self, content: &str) -> PathBuf {
+        let path = self.write("home/proj/.agent-sandbox/config.jsonc", content);
+        self.cmd().args(["config", "allow"]).run().ok();
+        path
+    }
+
     pub fn read(&self, rel: &str) -> String {
         fs_err::read_to_string(self.path(rel)).expect("read")
     }
