@@ -197,6 +197,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let (nested_git, hits) =
         split_git_entries(&ctx.project_root, secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?);
     let hits = if repo.is_some() { untracked_or_changed(&ctx.project_root, hits, &mut policy.notes) } else { hits };
+    let hits = outside_dependency_trees(hits, &mut policy.notes);
     let masked = masks_for(&hits, &policy.mounts, &mut policy.notes);
     let masks: Vec<Mask> = masked.iter().map(|(mask, _)| mask.clone()).collect();
 
@@ -318,6 +319,27 @@ fn prepare_own_dirs(own_dirs: &[PathBuf], project_root: &Path) -> Result<()> {
             .with_context(|| format!("creating the placeholder {}", project_config.display()))?;
     }
     Ok(())
+}
+
+/// Directories of installed dependencies and build output, which package managers and
+/// build tools delete and rewrite wholesale.
+const DEPENDENCY_TREES: &[&str] = &["node_modules", "target", ".venv", "vendor"];
+
+/// Drops secrets found in dependency and build trees by a wildcard pattern
+/// (`*secret*` matching `client-secret.js` in a package): masked, they make `npm ci` or
+/// `cargo clean` fail with EBUSY. Exact names (`.env`, `id_rsa`) stay masked there too.
+fn outside_dependency_trees(hits: Vec<secrets::SecretHit>, notes: &mut Vec<String>) -> Vec<secrets::SecretHit> {
+    hits.into_iter()
+        .filter(|hit| {
+            let in_tree =
+                hit.rel_path.components().any(|part| DEPENDENCY_TREES.iter().any(|tree| part.as_os_str() == *tree));
+            let keep = !(in_tree && hit.pattern.starts_with('*'));
+            if !keep {
+                notes.push(format!("secret {}: in a dependency or build tree, not masked", hit.rel_path.display()));
+            }
+            keep
+        })
+        .collect()
 }
 
 /// The scan pattern that finds git directories and gitlinks in the work tree.

@@ -61,6 +61,7 @@ fn pre_commit_refuses_protected_paths_secret_files_secret_contents_and_failing_c
         ("AWS access key id", "echo 'aws = \"AKIAIOSFODNN7EXAMPLE\"' > settings.py && git add settings.py"),
         ("private key", "printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\\nb3Blbn\\n' > notes.txt && git add notes.txt"),
         ("failed", "touch BROKEN && git add BROKEN"),
+        ("AWS access key id", "echo 'k.txt -diff' > .gitattributes && echo AKIAIOSFODNN7EXAMPLE > k.txt && git add .gitattributes k.txt"),
     ];
     for (expected, stage) in attacks {
         let run = world.sh(&[], &format!("{stage} && git commit -q -m attempt"));

@@ -177,3 +177,19 @@ fn tracked_unchanged_files_are_not_masked_and_masked_files_cannot_be_committed_e
     assert!(world.git(&["show", "HEAD:config/credentials.json"]).contains("template"));
     assert_eq!(world.read("home/proj/config/credentials.json"), "{\"password\": \"TOPSECRET\"}\n");
 }
+
+#[test]
+fn dependency_and_build_trees_can_be_rebuilt() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/node_modules/dep/client-secret.js", "module.exports = 1;\n");
+    world.write("home/proj/target/debug/deps/libsecret_store-1.rlib", "x");
+    world.write("home/proj/node_modules/dep/.env", "TOPSECRET\n");
+    let out = world
+        .sh(&[], "cat node_modules/dep/.env; rm -rf target && echo cleaned; rm node_modules/dep/client-secret.js && echo removed")
+        .ok();
+    assert_eq!(
+        out, "cleaned\nremoved\n",
+        "exact names stay masked; wildcard hits in dependency trees do not block rebuilds"
+    );
+}

@@ -253,7 +253,8 @@ fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
             }
         }
     }
-    let diff = repo.git_ok(&["diff", "--cached", "-U0", "--no-color", "--no-ext-diff"])?;
+    // --text and --no-textconv: `.gitattributes` (the agent's) cannot hide content as binary.
+    let diff = repo.git_ok(&["diff", "--cached", "-U0", "--no-color", "--no-ext-diff", "--text", "--no-textconv"])?;
     if let Some((path, finding)) = secrets_in_diff(&String::from_utf8_lossy(&diff)).into_iter().next() {
         return Err(refuse(
             format!("the commit adds a {} to {path}", finding.kind),

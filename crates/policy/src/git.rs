@@ -51,8 +51,9 @@ pub fn layout(root: &Path) -> Option<Layout> {
             (links_back && in_worktrees && is_repository(&common_dir)).then_some(Layout { git_dir, common_dir })
         }
         Err(_) => {
-            let submodule = git_dir.components().any(|part| part.as_os_str() == "modules");
-            (submodule && is_repository(&git_dir)).then(|| Layout { git_dir: git_dir.clone(), common_dir: git_dir })
+            // A submodule's git dir lives in an enclosing repository's `.git/modules/`.
+            let enclosing = root.ancestors().skip(1).any(|dir| git_dir.starts_with(dir.join(".git/modules")));
+            (enclosing && is_repository(&git_dir)).then(|| Layout { git_dir: git_dir.clone(), common_dir: git_dir })
         }
     }
 }

@@ -326,6 +326,14 @@ fn env_filter_table() {
         ("SENTRY_DSN", Some("env-secret-pattern")),
         ("NODE_SECRET_THING", Some("env-block")), // block beats allow
         ("DEBUG_TOKEN", Some("env-block")),
+        ("SECRET_KEY_BASE", Some("env-secret-pattern")),
+        ("DB_PASS", Some("env-secret-pattern")),
+        ("MYSQL_PWD", Some("env-secret-pattern")),
+        ("TOKEN", Some("env-secret-pattern")),
+        ("APIKEY", Some("env-secret-pattern")),
+        ("PWD", None),
+        ("OLDPWD", None),
+        ("PASSENGER_APP_ENV", None),
         ("KEYBOARD_LAYOUT", None),
         ("TOKENIZERS_PARALLELISM", None),
     ];
