@@ -278,6 +278,8 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         .filter_map(|mask| mask.path.strip_prefix(&ctx.project_root).ok())
         .map(|rel| rel.to_string_lossy().into_owned())
         .collect();
+    hook_settings.check_env =
+        env.iter().filter_map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned()))).collect();
     let hook_settings = hook_settings.to_json();
     let files =
         [(sandbox::git::OPTIONS_FILE, git_options.as_str()), (hookguard::SETTINGS_FILE, hook_settings.as_str())];

@@ -184,3 +184,19 @@ fn the_guard_uses_the_settings_of_the_start_not_the_agents_environment() {
         world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
     }
 }
+
+#[test]
+fn checks_run_in_the_environment_of_the_start_not_the_agents() {
+    require_bwrap!();
+    let world = guarded_world();
+    // `env` finds `test` on PATH (the shell builtin would not).
+    world.project_config(r#"{ "checks": { "commands": ["env test ! -e BROKEN"] } }"#);
+    world.git(&["commit", "-qam", "env check"]);
+    let before = head(&world);
+    // A `test` that always succeeds, put first on PATH for the commit.
+    let script = "mkdir -p /tmp/fake && printf '#!/bin/sh\\nexit 0\\n' > /tmp/fake/test && chmod +x /tmp/fake/test \
+                  && touch BROKEN && git add BROKEN && PATH=/tmp/fake:$PATH git commit -q -m x";
+    let run = world.sh(&[], script);
+    assert!(run.stderr().contains("pre-commit refused") && run.stderr().contains("failed"), "{}", run.stderr());
+    assert_eq!(head(&world), before);
+}

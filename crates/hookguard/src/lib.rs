@@ -60,6 +60,10 @@ pub struct Settings {
     /// Paths (relative to the work tree) the sandbox masks: the agent sees them empty,
     /// so a commit must not record them.
     pub masked_paths: Vec<String>,
+    /// The environment the sandbox started with: the checks run in it, not in whatever
+    /// the agent sets for `git commit` (`PATH`, `LD_PRELOAD`, `BASH_ENV`). Empty outside
+    /// a sandbox, where the checks inherit the environment.
+    pub check_env: Vec<(String, String)>,
 }
 
 /// Where `exec` leaves the guard's settings inside the runtime directory.
@@ -76,6 +80,7 @@ impl Settings {
             secret_allow: values(&config.secret_allow),
             allow_branch_deletion: config.git_allow_branch_deletion.value,
             masked_paths: Vec::new(),
+            check_env: Vec::new(),
         }
     }
 
@@ -88,6 +93,7 @@ impl Settings {
             "secretAllow": self.secret_allow,
             "allowBranchDeletion": self.allow_branch_deletion,
             "maskedPaths": self.masked_paths,
+            "checkEnv": self.check_env.iter().map(|(name, value)| [name, value]).collect::<Vec<_>>(),
         })
         .to_string()
     }
@@ -105,6 +111,11 @@ impl Settings {
             secret_allow: strings("secretAllow")?,
             allow_branch_deletion: value["allowBranchDeletion"].as_bool()?,
             masked_paths: strings("maskedPaths")?,
+            check_env: value["checkEnv"]
+                .as_array()?
+                .iter()
+                .map(|pair| Some((pair[0].as_str()?.to_owned(), pair[1].as_str()?.to_owned())))
+                .collect::<Option<Vec<_>>>()?,
         })
     }
 }
@@ -304,7 +315,11 @@ fn secrets_in_diff(diff: &str) -> Vec<(String, Finding)> {
 fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
     for command in &repo.settings.check_commands {
         // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
-        let status = Command::new("sh")
+        let mut check = Command::new("sh");
+        if !repo.settings.check_env.is_empty() {
+            check.env_clear().envs(repo.settings.check_env.iter().map(|(name, value)| (name, value)));
+        }
+        let status = check
             .args(["-c", command])
             .current_dir(dir)
             .stdin(Stdio::null())
@@ -459,6 +474,7 @@ mod tests {
             secret_allow: vec![".env.example".into()],
             allow_branch_deletion: false,
             masked_paths: vec!["config/prod.key".into()],
+            check_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         };
         assert_eq!(Settings::from_json(&settings.to_json()), Some(settings));
         assert_eq!(Settings::from_json(r#"{"checkCommands": []}"#), None);
