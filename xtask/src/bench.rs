@@ -2,8 +2,9 @@
 //! baselines measured in the same run (absolute times vary from machine to machine):
 //! - `exec -- true` against a raw `bwrap --ro-bind / / … -- /bin/true` (target ≤ 1.5×);
 //! - start-up in a 100,000-file project (a large node_modules with scattered `.env`
-//!   files) against a 100-file project (target ≤ 1.5×), and the same big tree without
-//!   secrets, which separates the cost of scanning from the cost of masking.
+//!   files) against a 100-file project (target ≤ 1.5×): whole runs, the same big tree
+//!   without secrets (the scan's share apart from masking), and start-up alone (until
+//!   the command runs, without the exit-time checks).
 //!
 //! - a loop of `git rev-parse HEAD` inside one sandbox through the git guard against the
 //!   same loop with `--cmd git=true` (target ≤ 1.10×).
@@ -82,6 +83,31 @@ pub fn run_bench() -> Result<()> {
     }
     let [raw_ms, small_ms, big_ms, clean_ms] = series.map(median_ms);
 
+    // Start-up alone: from spawning exec until the command inside runs (it prints the
+    // wall clock), without the teardown that follows.
+    let startup = |project: &Path| -> Result<Duration> {
+        let mut cmd = Command::new(&bin);
+        cmd.args(["exec", "--", "/bin/date", "+%s%N"])
+            .current_dir(project)
+            .env("XDG_STATE_HOME", &state)
+            .env("XDG_CACHE_HOME", &state);
+        let launched = std::time::SystemTime::now();
+        let out = cmd.output().with_context(|| format!("starting {cmd:?}"))?;
+        let nanos: u128 = String::from_utf8_lossy(&out.stdout).trim().parse().context("date printed a number")?;
+        let started = std::time::UNIX_EPOCH + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        Ok(started.duration_since(launched).unwrap_or_default())
+    };
+    let mut startups: [Vec<Duration>; 2] = Default::default();
+    for round in 0..RUNS + 3 {
+        let times = [startup(&small)?, startup(&big)?];
+        if round >= 3 {
+            for (all, one) in startups.iter_mut().zip(times) {
+                all.push(one);
+            }
+        }
+    }
+    let [small_start_ms, big_start_ms] = startups.map(median_ms);
+
     // The git guard: the same loop of a fast git command with and without it.
     run(Command::new("git").args(["init", "-q"]).current_dir(&small))?;
     run(Command::new("git")
@@ -128,6 +154,10 @@ pub fn run_bench() -> Result<()> {
     println!("  the same without secret files       {clean_ms:8.2} ms");
     report("exec / raw bwrap", small_ms / raw_ms, 1.5);
     report("100,000 files / 100 files", big_ms / small_ms, 1.5);
+    println!(
+        "  start-up until the command runs:    {small_start_ms:8.2} ms (100 files), {big_start_ms:8.2} ms (100,000)"
+    );
+    report("start-up, 100,000 / 100 files", big_start_ms / small_start_ms, 1.5);
     println!("  {:<28} {:5.2}x  (the scan alone, no masks)", "no secrets / 100 files", clean_ms / small_ms);
     println!("git guard: {GIT_CALLS} x `git rev-parse HEAD` in one sandbox, median of {GIT_RUNS} runs");
     println!("  through the guard                   {guarded_ms:8.2} ms");

@@ -21,7 +21,7 @@ use std::{
     ffi::OsString,
     io::Write,
     os::unix::ffi::{OsStrExt, OsStringExt},
-    path::{Path, PathBuf},
+    path::Path,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -54,7 +54,7 @@ pub(crate) fn settled(ctime: (i64, i64), start: SystemTime) -> bool {
     changed + RACY < start
 }
 
-pub(crate) fn load(path: &Path, fingerprint: u64, root: &Path) -> HashMap<PathBuf, CachedDir> {
+pub(crate) fn load(path: &Path, fingerprint: u64, root: &Path) -> HashMap<OsString, CachedDir> {
     std::fs::read(path).ok().and_then(|bytes| decode(&bytes, fingerprint, root)).unwrap_or_default()
 }
 
@@ -62,7 +62,7 @@ pub(crate) fn store<'a>(
     path: &Path,
     fingerprint: u64,
     root: &Path,
-    dirs: impl Iterator<Item = (&'a PathBuf, &'a CachedDir)>,
+    dirs: impl Iterator<Item = (&'a OsString, &'a CachedDir)>,
 ) -> std::io::Result<()> {
     let mut out = Vec::with_capacity(64 * 1024);
     out.extend_from_slice(MAGIC);
@@ -139,7 +139,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn decode(bytes: &[u8], fingerprint: u64, root: &Path) -> Option<HashMap<PathBuf, CachedDir>> {
+fn decode(bytes: &[u8], fingerprint: u64, root: &Path) -> Option<HashMap<OsString, CachedDir>> {
     let mut reader = Reader { bytes };
     if reader.take(MAGIC.len())? != MAGIC
         || reader.u64()? != fingerprint
@@ -147,9 +147,9 @@ fn decode(bytes: &[u8], fingerprint: u64, root: &Path) -> Option<HashMap<PathBuf
     {
         return None;
     }
-    let mut dirs = HashMap::new();
+    let mut dirs = HashMap::with_capacity(4096);
     while !reader.bytes.is_empty() {
-        let dir = PathBuf::from(OsString::from_vec(reader.bytes()?.to_vec()));
+        let dir = OsString::from_vec(reader.bytes()?.to_vec());
         let ino = reader.u64()?;
         let ctime = (reader.i64()?, reader.i64()?);
         let subdirs = (0..reader.u32()?)
@@ -169,7 +169,7 @@ fn decode(bytes: &[u8], fingerprint: u64, root: &Path) -> Option<HashMap<PathBuf
                 Some(CachedHit { name, kind, pattern })
             })
             .collect::<Option<Vec<_>>>()?;
-        if !dir.starts_with(root) {
+        if !Path::new(&dir).starts_with(root) {
             return None;
         }
         dirs.insert(dir, CachedDir { ino, ctime, subdirs, hits });
@@ -188,7 +188,7 @@ mod tests {
         let root = Path::new("/p");
         let mut dirs = HashMap::new();
         dirs.insert(
-            PathBuf::from("/p/a"),
+            OsString::from("/p/a"),
             CachedDir {
                 ino: 7,
                 ctime: (1_700_000_000, 5),

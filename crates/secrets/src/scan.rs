@@ -6,6 +6,7 @@
 //! ([`scan_cached`]), unchanged directories are stat'ed instead of listed (`cache.rs`).
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
@@ -116,8 +117,8 @@ fn walk(
     };
     let threads = thread::available_parallelism().map_or(1, |n| n.get());
     let mut hits: Vec<SecretHit> = Vec::new();
-    let mut recorded: HashMap<PathBuf, CachedDir> = HashMap::new();
-    let mut reused: Vec<&PathBuf> = Vec::new();
+    let mut recorded: HashMap<OsString, CachedDir> = HashMap::new();
+    let mut reused: Vec<&OsString> = Vec::new();
     let mut listed = 0;
     thread::scope(|s| {
         let workers: Vec<_> = (0..threads).map(|_| s.spawn(|| Worker::new(&shared).run())).collect();
@@ -170,7 +171,7 @@ struct Shared<'a> {
     skip: &'a [PathBuf],
     /// Stat each directory and record its listing for the cache.
     caching: bool,
-    cache: &'a HashMap<PathBuf, CachedDir>,
+    cache: &'a HashMap<OsString, CachedDir>,
     start: SystemTime,
     queue: Mutex<Queue>,
     wakeup: Condvar,
@@ -237,9 +238,9 @@ struct Worker<'s, 'a> {
     local: Vec<Job>,
     hits: Vec<SecretHit>,
     /// New listings for the next cache file.
-    recorded: Vec<(PathBuf, CachedDir)>,
+    recorded: Vec<(OsString, CachedDir)>,
     /// Cached listings that still hold.
-    reused: Vec<&'a PathBuf>,
+    reused: Vec<&'a OsString>,
     /// Directories listed rather than taken from the cache.
     listed: usize,
     /// Reused buffer for an entry's root-relative path.
@@ -305,8 +306,8 @@ impl<'s, 'a> Worker<'s, 'a> {
             return Ok(()); // replaced by a symlink or a file since its parent was listed
         }
         let key = (meta.ino(), (meta.ctime(), meta.ctime_nsec()));
-        let cache: &'a HashMap<PathBuf, CachedDir> = self.shared.cache;
-        match cache.get_key_value(&job.dir) {
+        let cache: &'a HashMap<OsString, CachedDir> = self.shared.cache;
+        match cache.get_key_value(job.dir.as_os_str()) {
             Some((dir, cached)) if (cached.ino, cached.ctime) == key => {
                 self.replay(job, cached);
                 self.reused.push(dir);
@@ -415,7 +416,7 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
         if let Some(record) = record {
             if cache::settled(record.ctime, self.shared.start) {
-                self.recorded.push((job.dir.clone(), record));
+                self.recorded.push((job.dir.clone().into_os_string(), record));
             }
         }
         Ok(())
@@ -505,7 +506,7 @@ mod cache_tests {
         // an unchanged directory reports it.
         let mut cached = cache::load(&file, m.fingerprint(), &root);
         assert_eq!(cached.len(), 7, "{cached:?}");
-        let c = cached.get_mut(&root.join("c")).expect("c/ cached");
+        let c = cached.get_mut(root.join("c").as_os_str()).expect("c/ cached");
         c.hits.push(CachedHit { name: OsString::from("planted"), kind: EntryKind::File, pattern: ".env".into() });
         cache::store(&file, m.fingerprint(), &root, cached.iter()).expect("store");
         assert_eq!(
@@ -527,7 +528,7 @@ mod cache_tests {
         fs::create_dir_all(root.join("fresh")).expect("mkdir");
         let file = dir.path().join("cache");
         scan_cached(&root, &matcher(&[]), &[], &file).expect("scan");
-        let cached: HashMap<PathBuf, CachedDir> = cache::load(&file, matcher(&[]).fingerprint(), &root);
+        let cached: HashMap<OsString, CachedDir> = cache::load(&file, matcher(&[]).fingerprint(), &root);
         assert!(cached.is_empty(), "{cached:?}");
     }
 }
