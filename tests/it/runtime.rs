@@ -114,3 +114,13 @@ fn terminating_exec_ends_the_sandbox_and_removes_the_runtime_directory() {
     assert_eq!(status.code(), Some(128 + libc::SIGTERM), "exec reports the sandbox's end by SIGTERM");
     assert_eq!(fs_err::read_dir(&runtime_parent).expect("readable").count(), 0, "runtime directory left behind");
 }
+
+#[test]
+fn bwraps_own_failures_are_told_apart_from_the_commands_status() {
+    require_bwrap!();
+    let world = World::new();
+    assert_eq!(world.sh(&[], "exit 1").code(), 1, "the command's own 1 passes through");
+    let run = world.cmd().args(["exec", "--", "/nonexistent-command"]).run();
+    assert_eq!(run.code(), 125);
+    assert!(run.stderr().contains("bwrap could not start the command in the sandbox"), "{}", run.stderr());
+}

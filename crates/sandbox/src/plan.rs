@@ -18,6 +18,9 @@ use policy::{Access, Kind, Mount};
 
 /// The fd bwrap reads the seccomp program from.
 pub const SECCOMP_FD: i32 = 3;
+/// The fd bwrap reports the sandboxed command's start and exit on (`--json-status-fd`),
+/// which tells bwrap's own setup failures from the command's exit status.
+pub const STATUS_FD: i32 = 4;
 /// Where the runtime directory appears inside the sandbox.
 pub const RUNTIME_DIR: &str = "/run/agent-sandbox";
 
@@ -167,6 +170,8 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.push_path(plan.cwd);
     args.push("--seccomp");
     args.push(&SECCOMP_FD.to_string());
+    args.push("--json-status-fd");
+    args.push(&STATUS_FD.to_string());
     args.push("--");
     args.0.extend(plan.command.iter().cloned());
     args.0
@@ -390,6 +395,8 @@ mod tests {
             "/home/u/proj/src",
             "--seccomp",
             "3",
+            "--json-status-fd",
+            "4",
             "--",
             "claude",
             "--resume",
@@ -438,6 +445,8 @@ mod tests {
             "/p",
             "--seccomp",
             "3",
+            "--json-status-fd",
+            "4",
             "--",
             "true",
         ];

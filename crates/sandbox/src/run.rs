@@ -21,7 +21,10 @@ use std::{
     thread,
 };
 
-use crate::{plan::SECCOMP_FD, runtime::Runtime};
+use crate::{
+    plan::{SECCOMP_FD, STATUS_FD},
+    runtime::Runtime,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -31,6 +34,8 @@ pub enum RunError {
     Spawn(PathBuf, #[source] std::io::Error),
     #[error("setting up the audit relay")]
     Audit(#[source] std::io::Error),
+    #[error("bwrap could not start the command in the sandbox (its message is above)")]
+    Setup,
 }
 
 /// Runs bwrap; returns the exit code to pass on (128 + signal for a killed command).
@@ -48,18 +53,23 @@ pub fn run(
     let relay = Relay::spawn(fifo, audit_log).map_err(RunError::Audit)?;
 
     let seccomp_fd = seccomp.as_raw_fd();
+    let (status_read, status_write) = pipe().map_err(RunError::Audit)?;
+    let status_fd = status_write.as_raw_fd();
     let scope = crate::landlock::supported();
     let mut command = Command::new(bwrap);
     command.args(args).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
     unsafe {
         command.pre_exec(move || {
-            if seccomp_fd == SECCOMP_FD {
-                let flags = libc::fcntl(seccomp_fd, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(seccomp_fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(seccomp_fd, SECCOMP_FD) < 0 {
+            // Copies above the targets first (close-on-exec), so neither dup2 below can
+            // overwrite the other's source; dup2 leaves its target inheritable.
+            let seccomp_copy = libc::fcntl(seccomp_fd, libc::F_DUPFD_CLOEXEC, 10);
+            let status_copy = libc::fcntl(status_fd, libc::F_DUPFD_CLOEXEC, 10);
+            if seccomp_copy < 0
+                || status_copy < 0
+                || libc::dup2(seccomp_copy, SECCOMP_FD) < 0
+                || libc::dup2(status_copy, STATUS_FD) < 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             if scope {
@@ -73,6 +83,7 @@ pub fn run(
         _ => RunError::Spawn(bwrap.to_owned(), err),
     })?;
     drop(seccomp);
+    drop(status_write);
     // The terminal sends ^C and ^\ to the whole foreground group: the sandboxed
     // command decides what they mean; this parent just waits for it. SIGTERM and SIGHUP
     // sent to this parent alone are passed on to bwrap, so that the sandbox ends and
@@ -89,7 +100,25 @@ pub fn run(
     let status = child.wait().map_err(|err| RunError::Spawn(bwrap.to_owned(), err))?;
 
     relay.finish();
+    // bwrap writes an exit-code record only for a command that ran; its own failures
+    // (a mount it cannot make, a command it cannot exec) exit 1 without one.
+    let mut report = String::new();
+    let _ = (&status_read).read_to_string(&mut report);
+    if status.code() == Some(1) && !report.contains("exit-code") {
+        return Err(RunError::Setup);
+    }
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// A pipe whose ends are both close-on-exec.
+fn pipe() -> std::io::Result<(File, File)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 just created both descriptors; each is owned once.
+    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
 }
 
 /// bwrap's pid, for [`forward_signal`].
@@ -113,17 +142,13 @@ struct Relay {
 }
 
 const MAX_LINE: usize = 4096;
+/// Events one session may add to the log; the rest are counted, not written.
+const MAX_EVENTS: usize = 10_000;
 
 impl Relay {
     fn spawn(fifo: File, audit_log: Option<PathBuf>) -> std::io::Result<Relay> {
         set_nonblocking(fifo.as_raw_fd())?;
-        let mut fds = [0; 2];
-        // SAFETY: fds has room for the two descriptors pipe2 writes.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 just created both descriptors; each is owned once.
-        let (stop_read, stop_write) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        let (stop_read, stop_write) = pipe()?;
         let handle = thread::spawn(move || relay(fifo, stop_read, audit_log));
         Ok(Relay { stop: stop_write, handle })
     }
@@ -138,6 +163,8 @@ impl Relay {
 fn relay(mut fifo: File, stop: File, audit_log: Option<PathBuf>) {
     let mut pending: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 8192];
+    let mut written = 0;
+    let mut dropped = 0;
     loop {
         let mut polls = [
             libc::pollfd { fd: fifo.as_raw_fd(), events: libc::POLLIN, revents: 0 },
@@ -159,25 +186,38 @@ fn relay(mut fifo: File, stop: File, audit_log: Option<PathBuf>) {
         }
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
-            record(&line[..line.len() - 1], audit_log.as_deref());
+            if written < MAX_EVENTS {
+                written += usize::from(record(&line[..line.len() - 1], audit_log.as_deref()));
+            } else {
+                dropped += 1;
+            }
         }
         if pending.len() > MAX_LINE {
             pending.clear();
         }
         if stopping {
+            if dropped > 0 {
+                if let Some(path) = &audit_log {
+                    let reason = format!("{dropped} more lines from the sandbox were not recorded");
+                    let event = audit::Event::new("?", "audit", "", "blocked", "audit-flood", Some(reason));
+                    let _ = audit::append(path, &[event]);
+                }
+            }
             return;
         }
     }
 }
 
-fn record(line: &[u8], audit_log: Option<&Path>) {
+/// Appends one sandbox line to the log if it is an event; says whether it was.
+fn record(line: &[u8], audit_log: Option<&Path>) -> bool {
     let (Some(path), Some(event)) = (audit_log, std::str::from_utf8(line).ok().and_then(audit::parse_sandbox_line))
     else {
-        return;
+        return false;
     };
     if let Err(err) = audit::append(path, &[event]) {
         eprintln!("agent-sandbox: warning: cannot write the audit log: {err}");
     }
+    true
 }
 
 fn set_nonblocking(fd: i32) -> std::io::Result<()> {
