@@ -77,7 +77,7 @@ fn dry_run_prints_the_bwrap_command_without_running_it() {
         bwrap_line.contains(&format!(" --ro-bind '$RUNTIME/empty' {}/.env ", world.project.display())),
         "{bwrap_line}"
     );
-    assert!(bwrap_line.ends_with(" --seccomp 3 -- touch ran"), "{bwrap_line}");
+    assert!(bwrap_line.ends_with(" --seccomp 3 --json-status-fd 4 -- touch ran"), "{bwrap_line}");
     assert!(!world.path("home/proj/ran").exists());
 }
 
