@@ -23,8 +23,9 @@ struct Loaded {
     cache_dir: PathBuf,
     /// Its own directories (config, cache, state), hidden or read-only inside.
     own_dirs: [PathBuf; 3],
-    /// The project's config file, if there is one, and whether the user allowed it as it is.
-    project_config: Option<(PathBuf, bool)>,
+    /// Config files the agent could have written (the project's, a `-c` file inside the
+    /// project), each with whether the user allowed it as it is.
+    project_config: Vec<(PathBuf, bool)>,
     repo: Option<sandbox::git::RepoFacts>,
 }
 
@@ -51,10 +52,16 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
         explicit: args.config.clone(),
     };
     let cli = config::cli_layer(args.network.as_deref(), &args.ro, &args.rw, &args.exclude, &args.cmds)?;
-    let project_config = config::find_config_file(&sources.project_dir)?.map(|path| {
-        let allowed = is_allowed(&state_dir, &path);
-        (path, allowed)
-    });
+    let explicit_inside =
+        args.config.as_ref().and_then(|file| file.canonicalize().ok()).filter(|file| file.starts_with(&project_root));
+    let project_config: Vec<(PathBuf, bool)> = config::find_config_file(&sources.project_dir)?
+        .into_iter()
+        .chain(explicit_inside)
+        .map(|path| {
+            let allowed = is_allowed(&state_dir, &path);
+            (path, allowed)
+        })
+        .collect();
     let (mut config, files) = config::load(&sources, cli)?;
     // agent-sandbox's own files stay out of reach even when a parent is granted: the
     // sandbox must not loosen the next run's config, nor poison its scan cache, nor
@@ -94,25 +101,36 @@ fn is_allowed(state_dir: &Path, config: &Path) -> bool {
 /// `agent-sandbox config allow`: trusts the project's config file as it is now.
 pub fn config_allow(args: &PolicyArgs) -> Result<i32> {
     let loaded = load(args)?;
-    let Some((path, _)) = loaded.project_config else {
+    if loaded.project_config.is_empty() {
         println!(
             "{} has no .agent-sandbox/config.jsonc or config.json: nothing to allow",
             loaded.ctx.project_root.display()
         );
         return Ok(0);
-    };
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    }
     let state_dir = &loaded.own_dirs[2];
-    let copy = allowed_copy(state_dir, &path);
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(copy.parent().unwrap_or(state_dir))
-        .with_context(|| format!("creating {}", state_dir.display()))?;
-    std::fs::write(&copy, [path.as_os_str().as_encoded_bytes(), b"\0", &bytes].concat())
-        .with_context(|| format!("writing {}", copy.display()))?;
-    println!("allowed {} as it is now:", path.display());
-    print!("{}", String::from_utf8_lossy(&bytes));
+    for (path, _) in &loaded.project_config {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let copy = allowed_copy(state_dir, path);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(copy.parent().unwrap_or(state_dir))
+            .with_context(|| format!("creating {}", state_dir.display()))?;
+        std::fs::write(&copy, [path.as_os_str().as_encoded_bytes(), b"\0", &bytes].concat())
+            .with_context(|| format!("writing {}", copy.display()))?;
+        println!("allowed {} as it is now:", path.display());
+        // Shown with control characters escaped: an escape sequence could hide lines.
+        let text: String = String::from_utf8_lossy(&bytes)
+            .chars()
+            .flat_map(|c| match c {
+                '\n' | '\t' => vec![c],
+                c if c.is_control() => c.escape_default().collect(),
+                c => vec![c],
+            })
+            .collect();
+        print!("{text}");
+    }
     Ok(0)
 }
 
@@ -123,7 +141,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 pub fn config_show(args: &PolicyArgs, json: bool) -> Result<i32> {
     let loaded = load(args)?;
-    if let Some((path, false)) = &loaded.project_config {
+    for (path, _) in loaded.project_config.iter().filter(|(_, allowed)| !allowed) {
         eprintln!(
             "agent-sandbox: note: {} is not allowed as it is: exec refuses to start until `agent-sandbox config allow`",
             path.display()
@@ -150,7 +168,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         }
     };
     let Loaded { ctx, config, files, cache_dir, own_dirs, project_config, repo } = load(&args.policy)?;
-    if let Some((path, false)) = &project_config {
+    if let Some((path, _)) = project_config.iter().find(|(_, allowed)| !allowed) {
         bail!(
             "the project config {} is new or changed since you allowed it, and it can widen what the agent may do \
              (review it, then run: agent-sandbox config allow{})",
@@ -196,10 +214,25 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         .collect();
     let (nested_git, hits) =
         split_git_entries(&ctx.project_root, secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?);
+    let secret_dirs: Vec<PathBuf> =
+        hits.iter().filter(|hit| hit.kind == secrets::EntryKind::Dir).map(|hit| hit.path.clone()).collect();
     let hits = if repo.is_some() { untracked_or_changed(&ctx.project_root, hits, &mut policy.notes) } else { hits };
     let hits = outside_dependency_trees(hits, &mut policy.notes);
     let masked = masks_for(&hits, &policy.mounts, &mut policy.notes);
     let masks: Vec<Mask> = masked.iter().map(|(mask, _)| mask.clone()).collect();
+    // A secret named by a path pattern (`config/prod.yaml`) would be unmasked next time by
+    // renaming its parent: pin the parents.
+    let by_path: Vec<PathBuf> =
+        masked.iter().filter(|(_, hit)| hit.pattern.contains('/')).map(|(mask, _)| mask.path.clone()).collect();
+    policy::pin_parents(&mut policy.mounts, &by_path);
+    // Secret directories left visible (they hold committed files) are not descended into
+    // by the scan; their `.git` entries are looked for separately.
+    let open_secret_dirs: Vec<PathBuf> =
+        secret_dirs.into_iter().filter(|dir| !masks.iter().any(|mask| mask.path == *dir)).collect();
+    let mut nested_git = nested_git;
+    for dir in &open_secret_dirs {
+        crate::gitcare::find_git_entries(dir, &mut nested_git);
+    }
 
     let filter = policy::env::EnvFilter::new(&config)?;
     let (mut env, dropped) = filter.apply(std::env::vars_os());
@@ -293,11 +326,21 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let common_dir = policy::git::layout(&ctx.project_root).map(|layout| layout.common_dir);
     let git_before = crate::gitcare::snapshot(&ctx.project_root, common_dir.as_deref(), &nested_git);
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
-    // What the session left behind, listed the same (cached) way.
-    let nested_now = match secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache) {
+    // What the session left behind, listed the same (cached) way; if the scan fails
+    // (a directory made unreadable), a plain walk that skips what git could not read
+    // either.
+    let mut nested_now = match secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache) {
         Ok(hits) => split_git_entries(&ctx.project_root, hits).0,
-        Err(_) => nested_git.clone(),
+        Err(_) => {
+            let mut found = Vec::new();
+            crate::gitcare::find_git_entries(&ctx.project_root, &mut found);
+            found.retain(|entry| *entry != ctx.project_root.join(GIT_ENTRY));
+            found
+        }
     };
+    for dir in &open_secret_dirs {
+        crate::gitcare::find_git_entries(dir, &mut nested_now);
+    }
     crate::gitcare::after(&git_before, &ctx.project_root, common_dir.as_deref(), &nested_now);
     runtime.remove().context("removing the runtime directory")?;
     Ok(code?)

@@ -1,27 +1,37 @@
 //! After a session: what the sandbox may have done to git metadata that the user's own
 //! git would honour afterwards. The agent must be able to write `.git` (commits need it),
 //! and git trusts pointer files there (`commondir`, a worktree's `gitdir`, a submodule's
-//! `.git` file) and config files it finds through them. A planted pointer to a config of
-//! the agent's making turns the user's next `git status` into the agent's command
-//! (`core.fsmonitor`). So the pointers are snapshotted at start and, at exit, anything
-//! new or changed is moved aside (or, failing that, deleted), and git configs written
-//! during the session that name commands are moved aside too. Best effort: the warning
-//! says what to inspect.
+//! `.git` file) and the configs it finds through them, in the project's repository, in
+//! its submodules and in any repository nested in the work tree; `git status` in the
+//! project even runs git in submodules. One planted `core.fsmonitor` turns the user's
+//! next `git status` into the agent's command.
+//!
+//! So the rule is strict and reads no contents: every such file is snapshotted at start,
+//! and at exit anything new or changed is moved aside (or, failing that, deleted): the
+//! changed pointer file, or the whole nested `.git` or submodule git directory. The only
+//! things a session may add are what `git worktree add` makes (checked by its links). An
+//! interactive rebase left in progress is reported with its `exec` lines.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
 };
 
-/// Pointer files, nested git entries and the configs found through them, at start.
+/// The git metadata as it was at start.
 pub struct Snapshot {
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
     nested: BTreeSet<PathBuf>,
-    configs: BTreeMap<PathBuf, Vec<u8>>,
+    modules: BTreeSet<PathBuf>,
+    sequencer: BTreeSet<PathBuf>,
 }
 
-/// The pointer files git would honour for this project (existing or not).
-fn watched(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf> {
+/// Files of a git directory that make git use other configuration or repositories.
+const GIT_DIR_FILES: &[&str] = &["config", "commondir", "config.worktree", "gitdir"];
+/// In-progress operations whose todo lists git will run on `--continue`.
+const SEQUENCER: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
+
+/// The project's own pointer files (existing or not) and its worktrees' links.
+fn project_files(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let dot_git = project_root.join(".git");
     if dot_git.is_dir() {
@@ -29,174 +39,167 @@ fn watched(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf> {
     } else {
         files.push(dot_git);
     }
-    if let Some(common) = common_dir.filter(|common| !common.starts_with(project_root)) {
-        files.extend(["commondir", "config.worktree"].map(|name| common.join(name)));
-    }
     if let Some(common) = common_dir {
-        if let Ok(entries) = std::fs::read_dir(common.join("worktrees")) {
-            for entry in entries.flatten() {
-                files.extend(["commondir", "gitdir", "config.worktree"].map(|name| entry.path().join(name)));
-            }
+        if !common.starts_with(project_root) {
+            files.extend(["commondir", "config.worktree"].map(|name| common.join(name)));
+        }
+        for worktree in subdirs(&common.join("worktrees")) {
+            files.extend(["commondir", "gitdir", "config.worktree"].map(|name| worktree.join(name)));
         }
     }
     files
 }
 
-pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBuf]) -> Snapshot {
-    let files =
-        watched(project_root, common_dir).into_iter().map(|path| (path.clone(), std::fs::read(&path).ok())).collect();
-    let configs = configs(common_dir, nested)
-        .into_iter()
-        .filter_map(|path| std::fs::read(&path).ok().map(|content| (path, content)))
-        .collect();
-    Snapshot { files, nested: nested.iter().cloned().collect(), configs }
-}
-
-/// The configs the user's git reads through submodules and nested repositories.
-fn configs(common_dir: Option<&Path>, nested: &[PathBuf]) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = common_dir.map(|common| module_configs(&common.join("modules"))).unwrap_or_default();
-    found.extend(nested.iter().filter(|entry| entry.is_dir()).map(|dir| dir.join("config")));
+/// Every submodule git directory under `modules`, nested ones included.
+fn module_dirs(modules: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for dir in subdirs(modules) {
+        found.extend(module_dirs(&dir.join("modules")));
+        found.push(dir);
+    }
     found
 }
 
-/// Compares with `before` and quarantines what the session planted.
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).filter(|path| path.is_dir()).collect())
+        .unwrap_or_default()
+}
+
+/// The files that make up a nested `.git` entry or a submodule git directory.
+fn entry_files(entry: &Path) -> Vec<PathBuf> {
+    if entry.is_dir() {
+        GIT_DIR_FILES.iter().map(|name| entry.join(name)).collect()
+    } else {
+        vec![entry.to_path_buf()]
+    }
+}
+
+/// Git directories whose in-progress operations are watched.
+fn git_dirs(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = common_dir.map(Path::to_path_buf).into_iter().collect();
+    if let Some(common) = common_dir {
+        dirs.extend(subdirs(&common.join("worktrees")));
+    }
+    let dot_git = project_root.join(".git");
+    if dot_git.is_dir() && !dirs.contains(&dot_git) {
+        dirs.push(dot_git);
+    }
+    dirs
+}
+
+fn sequencer_states(project_root: &Path, common_dir: Option<&Path>) -> BTreeSet<PathBuf> {
+    git_dirs(project_root, common_dir)
+        .into_iter()
+        .flat_map(|dir| SEQUENCER.iter().map(move |name| dir.join(name)))
+        .filter(|path| path.exists())
+        .collect()
+}
+
+fn read(path: &Path) -> Option<Vec<u8>> {
+    match path.symlink_metadata() {
+        Ok(meta) if meta.is_symlink() => {
+            std::fs::read_link(path).ok().map(|target| target.into_os_string().into_encoded_bytes())
+        }
+        Ok(_) => std::fs::read(path).ok().or(Some(b"<unreadable>".to_vec())),
+        Err(_) => None,
+    }
+}
+
+/// `nested`: the `.git` entries below the project root (not its own).
+pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBuf]) -> Snapshot {
+    let modules: BTreeSet<PathBuf> =
+        common_dir.map(|common| module_dirs(&common.join("modules"))).unwrap_or_default().into_iter().collect();
+    let mut paths = project_files(project_root, common_dir);
+    paths.extend(nested.iter().flat_map(|entry| entry_files(entry)));
+    paths.extend(modules.iter().flat_map(|dir| entry_files(dir)));
+    Snapshot {
+        files: paths.into_iter().map(|path| (path.clone(), read(&path))).collect(),
+        nested: nested.iter().cloned().collect(),
+        modules,
+        sequencer: sequencer_states(project_root, common_dir),
+    }
+}
+
+/// Compares with `before` and quarantines what the session planted or changed.
 pub fn after(before: &Snapshot, project_root: &Path, common_dir: Option<&Path>, nested_now: &[PathBuf]) {
-    for path in watched(project_root, common_dir) {
-        let now = std::fs::read(&path).ok();
+    for path in project_files(project_root, common_dir) {
+        let now = read(&path);
         let then = before.files.get(&path).cloned().flatten();
         if now.is_none() || now == then {
             continue;
         }
-        if then.is_none() && is_sound_new_worktree_link(&path, common_dir) {
+        if then.is_none() && is_new_worktree_link(&path, common_dir) {
             continue; // `git worktree add` made it
         }
-        quarantine(&path, "would change which repository, configuration or hooks git uses outside the sandbox");
+        quarantine(&path, "would change which repository, configuration or hooks git uses");
     }
-    let modules = common_dir.map(|common| common.join("modules"));
-    for entry in nested_now.iter().filter(|entry| !before.nested.contains(*entry)) {
-        if entry.is_file() {
-            // A gitlink: sound only when it names a submodule git dir of this repository.
-            let target = std::fs::read_to_string(entry).ok().and_then(|text| {
-                let dir = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?.trim().to_owned();
-                let base = entry.parent()?;
-                Some(policy::normalize(&base.join(dir)))
-            });
-            let worktrees = common_dir.map(|common| common.join("worktrees"));
-            let links_back = |target: &Path| {
-                std::fs::read_to_string(target.join("gitdir"))
-                    .is_ok_and(|back| Path::new(back.trim()).canonicalize().ok() == entry.canonicalize().ok())
-            };
-            match (target, &modules, &worktrees) {
-                (Some(target), Some(modules), _) if target.starts_with(modules) => {} // config checked below
-                (Some(target), _, Some(worktrees))
-                    if target.parent() == Some(worktrees.as_path()) && links_back(&target) => {}
-                _ => quarantine(
-                    entry,
-                    "points git at a directory that is not one of this repository's submodules or worktrees",
-                ),
-            }
-        } else if entry.is_dir() {
-            eprintln!(
-                "agent-sandbox: note: the sandbox created the git repository {}; its configuration is the agent's",
-                entry.display()
-            );
+    for entry in nested_now {
+        let changed = !before.nested.contains(entry)
+            || entry_files(entry).iter().any(|file| read(file) != before.files.get(file).cloned().flatten());
+        if changed && !is_worktree_gitlink(entry, common_dir) {
+            quarantine(entry, "is git metadata written inside the sandbox, which git would use outside it");
         }
     }
-    // Configs written or changed during the session must not name commands.
-    for config in configs(common_dir, nested_now) {
-        let now = std::fs::read(&config).ok();
-        if now.is_some() && now.as_ref() != before.configs.get(&config) {
-            check_config(&config);
+    let modules_now = common_dir.map(|common| module_dirs(&common.join("modules"))).unwrap_or_default();
+    for dir in modules_now {
+        let changed = !before.modules.contains(&dir)
+            || entry_files(&dir).iter().any(|file| read(file) != before.files.get(file).cloned().flatten());
+        if changed {
+            quarantine(&dir, "is a submodule's git directory written inside the sandbox");
         }
+    }
+    for state in sequencer_states(project_root, common_dir).difference(&before.sequencer) {
+        let todo = ["git-rebase-todo", "todo"].iter().find_map(|name| std::fs::read_to_string(state.join(name)).ok());
+        let execs: Vec<&str> = todo
+            .as_deref()
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| line.trim_start().starts_with("exec") || line.trim_start().starts_with("x "))
+            .collect();
+        eprintln!(
+            "agent-sandbox: WARNING: the sandbox left an operation in progress ({}); `--continue` would run its todo list{}",
+            state.display(),
+            if execs.is_empty() { String::new() } else { format!(", including: {}", execs.join(" | ")) }
+        );
     }
 }
 
-/// A new `worktrees/<n>/commondir` or `gitdir` that says what `git worktree add` writes.
-fn is_sound_new_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
+/// A new `worktrees/<n>/commondir` or `gitdir` as `git worktree add` writes them.
+fn is_new_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
     let (Some(common), Some(name)) = (common_dir, path.file_name()) else { return false };
     let Some(worktree) = path.parent().filter(|dir| dir.parent() == Some(common.join("worktrees").as_path())) else {
         return false;
     };
     let text = std::fs::read_to_string(path).unwrap_or_default();
     match name.to_str() {
-        Some("commondir") => text.trim() == "../..",
-        Some("gitdir") => {
-            // It names the new work tree's .git file, which names this directory back.
-            let dot_git = PathBuf::from(text.trim());
-            std::fs::read_to_string(&dot_git)
-                .ok()
-                .and_then(|back| {
-                    back.lines().find_map(|line| line.strip_prefix("gitdir:")).map(|dir| dir.trim().to_owned())
-                })
-                .is_some_and(|dir| Path::new(&dir).canonicalize().ok() == worktree.canonicalize().ok())
-        }
+        Some("commondir") => text == "../..\n",
+        Some("gitdir") => text.strip_suffix('\n').is_some_and(|dot_git| {
+            gitlink_target(Path::new(dot_git)).as_deref() == worktree.canonicalize().ok().as_deref()
+        }),
         _ => false,
     }
 }
 
-/// `modules/<name>/config`, nested submodules included.
-fn module_configs(modules: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir(modules) else { return found };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.join("config").is_file() {
-            found.push(path.join("config"));
-        }
-        found.extend(module_configs(&path.join("modules")));
-    }
-    found
+/// Whether `entry` is the `.git` file of a worktree of this repository (one that its
+/// `worktrees/<n>/gitdir` names back).
+fn is_worktree_gitlink(entry: &Path, common_dir: Option<&Path>) -> bool {
+    let (Some(common), Some(target)) = (common_dir, gitlink_target(entry)) else { return false };
+    let in_worktrees =
+        common.join("worktrees").canonicalize().ok().is_some_and(|dir| target.parent() == Some(dir.as_path()));
+    let back = std::fs::read_to_string(target.join("gitdir")).unwrap_or_default();
+    in_worktrees
+        && back.strip_suffix('\n').and_then(|path| Path::new(path).canonicalize().ok()) == entry.canonicalize().ok()
 }
 
-/// Config keys with which a git config makes git run a program of its choosing.
-const COMMAND_KEYS: &[&str] = &[
-    "core.fsmonitor",
-    "core.hookspath",
-    "core.sshcommand",
-    "core.pager",
-    "core.editor",
-    "core.askpass",
-    "core.gitproxy",
-    "sequence.editor",
-    "diff.external",
-    "gpg.program",
-    "credential.helper",
-    "uploadpack.packobjectshook",
-];
-
-/// Sections whose entries name programs (`filter.<x>.clean`, `alias.<x>`, includes).
-const COMMAND_SECTIONS: &[&str] =
-    &["alias", "filter", "include", "includeif", "pager", "merge", "difftool", "mergetool"];
-
-/// The first key in git config `text` that makes git run something, if any.
-pub fn command_key(text: &str) -> Option<String> {
-    let mut section = String::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(header) = line.strip_prefix('[') {
-            let name = header.trim_end_matches(']').split([' ', '"', '.']).next().unwrap_or_default();
-            section = name.to_ascii_lowercase();
-            continue;
-        }
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        let key = line.split(['=', ' ', '\t']).next().unwrap_or_default().to_ascii_lowercase();
-        let full = format!("{section}.{key}");
-        let textconv = section == "diff" && (key == "textconv" || key == "command");
-        if COMMAND_KEYS.contains(&full.as_str()) || COMMAND_SECTIONS.contains(&section.as_str()) || textconv {
-            return Some(full);
-        }
-    }
-    None
-}
-
-/// Moves aside a git config written during the session if it names a command.
-fn check_config(config: &Path) {
-    let Ok(text) = std::fs::read_to_string(config) else { return };
-    if let Some(key) = command_key(&text) {
-        quarantine(config, &format!("sets {key}, which makes git run a program written inside the sandbox"));
-    }
+/// What a `.git` file points at, read as git reads it: `gitdir: ` at the start, the rest
+/// up to trailing newlines, relative to the file's directory; canonical.
+fn gitlink_target(dot_git: &Path) -> Option<PathBuf> {
+    let bytes = std::fs::read(dot_git).ok()?;
+    let rest = bytes.strip_prefix(b"gitdir: ")?;
+    let end = rest.iter().rposition(|b| *b != b'\n' && *b != b'\r').map_or(0, |pos| pos + 1);
+    let target = std::str::from_utf8(&rest[..end]).ok()?;
+    dot_git.parent()?.join(target).canonicalize().ok()
 }
 
 fn quarantine(path: &Path, why: &str) {
@@ -209,15 +212,29 @@ fn quarantine(path: &Path, why: &str) {
         removed.and(Err(err))
     });
     let outcome = match moved {
-        Ok(()) => format!("moved it to {} (inspect it, then delete it)", aside.display()),
+        Ok(()) => format!("moved it to {} (inspect it before you use it)", aside.display()),
         Err(err) if path.symlink_metadata().is_err() => format!("could not move it aside ({err}), so it was deleted"),
         Err(err) => format!("could not move it aside or delete it ({err}): delete it before running git here"),
     };
-    eprintln!("agent-sandbox: WARNING: the sandbox wrote {}, which {why}; {outcome}", path.display());
+    eprintln!("agent-sandbox: WARNING: {} {why}; {outcome}", path.display());
     let event =
         audit::Event::new("git", "write", &path.display().to_string(), "blocked", "git-plant", Some(why.to_owned()));
     if let Some(log) = audit::default_path() {
         let _ = audit::append(&log, &[event]);
+    }
+}
+
+/// Every `.git` entry below `dir` (not descending into them), skipping what cannot be
+/// read: git, running as the same user, could not use what is inside either.
+pub fn find_git_entries(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name() == ".git" {
+            out.push(path);
+        } else if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            find_git_entries(&path, out);
+        }
     }
 }
 
@@ -226,19 +243,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn command_keys_are_found_in_any_spelling() {
-        let cases: &[(&str, Option<&str>)] = &[
-            ("[core]\n\tfsmonitor = \"touch x\"\n", Some("core.fsmonitor")),
-            ("[Core]\n  FSMonitor=x\n", Some("core.fsmonitor")),
-            ("[core]\n\tbare = false\n\trepositoryformatversion = 0\n", None),
-            ("[filter \"lfs\"]\n\tclean = x\n", Some("filter.clean")),
-            ("[diff \"pdf\"]\n\ttextconv = pdftotext\n", Some("diff.textconv")),
-            ("[remote \"origin\"]\n\turl = x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n", None),
-            ("[include]\n\tpath = ../x\n", Some("include.path")),
-            ("# [core] fsmonitor = x\n[user]\n\tname = a\n", None),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(command_key(text).as_deref(), *expected, "{text:?}");
-        }
+    fn gitlinks_are_read_as_git_reads_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical");
+        std::fs::create_dir_all(root.join("a/b")).expect("mkdir");
+        std::fs::create_dir_all(root.join("x\n/../evil")).ok();
+        std::fs::write(root.join("sub.git"), "gitdir: a/b\n").expect("write");
+        assert_eq!(gitlink_target(&root.join("sub.git")), Some(root.join("a/b")));
+        std::fs::write(root.join("bad.git"), "# comment\ngitdir: a/b\n").expect("write");
+        assert_eq!(gitlink_target(&root.join("bad.git")), None, "gitdir: must start the file");
+        std::fs::write(root.join("nl.git"), "gitdir: a\n/b\n").expect("write");
+        assert_ne!(gitlink_target(&root.join("nl.git")), Some(root.join("a")), "the newline is part of the path");
     }
 }

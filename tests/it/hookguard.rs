@@ -200,3 +200,20 @@ fn checks_run_in_the_environment_of_the_start_not_the_agents() {
     assert!(run.stderr().contains("pre-commit refused") && run.stderr().contains("failed"), "{}", run.stderr());
     assert_eq!(head(&world), before);
 }
+
+#[test]
+fn checks_see_what_commit_a_is_about_to_commit() {
+    require_bwrap!();
+    let world = guarded_world();
+    world.project_config(r#"{ "checks": { "commands": ["! git grep --cached -q FORBIDDEN"] } }"#);
+    world.git(&["commit", "-qam", "grep check"]);
+    let before = head(&world);
+    let run = world.sh(&[], "echo FORBIDDEN >> src.txt && git commit -qa -m x");
+    assert!(run.stderr().contains("pre-commit refused"), "commit -a slipped past the check:\n{}", run.stderr());
+    assert_eq!(head(&world), before);
+    // And a check that stages, as lint-staged does, works with commit -a.
+    world.git(&["checkout", "-q", "--", "."]);
+    world.project_config(r#"{ "checks": { "commands": ["git add -u"] } }"#);
+    world.git(&["commit", "-qam", "stage check"]);
+    world.sh(&[], "echo fine >> src.txt && git commit -qa -m fine").ok();
+}

@@ -19,7 +19,7 @@ fn a_planted_commondir_grants_nothing_next_time_and_is_quarantined() {
     let home = world.home.display().to_string();
     let run = world.sh(&[], &format!("echo {home} > .git/commondir"));
     run.ok();
-    assert!(run.stderr().contains("WARNING: the sandbox wrote"), "{}", run.stderr());
+    assert!(run.stderr().contains(".git/commondir would change which repository"), "{}", run.stderr());
     assert!(!world.path("home/proj/.git/commondir").exists());
     let aside = fs_err::read_dir(world.path("home/proj/.git"))
         .expect("readable")
@@ -182,14 +182,58 @@ fn a_planted_submodule_gitlink_and_a_rewritten_worktree_link_are_quarantined() {
 }
 
 #[test]
-fn a_nested_repository_configured_to_run_commands_is_defused() {
+fn repositories_created_in_the_work_tree_are_quarantined_however_their_config_is_written() {
     require_bwrap!();
     let world = world_with_private_home();
-    let run = world.sh(&[], &format!("git init -q vendored && {EVIL} > vendored/.git/config; git init -q plain"));
-    run.ok();
-    assert!(quarantined(&world.path("home/proj/vendored/.git"), "config"), "{}", run.stderr());
-    assert!(world.path("home/proj/plain/.git/config").exists(), "a plain new repository is left alone");
-    assert!(run.stderr().contains("created the git repository"), "{}", run.stderr());
+    // A multi-line and a one-line fsmonitor, a non-UTF-8 byte, and a plain repository:
+    // none of it is parsed, all of it is moved aside.
+    let script = format!(
+        "git init -q a && {EVIL} > a/.git/config; \
+         git init -q b && printf '[core] fsmonitor = \"touch /tmp/PWNED\"\\n' >> b/.git/config; \
+         git init -q c && printf '# \\377\\n[core]\\n\\tfsmonitor = x\\n' >> c/.git/config; \
+         git init -q plain"
+    );
+    world.sh(&[], &script).ok();
+    for repo in ["a", "b", "c", "plain"] {
+        let dir = world.path(&format!("home/proj/{repo}"));
+        assert!(quarantined(&dir, ".git") && !dir.join(".git").exists(), "{repo} was not quarantined");
+    }
+}
+
+#[test]
+fn changes_to_existing_nested_git_metadata_are_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    // An existing nested repository and an existing (foreign) gitlink, made by the user.
+    let nested = world.path("home/proj/vendored");
+    fs_err::create_dir_all(&nested).expect("mkdir");
+    let out = std::process::Command::new("git").args(["init", "-q"]).current_dir(&nested).output().expect("git");
+    assert!(out.status.success());
+    let plain_config = world.read("home/proj/vendored/.git/config");
+    world.sh(&[], &format!("{EVIL} >> vendored/.git/config")).ok();
+    assert!(quarantined(&nested, ".git"), "a changed nested config is moved aside");
+    // A directory the agent makes unreadable does not hide a plant from the exit check.
+    let run = world
+        .sh(&[], &format!("git init -q sneaky && {EVIL} > sneaky/.git/config && mkdir -p dark/x && chmod 000 dark"));
+    let _ = std::process::Command::new("chmod").args(["-R", "755"]).arg(world.path("home/proj/dark")).status();
+    assert!(quarantined(&world.path("home/proj/sneaky"), ".git"), "{}", run.stderr());
+    let _ = plain_config;
+}
+
+#[test]
+fn a_rebase_left_in_progress_is_reported() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    world.write("home/proj/a.txt", "a\n");
+    world.git(&["add", "a.txt"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "a"]);
+    let script = "GIT_SEQUENCE_EDITOR='sh -c \"printf \\\"break\\nexec touch /tmp/x\\n\\\" > \\$0\"' git rebase -q -i HEAD~1 >/dev/null 2>&1; true";
+    let run = world.sh(&[], script);
+    assert!(
+        run.stderr().contains("left an operation in progress") && run.stderr().contains("exec touch /tmp/x"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]
@@ -224,8 +268,32 @@ fn a_config_planted_in_a_subdirectory_is_not_trusted_by_a_later_session_there() 
     let world = world_with_private_home();
     let plant = r#"mkdir -p sub/.git sub/.agent-sandbox && echo '{"filesystem":{"rw":["~"]},"commands":{"git":true}}' > sub/.agent-sandbox/config.jsonc"#;
     world.sh(&[], plant).ok();
+    // The planted .git is moved aside at exit, so sub/ is no project of its own...
+    assert!(quarantined(&world.path("home/proj/sub"), ".git"));
+    // ...and even with it put back, the planted config is not trusted.
+    let aside = fs_err::read_dir(world.path("home/proj/sub"))
+        .expect("readable")
+        .filter_map(Result::ok)
+        .find(|entry| entry.file_name().to_string_lossy().starts_with(".git.agent-sandbox-quarantined."))
+        .expect("quarantined");
+    fs_err::rename(aside.path(), world.path("home/proj/sub/.git")).expect("put back");
     let sub = world.path("home/proj/sub");
     let run = world.cmd().current_dir(&sub).args(["exec", "--", "sh", "-c", "echo pwn >> ~/.profile; true"]).run();
     assert_eq!(run.code(), 125, "{}", run.stderr());
     assert!(!world.path("home/.profile").exists());
+}
+
+#[test]
+fn a_config_file_given_with_dash_c_inside_the_project_needs_allowing_too() {
+    require_bwrap!();
+    let world = World::new();
+    let extra = world.write("home/proj/tools/sandbox.jsonc", r#"{ "network": "off" }"#);
+    let extra = extra.to_str().expect("utf-8");
+    let run = world.cmd().args(["exec", "-c", extra, "--", "true"]).run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    world.cmd().args(["config", "allow", "-c", extra]).run().ok();
+    world.cmd().args(["exec", "-c", extra, "--", "true"]).run().ok();
+    // A file outside the project is the user's own and needs no allowing.
+    let outside = world.write("elsewhere.jsonc", r#"{ "network": "off" }"#);
+    world.cmd().args(["exec", "-c", outside.to_str().expect("utf-8"), "--", "true"]).run().ok();
 }

@@ -193,3 +193,16 @@ fn dependency_and_build_trees_can_be_rebuilt() {
         "exact names stay masked; wildcard hits in dependency trees do not block rebuilds"
     );
 }
+
+#[test]
+fn a_path_pattern_secret_cannot_be_unmasked_by_renaming_its_parent() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/config/prod.yaml", "TOPSECRET\n");
+    world.project_config(r#"{ "secrets": { "patterns": ["config/prod.yaml"] } }"#);
+    let out = world
+        .sh(&[], "mv config cfg 2>/dev/null && ln -s cfg config && echo MOVED; cat config/prod.yaml; echo end")
+        .ok();
+    assert_eq!(out, "end\n");
+    assert_eq!(world.sh(&[], "cat config/prod.yaml; echo end").ok(), "end\n");
+}

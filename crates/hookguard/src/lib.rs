@@ -318,6 +318,7 @@ fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
         let mut check = Command::new("sh");
         if !repo.settings.check_env.is_empty() {
             check.env_clear().envs(repo.settings.check_env.iter().map(|(name, value)| (name, value)));
+            check.envs(hook_git_env(repo));
         }
         let status = check
             .args(["-c", command])
@@ -334,6 +335,27 @@ fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+/// What git itself tells a hook and its checks need: the index being committed
+/// (`git commit -a` and `git commit <paths>` use a temporary one) when it lies in this
+/// repository's git directory, and the subdirectory git was started in.
+fn hook_git_env(repo: &Repo) -> Vec<(String, String)> {
+    let mut env = Vec::new();
+    if let Ok(prefix) = std::env::var("GIT_PREFIX") {
+        env.push(("GIT_PREFIX".to_owned(), prefix));
+    }
+    let Ok(index) = std::env::var("GIT_INDEX_FILE") else { return env };
+    let git_dir = repo
+        .git(&["rev-parse", "--absolute-git-dir"])
+        .ok()
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+        .and_then(|dir| dir.canonicalize().ok());
+    let parent = repo.top.join(&index).parent().and_then(|dir| dir.canonicalize().ok());
+    if git_dir.is_some() && parent == git_dir {
+        env.push(("GIT_INDEX_FILE".to_owned(), index));
+    }
+    env
 }
 
 /// One line git writes to a pre-push hook's stdin.

@@ -292,40 +292,9 @@ fn settle(rules: Vec<Rule>, ctx: &Context, notes: &mut Vec<String>) -> Vec<Mount
             origin: rule.origin.clone(),
         });
     }
-    // A read-only path inside a writable one stays put only if its parents do: bind each
-    // parent between them onto itself, so renaming it away (`mv .git x`, then a new
-    // `.git/hooks`) fails with EBUSY.
-    let mut pins: Vec<PathBuf> = Vec::new();
-    for mount in mounts.iter().filter(|mount| mount.access == Access::Ro) {
-        let Some(enclosing) = mounts
-            .iter()
-            .filter(|other| other.path != mount.path && mount.path.starts_with(&other.path))
-            .max_by_key(|other| other.path.components().count())
-        else {
-            continue;
-        };
-        if enclosing.access != Access::Rw {
-            continue;
-        }
-        for ancestor in mount.path.ancestors().skip(1) {
-            if ancestor == enclosing.path {
-                break;
-            }
-            if !mounts.iter().any(|other| other.path == ancestor) && !pins.iter().any(|pin| pin == ancestor) {
-                pins.push(ancestor.to_path_buf());
-            }
-        }
-    }
-    for pin in pins {
-        mounts.push(Mount {
-            path: pin,
-            access: Access::Rw,
-            kind: Kind::Dir,
-            link: None,
-            rule: "pinned: parent of a read-only path".into(),
-            origin: Origin { layer: LayerKind::Default, location: Location::Builtin },
-        });
-    }
+    let read_only: Vec<PathBuf> =
+        mounts.iter().filter(|mount| mount.access == Access::Ro).map(|mount| mount.path.clone()).collect();
+    pin_parents(&mut mounts, &read_only);
     mounts.sort_by(|a, b| {
         a.path.components().count().cmp(&b.path.components().count()).then_with(|| a.path.cmp(&b.path))
     });
@@ -351,6 +320,47 @@ fn settle(rules: Vec<Rule>, ctx: &Context, notes: &mut Vec<String>) -> Vec<Mount
         mount.link = link;
     }
     mounts
+}
+
+/// A path that must stay where it is inside a writable mount stays put only if its
+/// parents do: binds each parent between it and the enclosing writable mount onto
+/// itself, so renaming it away (`mv .git x`, then a new `.git/hooks`) fails with EBUSY.
+/// Keeps `mounts` ordered parents first.
+pub fn pin_parents(mounts: &mut Vec<Mount>, targets: &[PathBuf]) {
+    let mut pins: Vec<PathBuf> = Vec::new();
+    for target in targets {
+        let Some(enclosing) = mounts
+            .iter()
+            .filter(|other| other.path != *target && target.starts_with(&other.path))
+            .max_by_key(|other| other.path.components().count())
+        else {
+            continue;
+        };
+        if enclosing.access != Access::Rw {
+            continue;
+        }
+        for ancestor in target.ancestors().skip(1) {
+            if ancestor == enclosing.path {
+                break;
+            }
+            if !mounts.iter().any(|other| other.path == ancestor) && !pins.iter().any(|pin| pin == ancestor) {
+                pins.push(ancestor.to_path_buf());
+            }
+        }
+    }
+    for pin in pins {
+        mounts.push(Mount {
+            path: pin,
+            access: Access::Rw,
+            kind: Kind::Dir,
+            link: None,
+            rule: "pinned: parent of a path that must stay".into(),
+            origin: Origin { layer: LayerKind::Default, location: Location::Builtin },
+        });
+    }
+    mounts.sort_by(|a, b| {
+        a.path.components().count().cmp(&b.path.components().count()).then_with(|| a.path.cmp(&b.path))
+    });
 }
 
 /// Whether `path` is inside something the sandbox mounts (and not hidden): the most
