@@ -184,7 +184,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             planted.display()
         );
     }
-    prepare_own_dirs(&own_dirs, &ctx.project_root)?;
+    prepare_own_dirs(&own_dirs)?;
     let scan_cache =
         cache_dir.join("scan").join(format!("{:016x}", fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
     debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
@@ -263,7 +263,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         args.command.clone()
     };
     let self_exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
-    let bwrap = which::which("bwrap").map_err(|_| sandbox::run::RunError::BwrapMissing)?;
+    let bwrap = find_bwrap(&ctx)?;
 
     if args.dry_run {
         let plan = plan(&policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
@@ -347,10 +347,8 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
 }
 
 /// agent-sandbox's own directories exist before the policy is resolved, so that their
-/// excludes apply from the first run, even under a granted parent; and the project's
-/// config directory exists (read-only inside), so that the agent cannot create a config
-/// that the next run would trust.
-fn prepare_own_dirs(own_dirs: &[PathBuf], project_root: &Path) -> Result<()> {
+/// excludes apply from the first run, even under a granted parent.
+fn prepare_own_dirs(own_dirs: &[PathBuf]) -> Result<()> {
     for dir in own_dirs {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -358,12 +356,23 @@ fn prepare_own_dirs(own_dirs: &[PathBuf], project_root: &Path) -> Result<()> {
             .create(dir)
             .with_context(|| format!("creating {}", dir.display()))?;
     }
-    let project_config = project_root.join(".agent-sandbox");
-    if project_config.symlink_metadata().is_err() {
-        std::fs::create_dir(&project_config)
-            .with_context(|| format!("creating the placeholder {}", project_config.display()))?;
-    }
     Ok(())
+}
+
+/// bwrap from an absolute `PATH` entry outside the project: a relative entry
+/// (`node_modules/.bin`) or one inside the project would run a bwrap the agent planted,
+/// on the host, unsandboxed.
+fn find_bwrap(ctx: &Context) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("bwrap"))
+        .filter(|candidate| candidate.is_file())
+        .find(|candidate| {
+            let real = candidate.canonicalize().unwrap_or_else(|_| candidate.clone());
+            !real.starts_with(&ctx.project_root) && !candidate.starts_with(&ctx.project_root)
+        })
+        .ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
 }
 
 /// Directories of installed dependencies and build output, which package managers and

@@ -19,6 +19,8 @@ use std::{
 
 /// The git metadata as it was at start.
 pub struct Snapshot {
+    /// Whether the project had a `.git` (directory or file) at all.
+    had_git: bool,
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
     nested: BTreeSet<PathBuf>,
     modules: BTreeSet<PathBuf>,
@@ -114,6 +116,7 @@ pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBu
     paths.extend(nested.iter().flat_map(|entry| entry_files(entry)));
     paths.extend(modules.iter().flat_map(|dir| entry_files(dir)));
     Snapshot {
+        had_git: project_root.join(".git").symlink_metadata().is_ok(),
         files: paths.into_iter().map(|path| (path.clone(), read(&path))).collect(),
         nested: nested.iter().cloned().collect(),
         modules,
@@ -123,6 +126,12 @@ pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBu
 
 /// Compares with `before` and quarantines what the session planted or changed.
 pub fn after(before: &Snapshot, project_root: &Path, common_dir: Option<&Path>, nested_now: &[PathBuf]) {
+    // A repository the session made at the project root is the agent's, hooks and all.
+    let dot_git = project_root.join(".git");
+    if !before.had_git && dot_git.symlink_metadata().is_ok() {
+        quarantine(&dot_git, "is a repository created inside the sandbox, with its configuration and hooks");
+        return;
+    }
     for path in project_files(project_root, common_dir) {
         let now = read(&path);
         let then = before.files.get(&path).cloned().flatten();
@@ -217,6 +226,9 @@ fn quarantine(path: &Path, why: &str) {
         Err(err) => format!("could not move it aside or delete it ({err}): delete it before running git here"),
     };
     eprintln!("agent-sandbox: WARNING: {} {why}; {outcome}", path.display());
+    if path.symlink_metadata().is_err() && aside.symlink_metadata().is_ok() {
+        eprintln!("  (to restore it after inspection: mv '{}' '{}')", aside.display(), path.display());
+    }
     let event =
         audit::Event::new("git", "write", &path.display().to_string(), "blocked", "git-plant", Some(why.to_owned()));
     if let Some(log) = audit::default_path() {

@@ -82,17 +82,16 @@ fn read_only_paths_cannot_be_swapped_out_by_renaming_a_parent() {
 }
 
 #[test]
-fn the_agent_cannot_create_a_project_config_for_the_next_run() {
+fn a_project_config_the_agent_writes_is_not_trusted_next_time() {
     require_bwrap!();
     let world = world_with_private_home();
     world.write("home/proj/.env", "TOPSECRET\n");
     let loosen = r#"{"filesystem":{"presets":["!@git"]},"secrets":{"allow":["*"]},"commands":{"git":true}}"#;
-    let out = world
-        .sh(&[], &format!("mkdir -p .agent-sandbox 2>/dev/null; echo '{loosen}' > .agent-sandbox/config.jsonc 2>/dev/null && echo WROTE; true"))
-        .ok();
-    assert_eq!(out, "");
-    assert!(world.path("home/proj/.agent-sandbox").is_dir(), "the placeholder exists");
-    assert_eq!(world.sh(&[], "cat .env; echo end").ok(), "end\n");
+    world.sh(&[], &format!("mkdir -p .agent-sandbox && echo '{loosen}' > .agent-sandbox/config.jsonc")).ok();
+    let run = world.sh(&[], "cat .env");
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(run.stderr().contains("is new or changed since you allowed it"), "{}", run.stderr());
+    assert!(!run.stdout().contains("TOPSECRET"));
 }
 
 #[test]
@@ -174,11 +173,12 @@ fn a_planted_submodule_gitlink_and_a_rewritten_worktree_link_are_quarantined() {
          echo ../../../evil > .git/worktrees/wt/commondir"
     );
     let run = world.sh(&[], &script);
-    run.ok();
     let err = run.stderr();
     assert!(quarantined(&world.path("home/proj/lib"), ".git"), "{err}");
-    assert!(quarantined(&world.path("home/proj/.git/worktrees/wt"), "commondir"), "{err}");
     assert!(!world.path("home/proj/lib/.git").exists());
+    // The user's worktree outside the project is read-only here: its links cannot change.
+    assert!(err.contains("commondir: Read-only file system"), "{err}");
+    assert_eq!(world.read("home/proj/.git/worktrees/wt/commondir"), "../..\n");
 }
 
 #[test]
@@ -296,4 +296,18 @@ fn a_config_file_given_with_dash_c_inside_the_project_needs_allowing_too() {
     // A file outside the project is the user's own and needs no allowing.
     let outside = world.write("elsewhere.jsonc", r#"{ "network": "off" }"#);
     world.cmd().args(["exec", "-c", outside.to_str().expect("utf-8"), "--", "true"]).run().ok();
+}
+
+#[test]
+fn the_users_other_worktrees_cannot_be_pruned_from_inside() {
+    require_bwrap!();
+    let world = World::new();
+    let outside = world.path("home/wt-victim");
+    world.git(&["worktree", "add", "-q", "-b", "victim", outside.to_str().expect("utf-8")]);
+    world.sh(&[], "git worktree prune 2>/dev/null; git gc --prune=now -q 2>/dev/null; true").ok();
+    let out =
+        std::process::Command::new("git").args(["status", "--short"]).current_dir(&outside).output().expect("git");
+    assert!(out.status.success(), "the outside worktree was cut off: {}", String::from_utf8_lossy(&out.stderr));
+    // Worktrees inside the project stay the agent's to manage.
+    world.sh(&[], "git worktree add -q -b mine inner && git worktree remove inner && echo removed").ok();
 }

@@ -92,6 +92,22 @@ pub fn layout_rules(root: &Path, hooks_path: Option<&Path>, notes: &mut Vec<Stri
     if let Some(hooks) = hooks_path {
         rules.push((Access::Ro, hooks.to_path_buf()));
     }
+    // The user's other worktrees: their checkouts are not visible here, so git inside
+    // would call them prunable and `git worktree prune` (or a gc) would cut them off.
+    if let Ok(entries) = std::fs::read_dir(layout.common_dir.join("worktrees")) {
+        for entry in entries.flatten() {
+            let admin = entry.path();
+            if admin == layout.git_dir {
+                continue; // this project's own
+            }
+            let checkout = std::fs::read_to_string(admin.join("gitdir"))
+                .ok()
+                .and_then(|dot_git| Path::new(dot_git.trim()).parent().map(Path::to_path_buf));
+            if checkout.is_none_or(|checkout| !checkout.starts_with(root)) {
+                rules.push((Access::Ro, admin));
+            }
+        }
+    }
     rules.retain(|(_, path)| path.exists());
     rules
 }

@@ -124,10 +124,13 @@ fn check_repository(request: &Request<'_>, start_dir: &Path, project: &RepoFacts
             instead: "run git with the repository's own configuration (no other HOME, XDG_CONFIG_HOME or config files) and let the hooks run".into(),
         });
     }
-    // Another repository: fine (a scratch repo), unless it writes the project's refs.
-    let shares_refs = ["refs", "refs/heads", "packed-refs", "HEAD"]
-        .iter()
-        .any(|entry| now.common_dir.join(entry).canonicalize().is_ok_and(|real| real.starts_with(&project.common_dir)));
+    // Another repository (a submodule, a scratch repo): fine, unless it writes the
+    // project's own refs (its refs directory, packed-refs or HEAD, through links).
+    let project_refs =
+        [project.common_dir.join("refs"), project.common_dir.join("packed-refs"), project.common_dir.join("HEAD")];
+    let shares_refs = ["refs", "refs/heads", "packed-refs", "HEAD"].iter().any(|entry| {
+        now.common_dir.join(entry).canonicalize().is_ok_and(|real| project_refs.iter().any(|own| real.starts_with(own)))
+    });
     shares_refs.then(|| Refusal {
         rule: "foreign-git-dir",
         what,
