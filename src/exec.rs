@@ -162,6 +162,9 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             "agent-sandbox exec needs Linux: bubblewrap is built on Linux namespaces (elsewhere, use a devcontainer)"
         );
     }
+    if sandbox::check::detect() != sandbox::check::Where::Outside {
+        bail!("this is already inside an agent-sandbox; run the command directly (sandboxes do not nest)");
+    }
     let debug = |line: &str| {
         if args.debug {
             eprintln!("agent-sandbox: debug: {line}");
@@ -185,6 +188,20 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         );
     }
     prepare_own_dirs(&own_dirs)?;
+    // An agent's state directory that does not exist yet would live in the scratch home
+    // and vanish with it (and the user's login with it).
+    let agent_name =
+        args.command.first().and_then(|cmd| Path::new(cmd).file_name()).map(|name| name.to_string_lossy().into_owned());
+    let state = match agent_name.as_deref() {
+        Some("claude") => Some(".claude"),
+        Some("codex") => Some(".codex"),
+        _ => None,
+    };
+    if let Some(dir) = state.map(|dir| ctx.home.join(dir)).filter(|dir| !dir.exists()) {
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        eprintln!("agent-sandbox: created {} so that the agent keeps its state", dir.display());
+    }
+
     let scan_cache =
         cache_dir.join("scan").join(format!("{:016x}", fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
     debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
@@ -277,6 +294,15 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
 
     let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
     record(&agent, &masked, &dropped);
+    if !dropped.is_empty() && std::io::stderr().is_terminal() {
+        let names: Vec<&str> = dropped.iter().take(6).map(|gone| gone.name.as_str()).collect();
+        let more = if dropped.len() > 6 { format!(" and {} more", dropped.len() - 6) } else { String::new() };
+        eprintln!(
+            "agent-sandbox: not passing {} secret-looking variable(s): {}{more} (pass one with env.allow)",
+            dropped.len(),
+            names.join(", ")
+        );
+    }
     if !masks.is_empty() && std::io::stderr().is_terminal() {
         let shown: Vec<String> = masks.iter().take(5).map(|mask| relative(&mask.path, &ctx.project_root)).collect();
         let more = if masks.len() > 5 { format!(" and {} more", masks.len() - 5) } else { String::new() };

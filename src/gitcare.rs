@@ -138,8 +138,22 @@ pub fn after(before: &Snapshot, project_root: &Path, common_dir: Option<&Path>, 
         if now.is_none() || now == then {
             continue;
         }
+        let sibling_vanished = path.file_name().is_some_and(|name| name == "commondir")
+            && path.parent().is_some_and(|dir| is_vanished_worktree_link(&dir.join("gitdir"), common_dir));
+        if then.is_none() && sibling_vanished && std::fs::read_to_string(&path).is_ok_and(|text| text == "../..\n") {
+            continue;
+        }
         if then.is_none() && is_new_worktree_link(&path, common_dir) {
             continue; // `git worktree add` made it
+        }
+        if then.is_none() && is_vanished_worktree_link(&path, common_dir) {
+            let checkout = std::fs::read_to_string(&path).unwrap_or_default();
+            eprintln!(
+                "agent-sandbox: note: the sandbox added a worktree at {}, outside the project, in scratch space that is gone \
+                 now; its commits are kept, `git worktree prune` removes the leftover record",
+                Path::new(checkout.trim()).parent().unwrap_or(Path::new("?")).display()
+            );
+            continue;
         }
         quarantine(&path, "would change which repository, configuration or hooks git uses");
     }
@@ -188,6 +202,19 @@ fn is_new_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
         }),
         _ => false,
     }
+}
+
+/// A new `worktrees/<n>/gitdir` naming a checkout that no longer exists (made by
+/// `git worktree add` outside the project, in the sandbox's scratch space), with the
+/// `commondir` git writes beside it.
+fn is_vanished_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
+    let (Some(common), Some(worktree)) = (common_dir, path.parent()) else { return false };
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    path.file_name().is_some_and(|name| name == "gitdir")
+        && worktree.parent() == Some(common.join("worktrees").as_path())
+        && text.ends_with('\n')
+        && !Path::new(text.trim_end_matches('\n')).exists()
+        && std::fs::read_to_string(worktree.join("commondir")).is_ok_and(|common| common == "../..\n")
 }
 
 /// Whether `entry` is the `.git` file of a worktree of this repository (one that its

@@ -22,6 +22,7 @@ fn secret_variables_are_dropped_and_the_allowlist_opts_in() {
         "NODE_SECRET",
     ];
     let kept = ["ANTHROPIC_API_KEY", "NODE_ENV", "DEBUG", "CI", "TERM"];
+    cmd_url_secrets(&world);
     let mut cmd = world.cmd();
     for name in secret.iter().chain(kept.iter()) {
         cmd.env(name, format!("value-of-{name}"));
@@ -34,4 +35,16 @@ fn secret_variables_are_dropped_and_the_allowlist_opts_in() {
         assert!(out.contains(&format!("{name}=value-of-{name}\n")), "{name} missing:\n{out}");
     }
     assert!(out.contains(&format!("HOME={}\n", world.home.display())), "{out}");
+}
+
+fn cmd_url_secrets(world: &World) {
+    let out = world
+        .cmd()
+        .env("MONGODB_URI", "mongodb://u:TOPSECRET@db.invalid/x")
+        .env("UPSTREAM", "https://example.invalid/path")
+        .args(["exec", "--", "env"])
+        .run()
+        .ok();
+    assert!(!out.contains("TOPSECRET"), "{out}");
+    assert!(out.contains("UPSTREAM=https://example.invalid/path\n"), "{out}");
 }

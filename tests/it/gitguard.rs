@@ -312,6 +312,8 @@ fn installed_as_git_in_a_container_image_the_guard_works_unchanged() {
          git commit -q -m x 2>/dev/null; echo hook=$?; \
          mkdir -p /tmp/h; {off} cp /tmp/off.gitconfig /tmp/h/.gitconfig; HOME=/tmp/h git commit -q -m x; echo home=$?; \
          git push -q --force origin main; echo force=$?; \
+         mkdir -p .agent-sandbox && echo '{{\"git\":{{\"allowPlumbingCommits\":true}}}}' > .agent-sandbox/config.jsonc; \
+         git update-ref refs/heads/side HEAD~1; echo plumbing=$?; \
          git log -n 1 --format=%s; \
          /usr/libexec/agent-sandbox/git --version | cut -c1-11; \
          /usr/libexec/agent-sandbox/agent-sandbox check"
@@ -326,10 +328,29 @@ fn installed_as_git_in_a_container_image_the_guard_works_unchanged() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
-        stdout, "no-verify=1\nhook=1\nhome=1\nforce=1\nsecond\ngit version\ninside an agent-sandbox (container)\n",
+        stdout,
+        "no-verify=1\nhook=1\nhome=1\nforce=1\nplumbing=1\nsecond\ngit version\ninside an agent-sandbox (container)\n",
         "{stderr}"
     );
     assert!(stderr.contains("refused `git commit --no-verify`"), "{stderr}");
     assert!(stderr.contains("git would run the hooks in /dev/null"), "{stderr}");
     assert!(stderr.contains("refused `git push --force`"), "{stderr}");
+}
+
+#[test]
+fn commands_that_would_write_the_repository_config_say_why_they_cannot() {
+    require_bwrap!();
+    let world = world_with_remote(PASSING_HOOK);
+    let remote = world.path("home/remote.git");
+    let run = world
+        .sh(&["--rw", remote.to_str().expect("utf-8")], "git push -q -u origin main; git branch -m main trunk; true");
+    let err = run.stderr();
+    assert!(
+        err.contains("note: .git/config is read-only in this sandbox, so the upstream branch will not be recorded"),
+        "{err}"
+    );
+    assert!(err.contains("so the branch's settings will not be recorded"), "{err}");
+    // Reading the config says nothing.
+    let quiet = world.sh(&[], "git config --get user.name >/dev/null; git status -s");
+    assert!(!quiet.stderr().contains("read-only"), "{}", quiet.stderr());
 }

@@ -247,10 +247,10 @@ pub fn global_dir(home: &Path) -> PathBuf {
     }
 }
 
-/// The configuration as a guard that has no snapshot from `exec` reads it (in a
-/// container, or outside any sandbox): defaults, `<home>/.config/agent-sandbox` and the
-/// project's file, no flags. `home` comes from the password database and
-/// `XDG_CONFIG_HOME` is not consulted: the environment is the agent's to set.
+/// The configuration as a guard that has no snapshot from `exec` reads it outside any
+/// sandbox (`checks.humans`): defaults, `<home>/.config/agent-sandbox` and the project's
+/// file, no flags. `home` comes from the password database and `XDG_CONFIG_HOME` is not
+/// consulted.
 pub fn load_for_project(project_root: &Path, home: &Path) -> Result<Config, ConfigError> {
     let sources = Sources {
         global_dir: Some(home.join(".config/agent-sandbox")),
@@ -258,6 +258,20 @@ pub fn load_for_project(project_root: &Path, home: &Path) -> Result<Config, Conf
         explicit: None,
     };
     load(&sources, Layer::default()).map(|(config, _)| config)
+}
+
+/// Where a container image keeps agent-sandbox's configuration: root-owned, so that
+/// the agent inside cannot change the settings its guards read.
+pub const CONTAINER_CONFIG_DIR: &str = "/etc/agent-sandbox";
+
+/// The configuration for guards in a container: defaults and
+/// [`CONTAINER_CONFIG_DIR`] only. Project and home files are the agent's to write there.
+pub fn load_for_container() -> Result<Config, ConfigError> {
+    let mut layers = vec![defaults()];
+    if let Some(path) = find_config_file(Path::new(CONTAINER_CONFIG_DIR))? {
+        layers.push(read_layer(&path, LayerKind::Global)?);
+    }
+    Ok(merge(layers))
 }
 
 /// The built-in defaults layer.

@@ -120,16 +120,22 @@ impl Settings {
     }
 }
 
-/// Inside bubblewrap: the snapshot `exec` took at start. Elsewhere: the configuration
-/// read with the home directory from the password database.
+/// Inside bubblewrap: the snapshot `exec` took at start. In a container: the root-owned
+/// `/etc/agent-sandbox`. Outside any sandbox: the configuration read with the home
+/// directory from the password database.
 fn load_settings(top: &Path) -> Result<Settings, Refusal> {
     let snapshot = Path::new(sandbox::plan::RUNTIME_DIR).join(SETTINGS_FILE);
     if let Ok(text) = std::fs::read_to_string(&snapshot) {
         return Settings::from_json(&text)
             .ok_or_else(|| refuse(format!("{} is unreadable", snapshot.display()), "restart the sandbox"));
     }
-    let home = sandbox::git::passwd_home().unwrap_or_default();
-    config::load_for_project(top, &home).map(|config| Settings::from_config(&config)).map_err(|err| {
+    let loaded = if sandbox::check::detect() == sandbox::check::Where::Container {
+        config::load_for_container()
+    } else {
+        let home = sandbox::git::passwd_home().unwrap_or_default();
+        config::load_for_project(top, &home)
+    };
+    loaded.map(|config| Settings::from_config(&config)).map_err(|err| {
         refuse(format!("cannot read the agent-sandbox configuration: {err}"), "fix the configuration file it names")
     })
 }
@@ -268,11 +274,19 @@ fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
     let diff = repo.git_ok(&["diff", "--cached", "-U0", "--no-color", "--no-ext-diff", "--text", "--no-textconv"])?;
     if let Some((path, finding)) = secrets_in_diff(&String::from_utf8_lossy(&diff)).into_iter().next() {
         return Err(refuse(
-            format!("the commit adds a {} to {path}", finding.kind),
+            format!("the commit adds {} {} to {path}", article(finding.kind), finding.kind),
             "remove the credential (read it from the environment or a secret store) and stage the file again",
         ));
     }
     run_checks(repo, &repo.top, "the staged work")
+}
+
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['A', 'E', 'I', 'O', 'U', 'a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 /// (status letter, path) pairs from `git diff --name-status -z`.

@@ -1,7 +1,8 @@
 //! The environment filter: which of the caller's variables reach the sandbox.
 //! Order of decision: `env.block` always drops; `env.allow` keeps (the user opting in,
-//! e.g. the agent's own API key); a name matching `env.secretPatterns` drops; everything
-//! else passes. Names are matched case-insensitively: `api_key` is as secret as `API_KEY`.
+//! e.g. the agent's own API key); a name matching `env.secretPatterns` drops, and so does
+//! a value carrying credentials in a URL (`mongodb://user:pass@host`); everything else
+//! passes. Names are matched case-insensitively: `api_key` is as secret as `API_KEY`.
 
 use std::ffi::OsString;
 
@@ -67,6 +68,10 @@ impl EnvFilter {
         hit(&self.secret).map(|pattern| Dropped { name: name.to_owned(), pattern, policy: "env-secret-pattern" })
     }
 
+    fn is_allowed(&self, name: &str) -> bool {
+        self.allow.iter().any(|(pattern, _)| pattern.matches_with(name, OPTIONS))
+    }
+
     /// Splits `vars` into those passed to the sandbox and those dropped.
     /// Names that are not UTF-8 are dropped: they cannot be judged.
     pub fn apply(
@@ -85,10 +90,25 @@ impl EnvFilter {
                 continue;
             };
             match self.judge(text) {
+                None if !self.is_allowed(text) && has_url_credentials(&value.to_string_lossy()) => {
+                    dropped.push(Dropped {
+                        name: text.to_owned(),
+                        pattern: "<user:password@ in a URL>".into(),
+                        policy: "env-credential-url",
+                    })
+                }
                 None => kept.push((name, value)),
                 Some(why) => dropped.push(why),
             }
         }
         (kept, dropped)
     }
+}
+
+/// Whether `value` holds a URL with a password in it (`scheme://user:password@host`).
+pub fn has_url_credentials(value: &str) -> bool {
+    value.match_indices("://").any(|(at, _)| {
+        let authority = value[at + 3..].split(['/', '?', '#', ' ']).next().unwrap_or_default();
+        authority.rsplit_once('@').is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    })
 }

@@ -295,6 +295,22 @@ fn project_root_is_the_enclosing_work_tree_and_never_home_or_root() {
 }
 
 #[test]
+fn credentials_in_urls_are_recognised() {
+    let cases = [
+        ("mongodb://u:p@h:27017/db", true),
+        ("redis://:secret@localhost:6379", true),
+        ("https://user@example.invalid/x", false),
+        ("https://example.invalid/a:b@c", false),
+        ("postgres://localhost/db", false),
+        ("/usr/bin:/bin", false),
+        ("see https://a:b@h and more", true),
+    ];
+    for (value, expected) in cases {
+        assert_eq!(env::has_url_credentials(value), expected, "{value}");
+    }
+}
+
+#[test]
 fn env_filter_table() {
     let config = merge(vec![
         config::defaults(),
@@ -332,6 +348,9 @@ fn env_filter_table() {
         ("TOKEN", Some("env-secret-pattern")),
         ("APIKEY", Some("env-secret-pattern")),
         ("PWD", None),
+        ("BW_SESSION", Some("env-secret-pattern")),
+        ("OP_SESSION_my", Some("env-secret-pattern")),
+        ("npm_config_//registry.npmjs.org/:_authToken", Some("env-secret-pattern")),
         ("OLDPWD", None),
         ("PASSENGER_APP_ENV", None),
         ("KEYBOARD_LAYOUT", None),

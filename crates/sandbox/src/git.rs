@@ -150,20 +150,61 @@ pub fn run(args: &[OsString]) -> i32 {
     guard(&run.join("bin/git"), &options, project.as_ref(), args)
 }
 
+/// What a git command would record in the repository's config, if it would: the sandbox
+/// mounts `.git/config` read-only, and git's own error about it is cryptic.
+fn writes_repo_config(parsed: &gitguard::Parsed) -> Option<&'static str> {
+    let args: Vec<&str> = parsed.args.iter().map(String::as_str).collect();
+    let has = |flags: &[&str]| {
+        args.iter().any(|arg| flags.iter().any(|flag| *arg == *flag || arg.starts_with(&format!("{flag}="))))
+    };
+    match parsed.subcommand.as_deref()? {
+        "push" if has(&["-u", "--set-upstream"]) => Some("the upstream branch"),
+        "branch" if has(&["-u", "--set-upstream-to", "--unset-upstream", "-t", "--track"]) => {
+            Some("the upstream branch")
+        }
+        "branch" if has(&["-m", "-M", "--move", "-c", "-C", "--copy", "--edit-description"]) => {
+            Some("the branch's settings")
+        }
+        "checkout" | "switch" if has(&["-t", "--track"]) => Some("the upstream branch"),
+        "remote"
+            if args.first().is_some_and(|sub| {
+                ["add", "rename", "remove", "rm", "set-url", "set-branches", "set-head"].contains(sub)
+            }) =>
+        {
+            Some("the remote")
+        }
+        "config"
+            if !has(&[
+                "--get",
+                "--get-all",
+                "--get-regexp",
+                "-l",
+                "--list",
+                "--global",
+                "--system",
+                "-f",
+                "--file",
+            ]) && !args.first().is_some_and(|sub| ["get", "list"].contains(sub))
+                && args.len() >= 2 =>
+        {
+            Some("the setting")
+        }
+        _ => None,
+    }
+}
+
 /// Where a container image keeps the real git when this binary is installed as
 /// `/usr/bin/git` (root-owned, so the agent cannot replace it).
 pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
 
 /// The guard in a container (`/.agent-sandbox` marker, this binary installed as git):
-/// settings come from the agent-sandbox config, and since no start snapshot exists, the
-/// outcome check compares with the repository as a clean environment shows it.
+/// settings come from the root-owned `/etc/agent-sandbox` only, and since no start
+/// snapshot exists, the outcome check compares with the repository as a clean
+/// environment shows it.
 pub fn run_in_container(args: &[OsString]) -> i32 {
     let start = start_dir(args);
-    let project_root = gix::discover(&start).ok().and_then(|repo| repo.workdir().map(Path::to_path_buf));
-    let home = passwd_home().unwrap_or_default();
-    let config = project_root.as_deref().map(|root| config::load_for_project(root, &home));
-    let options = match config {
-        Some(Ok(config)) => GuardOptions {
+    let options = match config::load_for_container() {
+        Ok(config) => GuardOptions {
             allow_branch_deletion: config.git_allow_branch_deletion.value,
             allow_plumbing_commits: config.git_allow_plumbing_commits.value,
         },
@@ -240,6 +281,14 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
         Verdict::Run { strip_env, notices } => {
             for notice in notices {
                 eprintln!("agent-sandbox: {notice}");
+            }
+            if project.is_some() && Path::new(RUNTIME_DIR).join("agent-sandbox").exists() {
+                if let Some(what) = gitguard::parse(&request).ok().and_then(|parsed| writes_repo_config(&parsed)) {
+                    eprintln!(
+                        "agent-sandbox: note: .git/config is read-only in this sandbox, so {what} will not be recorded \
+                         (git may print an error about the config file; push with an explicit `git push origin <branch>`)"
+                    );
+                }
             }
             exec_real(real, args, &strip_env)
         }

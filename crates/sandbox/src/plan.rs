@@ -91,6 +91,8 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     if plan.home != Path::new("/") {
         args.push("--tmpfs");
         args.push_path(plan.home);
+        // Login shells reset PATH from /etc/profile; this puts the sandbox's back.
+        args.bind("--ro-bind", &plan.runtime.join("profile"), &plan.home.join(".profile"));
     }
 
     let copied = copied_files(plan.mounts);
@@ -338,6 +340,9 @@ mod tests {
             "/tmp",
             "--tmpfs",
             "/home/u",
+            "--ro-bind",
+            "/tmp/rt/profile",
+            "/home/u/.profile",
             "--ro-bind",
             "/usr",
             "/usr",

@@ -5,6 +5,7 @@
 //! agent-sandbox     mount point for this binary (the marker `check` looks for)
 //! audit             FIFO: the only way sandboxed processes reach the audit log
 //! empty, emptydir/  what a masked secret file or directory shows
+//! profile           `$HOME/.profile`: restores PATH for login shells
 //! seccomp.bpf       the program bwrap loads (also passed as fd 3)
 //! git-guard.json    the git guard's settings (`git.*` in the config)
 //! hook-guard.json   the hook guard's settings, so it never reads them through the
@@ -57,6 +58,8 @@ impl Runtime {
         fs_err::write(root.join("empty"), "")?;
         fs_err::create_dir(root.join("emptydir"))?;
         fs_err::write(root.join("seccomp.bpf"), seccomp::deny_terminal_injection())?;
+        let path = std::env::var("PATH").unwrap_or_default();
+        fs_err::write(root.join("profile"), format!("export PATH='{}'\n", path.replace('\'', "'\\''")))?;
         for (name, content) in files {
             fs_err::write(root.join(name), content)?;
         }
