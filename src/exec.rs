@@ -45,20 +45,21 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
     };
     let global_dir = config::global_dir(&home);
     let cache_dir = xdg("XDG_CACHE_HOME", ".cache");
-    let state_dir = xdg("XDG_STATE_HOME", ".local/state");
+    let state_dir = config::approval::state_dir(&home);
+    let project_dir = project_root.join(".agent-sandbox");
     let sources = config::Sources {
         global_dir: Some(global_dir.clone()),
-        project_dir: project_root.join(".agent-sandbox"),
+        project_dir: Some(project_dir.clone()),
         explicit: args.config.clone(),
     };
     let cli = config::cli_layer(args.network.as_deref(), &args.ro, &args.rw, &args.exclude, &args.cmds)?;
     let explicit_inside =
         args.config.as_ref().and_then(|file| file.canonicalize().ok()).filter(|file| file.starts_with(&project_root));
-    let project_config: Vec<(PathBuf, bool)> = config::find_config_file(&sources.project_dir)?
+    let project_config: Vec<(PathBuf, bool)> = config::find_config_file(&project_dir)?
         .into_iter()
         .chain(explicit_inside)
         .map(|path| {
-            let allowed = is_allowed(&state_dir, &path);
+            let allowed = config::approval::is_allowed(&state_dir, &path);
             (path, allowed)
         })
         .collect();
@@ -85,19 +86,6 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
     })
 }
 
-/// Where an allowed project config's exact bytes are kept (hidden from every sandbox).
-fn allowed_copy(state_dir: &Path, config: &Path) -> PathBuf {
-    state_dir.join("allowed").join(format!("{:016x}", fnv1a(config.as_os_str().as_encoded_bytes())))
-}
-
-/// Whether `config` is byte for byte what the user allowed (a copy is kept, not a hash:
-/// nothing the agent writes can collide with it).
-fn is_allowed(state_dir: &Path, config: &Path) -> bool {
-    let stored = std::fs::read(allowed_copy(state_dir, config)).ok();
-    let current = std::fs::read(config).ok();
-    stored.is_some() && stored == current.map(|bytes| [config.as_os_str().as_encoded_bytes(), b"\0", &bytes].concat())
-}
-
 /// `agent-sandbox config allow`: trusts the project's config file as it is now.
 pub fn config_allow(args: &PolicyArgs) -> Result<i32> {
     let loaded = load(args)?;
@@ -110,15 +98,7 @@ pub fn config_allow(args: &PolicyArgs) -> Result<i32> {
     }
     let state_dir = &loaded.own_dirs[2];
     for (path, _) in &loaded.project_config {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let copy = allowed_copy(state_dir, path);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(copy.parent().unwrap_or(state_dir))
-            .with_context(|| format!("creating {}", state_dir.display()))?;
-        std::fs::write(&copy, [path.as_os_str().as_encoded_bytes(), b"\0", &bytes].concat())
-            .with_context(|| format!("writing {}", copy.display()))?;
+        let bytes = config::approval::allow(state_dir, path).context("allowing the project config")?;
         println!("allowed {} as it is now:", path.display());
         // Shown with control characters escaped: an escape sequence could hide lines.
         let text: String = String::from_utf8_lossy(&bytes)
@@ -132,11 +112,6 @@ pub fn config_allow(args: &PolicyArgs) -> Result<i32> {
         print!("{text}");
     }
     Ok(0)
-}
-
-/// FNV-1a: a stable file name for a project's scan cache.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 pub fn config_show(args: &PolicyArgs, json: bool) -> Result<i32> {
@@ -202,8 +177,9 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         eprintln!("agent-sandbox: created {} so that the agent keeps its state", dir.display());
     }
 
-    let scan_cache =
-        cache_dir.join("scan").join(format!("{:016x}", fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
+    let scan_cache = cache_dir
+        .join("scan")
+        .join(format!("{:016x}", config::approval::fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
     debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
     if files.is_empty() {
         debug("config: no config files found, built-in defaults only");

@@ -99,6 +99,36 @@ fn outside_a_sandbox_the_guard_only_chains() {
 }
 
 #[test]
+fn outside_a_sandbox_an_unallowed_project_config_runs_nothing() {
+    let world = guarded_world();
+    // The agent writes a project config that would run its code on the human's next
+    // commit; the user never allowed it.
+    let config = r#"{ "checks": { "humans": true, "commands": ["touch PWNED"] } }"#;
+    world.write("home/proj/.agent-sandbox/config.jsonc", config);
+    let commit = |message: &str| {
+        world.write("home/proj/src.txt", &format!("{message}\n"));
+        Command::new("git")
+            .args(["commit", "-qam", message])
+            .current_dir(&world.project)
+            .env("HOME", &world.home)
+            .env("XDG_STATE_HOME", world.path("xdg-state"))
+            .env("PATH", format!("{}:/usr/bin:/bin", std::path::Path::new(&*BIN).parent().expect("dir").display()))
+            .output()
+            .expect("git commit")
+    };
+    let out = commit("human");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!world.path("home/proj/PWNED").exists(), "an unallowed config ran a command:\n{err}");
+    assert!(err.contains("not allowed as it is") && err.contains("config allow"), "{err}");
+    // Once the user allows it, the same file takes effect.
+    world.cmd().args(["config", "allow"]).run().ok();
+    let out = commit("allowed");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(world.path("home/proj/PWNED").exists(), "the allowed config's check did not run");
+}
+
+#[test]
 fn pre_push_stops_what_slipped_past_the_git_guard() {
     require_bwrap!();
     let world = guarded_world();

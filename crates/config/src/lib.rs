@@ -9,6 +9,7 @@
 //! `exclude`), never by dropping list items, so a later layer cannot silently shrink the
 //! built-in secret patterns.
 
+pub mod approval;
 mod parse;
 
 use std::{
@@ -210,8 +211,8 @@ pub enum ConfigError {
 pub struct Sources {
     /// `$XDG_CONFIG_HOME/agent-sandbox` (or `~/.config/agent-sandbox`); `None` if neither is set.
     pub global_dir: Option<PathBuf>,
-    /// `<project root>/.agent-sandbox`.
-    pub project_dir: PathBuf,
+    /// `<project root>/.agent-sandbox`; `None` to leave the project's file out.
+    pub project_dir: Option<PathBuf>,
     /// The file named by `-c/--config`.
     pub explicit: Option<PathBuf>,
 }
@@ -226,7 +227,7 @@ pub fn load(sources: &Sources, cli: Layer) -> Result<(Config, Vec<PathBuf>), Con
             files.push(path);
         }
     }
-    if let Some(path) = find_config_file(&sources.project_dir)? {
+    if let Some(path) = sources.project_dir.as_deref().map(find_config_file).transpose()?.flatten() {
         layers.push(read_layer(&path, LayerKind::Project)?);
         files.push(path);
     }
@@ -249,15 +250,19 @@ pub fn global_dir(home: &Path) -> PathBuf {
 
 /// The configuration as a guard that has no snapshot from `exec` reads it outside any
 /// sandbox (`checks.humans`): defaults, `<home>/.config/agent-sandbox` and the project's
-/// file, no flags. `home` comes from the password database and `XDG_CONFIG_HOME` is not
-/// consulted.
-pub fn load_for_project(project_root: &Path, home: &Path) -> Result<Config, ConfigError> {
+/// file if the user allowed it as it is (see [`approval`]), no flags. `home` comes from
+/// the password database and `XDG_CONFIG_HOME` is not consulted. Also returns the
+/// project file left out for not being allowed, if any.
+pub fn load_for_project(project_root: &Path, home: &Path) -> Result<(Config, Option<PathBuf>), ConfigError> {
+    let project_dir = project_root.join(".agent-sandbox");
+    let project = find_config_file(&project_dir)?;
+    let unapproved = project.filter(|path| !approval::is_allowed(&approval::state_dir(home), path));
     let sources = Sources {
         global_dir: Some(home.join(".config/agent-sandbox")),
-        project_dir: project_root.join(".agent-sandbox"),
+        project_dir: unapproved.is_none().then_some(project_dir),
         explicit: None,
     };
-    load(&sources, Layer::default()).map(|(config, _)| config)
+    load(&sources, Layer::default()).map(|(config, _)| (config, unapproved))
 }
 
 /// Where a container image keeps agent-sandbox's configuration: root-owned, so that

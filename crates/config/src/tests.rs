@@ -163,7 +163,8 @@ fn load_reads_global_project_and_explicit_layers_in_order() {
     fs_err::write(project_dir.join("config.json"), r#"{"env": {"allow": ["P"]}}"#).expect("write");
     let explicit = dir.path().join("extra.jsonc");
     fs_err::write(&explicit, r#"{"network": "on", "env": {"allow": ["E"]}}"#).expect("write");
-    let sources = Sources { global_dir: Some(global), project_dir, explicit: Some(explicit.clone()) };
+    let sources =
+        Sources { global_dir: Some(global), project_dir: Some(project_dir), explicit: Some(explicit.clone()) };
     let (config, files) = load(&sources, Layer::default()).expect("loads");
     assert_eq!(values(&config.env_allow), ["G", "P", "E"]);
     assert_eq!(config.network.value, Network::On);

@@ -133,7 +133,15 @@ fn load_settings(top: &Path) -> Result<Settings, Refusal> {
         config::load_for_container()
     } else {
         let home = sandbox::git::passwd_home().unwrap_or_default();
-        config::load_for_project(top, &home)
+        config::load_for_project(top, &home).map(|(config, unapproved)| {
+            if let Some(path) = unapproved {
+                eprintln!(
+                    "agent-sandbox: note: ignoring {}: not allowed as it is (review it, then `agent-sandbox config allow`)",
+                    path.display()
+                );
+            }
+            config
+        })
     };
     loaded.map(|config| Settings::from_config(&config)).map_err(|err| {
         refuse(format!("cannot read the agent-sandbox configuration: {err}"), "fix the configuration file it names")
