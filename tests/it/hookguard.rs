@@ -235,11 +235,22 @@ fn checks_run_in_the_environment_of_the_start_not_the_agents() {
 fn checks_see_what_commit_a_is_about_to_commit() {
     require_bwrap!();
     let world = guarded_world();
-    world.project_config(r#"{ "checks": { "commands": ["! git grep --cached -q FORBIDDEN"] } }"#);
+    // (Quoted apart so that the config file itself does not match.)
+    world.project_config(r#"{ "checks": { "commands": ["! git grep --cached -q FORBID''DEN"] } }"#);
     world.git(&["commit", "-qam", "grep check"]);
+    world.sh(&[], "echo allowed >> src.txt && git commit -qa -m allowed").ok();
     let before = head(&world);
     let run = world.sh(&[], "echo FORBIDDEN >> src.txt && git commit -qa -m x");
     assert!(run.stderr().contains("pre-commit refused"), "commit -a slipped past the check:\n{}", run.stderr());
+    assert_eq!(head(&world), before);
+    // An index of the agent's choosing (outside the git directory) is what the checks see.
+    world.git(&["checkout", "-q", "--", "."]);
+    let run = world.sh(
+        &[],
+        "cp .git/index /tmp/idx && echo FORBIDDEN >> src.txt && GIT_INDEX_FILE=/tmp/idx git add src.txt \
+         && GIT_INDEX_FILE=/tmp/idx git commit -q -m x",
+    );
+    assert!(run.stderr().contains("pre-commit refused"), "another index slipped past the check:\n{}", run.stderr());
     assert_eq!(head(&world), before);
     // And a check that stages, as lint-staged does, works with commit -a.
     world.git(&["checkout", "-q", "--", "."]);

@@ -360,22 +360,17 @@ fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
 }
 
 /// What git itself tells a hook and its checks need: the index being committed
-/// (`git commit -a` and `git commit <paths>` use a temporary one) when it lies in this
-/// repository's git directory, and the subdirectory git was started in.
+/// (`git commit -a` and `git commit <paths>` use a temporary one, and anyone may name
+/// another with `GIT_INDEX_FILE`: the checks must see what the commit is made of), and
+/// the subdirectory git was started in.
 fn hook_git_env(repo: &Repo) -> Vec<(String, String)> {
     let mut env = Vec::new();
     if let Ok(prefix) = std::env::var("GIT_PREFIX") {
         env.push(("GIT_PREFIX".to_owned(), prefix));
     }
-    let Ok(index) = std::env::var("GIT_INDEX_FILE") else { return env };
-    let git_dir = repo
-        .git(&["rev-parse", "--absolute-git-dir"])
-        .ok()
-        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-        .and_then(|dir| dir.canonicalize().ok());
-    let parent = repo.top.join(&index).parent().and_then(|dir| dir.canonicalize().ok());
-    if git_dir.is_some() && parent == git_dir {
-        env.push(("GIT_INDEX_FILE".to_owned(), index));
+    if let Some(index) = std::env::var_os("GIT_INDEX_FILE") {
+        // Absolute: a check may change directory.
+        env.push(("GIT_INDEX_FILE".to_owned(), repo.top.join(index).to_string_lossy().into_owned()));
     }
     env
 }
