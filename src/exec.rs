@@ -192,7 +192,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let mut policy = policy::resolve(&config, &ctx)?;
     // `.git` entries are reported too (and not descended into): see gitcare.rs.
     let mut patterns: Vec<String> = config.secret_patterns.iter().map(|item| item.value.clone()).collect();
-    patterns.push(GIT_ENTRY.to_owned());
+    patterns.extend([GIT_ENTRY, HEAD_ENTRY].map(str::to_owned));
     let matcher = secrets::SecretMatcher::new(
         &patterns,
         &config.secret_allow.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
@@ -205,7 +205,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         .filter(|mount| !sandbox::plan::has_descendants(mount, &policy.mounts))
         .map(|mount| mount.path.clone())
         .collect();
-    let (nested_git, hits) =
+    let (nested_git, heads, hits) =
         split_git_entries(&ctx.project_root, secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?);
     let secret_dirs: Vec<PathBuf> =
         hits.iter().filter(|hit| hit.kind == secrets::EntryKind::Dir).map(|hit| hit.path.clone()).collect();
@@ -222,9 +222,9 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     // by the scan; their `.git` entries are looked for separately.
     let open_secret_dirs: Vec<PathBuf> =
         secret_dirs.into_iter().filter(|dir| !masks.iter().any(|mask| mask.path == *dir)).collect();
-    let mut nested_git = nested_git;
+    let (mut nested_git, mut heads) = (nested_git, heads);
     for dir in &open_secret_dirs {
-        crate::gitcare::find_git_entries(dir, &mut nested_git);
+        crate::gitcare::find_git_entries(dir, &mut nested_git, &mut heads);
     }
 
     let filter = policy::env::EnvFilter::new(&config)?;
@@ -326,24 +326,33 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));
     let common_dir = policy::git::layout(&ctx.project_root).map(|layout| layout.common_dir);
-    let git_before = crate::gitcare::snapshot(&ctx.project_root, common_dir.as_deref(), &nested_git);
+    let git_before = crate::gitcare::snapshot(
+        &ctx.project_root,
+        common_dir.as_deref(),
+        &nested_git,
+        &crate::gitcare::bare_layouts(&heads),
+    );
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
     // What the session left behind, listed the same (cached) way; if the scan fails
     // (a directory made unreadable), a plain walk that skips what git could not read
     // either.
-    let mut nested_now = match secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache) {
-        Ok(hits) => split_git_entries(&ctx.project_root, hits).0,
+    let (mut nested_now, mut heads_now) = match secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache) {
+        Ok(hits) => {
+            let (nested, heads, _) = split_git_entries(&ctx.project_root, hits);
+            (nested, heads)
+        }
         Err(_) => {
-            let mut found = Vec::new();
-            crate::gitcare::find_git_entries(&ctx.project_root, &mut found);
-            found.retain(|entry| *entry != ctx.project_root.join(GIT_ENTRY));
-            found
+            let (mut nested, mut heads) = (Vec::new(), Vec::new());
+            crate::gitcare::find_git_entries(&ctx.project_root, &mut nested, &mut heads);
+            nested.retain(|entry| *entry != ctx.project_root.join(GIT_ENTRY));
+            (nested, heads)
         }
     };
     for dir in &open_secret_dirs {
-        crate::gitcare::find_git_entries(dir, &mut nested_now);
+        crate::gitcare::find_git_entries(dir, &mut nested_now, &mut heads_now);
     }
-    crate::gitcare::after(&git_before, &ctx.project_root, common_dir.as_deref(), &nested_now);
+    let bare_now = crate::gitcare::bare_layouts(&heads_now);
+    crate::gitcare::after(&git_before, &ctx.project_root, common_dir.as_deref(), &nested_now, &bare_now);
     runtime.remove().context("removing the runtime directory")?;
     Ok(code?)
 }
@@ -377,18 +386,16 @@ fn find_bwrap(ctx: &Context) -> Result<PathBuf> {
         .ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
 }
 
-/// Directories of installed dependencies and build output, which package managers and
-/// build tools delete and rewrite wholesale.
-const DEPENDENCY_TREES: &[&str] = &["node_modules", "target", ".venv", "vendor"];
-
 /// Drops secrets found in dependency and build trees by a wildcard pattern
 /// (`*secret*` matching `client-secret.js` in a package): masked, they make `npm ci` or
 /// `cargo clean` fail with EBUSY. Exact names (`.env`, `id_rsa`) stay masked there too.
 fn outside_dependency_trees(hits: Vec<secrets::SecretHit>, notes: &mut Vec<String>) -> Vec<secrets::SecretHit> {
     hits.into_iter()
         .filter(|hit| {
-            let in_tree =
-                hit.rel_path.components().any(|part| DEPENDENCY_TREES.iter().any(|tree| part.as_os_str() == *tree));
+            let in_tree = hit
+                .rel_path
+                .components()
+                .any(|part| crate::gitcare::DEPENDENCY_TREES.iter().any(|tree| part.as_os_str() == *tree));
             let keep = !(in_tree && hit.pattern.starts_with('*'));
             if !keep {
                 notes.push(format!("secret {}: in a dependency or build tree, not masked", hit.rel_path.display()));
@@ -401,11 +408,30 @@ fn outside_dependency_trees(hits: Vec<secrets::SecretHit>, notes: &mut Vec<Strin
 /// The scan pattern that finds git directories and gitlinks in the work tree.
 const GIT_ENTRY: &str = ".git";
 
-/// Splits scan hits into the `.git` entries below the project root and the secrets.
-fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (Vec<PathBuf>, Vec<secrets::SecretHit>) {
-    let (git, secrets): (Vec<_>, Vec<_>) = hits.into_iter().partition(|hit| hit.pattern == GIT_ENTRY);
-    let nested = git.into_iter().map(|hit| hit.path).filter(|path| *path != root.join(GIT_ENTRY)).collect();
-    (nested, secrets)
+/// The scan pattern that finds what may make a directory a bare repository.
+const HEAD_ENTRY: &str = "HEAD";
+
+/// Splits scan hits into the `.git` entries below the project root, the `HEAD` entries,
+/// and the secrets.
+fn split_git_entries(
+    root: &Path,
+    hits: Vec<secrets::SecretHit>,
+) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<secrets::SecretHit>) {
+    let (git, secrets): (Vec<_>, Vec<_>) =
+        hits.into_iter().partition(|hit| hit.pattern == GIT_ENTRY || hit.pattern == HEAD_ENTRY);
+    let (git, heads): (Vec<_>, Vec<_>) = git.into_iter().partition(|hit| hit.pattern == GIT_ENTRY);
+    let mut nested: Vec<PathBuf> =
+        git.into_iter().map(|hit| hit.path).filter(|path| *path != root.join(GIT_ENTRY)).collect();
+    let mut files = Vec::new();
+    for hit in heads {
+        // A directory named HEAD was not descended into by the scan: walk it here.
+        if hit.kind == secrets::EntryKind::Dir {
+            crate::gitcare::find_git_entries(&hit.path, &mut nested, &mut files);
+        } else {
+            files.push(hit.path);
+        }
+    }
+    (nested, files, secrets)
 }
 
 fn plan<'a>(

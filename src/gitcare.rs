@@ -6,11 +6,17 @@
 //! project even runs git in submodules. One planted `core.fsmonitor` turns the user's
 //! next `git status` into the agent's command.
 //!
+//! Git also takes any directory holding `HEAD`, `objects/` and `refs/` for a (bare)
+//! repository, and runs the hooks of whatever repository it is in.
+//!
 //! So the rule is strict and reads no contents: every such file is snapshotted at start,
 //! and at exit anything new or changed is moved aside (or, failing that, deleted): the
-//! changed pointer file, or the whole nested `.git` or submodule git directory. The only
-//! things a session may add are what `git worktree add` makes (checked by its links). An
-//! interactive rebase left in progress is reported with its `exec` lines.
+//! changed pointer file, the whole nested `.git` or submodule git directory, or a bare
+//! layout's `HEAD`. The only things a session may add are what `git worktree add` makes
+//! and `git worktree move` changes (checked by their links), and repositories in
+//! dependency trees (`node_modules`, `target`, …), which package managers create and
+//! are reported instead. An interactive rebase left in progress is reported with its
+//! `exec` lines.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -23,12 +29,14 @@ pub struct Snapshot {
     had_git: bool,
     files: BTreeMap<PathBuf, Option<Vec<u8>>>,
     nested: BTreeSet<PathBuf>,
+    /// Directories laid out as bare repositories (`HEAD`, `objects/`, `refs/`).
+    bare: BTreeSet<PathBuf>,
     modules: BTreeSet<PathBuf>,
     sequencer: BTreeSet<PathBuf>,
 }
 
 /// Files of a git directory that make git use other configuration or repositories.
-const GIT_DIR_FILES: &[&str] = &["config", "commondir", "config.worktree", "gitdir"];
+const GIT_DIR_FILES: &[&str] = &["config", "commondir", "config.worktree", "gitdir", "hooks"];
 /// In-progress operations whose todo lists git will run on `--continue`.
 const SEQUENCER: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
 
@@ -46,7 +54,8 @@ fn project_files(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf>
             files.extend(["commondir", "config.worktree"].map(|name| common.join(name)));
         }
         for worktree in subdirs(&common.join("worktrees")) {
-            files.extend(["commondir", "gitdir", "config.worktree"].map(|name| worktree.join(name)));
+            // `config`: without a `commondir`, the directory is a repository of its own.
+            files.extend(["commondir", "gitdir", "config.worktree", "config"].map(|name| worktree.join(name)));
         }
     }
     files
@@ -98,34 +107,69 @@ fn sequencer_states(project_root: &Path, common_dir: Option<&Path>) -> BTreeSet<
         .collect()
 }
 
+/// A file's bytes, a symlink's target, or a directory's (`hooks`) names and contents.
 fn read(path: &Path) -> Option<Vec<u8>> {
     match path.symlink_metadata() {
         Ok(meta) if meta.is_symlink() => {
             std::fs::read_link(path).ok().map(|target| target.into_os_string().into_encoded_bytes())
+        }
+        Ok(meta) if meta.is_dir() => {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+                .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+                .unwrap_or_default();
+            entries.sort();
+            let mut listing = Vec::new();
+            for entry in entries {
+                listing.extend(entry.as_os_str().as_encoded_bytes());
+                listing.push(0);
+                // Hooks are run through symlinks too: their targets' contents count.
+                listing.extend(std::fs::read(&entry).unwrap_or_default());
+                listing.push(0);
+            }
+            Some(listing)
         }
         Ok(_) => std::fs::read(path).ok().or(Some(b"<unreadable>".to_vec())),
         Err(_) => None,
     }
 }
 
-/// `nested`: the `.git` entries below the project root (not its own).
-pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBuf]) -> Snapshot {
+/// The directories among `heads` (`HEAD` entries found in the work tree) that git would
+/// take for repositories.
+pub fn bare_layouts(heads: &[PathBuf]) -> Vec<PathBuf> {
+    heads
+        .iter()
+        .filter_map(|head| head.parent())
+        .filter(|dir| dir.join("objects").is_dir() && dir.join("refs").is_dir())
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// `nested`: the `.git` entries below the project root (not its own); `bare`: the
+/// directories in the work tree laid out as repositories.
+pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBuf], bare: &[PathBuf]) -> Snapshot {
     let modules: BTreeSet<PathBuf> =
         common_dir.map(|common| module_dirs(&common.join("modules"))).unwrap_or_default().into_iter().collect();
     let mut paths = project_files(project_root, common_dir);
-    paths.extend(nested.iter().flat_map(|entry| entry_files(entry)));
+    paths.extend(nested.iter().chain(bare).flat_map(|entry| entry_files(entry)));
     paths.extend(modules.iter().flat_map(|dir| entry_files(dir)));
     Snapshot {
         had_git: project_root.join(".git").symlink_metadata().is_ok(),
         files: paths.into_iter().map(|path| (path.clone(), read(&path))).collect(),
         nested: nested.iter().cloned().collect(),
+        bare: bare.iter().cloned().collect(),
         modules,
         sequencer: sequencer_states(project_root, common_dir),
     }
 }
 
 /// Compares with `before` and quarantines what the session planted or changed.
-pub fn after(before: &Snapshot, project_root: &Path, common_dir: Option<&Path>, nested_now: &[PathBuf]) {
+pub fn after(
+    before: &Snapshot,
+    project_root: &Path,
+    common_dir: Option<&Path>,
+    nested_now: &[PathBuf],
+    bare_now: &[PathBuf],
+) {
     // A repository the session made at the project root is the agent's, hooks and all.
     let dot_git = project_root.join(".git");
     if !before.had_git && dot_git.symlink_metadata().is_ok() {
@@ -135,6 +179,14 @@ pub fn after(before: &Snapshot, project_root: &Path, common_dir: Option<&Path>, 
     for path in project_files(project_root, common_dir) {
         let now = read(&path);
         let then = before.files.get(&path).cloned().flatten();
+        if now.is_none() && then.is_some() && path.file_name().is_some_and(|name| name == "commondir") {
+            // A worktree's git directory without its `commondir` is a repository of its
+            // own, with its own config and hooks.
+            if let Some(admin) = path.parent().filter(|dir| dir.exists()) {
+                quarantine(admin, "lost its commondir inside the sandbox, which makes it a repository of its own");
+            }
+            continue;
+        }
         if now.is_none() || now == then {
             continue;
         }
@@ -143,8 +195,8 @@ pub fn after(before: &Snapshot, project_root: &Path, common_dir: Option<&Path>, 
         if then.is_none() && sibling_vanished && std::fs::read_to_string(&path).is_ok_and(|text| text == "../..\n") {
             continue;
         }
-        if then.is_none() && is_new_worktree_link(&path, common_dir) {
-            continue; // `git worktree add` made it
+        if is_new_worktree_link(&path, common_dir) {
+            continue; // `git worktree add` made it, or `git worktree move` changed it
         }
         if then.is_none() && is_vanished_worktree_link(&path, common_dir) {
             let checkout = std::fs::read_to_string(&path).unwrap_or_default();
@@ -157,11 +209,30 @@ pub fn after(before: &Snapshot, project_root: &Path, common_dir: Option<&Path>, 
         }
         quarantine(&path, "would change which repository, configuration or hooks git uses");
     }
+    let changed = |known: &BTreeSet<PathBuf>, entry: &Path| {
+        let new = !known.contains(entry);
+        let changed =
+            new || entry_files(entry).iter().any(|file| read(file) != before.files.get(file).cloned().flatten());
+        (new, changed)
+    };
     for entry in nested_now {
-        let changed = !before.nested.contains(entry)
-            || entry_files(entry).iter().any(|file| read(file) != before.files.get(file).cloned().flatten());
-        if changed && !is_worktree_gitlink(entry, common_dir) {
-            quarantine(entry, "is git metadata written inside the sandbox, which git would use outside it");
+        let (new, changed) = changed(&before.nested, entry);
+        if !changed || is_worktree_gitlink(entry, common_dir) {
+            continue;
+        }
+        if new && in_dependency_tree(project_root, entry) {
+            eprintln!(
+                "agent-sandbox: note: a repository appeared at {} inside the sandbox (a dependency or build tree); \
+                 its configuration and hooks are the agent's: inspect them before running git there",
+                entry.display()
+            );
+            continue;
+        }
+        quarantine(entry, "is git metadata written inside the sandbox, which git would use outside it");
+    }
+    for dir in bare_now {
+        if changed(&before.bare, dir).1 {
+            quarantine(&dir.join("HEAD"), "makes a repository, laid out inside the sandbox, that git would use");
         }
     }
     let modules_now = common_dir.map(|common| module_dirs(&common.join("modules"))).unwrap_or_default();
@@ -188,7 +259,17 @@ pub fn after(before: &Snapshot, project_root: &Path, common_dir: Option<&Path>, 
     }
 }
 
-/// A new `worktrees/<n>/commondir` or `gitdir` as `git worktree add` writes them.
+/// Directories of installed dependencies and build output, which package managers and
+/// build tools delete and rewrite wholesale (and may fill with clones).
+pub const DEPENDENCY_TREES: &[&str] = &["node_modules", "target", ".venv", "vendor"];
+
+fn in_dependency_tree(project_root: &Path, path: &Path) -> bool {
+    path.strip_prefix(project_root)
+        .is_ok_and(|rel| rel.components().any(|part| DEPENDENCY_TREES.iter().any(|tree| part.as_os_str() == *tree)))
+}
+
+/// A `worktrees/<n>/commondir` or `gitdir` as `git worktree add` (or `move`) writes
+/// them; a `gitdir` only beside the `commondir` that makes `<n>` a worktree.
 fn is_new_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
     let (Some(common), Some(name)) = (common_dir, path.file_name()) else { return false };
     let Some(worktree) = path.parent().filter(|dir| dir.parent() == Some(common.join("worktrees").as_path())) else {
@@ -197,9 +278,12 @@ fn is_new_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     match name.to_str() {
         Some("commondir") => text == "../..\n",
-        Some("gitdir") => text.strip_suffix('\n').is_some_and(|dot_git| {
-            gitlink_target(Path::new(dot_git)).as_deref() == worktree.canonicalize().ok().as_deref()
-        }),
+        Some("gitdir") => {
+            is_worktree_admin(worktree)
+                && text.strip_suffix('\n').is_some_and(|dot_git| {
+                    gitlink_target(Path::new(dot_git)).as_deref() == worktree.canonicalize().ok().as_deref()
+                })
+        }
         _ => false,
     }
 }
@@ -217,14 +301,21 @@ fn is_vanished_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
         && std::fs::read_to_string(worktree.join("commondir")).is_ok_and(|common| common == "../..\n")
 }
 
+/// Whether `dir` (`worktrees/<n>`) shares the repository's config and hooks, as git
+/// writes it: `commondir` is `../..`.
+fn is_worktree_admin(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("commondir")).is_ok_and(|text| text == "../..\n")
+}
+
 /// Whether `entry` is the `.git` file of a worktree of this repository (one that its
-/// `worktrees/<n>/gitdir` names back).
+/// `worktrees/<n>/gitdir` names back, and that shares the repository's config).
 fn is_worktree_gitlink(entry: &Path, common_dir: Option<&Path>) -> bool {
     let (Some(common), Some(target)) = (common_dir, gitlink_target(entry)) else { return false };
     let in_worktrees =
         common.join("worktrees").canonicalize().ok().is_some_and(|dir| target.parent() == Some(dir.as_path()));
     let back = std::fs::read_to_string(target.join("gitdir")).unwrap_or_default();
     in_worktrees
+        && is_worktree_admin(&target)
         && back.strip_suffix('\n').and_then(|path| Path::new(path).canonicalize().ok()) == entry.canonicalize().ok()
 }
 
@@ -263,16 +354,19 @@ fn quarantine(path: &Path, why: &str) {
     }
 }
 
-/// Every `.git` entry below `dir` (not descending into them), skipping what cannot be
-/// read: git, running as the same user, could not use what is inside either.
-pub fn find_git_entries(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.git` entry below `dir` (not descending into them) and every `HEAD`, skipping
+/// what cannot be read: git, running as the same user, could not use what is inside
+/// either.
+pub fn find_git_entries(dir: &Path, out: &mut Vec<PathBuf>, heads: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
         let path = entry.path();
         if entry.file_name() == ".git" {
             out.push(path);
         } else if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            find_git_entries(&path, out);
+            find_git_entries(&path, out, heads);
+        } else if entry.file_name() == "HEAD" {
+            heads.push(path);
         }
     }
 }

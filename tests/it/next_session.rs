@@ -311,3 +311,91 @@ fn the_users_other_worktrees_cannot_be_pruned_from_inside() {
     // Worktrees inside the project stay the agent's to manage.
     world.sh(&[], "git worktree add -q -b mine inner && git worktree remove inner && echo removed").ok();
 }
+
+#[test]
+fn a_worktree_git_directory_that_is_a_repository_of_its_own_is_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let proj = world.project.display().to_string();
+    // A worktree record without `commondir`: git would read its own config and hooks.
+    let script = format!(
+        "mkdir -p .git/worktrees/evil/refs .git/worktrees/evil/objects sub && echo ref: refs/heads/main > .git/worktrees/evil/HEAD \
+         && {EVIL} > .git/worktrees/evil/config && echo {proj}/sub/.git > .git/worktrees/evil/gitdir \
+         && echo 'gitdir: {proj}/.git/worktrees/evil' > sub/.git"
+    );
+    let run = world.sh(&[], &script);
+    assert!(quarantined(&world.path("home/proj/.git/worktrees/evil"), "config"), "{}", run.stderr());
+    assert!(quarantined(&world.path("home/proj/sub"), ".git"), "{}", run.stderr());
+    // A real worktree whose commondir is deleted turns into one as well.
+    world.git(&["worktree", "add", "-q", "-b", "inner", "inner"]);
+    let run = world.sh(&[], "rm .git/worktrees/inner/commondir");
+    assert!(quarantined(&world.path("home/proj/.git/worktrees"), "inner"), "{}", run.stderr());
+}
+
+#[test]
+fn worktrees_moved_by_git_itself_are_left_alone() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    world.sh(&[], "git worktree add -q -b side side-wt").ok();
+    let run = world.sh(&[], "git worktree move side-wt moved-wt");
+    run.ok();
+    assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
+    let out = std::process::Command::new("git")
+        .args(["log", "-1", "--format=%s"])
+        .current_dir(world.path("home/proj/moved-wt"))
+        .output()
+        .expect("git");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "init\n", "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn bare_repository_layouts_made_in_the_work_tree_are_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    // A fixture the user keeps in the repository stays as it is.
+    for dir in ["fixture/objects", "fixture/refs"] {
+        fs_err::create_dir_all(world.path(&format!("home/proj/{dir}"))).expect("mkdir");
+    }
+    world.write("home/proj/fixture/HEAD", "ref: refs/heads/main\n");
+    world.write("home/proj/fixture/config", "[core]\n\tbare = true\n");
+    let layout = |dir: &str| {
+        format!("mkdir -p {dir}/objects {dir}/refs && echo ref: refs/heads/main > {dir}/HEAD && {EVIL} > {dir}/config")
+    };
+    // Anywhere in the work tree, also inside a directory named HEAD (which the scan
+    // does not descend into).
+    let script = format!("{}; {}", layout("tools"), layout("HEAD/deep"));
+    let run = world.sh(&[], &script);
+    let err = run.stderr();
+    assert!(quarantined(&world.path("home/proj/tools"), "HEAD"), "{err}");
+    assert!(quarantined(&world.path("home/proj/HEAD/deep"), "HEAD"), "{err}");
+    assert!(world.path("home/proj/fixture/HEAD").exists(), "{err}");
+    // A changed config makes an existing layout the agent's too.
+    let run = world.sh(&[], &format!("{EVIL} > fixture/config"));
+    assert!(quarantined(&world.path("home/proj/fixture"), "HEAD"), "{}", run.stderr());
+}
+
+#[test]
+fn hooks_planted_in_an_existing_nested_repository_are_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let nested = world.path("home/proj/vendored");
+    fs_err::create_dir_all(&nested).expect("mkdir");
+    let out = std::process::Command::new("git").args(["init", "-q"]).current_dir(&nested).output().expect("git");
+    assert!(out.status.success());
+    let run = world.sh(&[], "printf '#!/bin/sh\\ntouch /tmp/PWNED\\n' > vendored/.git/hooks/post-checkout");
+    assert!(quarantined(&nested, ".git"), "{}", run.stderr());
+}
+
+#[test]
+fn repositories_cloned_into_dependency_trees_are_reported_not_moved() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let run = world.sh(&[], "mkdir -p node_modules/dep && git init -q node_modules/dep");
+    run.ok();
+    assert!(world.path("home/proj/node_modules/dep/.git").is_dir());
+    assert!(
+        run.stderr().contains("a repository appeared at") && run.stderr().contains("node_modules/dep"),
+        "{}",
+        run.stderr()
+    );
+}

@@ -62,21 +62,21 @@ mod tests {
 
     #[test]
     fn only_the_exact_bytes_allowed_are_trusted() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
         let config = dir.path().join("config.jsonc");
-        std::fs::write(&config, "{}").unwrap();
+        std::fs::write(&config, "{}").expect("fs");
         assert!(!is_allowed(&state, &config), "never allowed");
-        assert_eq!(allow(&state, &config).unwrap(), b"{}");
+        assert_eq!(allow(&state, &config).expect("allow"), b"{}");
         assert!(is_allowed(&state, &config));
-        std::fs::write(&config, "{ }").unwrap();
+        std::fs::write(&config, "{ }").expect("fs");
         assert!(!is_allowed(&state, &config), "changed after allow");
         // Another file with the same bytes is not allowed by the first one's copy.
         let other = dir.path().join("other.jsonc");
-        std::fs::write(&other, "{ }").unwrap();
-        allow(&state, &config).unwrap();
+        std::fs::write(&other, "{ }").expect("fs");
+        allow(&state, &config).expect("allow");
         assert!(!is_allowed(&state, &other));
-        std::fs::remove_file(&config).unwrap();
+        std::fs::remove_file(&config).expect("fs");
         assert!(!is_allowed(&state, &config), "a missing file is not allowed");
     }
 }
