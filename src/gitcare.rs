@@ -55,7 +55,7 @@ fn project_files(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf>
         }
         for worktree in subdirs(&common.join("worktrees")) {
             // `config`: without a `commondir`, the directory is a repository of its own.
-            files.extend(["commondir", "gitdir", "config.worktree", "config"].map(|name| worktree.join(name)));
+            files.extend(["commondir", "gitdir", "config.worktree", "config", "hooks"].map(|name| worktree.join(name)));
         }
     }
     files
@@ -182,7 +182,10 @@ pub fn after(
         if now.is_none() && then.is_some() && path.file_name().is_some_and(|name| name == "commondir") {
             // A worktree's git directory without its `commondir` is a repository of its
             // own, with its own config and hooks.
-            if let Some(admin) = path.parent().filter(|dir| dir.exists()) {
+            let Some(admin) = path.parent().filter(|dir| dir.exists()) else { continue };
+            if then.as_deref() == Some(b"../..\n") && std::fs::write(&path, "../..\n").is_ok() {
+                eprintln!("agent-sandbox: WARNING: {} was deleted inside the sandbox; restored it", path.display());
+            } else {
                 quarantine(admin, "lost its commondir inside the sandbox, which makes it a repository of its own");
             }
             continue;
@@ -208,6 +211,13 @@ pub fn after(
             continue;
         }
         quarantine(&path, "would change which repository, configuration or hooks git uses");
+        // A worktree left without its `commondir` would be a repository of its own: the
+        // standard one is put back.
+        if path.file_name().is_some_and(|name| name == "commondir") && then.as_deref() == Some(b"../..\n") {
+            if std::fs::write(&path, "../..\n").is_ok() {
+                eprintln!("  (restored {} as it was)", path.display());
+            }
+        }
     }
     let changed = |known: &BTreeSet<PathBuf>, entry: &Path| {
         let new = !known.contains(entry);

@@ -94,17 +94,18 @@ pub fn layout_rules(root: &Path, hooks_path: Option<&Path>, notes: &mut Vec<Stri
     }
     // The user's other worktrees: their checkouts are not visible here, so git inside
     // would call them prunable and `git worktree prune` (or a gc) would cut them off.
+    // Their `.git` files are shown (read-only), which is all git looks at; their records
+    // stay writable for gc, and gitcare checks them at exit.
     if let Ok(entries) = std::fs::read_dir(layout.common_dir.join("worktrees")) {
         for entry in entries.flatten() {
             let admin = entry.path();
             if admin == layout.git_dir {
                 continue; // this project's own
             }
-            let checkout = std::fs::read_to_string(admin.join("gitdir"))
-                .ok()
-                .and_then(|dot_git| Path::new(dot_git.trim()).parent().map(Path::to_path_buf));
-            if checkout.is_none_or(|checkout| !checkout.starts_with(root)) {
-                rules.push((Access::Ro, admin));
+            let Ok(dot_git) = std::fs::read_to_string(admin.join("gitdir")) else { continue };
+            let dot_git = PathBuf::from(dot_git.trim_end_matches('\n'));
+            if dot_git.is_absolute() && !dot_git.starts_with(root) && dot_git.is_file() {
+                rules.push((Access::Ro, dot_git));
             }
         }
     }

@@ -264,6 +264,18 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
     fs_err::write(main_git.join("worktrees/proj/gitdir"), format!("{}\n", tree.root.join("home/proj/.git").display()))
         .expect("write");
     fs_err::write(main_git.join("config"), "[core]\n\tbare = false\n").expect("write");
+    // The user's other worktree: only its `.git` file is shown, so git inside does not
+    // take it for prunable; one whose checkout is gone shows nothing.
+    fs_err::create_dir_all(tree.root.join("home/other")).expect("mkdir");
+    fs_err::write(tree.root.join("home/other/.git"), "gitdir: ../main/.git/worktrees/other\n").expect("write");
+    for (name, dot_git) in [("other", "home/other/.git"), ("gone", "home/gone/.git")] {
+        fs_err::create_dir_all(main_git.join("worktrees").join(name)).expect("mkdir");
+        fs_err::write(
+            main_git.join("worktrees").join(name).join("gitdir"),
+            format!("{}\n", tree.root.join(dot_git).display()),
+        )
+        .expect("write");
+    }
     let mut ctx = tree.ctx();
     ctx.hooks_path = Some(tree.root.join("home/proj/.githooks"));
     let policy = resolve(&merge(vec![layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default)]), &ctx)
@@ -274,6 +286,7 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
         [
             ("home/proj", "rw"),
             ("home/main/.git", "rw"),
+            ("home/other/.git", "ro"),
             ("home/proj/.githooks", "ro"),
             ("home/main/.git/config", "ro"),
             ("home/main/.git/hooks", "ro"),
