@@ -213,10 +213,11 @@ pub fn after(
         quarantine(&path, "would change which repository, configuration or hooks git uses");
         // A worktree left without its `commondir` would be a repository of its own: the
         // standard one is put back.
-        if path.file_name().is_some_and(|name| name == "commondir") && then.as_deref() == Some(b"../..\n") {
-            if std::fs::write(&path, "../..\n").is_ok() {
-                eprintln!("  (restored {} as it was)", path.display());
-            }
+        if path.file_name().is_some_and(|name| name == "commondir")
+            && then.as_deref() == Some(b"../..\n")
+            && std::fs::write(&path, "../..\n").is_ok()
+        {
+            eprintln!("  (restored {} as it was)", path.display());
         }
     }
     let changed = |known: &BTreeSet<PathBuf>, entry: &Path| {
