@@ -256,7 +256,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         args.command.clone()
     };
     let self_exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
-    let bwrap = find_bwrap(&ctx)?;
+    let bwrap = find_bwrap(&ctx, &policy.mounts)?;
 
     if args.dry_run {
         let plan = plan(&policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
@@ -316,8 +316,16 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     hook_settings.check_env =
         env.iter().filter_map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned()))).collect();
     let hook_settings = hook_settings.to_json();
-    let files =
-        [(sandbox::git::OPTIONS_FILE, git_options.as_str()), (hookguard::SETTINGS_FILE, hook_settings.as_str())];
+    // Login shells get the sandbox's PATH back (not the host's, which may name what the
+    // env filter dropped).
+    let profile = path_var
+        .as_ref()
+        .map_or(String::new(), |path| format!("export PATH='{}'\n", path.to_string_lossy().replace('\'', "'\\''")));
+    let files = [
+        (sandbox::git::OPTIONS_FILE, git_options.as_str()),
+        (hookguard::SETTINGS_FILE, hook_settings.as_str()),
+        (sandbox::runtime::PROFILE_FILE, profile.as_str()),
+    ];
     let copies: Vec<&Path> =
         sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
     let runtime =
@@ -370,10 +378,14 @@ fn prepare_own_dirs(own_dirs: &[PathBuf]) -> Result<()> {
     Ok(())
 }
 
-/// bwrap from an absolute `PATH` entry outside the project: a relative entry
-/// (`node_modules/.bin`) or one inside the project would run a bwrap the agent planted,
-/// on the host, unsandboxed.
-fn find_bwrap(ctx: &Context) -> Result<PathBuf> {
+/// bwrap from an absolute `PATH` entry outside the project and outside every writable
+/// grant: a relative entry (`node_modules/.bin`) or one the agent can write would run a
+/// bwrap the agent planted, on the host, unsandboxed.
+fn find_bwrap(ctx: &Context, mounts: &[Mount]) -> Result<PathBuf> {
+    let writable = |path: &Path| {
+        path.starts_with(&ctx.project_root)
+            || mounts.iter().any(|mount| mount.access == policy::Access::Rw && path.starts_with(&mount.path))
+    };
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .filter(|dir| dir.is_absolute())
@@ -381,7 +393,7 @@ fn find_bwrap(ctx: &Context) -> Result<PathBuf> {
         .filter(|candidate| candidate.is_file())
         .find(|candidate| {
             let real = candidate.canonicalize().unwrap_or_else(|_| candidate.clone());
-            !real.starts_with(&ctx.project_root) && !candidate.starts_with(&ctx.project_root)
+            !writable(&real) && !writable(candidate)
         })
         .ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
 }

@@ -119,3 +119,25 @@ fn the_home_directory_is_not_a_project() {
     assert_eq!(run.code(), 125);
     assert!(run.stderr().contains("refusing to use") && run.stderr().contains("pass -C DIR"), "{}", run.stderr());
 }
+
+#[test]
+fn a_bwrap_the_agent_could_have_written_is_never_run() {
+    require_bwrap!();
+    let world = World::new();
+    // Planted in the project and in a writable grant, first on PATH: the real one (later
+    // on PATH) is used, never these.
+    let plant = "#!/bin/sh\ntouch \"$(dirname \"$0\")/PLANT-RAN\"\nexit 0\n";
+    for dir in ["home/proj/bin", "home/tools/bin"] {
+        world.write(&format!("{dir}/bwrap"), plant);
+        world.chmod(&format!("{dir}/bwrap"), 0o755);
+    }
+    let path = format!(
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        world.path("home/proj/bin").display(),
+        world.path("home/tools/bin").display()
+    );
+    let tools = world.path("home/tools");
+    let run = world.cmd().env("PATH", &path).args(["exec", "--rw"]).arg(&tools).args(["--", "echo", "inside"]).run();
+    assert_eq!(run.ok(), "inside\n");
+    assert!(!world.path("home/proj/bin/PLANT-RAN").exists() && !world.path("home/tools/bin/PLANT-RAN").exists());
+}

@@ -48,3 +48,15 @@ fn cmd_url_secrets(world: &World) {
     assert!(!out.contains("TOPSECRET"), "{out}");
     assert!(out.contains("UPSTREAM=https://example.invalid/path\n"), "{out}");
 }
+
+#[test]
+fn login_shells_get_the_sandboxes_path_back() {
+    require_bwrap!();
+    let world = World::new();
+    // /etc/profile resets PATH; the generated ~/.profile restores the sandbox's own,
+    // with agent-sandbox's runtime directory on it.
+    let plain = world.cmd().args(["exec", "--", "sh", "-c", "echo \"$PATH\""]).run().ok();
+    let login = world.cmd().args(["exec", "--", "sh", "-lc", "echo \"$PATH\"; agent-sandbox check"]).run().ok();
+    assert!(plain.trim_end().ends_with(":/run/agent-sandbox"), "{plain}");
+    assert!(login.starts_with(&plain), "login PATH differs:\n{login}\nvs\n{plain}");
+}

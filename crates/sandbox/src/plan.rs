@@ -92,7 +92,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         args.push("--tmpfs");
         args.push_path(plan.home);
         // Login shells reset PATH from /etc/profile; this puts the sandbox's back.
-        args.bind("--ro-bind", &plan.runtime.join("profile"), &plan.home.join(".profile"));
+        args.bind("--ro-bind", &plan.runtime.join(crate::runtime::PROFILE_FILE), &plan.home.join(".profile"));
     }
 
     let copied = copied_files(plan.mounts);

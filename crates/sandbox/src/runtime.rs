@@ -37,6 +37,9 @@ pub struct Runtime {
     dir: tempfile::TempDir,
 }
 
+/// `$HOME/.profile` inside: for login shells, which reset PATH from /etc/profile.
+pub const PROFILE_FILE: &str = "profile";
+
 const SUBDIRS: [&str; 4] = ["bin", "presets", "wrappers", "shims"];
 
 impl Runtime {
@@ -58,8 +61,8 @@ impl Runtime {
         fs_err::write(root.join("empty"), "")?;
         fs_err::create_dir(root.join("emptydir"))?;
         fs_err::write(root.join("seccomp.bpf"), seccomp::deny_terminal_injection())?;
-        let path = std::env::var("PATH").unwrap_or_default();
-        fs_err::write(root.join("profile"), format!("export PATH='{}'\n", path.replace('\'', "'\\''")))?;
+        // Filled by the caller (`files`) with the sandbox's PATH; bound as `~/.profile`.
+        fs_err::write(root.join(PROFILE_FILE), "")?;
         for (name, content) in files {
             fs_err::write(root.join(name), content)?;
         }
