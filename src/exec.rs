@@ -190,13 +190,17 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
 
     let mut policy = policy::resolve(&config, &ctx)?;
-    // `.git` entries are reported too (and not descended into): see gitcare.rs.
-    let mut patterns: Vec<String> = config.secret_patterns.iter().map(|item| item.value.clone()).collect();
-    patterns.extend([GIT_ENTRY, HEAD_ENTRY].map(str::to_owned));
+    // `.git` entries are reported too (and not descended into), and `HEAD` files: see
+    // gitcare.rs.
+    // First, so that no secret pattern (`.g*`) claims a `.git`.
+    let patterns: Vec<String> = std::iter::once(GIT_ENTRY.to_owned())
+        .chain(config.secret_patterns.iter().map(|item| item.value.clone()))
+        .collect();
     let matcher = secrets::SecretMatcher::new(
         &patterns,
         &config.secret_allow.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
-    )?;
+    )?
+    .with_markers(&[HEAD_ENTRY]);
     let skip: Vec<PathBuf> = policy
         .mounts
         .iter()
@@ -207,8 +211,6 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         .collect();
     let (nested_git, heads, hits) =
         split_git_entries(&ctx.project_root, secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache)?);
-    let secret_dirs: Vec<PathBuf> =
-        hits.iter().filter(|hit| hit.kind == secrets::EntryKind::Dir).map(|hit| hit.path.clone()).collect();
     let hits = if repo.is_some() { untracked_or_changed(&ctx.project_root, hits, &mut policy.notes) } else { hits };
     let hits = outside_dependency_trees(hits, &mut policy.notes);
     let masked = masks_for(&hits, &policy.mounts, &mut policy.notes);
@@ -218,14 +220,6 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let by_path: Vec<PathBuf> =
         masked.iter().filter(|(_, hit)| hit.pattern.contains('/')).map(|(mask, _)| mask.path.clone()).collect();
     policy::pin_parents(&mut policy.mounts, &by_path);
-    // Secret directories left visible (they hold committed files) are not descended into
-    // by the scan; their `.git` entries are looked for separately.
-    let open_secret_dirs: Vec<PathBuf> =
-        secret_dirs.into_iter().filter(|dir| !masks.iter().any(|mask| mask.path == *dir)).collect();
-    let (mut nested_git, mut heads) = (nested_git, heads);
-    for dir in &open_secret_dirs {
-        crate::gitcare::find_git_entries(dir, &mut nested_git, &mut heads);
-    }
 
     let filter = policy::env::EnvFilter::new(&config)?;
     let (mut env, dropped) = filter.apply(std::env::vars_os());
@@ -344,7 +338,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     // What the session left behind, listed the same (cached) way; if the scan fails
     // (a directory made unreadable), a plain walk that skips what git could not read
     // either.
-    let (mut nested_now, mut heads_now) = match secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache) {
+    let (nested_now, heads_now) = match secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache) {
         Ok(hits) => {
             let (nested, heads, _) = split_git_entries(&ctx.project_root, hits);
             (nested, heads)
@@ -356,9 +350,6 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             (nested, heads)
         }
     };
-    for dir in &open_secret_dirs {
-        crate::gitcare::find_git_entries(dir, &mut nested_now, &mut heads_now);
-    }
     let bare_now = crate::gitcare::bare_layouts(&heads_now);
     crate::gitcare::after(&git_before, &ctx.project_root, common_dir.as_deref(), &nested_now, &bare_now);
     runtime.remove().context("removing the runtime directory")?;
@@ -398,16 +389,18 @@ fn find_bwrap(ctx: &Context, mounts: &[Mount]) -> Result<PathBuf> {
         .ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
 }
 
+/// Directories of installed dependencies and build output, which package managers and
+/// build tools delete and rewrite wholesale.
+const DEPENDENCY_TREES: &[&str] = &["node_modules", "target", ".venv", "vendor"];
+
 /// Drops secrets found in dependency and build trees by a wildcard pattern
 /// (`*secret*` matching `client-secret.js` in a package): masked, they make `npm ci` or
 /// `cargo clean` fail with EBUSY. Exact names (`.env`, `id_rsa`) stay masked there too.
 fn outside_dependency_trees(hits: Vec<secrets::SecretHit>, notes: &mut Vec<String>) -> Vec<secrets::SecretHit> {
     hits.into_iter()
         .filter(|hit| {
-            let in_tree = hit
-                .rel_path
-                .components()
-                .any(|part| crate::gitcare::DEPENDENCY_TREES.iter().any(|tree| part.as_os_str() == *tree));
+            let in_tree =
+                hit.rel_path.components().any(|part| DEPENDENCY_TREES.iter().any(|tree| part.as_os_str() == *tree));
             let keep = !(in_tree && hit.pattern.starts_with('*'));
             if !keep {
                 notes.push(format!("secret {}: in a dependency or build tree, not masked", hit.rel_path.display()));
@@ -423,27 +416,28 @@ const GIT_ENTRY: &str = ".git";
 /// The scan pattern that finds what may make a directory a bare repository.
 const HEAD_ENTRY: &str = "HEAD";
 
-/// Splits scan hits into the `.git` entries below the project root, the `HEAD` entries,
-/// and the secrets.
+/// Splits scan hits into the `.git` entries below the project root, the `HEAD` files,
+/// and the secrets. Secret directories are not descended into by the scan (masked or
+/// not, the agent may have made them): they are walked for `.git` and `HEAD` here.
 fn split_git_entries(
     root: &Path,
     hits: Vec<secrets::SecretHit>,
 ) -> (Vec<PathBuf>, Vec<PathBuf>, Vec<secrets::SecretHit>) {
-    let (git, secrets): (Vec<_>, Vec<_>) =
-        hits.into_iter().partition(|hit| hit.pattern == GIT_ENTRY || hit.pattern == HEAD_ENTRY);
-    let (git, heads): (Vec<_>, Vec<_>) = git.into_iter().partition(|hit| hit.pattern == GIT_ENTRY);
-    let mut nested: Vec<PathBuf> =
-        git.into_iter().map(|hit| hit.path).filter(|path| *path != root.join(GIT_ENTRY)).collect();
-    let mut files = Vec::new();
-    for hit in heads {
-        // A directory named HEAD was not descended into by the scan: walk it here.
-        if hit.kind == secrets::EntryKind::Dir {
-            crate::gitcare::find_git_entries(&hit.path, &mut nested, &mut files);
-        } else {
-            files.push(hit.path);
+    let (mut nested, mut heads, mut secrets) = (Vec::new(), Vec::new(), Vec::new());
+    for hit in hits {
+        match hit.pattern.as_str() {
+            GIT_ENTRY if hit.path != root.join(GIT_ENTRY) => nested.push(hit.path),
+            GIT_ENTRY => {}
+            HEAD_ENTRY => heads.push(hit.path),
+            _ => {
+                if hit.kind == secrets::EntryKind::Dir {
+                    crate::gitcare::find_git_entries(&hit.path, &mut nested, &mut heads);
+                }
+                secrets.push(hit);
+            }
         }
     }
-    (nested, files, secrets)
+    (nested, heads, secrets)
 }
 
 fn plan<'a>(

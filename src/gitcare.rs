@@ -13,10 +13,9 @@
 //! and at exit anything new or changed is moved aside (or, failing that, deleted): the
 //! changed pointer file, the whole nested `.git` or submodule git directory, or a bare
 //! layout's `HEAD`. The only things a session may add are what `git worktree add` makes
-//! and `git worktree move` changes (checked by their links), and repositories in
-//! dependency trees (`node_modules`, `target`, …), which package managers create and
-//! are reported instead. An interactive rebase left in progress is reported with its
-//! `exec` lines.
+//! and `git worktree move` changes (checked by their links). Worktree records must stay
+//! real directories: through a symlink, the same `commondir` names another repository.
+//! An interactive rebase left in progress is reported with its `exec` lines.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -31,6 +30,8 @@ pub struct Snapshot {
     nested: BTreeSet<PathBuf>,
     /// Directories laid out as bare repositories (`HEAD`, `objects/`, `refs/`).
     bare: BTreeSet<PathBuf>,
+    /// `worktrees` and each `worktrees/<n>`, with their targets if they are symlinks.
+    worktree_dirs: BTreeMap<PathBuf, Option<PathBuf>>,
     modules: BTreeSet<PathBuf>,
     sequencer: BTreeSet<PathBuf>,
 }
@@ -59,6 +60,19 @@ fn project_files(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf>
         }
     }
     files
+}
+
+/// The common directory's `worktrees` and its entries, each with its symlink target.
+fn worktree_dirs(common_dir: Option<&Path>) -> BTreeMap<PathBuf, Option<PathBuf>> {
+    let Some(worktrees) = common_dir.map(|common| common.join("worktrees")) else { return BTreeMap::new() };
+    let entries = std::fs::read_dir(&worktrees).map(|entries| entries.flatten().map(|entry| entry.path()).collect());
+    std::iter::once(worktrees)
+        .chain(entries.unwrap_or_else(|_| Vec::new()))
+        .map(|path| {
+            let target = std::fs::read_link(&path).ok();
+            (path, target)
+        })
+        .collect()
 }
 
 /// Every submodule git directory under `modules`, nested ones included.
@@ -139,7 +153,8 @@ pub fn bare_layouts(heads: &[PathBuf]) -> Vec<PathBuf> {
     heads
         .iter()
         .filter_map(|head| head.parent())
-        .filter(|dir| dir.join("objects").is_dir() && dir.join("refs").is_dir())
+        // Git only asks that `objects` and `refs` be searchable: any kind of entry counts.
+        .filter(|dir| dir.join("objects").symlink_metadata().is_ok() && dir.join("refs").symlink_metadata().is_ok())
         .map(Path::to_path_buf)
         .collect()
 }
@@ -157,6 +172,7 @@ pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBu
         files: paths.into_iter().map(|path| (path.clone(), read(&path))).collect(),
         nested: nested.iter().cloned().collect(),
         bare: bare.iter().cloned().collect(),
+        worktree_dirs: worktree_dirs(common_dir),
         modules,
         sequencer: sequencer_states(project_root, common_dir),
     }
@@ -175,6 +191,11 @@ pub fn after(
     if !before.had_git && dot_git.symlink_metadata().is_ok() {
         quarantine(&dot_git, "is a repository created inside the sandbox, with its configuration and hooks");
         return;
+    }
+    for (dir, target) in worktree_dirs(common_dir) {
+        if target.is_some() && before.worktree_dirs.get(&dir) != Some(&target) {
+            quarantine(&dir, "is a worktree record turned into a symlink, which makes git read another repository");
+        }
     }
     for path in project_files(project_root, common_dir) {
         let now = read(&path);
@@ -220,29 +241,19 @@ pub fn after(
             eprintln!("  (restored {} as it was)", path.display());
         }
     }
+    // Also in dependency trees: one `git add` of a clone there makes the project's
+    // `git status` run git in it.
     let changed = |known: &BTreeSet<PathBuf>, entry: &Path| {
-        let new = !known.contains(entry);
-        let changed =
-            new || entry_files(entry).iter().any(|file| read(file) != before.files.get(file).cloned().flatten());
-        (new, changed)
+        !known.contains(entry)
+            || entry_files(entry).iter().any(|file| read(file) != before.files.get(file).cloned().flatten())
     };
     for entry in nested_now {
-        let (new, changed) = changed(&before.nested, entry);
-        if !changed || is_worktree_gitlink(entry, common_dir) {
-            continue;
+        if changed(&before.nested, entry) && !is_worktree_gitlink(entry, common_dir) {
+            quarantine(entry, "is git metadata written inside the sandbox, which git would use outside it");
         }
-        if new && in_dependency_tree(project_root, entry) {
-            eprintln!(
-                "agent-sandbox: note: a repository appeared at {} inside the sandbox (a dependency or build tree); \
-                 its configuration and hooks are the agent's: inspect them before running git there",
-                entry.display()
-            );
-            continue;
-        }
-        quarantine(entry, "is git metadata written inside the sandbox, which git would use outside it");
     }
     for dir in bare_now {
-        if changed(&before.bare, dir).1 {
+        if changed(&before.bare, dir) {
             quarantine(&dir.join("HEAD"), "makes a repository, laid out inside the sandbox, that git would use");
         }
     }
@@ -270,15 +281,6 @@ pub fn after(
     }
 }
 
-/// Directories of installed dependencies and build output, which package managers and
-/// build tools delete and rewrite wholesale (and may fill with clones).
-pub const DEPENDENCY_TREES: &[&str] = &["node_modules", "target", ".venv", "vendor"];
-
-fn in_dependency_tree(project_root: &Path, path: &Path) -> bool {
-    path.strip_prefix(project_root)
-        .is_ok_and(|rel| rel.components().any(|part| DEPENDENCY_TREES.iter().any(|tree| part.as_os_str() == *tree)))
-}
-
 /// A `worktrees/<n>/commondir` or `gitdir` as `git worktree add` (or `move`) writes
 /// them; a `gitdir` only beside the `commondir` that makes `<n>` a worktree.
 fn is_new_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
@@ -288,9 +290,9 @@ fn is_new_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
     };
     let text = std::fs::read_to_string(path).unwrap_or_default();
     match name.to_str() {
-        Some("commondir") => text == "../..\n",
+        Some("commondir") => is_worktree_admin(worktree, common),
         Some("gitdir") => {
-            is_worktree_admin(worktree)
+            is_worktree_admin(worktree, common)
                 && text.strip_suffix('\n').is_some_and(|dot_git| {
                     gitlink_target(Path::new(dot_git)).as_deref() == worktree.canonicalize().ok().as_deref()
                 })
@@ -313,9 +315,10 @@ fn is_vanished_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
 }
 
 /// Whether `dir` (`worktrees/<n>`) shares the repository's config and hooks, as git
-/// writes it: `commondir` is `../..`.
-fn is_worktree_admin(dir: &Path) -> bool {
+/// writes it: `commondir` is `../..`, and resolves (as git resolves it) to `common`.
+fn is_worktree_admin(dir: &Path, common: &Path) -> bool {
     std::fs::read_to_string(dir.join("commondir")).is_ok_and(|text| text == "../..\n")
+        && dir.join("../..").canonicalize().ok() == common.canonicalize().ok()
 }
 
 /// Whether `entry` is the `.git` file of a worktree of this repository (one that its
@@ -326,7 +329,7 @@ fn is_worktree_gitlink(entry: &Path, common_dir: Option<&Path>) -> bool {
         common.join("worktrees").canonicalize().ok().is_some_and(|dir| target.parent() == Some(dir.as_path()));
     let back = std::fs::read_to_string(target.join("gitdir")).unwrap_or_default();
     in_worktrees
-        && is_worktree_admin(&target)
+        && is_worktree_admin(&target, common)
         && back.strip_suffix('\n').and_then(|path| Path::new(path).canonicalize().ok()) == entry.canonicalize().ok()
 }
 

@@ -121,6 +121,12 @@ fn outside_a_sandbox_an_unallowed_project_config_runs_nothing() {
     assert!(out.status.success(), "{err}");
     assert!(!world.path("home/proj/PWNED").exists(), "an unallowed config ran a command:\n{err}");
     assert!(err.contains("not allowed as it is") && err.contains("config allow"), "{err}");
+    // Nor do both formats at once (which no one can allow) stop the human's commits.
+    world.write("home/proj/.agent-sandbox/config.json", config);
+    let out = commit("both");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!world.path("home/proj/PWNED").exists());
+    std::fs::remove_file(world.path("home/proj/.agent-sandbox/config.json")).expect("rm");
     // Once the user allows it, the same file takes effect.
     world.cmd().args(["config", "allow"]).run().ok();
     let out = commit("allowed");

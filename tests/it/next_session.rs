@@ -373,11 +373,15 @@ fn bare_repository_layouts_made_in_the_work_tree_are_quarantined() {
     };
     // Anywhere in the work tree, also inside a directory named HEAD (which the scan
     // does not descend into).
-    let script = format!("{}; {}", layout("tools"), layout("HEAD/deep"));
+    // Git only checks that `objects` and `refs` can be searched: executable files do.
+    let files = "mkdir src && cd src && echo ref: refs/heads/main > HEAD && printf '#!/bin/sh\\n' > objects \
+                 && cp objects refs && chmod +x objects refs";
+    let script = format!("{}; {}; {} && {EVIL} > config", layout("tools"), layout("HEAD/deep"), files);
     let run = world.sh(&[], &script);
     let err = run.stderr();
     assert!(quarantined(&world.path("home/proj/tools"), "HEAD"), "{err}");
     assert!(quarantined(&world.path("home/proj/HEAD/deep"), "HEAD"), "{err}");
+    assert!(quarantined(&world.path("home/proj/src"), "HEAD"), "{err}");
     assert!(world.path("home/proj/fixture/HEAD").exists(), "{err}");
     // A changed config makes an existing layout the agent's too.
     let run = world.sh(&[], &format!("{EVIL} > fixture/config"));
@@ -397,15 +401,33 @@ fn hooks_planted_in_an_existing_nested_repository_are_quarantined() {
 }
 
 #[test]
-fn repositories_cloned_into_dependency_trees_are_reported_not_moved() {
+fn repositories_in_dependency_trees_and_secret_directories_are_quarantined_too() {
     require_bwrap!();
     let world = world_with_private_home();
-    let run = world.sh(&[], "mkdir -p node_modules/dep && git init -q node_modules/dep");
-    run.ok();
-    assert!(world.path("home/proj/node_modules/dep/.git").is_dir());
-    assert!(
-        run.stderr().contains("a repository appeared at") && run.stderr().contains("node_modules/dep"),
-        "{}",
-        run.stderr()
+    // One `git add` of such a clone makes the project's `git status` run git in it; a
+    // directory named like a secret is not descended into by the scan, but is walked.
+    let script = format!(
+        "for dir in node_modules/dep my-secrets/dep; do mkdir -p $dir && git init -q $dir && {EVIL} > $dir/.git/config; done"
     );
+    let run = world.sh(&[], &script);
+    for dir in ["node_modules/dep", "my-secrets/dep"] {
+        assert!(quarantined(&world.path(&format!("home/proj/{dir}")), ".git"), "{dir}: {}", run.stderr());
+    }
+}
+
+#[test]
+fn a_worktree_record_swapped_for_a_symlink_is_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let outside = world.path("home/wt");
+    world.git(&["worktree", "add", "-q", "-b", "wt", outside.to_str().expect("utf-8")]);
+    // Through the symlink, the record's unchanged `commondir` (`../..`) names a
+    // repository the agent made, with its config.
+    let script = format!(
+        "mkdir -p x/y && cp -a .git/worktrees/wt x/y/wt && rm -rf .git/worktrees/wt && ln -s ../../x/y/wt .git/worktrees/wt \
+         && ln -s ../.git/objects x/objects && ln -s ../.git/refs x/refs && {EVIL} > x/config"
+    );
+    let run = world.sh(&[], &script);
+    assert!(quarantined(&world.path("home/proj/.git/worktrees"), "wt"), "{}", run.stderr());
+    assert!(!world.path("home/proj/.git/worktrees/wt").exists());
 }

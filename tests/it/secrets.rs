@@ -11,6 +11,9 @@ const PROJECT_SECRETS: &[&str] = &[
     "home/proj/aws_credentials.json",
     "home/proj/My_Secret.txt",
     "home/proj/node_modules/pkg/deep/.env",
+    // Inside directories named like git's `HEAD`, which the scan also looks for.
+    "home/proj/head/.env",
+    "home/proj/HEAD/sub/id_rsa",
 ];
 
 fn world() -> World {
@@ -28,7 +31,7 @@ fn secret_files_read_as_empty_and_templates_stay_readable() {
     require_bwrap!();
     let world = world();
     let out = world
-        .sh(&[], "cat .env .env.local config/prod.pem server.key aws_credentials.json My_Secret.txt node_modules/pkg/deep/.env secrets/db.txt 2>&1; cat .env.example")
+        .sh(&[], "cat .env .env.local config/prod.pem server.key aws_credentials.json My_Secret.txt node_modules/pkg/deep/.env head/.env HEAD/sub/id_rsa secrets/db.txt 2>&1; cat .env.example")
         .ok();
     assert!(!out.contains("TOPSECRET"), "{out}");
     assert!(out.contains("API_KEY=changeme"), "{out}");

@@ -255,8 +255,12 @@ pub fn global_dir(home: &Path) -> PathBuf {
 /// project file left out for not being allowed, if any.
 pub fn load_for_project(project_root: &Path, home: &Path) -> Result<(Config, Option<PathBuf>), ConfigError> {
     let project_dir = project_root.join(".agent-sandbox");
-    let project = find_config_file(&project_dir)?;
-    let unapproved = project.filter(|path| !approval::is_allowed(&approval::state_dir(home), path));
+    let unapproved = match find_config_file(&project_dir) {
+        Ok(project) => project.filter(|path| !approval::is_allowed(&approval::state_dir(home), path)),
+        // Both formats can never have been allowed (`exec` refuses them).
+        Err(ConfigError::BothFormats { jsonc, .. }) => Some(jsonc),
+        Err(err) => return Err(err),
+    };
     let sources = Sources {
         global_dir: Some(home.join(".config/agent-sandbox")),
         project_dir: unapproved.is_none().then_some(project_dir),

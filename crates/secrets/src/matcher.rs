@@ -141,6 +141,9 @@ fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 pub struct SecretMatcher {
     patterns: Vec<Compiled>,
     allow: Vec<Compiled>,
+    /// Exact, case-sensitive names reported when they are not directories, without
+    /// stopping the scan from descending into directories of that name.
+    markers: Vec<String>,
     needs_rel_path: bool,
 }
 
@@ -154,7 +157,20 @@ impl SecretMatcher {
         let patterns = patterns.iter().map(|p| Compiled::new(p, "secret")).collect::<Result<Vec<_>, _>>()?;
         let allow = allow.iter().map(|p| Compiled::new(p, "allow")).collect::<Result<Vec<_>, _>>()?;
         let needs_rel_path = patterns.iter().chain(&allow).any(|c| c.target == Target::RelPath);
-        Ok(SecretMatcher { patterns, allow, needs_rel_path })
+        Ok(SecretMatcher { patterns, allow, markers: Vec::new(), needs_rel_path })
+    }
+
+    /// Also reports entries named exactly one of `markers` that are not directories
+    /// (git's `HEAD`), with the marker as their pattern, unless they are secrets.
+    #[must_use]
+    pub fn with_markers(mut self, markers: &[&str]) -> SecretMatcher {
+        self.markers = markers.iter().map(|marker| (*marker).to_owned()).collect();
+        self
+    }
+
+    /// The marker `name` is, for an entry that is not a directory.
+    pub(crate) fn marker(&self, name: &str) -> Option<&str> {
+        self.markers.iter().find(|marker| *marker == name).map(String::as_str)
     }
 
     /// `Some(pattern that matched)` if `rel_path` (relative to the root) is a secret
@@ -185,9 +201,13 @@ impl SecretMatcher {
     /// not reused. FNV-1a: stable across runs and builds, unlike std's hasher.
     pub(crate) fn fingerprint(&self) -> u64 {
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        let lists = [("secret", &self.patterns), ("allow", &self.allow)];
+        let lists = [
+            ("secret", self.patterns.iter().map(|c| c.text.as_str()).collect::<Vec<_>>()),
+            ("allow", self.allow.iter().map(|c| c.text.as_str()).collect()),
+            ("marker", self.markers.iter().map(String::as_str).collect()),
+        ];
         for (label, list) in lists {
-            for text in std::iter::once(label).chain(list.iter().map(|c| c.text.as_str())) {
+            for text in std::iter::once(label).chain(list) {
                 for byte in text.bytes().chain([0]) {
                     hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
                 }

@@ -387,7 +387,9 @@ impl<'s, 'a> Worker<'s, 'a> {
             // records what they are (a secret or a plain directory): the skip list can
             // change before the listing is replayed.
             let skipped = dir_path.as_ref().is_some_and(|path| self.shared.skip.contains(path));
-            if let Some(pattern) = matcher.check(&name, rel) {
+            let found =
+                matcher.check(&name, rel).or_else(|| if file_type.is_dir() { None } else { matcher.marker(&name) });
+            if let Some(pattern) = found {
                 let kind = if file_type.is_symlink() {
                     EntryKind::Symlink
                 } else if file_type.is_dir() {
@@ -451,6 +453,28 @@ mod cache_tests {
         fs::write(root.join("c/readme"), "x").expect("write");
         std::thread::sleep(cache::RACY + Duration::from_millis(100));
         (dir, root)
+    }
+
+    #[test]
+    fn markers_are_reported_as_files_and_never_stop_the_scan() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        for sub in ["HEAD/deep", "head", "repo"] {
+            fs::create_dir_all(root.join(sub)).expect("mkdir");
+        }
+        for file in ["HEAD/deep/.env", "head/.env", "repo/HEAD", "repo/head", "HEAD/deep/HEAD"] {
+            fs::write(root.join(file), "x").expect("write");
+        }
+        let m = matcher(&[]).with_markers(&["HEAD"]);
+        let mut hits: Vec<(String, String)> = scan(root, &m, &[])
+            .expect("scan")
+            .into_iter()
+            .map(|hit| (hit.rel_path.display().to_string(), hit.pattern))
+            .collect();
+        hits.sort();
+        let want =
+            [("HEAD/deep/.env", ".env"), ("HEAD/deep/HEAD", "HEAD"), ("head/.env", ".env"), ("repo/HEAD", "HEAD")];
+        assert_eq!(hits, want.map(|(path, pattern)| (path.to_owned(), pattern.to_owned())));
     }
 
     #[test]
