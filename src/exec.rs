@@ -192,15 +192,13 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
     let mut policy = policy::resolve(&config, &ctx)?;
     // `.git` entries are reported too (and not descended into), and `HEAD` files: see
     // gitcare.rs.
-    // First, so that no secret pattern (`.g*`) claims a `.git`.
-    let patterns: Vec<String> = std::iter::once(GIT_ENTRY.to_owned())
-        .chain(config.secret_patterns.iter().map(|item| item.value.clone()))
-        .collect();
+    // `.git` before any secret or allow pattern (`.g*`) can claim it.
+    let patterns: Vec<String> = config.secret_patterns.iter().map(|item| item.value.clone()).collect();
     let matcher = secrets::SecretMatcher::new(
         &patterns,
         &config.secret_allow.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
     )?
-    .with_markers(&[HEAD_ENTRY]);
+    .with_markers(&[GIT_ENTRY], &[HEAD_ENTRY]);
     let skip: Vec<PathBuf> = policy
         .mounts
         .iter()
@@ -333,6 +331,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         common_dir.as_deref(),
         &nested_git,
         &crate::gitcare::bare_layouts(&heads),
+        ctx.hooks_path.as_slice(),
     );
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
     // What the session left behind, listed the same (cached) way; if the scan fails

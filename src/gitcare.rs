@@ -33,7 +33,10 @@ pub struct Snapshot {
     /// `worktrees` and each `worktrees/<n>`, with their targets if they are symlinks.
     worktree_dirs: BTreeMap<PathBuf, Option<PathBuf>>,
     modules: BTreeSet<PathBuf>,
-    sequencer: BTreeSet<PathBuf>,
+    /// In-progress operations and their todo lists.
+    sequencer: BTreeMap<PathBuf, String>,
+    /// Watched besides the repository's own files (a configured hooks directory).
+    extra: Vec<PathBuf>,
 }
 
 /// Files of a git directory that make git use other configuration or repositories.
@@ -54,6 +57,8 @@ fn project_files(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf>
         if !common.starts_with(project_root) {
             files.extend(["commondir", "config.worktree"].map(|name| common.join(name)));
         }
+        // Read-only inside when they exist; made inside when they did not.
+        files.extend(["hooks", "config"].map(|name| common.join(name)));
         for worktree in subdirs(&common.join("worktrees")) {
             // `config`: without a `commondir`, the directory is a repository of its own.
             files.extend(["commondir", "gitdir", "config.worktree", "config", "hooks"].map(|name| worktree.join(name)));
@@ -75,14 +80,9 @@ fn worktree_dirs(common_dir: Option<&Path>) -> BTreeMap<PathBuf, Option<PathBuf>
         .collect()
 }
 
-/// Every submodule git directory under `modules`, nested ones included.
+/// Every submodule git directory under `modules`, at any depth.
 fn module_dirs(modules: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for dir in subdirs(modules) {
-        found.extend(module_dirs(&dir.join("modules")));
-        found.push(dir);
-    }
-    found
+    policy::git::module_git_dirs(modules)
 }
 
 fn subdirs(dir: &Path) -> Vec<PathBuf> {
@@ -94,7 +94,13 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 /// The files that make up a nested `.git` entry or a submodule git directory.
 fn entry_files(entry: &Path) -> Vec<PathBuf> {
     if entry.is_dir() {
-        GIT_DIR_FILES.iter().map(|name| entry.join(name)).collect()
+        let mut files: Vec<PathBuf> = GIT_DIR_FILES.iter().map(|name| entry.join(name)).collect();
+        // A `commondir` takes config and hooks from the directory it names.
+        if let Ok(common) = std::fs::read_to_string(entry.join("commondir")) {
+            let common = entry.join(common.trim_end_matches('\n'));
+            files.extend(["config", "hooks"].map(|name| common.join(name)));
+        }
+        files
     } else {
         vec![entry.to_path_buf()]
     }
@@ -113,12 +119,22 @@ fn git_dirs(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf> {
     dirs
 }
 
-fn sequencer_states(project_root: &Path, common_dir: Option<&Path>) -> BTreeSet<PathBuf> {
+fn sequencer_states(project_root: &Path, common_dir: Option<&Path>) -> BTreeMap<PathBuf, String> {
     git_dirs(project_root, common_dir)
         .into_iter()
         .flat_map(|dir| SEQUENCER.iter().map(move |name| dir.join(name)))
         .filter(|path| path.exists())
+        .map(|state| {
+            let todo =
+                ["git-rebase-todo", "todo"].iter().find_map(|name| std::fs::read_to_string(state.join(name)).ok());
+            (state, todo.unwrap_or_default())
+        })
         .collect()
+}
+
+/// The `exec` lines of a todo list: commands `--continue` runs.
+fn exec_lines(todo: &str) -> Vec<&str> {
+    todo.lines().map(str::trim_start).filter(|line| line.starts_with("exec") || line.starts_with("x ")).collect()
 }
 
 /// A file's bytes, a symlink's target, or a directory's (`hooks`) names and contents.
@@ -153,19 +169,31 @@ pub fn bare_layouts(heads: &[PathBuf]) -> Vec<PathBuf> {
     heads
         .iter()
         .filter_map(|head| head.parent())
-        // Git only asks that `objects` and `refs` be searchable: any kind of entry counts.
-        .filter(|dir| dir.join("objects").symlink_metadata().is_ok() && dir.join("refs").symlink_metadata().is_ok())
+        // Git only asks that `objects` and `refs` be searchable (any kind of entry counts),
+        // and looks for them where a `commondir` says.
+        .filter(|dir| {
+            let has = |name: &str| dir.join(name).symlink_metadata().is_ok();
+            (has("objects") && has("refs")) || has("commondir")
+        })
         .map(Path::to_path_buf)
         .collect()
 }
 
 /// `nested`: the `.git` entries below the project root (not its own); `bare`: the
 /// directories in the work tree laid out as repositories.
-pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBuf], bare: &[PathBuf]) -> Snapshot {
+/// `extra`: further paths to watch (a hooks directory configured with `core.hooksPath`).
+pub fn snapshot(
+    project_root: &Path,
+    common_dir: Option<&Path>,
+    nested: &[PathBuf],
+    bare: &[PathBuf],
+    extra: &[PathBuf],
+) -> Snapshot {
     let modules: BTreeSet<PathBuf> =
         common_dir.map(|common| module_dirs(&common.join("modules"))).unwrap_or_default().into_iter().collect();
     let mut paths = project_files(project_root, common_dir);
     paths.extend(nested.iter().chain(bare).flat_map(|entry| entry_files(entry)));
+    paths.extend(extra.iter().cloned());
     paths.extend(modules.iter().flat_map(|dir| entry_files(dir)));
     Snapshot {
         had_git: project_root.join(".git").symlink_metadata().is_ok(),
@@ -175,6 +203,7 @@ pub fn snapshot(project_root: &Path, common_dir: Option<&Path>, nested: &[PathBu
         worktree_dirs: worktree_dirs(common_dir),
         modules,
         sequencer: sequencer_states(project_root, common_dir),
+        extra: extra.to_vec(),
     }
 }
 
@@ -197,7 +226,7 @@ pub fn after(
             quarantine(&dir, "is a worktree record turned into a symlink, which makes git read another repository");
         }
     }
-    for path in project_files(project_root, common_dir) {
+    for path in project_files(project_root, common_dir).into_iter().chain(before.extra.iter().cloned()) {
         let now = read(&path);
         let then = before.files.get(&path).cloned().flatten();
         if now.is_none() && then.is_some() && path.file_name().is_some_and(|name| name == "commondir") {
@@ -265,18 +294,17 @@ pub fn after(
             quarantine(&dir, "is a submodule's git directory written inside the sandbox");
         }
     }
-    for state in sequencer_states(project_root, common_dir).difference(&before.sequencer) {
-        let todo = ["git-rebase-todo", "todo"].iter().find_map(|name| std::fs::read_to_string(state.join(name)).ok());
-        let execs: Vec<&str> = todo
-            .as_deref()
-            .unwrap_or_default()
-            .lines()
-            .filter(|line| line.trim_start().starts_with("exec") || line.trim_start().starts_with("x "))
-            .collect();
+    for (state, todo) in sequencer_states(project_root, common_dir) {
+        // New, or an existing todo list (a rebase the user stopped) given new commands.
+        let known = before.sequencer.get(&state).map(|todo| exec_lines(todo)).unwrap_or_default();
+        let added: Vec<&str> = exec_lines(&todo).into_iter().filter(|line| !known.contains(line)).collect();
+        if before.sequencer.contains_key(&state) && added.is_empty() {
+            continue;
+        }
         eprintln!(
             "agent-sandbox: WARNING: the sandbox left an operation in progress ({}); `--continue` would run its todo list{}",
             state.display(),
-            if execs.is_empty() { String::new() } else { format!(", including: {}", execs.join(" | ")) }
+            if added.is_empty() { String::new() } else { format!(", including: {}", added.join(" | ")) }
         );
     }
 }

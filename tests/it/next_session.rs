@@ -431,3 +431,90 @@ fn a_worktree_record_swapped_for_a_symlink_is_quarantined() {
     assert!(quarantined(&world.path("home/proj/.git/worktrees"), "wt"), "{}", run.stderr());
     assert!(!world.path("home/proj/.git/worktrees/wt").exists());
 }
+
+#[test]
+fn a_submodule_named_with_a_slash_keeps_its_config_and_hooks_read_only() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let sub = world.path("home/sub");
+    fs_err::create_dir_all(&sub).expect("mkdir");
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "s"],
+    ] {
+        let out = std::process::Command::new("git").args(args).current_dir(&sub).output().expect("git");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    world.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", "../sub", "libs/foo"]);
+    assert!(world.path("home/proj/.git/modules/libs/foo/config").is_file());
+    let run = world.sh(
+        &[],
+        &format!("{EVIL} >> .git/modules/libs/foo/config; echo x > .git/modules/libs/foo/hooks/post-checkout"),
+    );
+    assert!(run.stderr().contains("Read-only file system"), "{}", run.stderr());
+    assert!(!world.read("home/proj/.git/modules/libs/foo/config").contains("fsmonitor"));
+    assert!(!world.path("home/proj/.git/modules/libs/foo/hooks/post-checkout").exists());
+}
+
+#[test]
+fn a_layout_borrowing_objects_through_commondir_is_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    let script = format!(
+        "mkdir -p .stash/e src && cp -r .git/objects .git/refs .stash/e/ && {EVIL} > .stash/e/config \
+         && echo ref: refs/heads/main > src/HEAD && echo ../.stash/e > src/commondir"
+    );
+    let run = world.sh(&[], &script);
+    assert!(quarantined(&world.path("home/proj/src"), "HEAD"), "{}", run.stderr());
+}
+
+#[test]
+fn hooks_made_where_there_were_none_are_quarantined() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    fs_err::remove_dir_all(world.path("home/proj/.git/hooks")).expect("rm hooks");
+    let run = world.sh(&[], "mkdir .git/hooks && printf '#!/bin/sh\\ntouch /tmp/PWNED\\n' > .git/hooks/pre-commit");
+    assert!(quarantined(&world.path("home/proj/.git"), "hooks"), "{}", run.stderr());
+    assert!(!world.path("home/proj/.git/hooks").exists());
+}
+
+#[test]
+fn new_commands_in_a_rebase_the_user_stopped_are_reported() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    world.write("home/proj/a.txt", "a\n");
+    world.git(&["add", "a.txt"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "a"]);
+    // The user stops a rebase and hands it to the agent.
+    let out = std::process::Command::new("git")
+        .args(["-c", "core.hooksPath=/dev/null", "rebase", "-q", "-i", "HEAD~1"])
+        .env("GIT_SEQUENCE_EDITOR", "sh -c 'printf \"break\\npick $(git rev-parse --short HEAD) a\\n\" > $0'")
+        .env("HOME", &world.home)
+        .current_dir(&world.project)
+        .output()
+        .expect("git rebase");
+    assert!(world.path("home/proj/.git/rebase-merge").is_dir(), "{}", String::from_utf8_lossy(&out.stderr));
+    let quiet = world.sh(&[], "true");
+    assert!(!quiet.stderr().contains("in progress"), "an untouched rebase is not reported: {}", quiet.stderr());
+    let run = world.sh(&[], "echo 'exec touch /tmp/x' >> .git/rebase-merge/git-rebase-todo");
+    assert!(
+        run.stderr().contains("left an operation in progress") && run.stderr().contains("exec touch /tmp/x"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn an_allow_pattern_matching_dot_git_does_not_hide_planted_repositories() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    world.project_config(r#"{ "secrets": { "allow": [".git*"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "config"]);
+    let run = world.sh(
+        &[],
+        &format!("mkdir lib && echo 'gitdir: ../.git/evil' > lib/.git; git init -q sub && {EVIL} > sub/.git/config"),
+    );
+    assert!(quarantined(&world.path("home/proj/lib"), ".git"), "{}", run.stderr());
+    assert!(quarantined(&world.path("home/proj/sub"), ".git"), "{}", run.stderr());
+}

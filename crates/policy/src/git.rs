@@ -58,6 +58,35 @@ pub fn layout(root: &Path) -> Option<Layout> {
     }
 }
 
+/// Every submodule git directory under `modules` (a common directory's), at any depth:
+/// a submodule named `libs/foo` lives in `modules/libs/foo`, and nested submodules in
+/// `<module>/modules/`.
+pub fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    find_modules(modules, 0, &mut found);
+    found
+}
+
+/// Symlinks are followed (git follows them), so the depth is bounded against loops.
+fn find_modules(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    if depth > 32 {
+        return;
+    }
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if path.join("HEAD").symlink_metadata().is_ok() {
+            find_modules(&path.join("modules"), depth + 1, found);
+            found.push(path);
+        } else {
+            find_modules(&path, depth + 1, found);
+        }
+    }
+}
+
 /// A directory with what every git repository has.
 fn is_repository(dir: &Path) -> bool {
     dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").is_dir()
@@ -91,6 +120,10 @@ pub fn layout_rules(root: &Path, hooks_path: Option<&Path>, notes: &mut Vec<Stri
     }
     if let Some(hooks) = hooks_path {
         rules.push((Access::Ro, hooks.to_path_buf()));
+    }
+    // Submodules' own hooks and config, wherever their names put them.
+    for module in module_git_dirs(&layout.common_dir.join("modules")) {
+        rules.extend([(Access::Ro, module.join("hooks")), (Access::Ro, module.join("config"))]);
     }
     // The user's other worktrees: their checkouts are not visible here, so git inside
     // would call them prunable and `git worktree prune` (or a gc) would cut them off.

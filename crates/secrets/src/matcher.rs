@@ -141,6 +141,9 @@ fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 pub struct SecretMatcher {
     patterns: Vec<Compiled>,
     allow: Vec<Compiled>,
+    /// Exact, case-sensitive names reported whatever they are, before the patterns and
+    /// regardless of the allow-list (git's `.git`); not descended into.
+    entries: Vec<String>,
     /// Exact, case-sensitive names reported when they are not directories, without
     /// stopping the scan from descending into directories of that name.
     markers: Vec<String>,
@@ -157,13 +160,16 @@ impl SecretMatcher {
         let patterns = patterns.iter().map(|p| Compiled::new(p, "secret")).collect::<Result<Vec<_>, _>>()?;
         let allow = allow.iter().map(|p| Compiled::new(p, "allow")).collect::<Result<Vec<_>, _>>()?;
         let needs_rel_path = patterns.iter().chain(&allow).any(|c| c.target == Target::RelPath);
-        Ok(SecretMatcher { patterns, allow, markers: Vec::new(), needs_rel_path })
+        Ok(SecretMatcher { patterns, allow, entries: Vec::new(), markers: Vec::new(), needs_rel_path })
     }
 
-    /// Also reports entries named exactly one of `markers` that are not directories
-    /// (git's `HEAD`), with the marker as their pattern, unless they are secrets.
+    /// Also reports entries named exactly one of `entries`, whatever they are and
+    /// before anything else (git's `.git`), and those named exactly one of `markers`
+    /// that are not directories (git's `HEAD`) unless they are secrets; the name is
+    /// given as their pattern.
     #[must_use]
-    pub fn with_markers(mut self, markers: &[&str]) -> SecretMatcher {
+    pub fn with_markers(mut self, entries: &[&str], markers: &[&str]) -> SecretMatcher {
+        self.entries = entries.iter().map(|name| (*name).to_owned()).collect();
         self.markers = markers.iter().map(|marker| (*marker).to_owned()).collect();
         self
     }
@@ -204,6 +210,7 @@ impl SecretMatcher {
         let lists = [
             ("secret", self.patterns.iter().map(|c| c.text.as_str()).collect::<Vec<_>>()),
             ("allow", self.allow.iter().map(|c| c.text.as_str()).collect()),
+            ("entry", self.entries.iter().map(String::as_str).collect()),
             ("marker", self.markers.iter().map(String::as_str).collect()),
         ];
         for (label, list) in lists {
@@ -224,6 +231,9 @@ impl SecretMatcher {
     /// Hot-path match of one entry. `rel` ('/'-joined, relative to the root) must be
     /// `Some` whenever [`Self::needs_rel_path`] is true.
     pub(crate) fn check(&self, name: &str, rel: Option<&str>) -> Option<&str> {
+        if let Some(entry) = self.entries.iter().find(|entry| *entry == name) {
+            return Some(entry);
+        }
         let hit = self.patterns.iter().find(|c| c.is_match(name, rel))?;
         if self.allow.iter().any(|c| c.is_match(name, rel)) {
             return None;

@@ -465,7 +465,7 @@ mod cache_tests {
         for file in ["HEAD/deep/.env", "head/.env", "repo/HEAD", "repo/head", "HEAD/deep/HEAD"] {
             fs::write(root.join(file), "x").expect("write");
         }
-        let m = matcher(&[]).with_markers(&["HEAD"]);
+        let m = matcher(&[]).with_markers(&[], &["HEAD"]);
         let mut hits: Vec<(String, String)> = scan(root, &m, &[])
             .expect("scan")
             .into_iter()
