@@ -12,6 +12,14 @@ fn world_with_private_home() -> World {
     world
 }
 
+/// A project with a linked worktree of its repository at `home/wt`, outside it.
+fn world_with_outside_worktree() -> (World, std::path::PathBuf) {
+    let world = world_with_private_home();
+    let worktree = world.path("home/wt");
+    world.git(&["worktree", "add", "-q", "-b", "wt", worktree.to_str().expect("utf-8")]);
+    (world, worktree)
+}
+
 #[test]
 fn a_planted_commondir_grants_nothing_next_time_and_is_quarantined() {
     require_bwrap!();
@@ -164,9 +172,7 @@ fn quarantined(dir: &std::path::Path, name: &str) -> bool {
 #[test]
 fn a_planted_submodule_gitlink_and_a_rewritten_worktree_link_are_quarantined() {
     require_bwrap!();
-    let world = world_with_private_home();
-    let worktree = world.path("home/wt");
-    world.git(&["worktree", "add", "-q", "-b", "wt", worktree.to_str().expect("utf-8")]);
+    let (world, worktree) = world_with_outside_worktree();
     let script = format!(
         "mkdir -p lib .git/evil && cp -r .git/objects .git/refs .git/HEAD .git/evil/ && {EVIL} > .git/evil/config \
          && echo 'gitdir: ../.git/evil' > lib/.git; \
@@ -418,9 +424,7 @@ fn repositories_in_dependency_trees_and_secret_directories_are_quarantined_too()
 #[test]
 fn a_worktree_record_swapped_for_a_symlink_is_quarantined() {
     require_bwrap!();
-    let world = world_with_private_home();
-    let outside = world.path("home/wt");
-    world.git(&["worktree", "add", "-q", "-b", "wt", outside.to_str().expect("utf-8")]);
+    let (world, outside) = world_with_outside_worktree();
     // Through the symlink, the record's unchanged `commondir` (`../..`) names a
     // repository the agent made, with its config.
     let script = format!(
