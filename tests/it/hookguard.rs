@@ -152,6 +152,18 @@ fn pre_push_stops_what_slipped_past_the_git_guard() {
         ("not a fast-forward", "/tmp/g reset -q --hard HEAD~1 && /tmp/g commit -q --allow-empty -m rewritten && /tmp/g push -q --force origin main"),
         // ...or deletes a remote branch with it.
         ("deletes", "/tmp/g push -q origin :feature"),
+        // ...or makes the guard's own git see another history: a graft or a replace ref
+        // that makes a rewrite look like a fast-forward;
+        ("not a fast-forward", "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
+          && echo \"$(git rev-parse HEAD) $S\" > /tmp/gr && GIT_GRAFT_FILE=/tmp/gr git push -q origin main"),
+        ("not a fast-forward", "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
+          && echo \"$(git rev-parse HEAD) $S\" > .git/info/grafts && git push -q origin main"),
+        // ...another tree for the failing commit, or a sparse checkout that leaves it out.
+        ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
+          && git update-ref refs/replace/$(git rev-parse HEAD^{tree}) $(git rev-parse HEAD~1^{tree}) && git push -q origin main"),
+        ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
+          && printf '/*\\n!BROKEN\\n' > .git/info/sparse-checkout \
+          && git -c core.sparseCheckout=true -c core.sparseCheckoutCone=false push -q origin main"),
     ];
     for (expected, attack) in attacks {
         let run = world.sh(&rw, &format!("{own_git}{attack}"));
@@ -164,6 +176,13 @@ fn pre_push_stops_what_slipped_past_the_git_guard() {
         );
         world.git(&["reset", "-q", "--hard", &main]);
         world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
+        for leftover in [".git/info/grafts", ".git/info/sparse-checkout"] {
+            let _ = std::fs::remove_file(world.path(&format!("home/proj/{leftover}")));
+        }
+        let replaces = world.git(&["for-each-ref", "--format=%(refname)", "refs/replace/"]);
+        for name in replaces.lines() {
+            world.git(&["update-ref", "-d", name]);
+        }
     }
     // A good commit is pushed normally (its checks run in a temporary worktree).
     let run = world.sh(&rw, "echo two >> src.txt && git commit -qam good && git push -q origin main && echo pushed");
@@ -263,4 +282,20 @@ fn checks_see_what_commit_a_is_about_to_commit() {
     world.project_config(r#"{ "checks": { "commands": ["git add -u"] } }"#);
     world.git(&["commit", "-qam", "stage check"]);
     world.sh(&[], "echo fine >> src.txt && git commit -qa -m fine").ok();
+}
+
+#[test]
+fn an_exec_step_of_a_rebase_gets_no_sequencer_exemption() {
+    require_bwrap!();
+    let world = guarded_world();
+    // The rebase's exec step `exec`s git itself, so git is its parent like for the
+    // sequencer's own commits; --no-verify stays refused there.
+    let script = "cp .git/index /tmp/idx && touch BROKEN && GIT_INDEX_FILE=/tmp/idx git add BROKEN && rm BROKEN \
+        && git rebase -q -x 'GIT_INDEX_FILE=/tmp/idx exec git commit -q --amend --no-verify --no-edit' HEAD~1; \
+        git ls-tree --name-only HEAD";
+    let run = world.sh(&[], script);
+    assert!(!run.stdout().contains("BROKEN"), "the exec step committed without checks:\n{}", run.stderr());
+    assert!(run.stderr().contains("--no-verify"), "{}", run.stderr());
+    // Ordinary exec steps and the sequencer's own commits still work.
+    world.sh(&[], "git rebase --abort 2>/dev/null; git rebase -q -x 'git log -1 --format=%s' HEAD~1").ok();
 }

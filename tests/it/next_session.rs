@@ -424,7 +424,7 @@ fn repositories_in_dependency_trees_and_secret_directories_are_quarantined_too()
 #[test]
 fn a_worktree_record_swapped_for_a_symlink_is_quarantined() {
     require_bwrap!();
-    let (world, outside) = world_with_outside_worktree();
+    let (world, _outside) = world_with_outside_worktree();
     // Through the symlink, the record's unchanged `commondir` (`../..`) names a
     // repository the agent made, with its config.
     let script = format!(

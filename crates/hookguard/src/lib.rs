@@ -153,13 +153,50 @@ struct Repo {
     top: PathBuf,
     git: PathBuf,
     settings: Settings,
+    /// Whether git's `GIT_INDEX_FILE` is honoured (pre-commit).
+    keep_index: bool,
 }
 
+/// What the pushing (or committing) git's environment may say that would make the
+/// guard's own git see another history, tree or configuration than the one that is
+/// pushed: dropped. Replace refs and grafts are turned off outright.
+const UNTRUSTED_GIT_ENV: &[&str] = &[
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_WORK_TREE",
+    "GIT_NAMESPACE",
+    "GIT_SHALLOW_FILE",
+];
+
 impl Repo {
+    /// The guard's own git, in a cleaned environment. `GIT_INDEX_FILE` is kept only for
+    /// pre-commit, where it names the index being committed.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.git);
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("GIT_CONFIG_KEY_") || name.starts_with("GIT_CONFIG_VALUE_") {
+                command.env_remove(name.as_ref());
+            }
+        }
+        for name in UNTRUSTED_GIT_ENV {
+            command.env_remove(name);
+        }
+        if !self.keep_index {
+            command.env_remove("GIT_INDEX_FILE");
+        }
+        command.env("GIT_NO_REPLACE_OBJECTS", "1").env("GIT_GRAFT_FILE", "/dev/null");
+        command.args(args).current_dir(&self.top);
+        command
+    }
+
     fn git(&self, args: &[&str]) -> Result<Output, Refusal> {
-        Command::new(&self.git)
-            .args(args)
-            .current_dir(&self.top)
+        self.command(args)
             .stdin(Stdio::null())
             .output()
             .map_err(|err| refuse(format!("cannot run git: {err}"), "check that git is installed"))
@@ -167,9 +204,8 @@ impl Repo {
 
     /// Runs git with `input` on its stdin.
     fn git_with_input(&self, args: &[&str], input: &[u8]) -> Result<Vec<u8>, Refusal> {
-        let mut child = Command::new(&self.git)
-            .args(args)
-            .current_dir(&self.top)
+        let mut child = self
+            .command(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -203,7 +239,7 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     let real = Path::new(sandbox::plan::RUNTIME_DIR).join("bin/git");
     let git = if real.exists() { real } else { PathBuf::from("git") };
     let settings = load_settings(&top)?;
-    let repo = Repo { top, git, settings };
+    let repo = Repo { top, git, settings, keep_index: hook == "pre-commit" };
     let check = inside || repo.settings.humans;
     let mut stdin = Vec::new();
     if hook == "pre-push" {
@@ -368,7 +404,7 @@ fn hook_git_env(repo: &Repo) -> Vec<(String, String)> {
     if let Ok(prefix) = std::env::var("GIT_PREFIX") {
         env.push(("GIT_PREFIX".to_owned(), prefix));
     }
-    if let Some(index) = std::env::var_os("GIT_INDEX_FILE") {
+    if let Some(index) = std::env::var_os("GIT_INDEX_FILE").filter(|_| repo.keep_index) {
         // Absolute: a check may change directory.
         env.push(("GIT_INDEX_FILE".to_owned(), repo.top.join(index).to_string_lossy().into_owned()));
     }
@@ -461,15 +497,16 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
                             "check the remote is reachable, then push again",
                         )
                     })?;
+                    // `^sha`: `--not` on the command line does not reach what --stdin reads.
                     let shas: Vec<u8> = String::from_utf8_lossy(&listing)
                         .lines()
                         .filter_map(|line| line.split_whitespace().next())
-                        .flat_map(|sha| format!("{sha}\n").into_bytes())
+                        .flat_map(|sha| format!("^{sha}\n").into_bytes())
                         .collect();
                     advertised = Some(shas);
                 }
                 let known = advertised.as_deref().unwrap_or_default();
-                let args = ["rev-list", "--reverse", "--ignore-missing", update.local_sha, "--not", "--stdin"];
+                let args = ["rev-list", "--reverse", "--ignore-missing", update.local_sha, "--stdin"];
                 repo.git_with_input(&args, known)?
             }
         };
@@ -489,7 +526,17 @@ fn check_commit(repo: &Repo, commit: &str, local_ref: &str) -> Result<(), Refusa
         .map_err(|err| refuse(format!("cannot create a temporary worktree: {err}"), "free some space in /tmp"))?;
     let worktree = tmp.path().join("worktree");
     let worktree_text = worktree.display().to_string();
-    repo.git_ok(&["worktree", "add", "--detach", "--quiet", &worktree_text, commit])?;
+    // The whole tree: a sparse-checkout file would leave paths out of the checks.
+    repo.git_ok(&[
+        "-c",
+        "core.sparseCheckout=false",
+        "worktree",
+        "add",
+        "--detach",
+        "--quiet",
+        &worktree_text,
+        commit,
+    ])?;
     let short = &commit[..12.min(commit.len())];
     let result = run_checks(repo, &worktree, &format!("commit {short} of {local_ref}"));
     let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);

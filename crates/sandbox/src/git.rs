@@ -403,6 +403,13 @@ fn spawned_by_git_sequencer(real: &Path) -> bool {
     }
     let Ok(repo) = gix::ThreadSafeRepository::discover_with_environment_overrides(".") else { return false };
     let git_dir = repo.git_dir().to_path_buf();
+    // An `exec` step of a rebase is also run by git (through `sh -c 'exec …'`), with
+    // whatever arguments the todo list gave it: while one runs, no exemption.
+    let done = std::fs::read_to_string(git_dir.join("rebase-merge/done")).unwrap_or_default();
+    let last = done.lines().map(str::trim_start).rfind(|line| !line.is_empty() && !line.starts_with('#'));
+    if last.and_then(|line| line.split_whitespace().next()).is_some_and(|word| word == "exec" || word == "x") {
+        return false;
+    }
     ["rebase-merge", "rebase-apply", "sequencer", "CHERRY_PICK_HEAD", "REVERT_HEAD"]
         .iter()
         .any(|state| git_dir.join(state).exists())
