@@ -532,7 +532,10 @@ fn push(args: &[String], ctx: &Ctx<'_>) -> Option<Refusal> {
 
 /// `:branch` deletes; a lone `:` is "matching branches".
 fn is_deletion(refspec: &str) -> bool {
-    refspec.len() > 1 && refspec.starts_with(':')
+    // `:dst`, `+:dst`, and an all-zero object name as the source (`0000…:dst`).
+    let refspec = refspec.strip_prefix('+').unwrap_or(refspec);
+    let Some((src, dst)) = refspec.split_once(':') else { return false };
+    !dst.is_empty() && (src.is_empty() || (src.len() >= 4 && src.bytes().all(|b| b == b'0')))
 }
 
 fn mirror_refusal(what: String, reason: String) -> Refusal {

@@ -85,6 +85,7 @@ fn push_deletion_is_refused_unless_allowed() {
         &["push", "-d", "origin", "old"],
         &["push", "origin", "--delete", "old"],
         &["push", "--prune", "origin", "refs/heads/*:refs/heads/*"],
+        &["push", "origin", "0000000000000000000000000000000000000000:old"],
     ];
     let mut cases = Vec::new();
     for args in deletions {
