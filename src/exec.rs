@@ -330,7 +330,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         &ctx.project_root,
         common_dir.as_deref(),
         &nested_git,
-        &crate::gitcare::bare_layouts(&heads),
+        &crate::gitcare::bare_layouts(&heads, common_dir.as_deref()),
         ctx.hooks_path.as_slice(),
     );
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
@@ -349,7 +349,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             (nested, heads)
         }
     };
-    let bare_now = crate::gitcare::bare_layouts(&heads_now);
+    let bare_now = crate::gitcare::bare_layouts(&heads_now, common_dir.as_deref());
     crate::gitcare::after(&git_before, &ctx.project_root, common_dir.as_deref(), &nested_now, &bare_now);
     runtime.remove().context("removing the runtime directory")?;
     Ok(code?)

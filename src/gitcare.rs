@@ -165,10 +165,14 @@ fn read(path: &Path) -> Option<Vec<u8>> {
 
 /// The directories among `heads` (`HEAD` entries found in the work tree) that git would
 /// take for repositories.
-pub fn bare_layouts(heads: &[PathBuf]) -> Vec<PathBuf> {
+pub fn bare_layouts(heads: &[PathBuf], common_dir: Option<&Path>) -> Vec<PathBuf> {
     heads
         .iter()
+        .filter(|head| is_valid_head(head))
         .filter_map(|head| head.parent())
+        // The repository's own git directory when it lies in the work tree (a bare
+        // clone with worktrees beside it): its records are checked as such above.
+        .filter(|dir| common_dir.is_none_or(|common| !dir.starts_with(common)))
         // Git only asks that `objects` and `refs` be searchable (any kind of entry counts),
         // and looks for them where a `commondir` says.
         .filter(|dir| {
@@ -177,6 +181,24 @@ pub fn bare_layouts(heads: &[PathBuf]) -> Vec<PathBuf> {
         })
         .map(Path::to_path_buf)
         .collect()
+}
+
+/// A `HEAD` git would accept (as its `validate_headref` does): a symlink into `refs/`,
+/// `ref: refs/…`, or an object name.
+fn is_valid_head(head: &Path) -> bool {
+    if let Ok(target) = std::fs::read_link(head) {
+        return target.starts_with("refs/");
+    }
+    let mut bytes = [0u8; 80];
+    let Ok(len) = std::fs::File::open(head).and_then(|mut file| std::io::Read::read(&mut file, &mut bytes)) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&bytes[..len]);
+    if let Some(rest) = text.strip_prefix("ref:") {
+        return rest.trim_start().starts_with("refs/");
+    }
+    let hex = text.bytes().take_while(u8::is_ascii_hexdigit).count();
+    hex >= 40
 }
 
 /// `nested`: the `.git` entries below the project root (not its own); `bare`: the

@@ -522,3 +522,35 @@ fn an_allow_pattern_matching_dot_git_does_not_hide_planted_repositories() {
     assert!(quarantined(&world.path("home/proj/lib"), ".git"), "{}", run.stderr());
     assert!(quarantined(&world.path("home/proj/sub"), ".git"), "{}", run.stderr());
 }
+
+#[test]
+fn worktrees_of_a_bare_clone_kept_in_the_project_are_left_alone() {
+    require_bwrap!();
+    let world = world_with_private_home();
+    // The "bare clone + worktrees" layout: `.bare/` in the project, `.git` naming it.
+    let project = world.path("home/bp");
+    fs_err::create_dir_all(&project).expect("mkdir");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).current_dir(&project).output().expect("git");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["clone", "-q", "--bare", world.project.to_str().expect("utf-8"), ".bare"]);
+    fs_err::write(project.join(".git"), "gitdir: ./.bare\n").expect("write");
+    git(&["worktree", "add", "-q", "main", "main"]);
+    let run = world
+        .cmd()
+        .current_dir(&project)
+        .args(["exec", "--", "sh", "-c", "git worktree add -q -b feature feature && git -C feature log -1 --format=%s"])
+        .run();
+    assert_eq!(run.ok(), "init\n");
+    assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
+    let out = std::process::Command::new("git")
+        .args(["status", "--short"])
+        .current_dir(project.join("feature"))
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A `HEAD` git would not accept makes no repository.
+    let run = world.sh(&[], "mkdir -p nr/objects nr/refs && echo 'not a ref' > nr/HEAD");
+    assert!(world.path("home/proj/nr/HEAD").exists(), "{}", run.stderr());
+}
