@@ -217,8 +217,7 @@ fn changes_to_existing_nested_git_metadata_are_quarantined() {
     // An existing nested repository and an existing (foreign) gitlink, made by the user.
     let nested = world.path("home/proj/vendored");
     fs_err::create_dir_all(&nested).expect("mkdir");
-    let out = std::process::Command::new("git").args(["init", "-q"]).current_dir(&nested).output().expect("git");
-    assert!(out.status.success());
+    world.git_in(&nested, &["init", "-q"]);
     let plain_config = world.read("home/proj/vendored/.git/config");
     world.sh(&[], &format!("{EVIL} >> vendored/.git/config")).ok();
     assert!(quarantined(&nested, ".git"), "a changed nested config is moved aside");
@@ -400,8 +399,7 @@ fn hooks_planted_in_an_existing_nested_repository_are_quarantined() {
     let world = world_with_private_home();
     let nested = world.path("home/proj/vendored");
     fs_err::create_dir_all(&nested).expect("mkdir");
-    let out = std::process::Command::new("git").args(["init", "-q"]).current_dir(&nested).output().expect("git");
-    assert!(out.status.success());
+    world.git_in(&nested, &["init", "-q"]);
     let run = world.sh(&[], "printf '#!/bin/sh\\ntouch /tmp/PWNED\\n' > vendored/.git/hooks/post-checkout");
     assert!(quarantined(&nested, ".git"), "{}", run.stderr());
 }
@@ -446,8 +444,7 @@ fn a_submodule_named_with_a_slash_keeps_its_config_and_hooks_read_only() {
         &["init", "-q", "-b", "main"][..],
         &["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "s"],
     ] {
-        let out = std::process::Command::new("git").args(args).current_dir(&sub).output().expect("git");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        world.git_in(&sub, args);
     }
     world.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", "../sub", "libs/foo"]);
     assert!(world.path("home/proj/.git/modules/libs/foo/config").is_file());
@@ -530,10 +527,7 @@ fn worktrees_of_a_bare_clone_kept_in_the_project_are_left_alone() {
     // The "bare clone + worktrees" layout: `.bare/` in the project, `.git` naming it.
     let project = world.path("home/bp");
     fs_err::create_dir_all(&project).expect("mkdir");
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git").args(args).current_dir(&project).output().expect("git");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    };
+    let git = |args: &[&str]| world.git_in(&project, args);
     git(&["clone", "-q", "--bare", world.project.to_str().expect("utf-8"), ".bare"]);
     fs_err::write(project.join(".git"), "gitdir: ./.bare\n").expect("write");
     git(&["worktree", "add", "-q", "main", "main"]);

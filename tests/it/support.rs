@@ -100,9 +100,14 @@ impl World {
 
     /// Runs the host's git in the project, outside any sandbox.
     pub fn git(&self, args: &[&str]) -> String {
+        self.git_in(&self.project, args)
+    }
+
+    /// Runs the host's git in `dir`, outside any sandbox; it must succeed.
+    pub fn git_in(&self, dir: &Path, args: &[&str]) -> String {
         let out = Command::new("git")
             .args(args)
-            .current_dir(&self.project)
+            .current_dir(dir)
             .env("HOME", &self.home)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
