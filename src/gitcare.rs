@@ -41,6 +41,8 @@ pub struct Snapshot {
 
 /// Files of a git directory that make git use other configuration or repositories.
 const GIT_DIR_FILES: &[&str] = &["config", "commondir", "config.worktree", "gitdir", "hooks"];
+/// What `git worktree add` writes to a worktree record's `commondir`.
+const STANDARD_COMMONDIR: &str = "../..\n";
 /// In-progress operations whose todo lists git will run on `--continue`.
 const SEQUENCER: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
 
@@ -78,11 +80,6 @@ fn worktree_dirs(common_dir: Option<&Path>) -> BTreeMap<PathBuf, Option<PathBuf>
             (path, target)
         })
         .collect()
-}
-
-/// Every submodule git directory under `modules`, at any depth.
-fn module_dirs(modules: &Path) -> Vec<PathBuf> {
-    policy::git::module_git_dirs(modules)
 }
 
 fn subdirs(dir: &Path) -> Vec<PathBuf> {
@@ -211,8 +208,11 @@ pub fn snapshot(
     bare: &[PathBuf],
     extra: &[PathBuf],
 ) -> Snapshot {
-    let modules: BTreeSet<PathBuf> =
-        common_dir.map(|common| module_dirs(&common.join("modules"))).unwrap_or_default().into_iter().collect();
+    let modules: BTreeSet<PathBuf> = common_dir
+        .map(|common| policy::git::module_git_dirs(&common.join("modules")))
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     let mut paths = project_files(project_root, common_dir);
     paths.extend(nested.iter().chain(bare).flat_map(|entry| entry_files(entry)));
     paths.extend(extra.iter().cloned());
@@ -255,7 +255,7 @@ pub fn after(
             // A worktree's git directory without its `commondir` is a repository of its
             // own, with its own config and hooks.
             let Some(admin) = path.parent().filter(|dir| dir.exists()) else { continue };
-            if then.as_deref() == Some(b"../..\n") && std::fs::write(&path, "../..\n").is_ok() {
+            if restore_commondir(&path, then.as_deref()) {
                 eprintln!("agent-sandbox: WARNING: {} was deleted inside the sandbox; restored it", path.display());
             } else {
                 quarantine(admin, "lost its commondir inside the sandbox, which makes it a repository of its own");
@@ -267,7 +267,7 @@ pub fn after(
         }
         let sibling_vanished = path.file_name().is_some_and(|name| name == "commondir")
             && path.parent().is_some_and(|dir| is_vanished_worktree_link(&dir.join("gitdir"), common_dir));
-        if then.is_none() && sibling_vanished && std::fs::read_to_string(&path).is_ok_and(|text| text == "../..\n") {
+        if then.is_none() && sibling_vanished && path.parent().is_some_and(has_standard_commondir) {
             continue;
         }
         if is_new_worktree_link(&path, common_dir) {
@@ -285,10 +285,7 @@ pub fn after(
         quarantine(&path, "would change which repository, configuration or hooks git uses");
         // A worktree left without its `commondir` would be a repository of its own: the
         // standard one is put back.
-        if path.file_name().is_some_and(|name| name == "commondir")
-            && then.as_deref() == Some(b"../..\n")
-            && std::fs::write(&path, "../..\n").is_ok()
-        {
+        if path.file_name().is_some_and(|name| name == "commondir") && restore_commondir(&path, then.as_deref()) {
             eprintln!("  (restored {} as it was)", path.display());
         }
     }
@@ -308,7 +305,8 @@ pub fn after(
             quarantine(&dir.join("HEAD"), "makes a repository, laid out inside the sandbox, that git would use");
         }
     }
-    let modules_now = common_dir.map(|common| module_dirs(&common.join("modules"))).unwrap_or_default();
+    let modules_now =
+        common_dir.map(|common| policy::git::module_git_dirs(&common.join("modules"))).unwrap_or_default();
     for dir in modules_now {
         let changed = !before.modules.contains(&dir)
             || entry_files(&dir).iter().any(|file| read(file) != before.files.get(file).cloned().flatten());
@@ -361,14 +359,22 @@ fn is_vanished_worktree_link(path: &Path, common_dir: Option<&Path>) -> bool {
         && worktree.parent() == Some(common.join("worktrees").as_path())
         && text.ends_with('\n')
         && !Path::new(text.trim_end_matches('\n')).exists()
-        && std::fs::read_to_string(worktree.join("commondir")).is_ok_and(|common| common == "../..\n")
+        && has_standard_commondir(worktree)
+}
+
+fn has_standard_commondir(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("commondir")).is_ok_and(|text| text == STANDARD_COMMONDIR)
+}
+
+/// Puts back a worktree record's `commondir` that was the standard one at start.
+fn restore_commondir(path: &Path, then: Option<&[u8]>) -> bool {
+    then == Some(STANDARD_COMMONDIR.as_bytes()) && std::fs::write(path, STANDARD_COMMONDIR).is_ok()
 }
 
 /// Whether `dir` (`worktrees/<n>`) shares the repository's config and hooks, as git
 /// writes it: `commondir` is `../..`, and resolves (as git resolves it) to `common`.
 fn is_worktree_admin(dir: &Path, common: &Path) -> bool {
-    std::fs::read_to_string(dir.join("commondir")).is_ok_and(|text| text == "../..\n")
-        && dir.join("../..").canonicalize().ok() == common.canonicalize().ok()
+    has_standard_commondir(dir) && dir.join("../..").canonicalize().ok() == common.canonicalize().ok()
 }
 
 /// Whether `entry` is the `.git` file of a worktree of this repository (one that its
