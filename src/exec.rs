@@ -39,12 +39,8 @@ fn load(args: &PolicyArgs) -> Result<Loaded> {
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     let project_root = policy::find_project_root(&cwd, &home)?;
-    let xdg = |var: &str, default: &str| match std::env::var_os(var).filter(|dir| !dir.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
-        None => home.join(default).join("agent-sandbox"),
-    };
     let global_dir = config::global_dir(&home);
-    let cache_dir = xdg("XDG_CACHE_HOME", ".cache");
+    let cache_dir = config::xdg_dir(&home, "XDG_CACHE_HOME", ".cache");
     let state_dir = config::approval::state_dir(&home);
     let project_dir = project_root.join(".agent-sandbox");
     let sources = config::Sources {

@@ -12,10 +12,7 @@ use std::{
 /// agent-sandbox's state directory: `$XDG_STATE_HOME/agent-sandbox`, else
 /// `<home>/.local/state/agent-sandbox`.
 pub fn state_dir(home: &Path) -> PathBuf {
-    match std::env::var_os("XDG_STATE_HOME").filter(|dir| !dir.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
-        None => home.join(".local/state/agent-sandbox"),
-    }
+    crate::xdg_dir(home, "XDG_STATE_HOME", ".local/state")
 }
 
 /// Where the allowed copy of `config` is kept.

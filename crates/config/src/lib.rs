@@ -242,9 +242,15 @@ pub fn load(sources: &Sources, cli: Layer) -> Result<(Config, Vec<PathBuf>), Con
 /// The global config directory: `$XDG_CONFIG_HOME/agent-sandbox`, else
 /// `~/.config/agent-sandbox` (`home` is the caller's `$HOME`).
 pub fn global_dir(home: &Path) -> PathBuf {
-    match std::env::var_os("XDG_CONFIG_HOME").filter(|dir| !dir.is_empty()) {
+    xdg_dir(home, "XDG_CONFIG_HOME", ".config")
+}
+
+/// agent-sandbox's directory under the XDG base directory `var` names, else under
+/// `<home>/<fallback>` (an empty variable counts as unset, as the spec says).
+pub fn xdg_dir(home: &Path, var: &str, fallback: &str) -> PathBuf {
+    match std::env::var_os(var).filter(|dir| !dir.is_empty()) {
         Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
-        None => home.join(".config/agent-sandbox"),
+        None => home.join(fallback).join("agent-sandbox"),
     }
 }
 
