@@ -400,6 +400,10 @@ fn hooks_planted_in_an_existing_nested_repository_are_quarantined() {
     let nested = world.path("home/proj/vendored");
     fs_err::create_dir_all(&nested).expect("mkdir");
     world.git_in(&nested, &["init", "-q"]);
+    // Working in it is fine...
+    world.sh(&[], "git -C vendored status --short").ok();
+    assert!(!quarantined(&nested, ".git"));
+    // ...planting a hook is not.
     let run = world.sh(&[], "printf '#!/bin/sh\\ntouch /tmp/PWNED\\n' > vendored/.git/hooks/post-checkout");
     assert!(quarantined(&nested, ".git"), "{}", run.stderr());
 }
@@ -454,6 +458,8 @@ fn a_submodule_named_with_a_slash_keeps_its_config_and_hooks_read_only() {
     );
     assert!(run.stderr().contains("Read-only file system"), "{}", run.stderr());
     assert!(!world.read("home/proj/.git/modules/libs/foo/config").contains("fsmonitor"));
+    // Committing in the submodule still works.
+    world.sh(&[], "git -C libs/foo -c user.name=a -c user.email=a@b commit -q --allow-empty -m inner").ok();
     assert!(!world.path("home/proj/.git/modules/libs/foo/hooks/post-checkout").exists());
 }
 
