@@ -36,6 +36,12 @@ enum Commands {
     /// Install or remove the hook guard in front of a repository's pre-commit and pre-push hooks
     #[command(subcommand)]
     Hooks(HooksCommand),
+    /// The container's egress firewall (run as root through the image's one sudo rule)
+    #[command(subcommand)]
+    Firewall(FirewallCommand),
+    /// Generate the VS Code devcontainer that gives "Reopen in Container" the same guard rails
+    #[command(subcommand)]
+    Devcontainer(DevcontainerCommand),
     /// Run the hook guard (what the installed hooks call)
     #[command(hide = true)]
     Hook {
@@ -44,6 +50,29 @@ enum Commands {
         /// git's arguments to the hook
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
+    },
+}
+
+#[derive(Subcommand)]
+enum FirewallCommand {
+    /// Allow only the policy's domains and ranges (IPv4 and IPv6), DNS only to the resolver; verify
+    Apply,
+    /// Show the policy, what was applied last and (as root) the live address sets
+    Status,
+}
+
+#[derive(Subcommand)]
+enum DevcontainerCommand {
+    /// Write .devcontainer/devcontainer.json and its Dockerfile (merging into existing files)
+    Init {
+        /// The workspace (default: the current directory)
+        path: Option<PathBuf>,
+        /// The base image tag the Dockerfile builds on (agent-sandbox-base:<tag>)
+        #[arg(long, default_value = "latest", value_name = "TAG")]
+        base_tag: String,
+        /// Replace conflicting settings and a foreign Dockerfile (a backup of each is kept)
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -138,6 +167,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
         Commands::Config(ConfigCommand::Allow { policy }) => crate::exec::config_allow(&policy),
         Commands::Hooks(command) => hooks(command),
+        Commands::Firewall(command) => firewall(command),
+        Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force }) => {
+            devcontainer_init(path, &base_tag, force)
+        }
         Commands::Hook { name, args } => match hookinstall::HOOKS.contains(&name.as_str()) {
             true => Ok(hookguard::run(&name, &args)),
             false => {
@@ -172,6 +205,52 @@ fn hooks(command: HooksCommand) -> anyhow::Result<i32> {
     println!("hooks directory: {}", report.hooks_dir.display());
     for action in report.actions {
         println!("  {action}");
+    }
+    Ok(0)
+}
+
+fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
+    let paths: Vec<&std::path::Path> = firewall::POLICY_FILES.iter().map(std::path::Path::new).collect();
+    let policy = firewall::load(&paths)?;
+    match command {
+        FirewallCommand::Apply => {
+            let report = firewall::apply(&policy)?;
+            for line in &report.lines {
+                println!("firewall: {line}");
+            }
+            for warning in &report.warnings {
+                eprintln!("firewall: warning: {warning}");
+            }
+        }
+        FirewallCommand::Status => {
+            for line in firewall::status(&policy) {
+                println!("{line}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn devcontainer_init(path: Option<PathBuf>, base_tag: &str, force: bool) -> anyhow::Result<i32> {
+    use anyhow::Context as _;
+    let root = match path {
+        Some(path) => path,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    if !root.is_dir() {
+        anyhow::bail!("{} is not a directory (give the workspace to set up)", root.display());
+    }
+    // Protected paths may come from the project's file even before `config allow`:
+    // they only ever add read-only mounts.
+    let sources = config::Sources { global_dir: None, project_dir: Some(root.join(".agent-sandbox")), explicit: None };
+    let (config, _) = config::load(&sources, config::Layer::default())?;
+    let configured: Vec<String> = config.protected_paths.iter().map(|p| p.value.clone()).collect();
+    let options = devcontainer::Options {
+        base_tag: base_tag.to_owned(),
+        protected: devcontainer::protected_paths(&root, &configured)?,
+    };
+    for line in devcontainer::init(&root, &options, force)?.lines {
+        println!("{line}");
     }
     Ok(0)
 }

@@ -4,6 +4,7 @@
 
 mod cli;
 mod commands;
+mod devcontainer;
 mod env;
 mod files;
 mod git;

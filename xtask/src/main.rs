@@ -8,6 +8,7 @@
 //! No shell scripts: every step is a `Command` whose failure stops the task.
 
 mod bench;
+mod docker;
 
 use std::{
     path::{Path, PathBuf},
@@ -21,7 +22,9 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("bench") => bench::run_bench(),
-        _ => bail!("usage: cargo xtask <test|bench>"),
+        Some("build-base") => docker::build_base(&args[1..]),
+        Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
+        _ => bail!("usage: cargo xtask <test|bench|build-base|bootstrap-image>"),
     }
 }
 

@@ -1,0 +1,182 @@
+//! The Docker tasks, through bollard (only xtask talks to Docker, and only here does a
+//! tokio runtime start):
+//! - `bootstrap-image [--tag T]`: a Debian bookworm image from Debian's packages
+//!   (debootstrap + import), for hosts that reach no registry;
+//! - `build-base [--tag T] [--from IMAGE] [--claude-code-version V] [--codex-version V]
+//!   [--git-delta-version V] [--ast-grep-version V]`: `agent-sandbox-base:<tag>` from
+//!   `devcontainer/base/` and the release binary, `latest` resolved first so Docker's
+//!   layer cache holds, progress streamed.
+
+use std::{collections::HashMap, path::Path, process::Command};
+
+use anyhow::{bail, Context, Result};
+use bollard::{
+    query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder},
+    Docker,
+};
+use futures_util::StreamExt;
+
+use crate::{root, run};
+
+pub const BOOTSTRAP_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
+
+/// The tool versions the base Dockerfile takes: (flag, build argument, npm package).
+const TOOLS: &[(&str, &str, Option<&str>)] = &[
+    ("--claude-code-version", "CLAUDE_CODE_VERSION", Some("@anthropic-ai/claude-code")),
+    ("--codex-version", "CODEX_VERSION", Some("@openai/codex")),
+    ("--ast-grep-version", "AST_GREP_VERSION", Some("@ast-grep/cli")),
+    ("--git-delta-version", "GIT_DELTA_VERSION", None),
+];
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the tokio runtime")
+}
+
+async fn connect() -> Result<Docker> {
+    let docker = Docker::connect_with_local_defaults()
+        .context("cannot reach the Docker engine (start dockerd, or set DOCKER_HOST)")?;
+    docker.version().await.context("the Docker engine does not answer (is dockerd running?)")?;
+    Ok(docker)
+}
+
+pub fn bootstrap_image(args: &[String]) -> Result<()> {
+    let tag = flag(args, "--tag")?.unwrap_or_else(|| BOOTSTRAP_IMAGE.to_owned());
+    runtime()?.block_on(async {
+        let docker = connect().await?;
+        if docker.inspect_image(&tag).await.is_ok() {
+            eprintln!("xtask: {tag} exists");
+            return Ok(());
+        }
+        let rootfs = root().join("target/bootstrap-rootfs");
+        let _ = std::fs::remove_dir_all(&rootfs);
+        eprintln!("xtask: debootstrap bookworm into {}", rootfs.display());
+        run(Command::new("debootstrap")
+            .args(["--variant=minbase", "bookworm"])
+            .arg(&rootfs)
+            .arg("http://deb.debian.org/debian"))
+        .context("debootstrap (install with: apt-get install -y debootstrap)")?;
+        let out = Command::new("tar").arg("-C").arg(&rootfs).args(["-c", "."]).output().context("tar")?;
+        if !out.status.success() {
+            bail!("tar of {} failed", rootfs.display());
+        }
+        let (repo, version) = tag.split_once(':').unwrap_or((&tag, "latest"));
+        let options = CreateImageOptionsBuilder::default().from_src("-").repo(repo).tag(version).build();
+        let mut stream = docker.create_image(Some(options), Some(bollard::body_full(out.stdout.into())), None);
+        while let Some(info) = stream.next().await {
+            info.context("importing the root file system")?;
+        }
+        std::fs::remove_dir_all(&rootfs).ok();
+        eprintln!("xtask: imported {tag}");
+        Ok(())
+    })
+}
+
+pub fn build_base(args: &[String]) -> Result<()> {
+    let tag = flag(args, "--tag")?.unwrap_or_else(|| "latest".to_owned());
+    let mut build_args: HashMap<String, String> = HashMap::new();
+    if let Some(from) = flag(args, "--from")? {
+        build_args.insert("FROM_IMAGE".into(), from);
+    }
+    for (name, arg, package) in TOOLS {
+        let Some(version) = flag(args, name)? else { continue };
+        let version = match (version.as_str(), package) {
+            ("latest", Some(package)) => resolve_npm_latest(package)?,
+            ("latest", None) => bail!(
+                "{name} latest: cannot be resolved offline; give a release (e.g. {name} 0.18.2) or none"
+            ),
+            _ => version,
+        };
+        build_args.insert((*arg).into(), version);
+    }
+    for flag_name in args.iter().filter(|a| a.starts_with("--")) {
+        let known = ["--tag", "--from"].contains(&flag_name.as_str()) || TOOLS.iter().any(|t| t.0 == flag_name);
+        if !known {
+            bail!("unknown option {flag_name} (build-base takes --tag, --from, {})", TOOLS.iter().map(|t| t.0).collect::<Vec<_>>().join(", "));
+        }
+    }
+    let root = root();
+    eprintln!("xtask: building the release binary");
+    run(Command::new("cargo").args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
+    let context = build_context(&root)?;
+    let image = format!("agent-sandbox-base:{tag}");
+    eprintln!("xtask: building {image} ({})", describe(&build_args));
+    runtime()?.block_on(async {
+        let docker = connect().await?;
+        let options = BuildImageOptionsBuilder::default()
+            .dockerfile("Dockerfile")
+            .t(&image)
+            .rm(true)
+            .buildargs(&build_args)
+            .build();
+        let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
+        while let Some(info) = stream.next().await {
+            let info = info.context("docker build")?;
+            if let Some(text) = info.stream {
+                eprint!("{text}");
+            }
+            if let Some(detail) = info.error_detail {
+                bail!("building {image} failed: {}", detail.message.unwrap_or_default());
+            }
+        }
+        eprintln!("xtask: built {image}");
+        Ok(())
+    })
+}
+
+fn describe(build_args: &HashMap<String, String>) -> String {
+    let mut pairs: Vec<String> = build_args.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.sort();
+    if pairs.is_empty() {
+        "the Dockerfile's defaults".into()
+    } else {
+        pairs.join(" ")
+    }
+}
+
+fn resolve_npm_latest(package: &str) -> Result<String> {
+    let out = Command::new("npm")
+        .args(["view", &format!("{package}@latest"), "version"])
+        .output()
+        .context("running npm to resolve a latest version (install Node.js and npm, or give a version)")?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || version.is_empty() {
+        bail!("cannot resolve {package}@latest: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    eprintln!("xtask: {package}@latest is {version}");
+    Ok(version)
+}
+
+/// `devcontainer/base/*` and the release binary as a tar archive with fixed metadata,
+/// so that an unchanged tree gives an unchanged context (and a fully cached build).
+fn build_context(root: &Path) -> Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let base = root.join("devcontainer/base");
+    let mut entries: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(&base)
+        .with_context(|| format!("reading {}", base.display()))?
+        .filter_map(|entry| entry.ok())
+        .map(|entry| (entry.file_name().to_string_lossy().into_owned(), entry.path()))
+        .collect();
+    entries.push(("agent-sandbox".into(), root.join("target/release/agent-sandbox")));
+    entries.sort();
+    for (name, path) in entries {
+        let data = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(if name == "agent-sandbox" || name.ends_with(".sh") { 0o755 } else { 0o644 });
+        header.set_mtime(0);
+        header.set_cksum();
+        builder.append_data(&mut header, &name, data.as_slice())?;
+    }
+    builder.into_inner().context("finishing the build context")
+}
+
+/// The value after `name` in `args`, if present.
+fn flag(args: &[String], name: &str) -> Result<Option<String>> {
+    match args.iter().position(|arg| arg == name) {
+        None => Ok(None),
+        Some(idx) => match args.get(idx + 1) {
+            Some(value) if !value.starts_with("--") => Ok(Some(value.clone())),
+            _ => bail!("{name} needs a value"),
+        },
+    }
+}
