@@ -9,6 +9,10 @@
 //! - a loop of `git rev-parse HEAD` inside one sandbox through the git guard against the
 //!   same loop with `--cmd git=true` (target ≤ 1.10×).
 //!
+//! - Docker (as root, with the engine): `firewall apply` inside a container against
+//!   `docker exec … true`, and an unchanged `build-base` against a trivial cached
+//!   `docker build` (both on the bench's own private network / images only).
+//!
 //! Runs are interleaved so that drift on the machine hits every series alike; each
 //! figure is a median. The warm-up runs fill the secret-scan cache, as a user's first
 //! start in a project does.
@@ -163,12 +167,86 @@ pub fn run_bench() -> Result<()> {
     println!("  through the guard                   {guarded_ms:8.2} ms");
     println!("  --cmd git=true (unguarded)          {unguarded_ms:8.2} ms");
     report("guarded / unguarded", guarded_ms / unguarded_ms, 1.10);
+    docker_bench()
+}
+
+fn docker_bench() -> Result<()> {
+    if !crate::is_root() {
+        println!("docker: skipped (run as root: the bench starts the engine and builds agent-sandbox-base:e2e)");
+        return Ok(());
+    }
+    crate::docker::prepare_e2e()?;
+    let image = format!("agent-sandbox-base:{}", crate::docker::E2E_TAG);
+    let id = std::process::id();
+    let net = format!("as-bench-{id}");
+    let dns = format!("as-bench-dns-{id}");
+    let box_name = format!("as-bench-fw-{id}");
+    let docker = |args: &[&str]| -> Result<()> { run(Command::new("docker").args(args).stdout(Stdio::null())) };
+    let cleanup = || {
+        for name in [&box_name, &dns] {
+            let _ = Command::new("docker").args(["rm", "-f", name]).output();
+        }
+        let _ = Command::new("docker").args(["network", "rm", &net]).output();
+    };
+    let result = (|| -> Result<(f64, f64)> {
+        docker(&["network", "create", "--subnet", "172.28.250.0/24", &net])?;
+        // A resolver that answers NXDOMAIN to everything: no query leaves the machine.
+        let dns_js = "const d=require('dgram').createSocket('udp4');d.on('message',(m,r)=>{const b=Buffer.from(m);b[2]|=0x80;b[3]=0x83;d.send(b,r.port,r.address)});d.bind(53)";
+        docker(&["run", "-d", "--name", &dns, "--network", &net, "--ip", "172.28.250.53", "--user", "root", "--entrypoint", "node", &image, "-e", dns_js])?;
+        docker(&["run", "-d", "--name", &box_name, "--network", &net, "--dns", "172.28.250.53", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW", "--entrypoint", "sleep", &image, "infinity"])?;
+        let exec = |args: &[&str]| {
+            let mut cmd = Command::new("docker");
+            cmd.args(["exec", "-u", "node", &box_name]).args(args).stdout(Stdio::null()).stderr(Stdio::null());
+            cmd
+        };
+        let (mut apply, mut base) = (Vec::new(), Vec::new());
+        for _ in 0..9 {
+            apply.push(time(exec(&["sudo", "-n", "agent-sandbox", "firewall", "apply"]))?);
+            base.push(time(exec(&["true"]))?);
+        }
+        Ok((median_ms(apply), median_ms(base)))
+    })();
+    cleanup();
+    let (apply_ms, exec_ms) = result?;
+    println!("docker: firewall apply in a container (image policy, 23 domains), median of 9");
+    println!("  docker exec … sudo agent-sandbox firewall apply  {apply_ms:8.1} ms");
+    println!("  docker exec … true (baseline)                    {exec_ms:8.1} ms  ratio {:.2}x", apply_ms / exec_ms);
+
+    let tools = ["--claude-code-version", "none", "--codex-version", "none", "--ast-grep-version", "none", "--git-delta-version", "none"];
+    let mut args: Vec<String> = ["--tag", crate::docker::E2E_TAG, "--from", crate::docker::BOOTSTRAP_IMAGE].map(String::from).to_vec();
+    args.extend(tools.map(String::from));
+    let trivial = std::env::temp_dir().join(format!("agent-sandbox-bench-docker-{id}"));
+    std::fs::create_dir_all(&trivial)?;
+    std::fs::write(trivial.join("Dockerfile"), format!("FROM {image}\nLABEL bench=1\n"))?;
+    let trivial_build = || -> Result<Duration> {
+        let mut cmd = Command::new("docker");
+        cmd.args(["build", "-q", "-t", "agent-sandbox-bench-trivial"]).arg(&trivial).stdout(Stdio::null()).stderr(Stdio::null());
+        time(cmd)
+    };
+    trivial_build()?;
+    let (mut unchanged, mut baseline) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let started = Instant::now();
+        crate::docker::build_base_quiet(&args)?;
+        unchanged.push(started.elapsed());
+        baseline.push(trivial_build()?);
+    }
+    let _ = Command::new("docker").args(["rmi", "agent-sandbox-bench-trivial"]).output();
+    let _ = std::fs::remove_dir_all(&trivial);
+    let (unchanged_ms, trivial_ms) = (median_ms(unchanged), median_ms(baseline));
+    println!("docker: cargo xtask build-base with nothing changed (fully cached), median of 5");
+    println!("  build-base, unchanged                            {unchanged_ms:8.1} ms");
+    println!("  docker build of a 2-line cached Dockerfile       {trivial_ms:8.1} ms  ratio {:.2}x", unchanged_ms / trivial_ms);
     Ok(())
 }
 
 fn report(what: &str, ratio: f64, target: f64) {
     let verdict = if ratio <= target { "meets" } else { "MISSES" };
     println!("  {what:<28} {ratio:5.2}x  ({verdict} the target of {target}x)");
+}
+
+pub fn docker_part() -> Result<()> {
+    docker_bench()
 }
 
 fn time(mut cmd: Command) -> Result<Duration> {

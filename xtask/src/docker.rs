@@ -72,6 +72,15 @@ pub fn bootstrap_image(args: &[String]) -> Result<()> {
 }
 
 pub fn build_base(args: &[String]) -> Result<()> {
+    build_base_with(args, true)
+}
+
+/// `build-base` without the build's progress (for the bench).
+pub fn build_base_quiet(args: &[String]) -> Result<()> {
+    build_base_with(args, false)
+}
+
+fn build_base_with(args: &[String], progress: bool) -> Result<()> {
     let tag = flag(args, "--tag")?.unwrap_or_else(|| "latest".to_owned());
     let mut build_args: HashMap<String, String> = HashMap::new();
     if let Some(from) = flag(args, "--from")? {
@@ -95,11 +104,17 @@ pub fn build_base(args: &[String]) -> Result<()> {
         }
     }
     let root = root();
-    eprintln!("xtask: building the release binary");
-    run(Command::new("cargo").args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
+    let mut cargo = Command::new("cargo");
+    cargo.args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root);
+    if !progress {
+        cargo.arg("--quiet");
+    }
+    run(&mut cargo)?;
     let context = build_context(&root)?;
     let image = format!("agent-sandbox-base:{tag}");
-    eprintln!("xtask: building {image} ({})", describe(&build_args));
+    if progress {
+        eprintln!("xtask: building {image} ({})", describe(&build_args));
+    }
     runtime()?.block_on(async {
         let docker = connect().await?;
         let options = BuildImageOptionsBuilder::default()
@@ -111,14 +126,16 @@ pub fn build_base(args: &[String]) -> Result<()> {
         let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
         while let Some(info) = stream.next().await {
             let info = info.context("docker build")?;
-            if let Some(text) = info.stream {
+            if let Some(text) = info.stream.filter(|_| progress) {
                 eprint!("{text}");
             }
             if let Some(detail) = info.error_detail {
                 bail!("building {image} failed: {}", detail.message.unwrap_or_default());
             }
         }
-        eprintln!("xtask: built {image}");
+        if progress {
+            eprintln!("xtask: built {image}");
+        }
         Ok(())
     })
 }
@@ -179,4 +196,56 @@ fn flag(args: &[String], name: &str) -> Result<Option<String>> {
             _ => bail!("{name} needs a value"),
         },
     }
+}
+
+/// The base image tag the end-to-end test uses.
+pub const E2E_TAG: &str = "e2e";
+const DEVCONTAINER_CLI: &str = "@devcontainers/cli@0.89.0";
+
+/// As root: installs and starts the Docker engine, installs the devcontainer CLI,
+/// bootstraps the Debian image and builds `agent-sandbox-base:e2e` (AI CLIs skipped:
+/// the test needs none of them). Returns the CLI's path. Idempotent.
+pub fn prepare_e2e() -> Result<std::path::PathBuf> {
+    crate::ensure_debian_packages(&[("dockerd", "docker.io"), ("debootstrap", "debootstrap"), ("npm", "npm")])?;
+    start_dockerd()?;
+    let prefix = root().join("target/devcontainer-cli");
+    let cli = prefix.join("node_modules/.bin/devcontainer");
+    if !cli.exists() {
+        eprintln!("xtask: installing {DEVCONTAINER_CLI}");
+        run(Command::new("npm").args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"]).arg(&prefix).arg(DEVCONTAINER_CLI))?;
+    }
+    bootstrap_image(&[])?;
+    let args: Vec<String> = [
+        "--tag", E2E_TAG, "--from", BOOTSTRAP_IMAGE,
+        "--claude-code-version", "none", "--codex-version", "none", "--ast-grep-version", "none", "--git-delta-version", "none",
+    ]
+    .map(String::from)
+    .to_vec();
+    build_base(&args)?;
+    Ok(cli)
+}
+
+fn engine_answers() -> bool {
+    Command::new("docker").args(["version", "--format", "{{.Server.Version}}"]).output().is_ok_and(|out| out.status.success())
+}
+
+fn start_dockerd() -> Result<()> {
+    if engine_answers() {
+        return Ok(());
+    }
+    eprintln!("xtask: starting dockerd (log: /tmp/agent-sandbox-dockerd.log)");
+    let log = std::fs::File::create("/tmp/agent-sandbox-dockerd.log").context("creating the dockerd log")?;
+    Command::new("dockerd")
+        .args(["--host", "unix:///var/run/docker.sock", "--data-root", "/var/lib/docker"])
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("starting dockerd")?;
+    for _ in 0..120 {
+        if engine_answers() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    bail!("dockerd did not answer within 60 s (see /tmp/agent-sandbox-dockerd.log)")
 }

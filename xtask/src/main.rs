@@ -21,6 +21,7 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test(),
+        Some("bench") if args.get(1).map(String::as_str) == Some("docker") => bench::docker_part(),
         Some("bench") => bench::run_bench(),
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
@@ -49,9 +50,16 @@ const PACKAGES: &[(&str, &str)] =
     &[("bwrap", "bubblewrap"), ("python3", "python3"), ("runuser", "util-linux"), ("ps", "procps"), ("git", "git")];
 
 pub fn ensure_packages() -> Result<()> {
-    let missing: Vec<&str> = PACKAGES
+    ensure_debian_packages(PACKAGES)
+}
+
+/// Installs the Debian packages (command, package) whose command is missing.
+pub fn ensure_debian_packages(packages: &[(&str, &str)]) -> Result<()> {
+    let missing: Vec<&str> = packages
         .iter()
-        .filter(|(command, _)| !Path::new("/usr/bin").join(command).exists() && which(command).is_none())
+        .filter(|(command, _)| {
+            !["/usr/bin", "/usr/sbin"].iter().any(|dir| Path::new(dir).join(command).exists()) && which(command).is_none()
+        })
         .map(|(_, package)| *package)
         .collect();
     if missing.is_empty() {
@@ -75,7 +83,15 @@ fn test() -> Result<()> {
     ensure_packages()?;
     let root = root();
     let mut tally = Tally::default();
-    let status = tally.run(Command::new("cargo").args(["test", "--workspace", "--locked"]).current_dir(&root))?;
+    let mut cargo_test = Command::new("cargo");
+    cargo_test.args(["test", "--workspace", "--locked"]).current_dir(&root);
+    if is_root() {
+        // The devcontainer end-to-end test: a real engine, the real CLI, a base image
+        // built from Debian's packages (no registry needed).
+        let cli = docker::prepare_e2e()?;
+        cargo_test.env("AGENT_SANDBOX_E2E_BASE_TAG", docker::E2E_TAG).env("AGENT_SANDBOX_DEVCONTAINER_CLI", cli);
+    }
+    let status = tally.run(&mut cargo_test)?;
     if !status.success() {
         bail!("cargo test failed: {status}");
     }
