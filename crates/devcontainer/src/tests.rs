@@ -1,9 +1,8 @@
-//! Whole-document snapshots (`UPDATE_EXPECT=1 cargo test -p devcontainer` rewrites them
-//! after a deliberate change) and merges into real-world-shaped files.
+//! Whole-document snapshots (`UPDATE_SNAPSHOTS=1 cargo test -p devcontainer` rewrites
+//! them after a deliberate change; compiled in, so the tests run from any directory) and merges into real-world-shaped files.
 
 use std::path::Path;
 
-use expect_test::expect_file;
 
 use super::*;
 
@@ -18,12 +17,12 @@ fn options() -> Options {
 
 #[test]
 fn generated_devcontainer_json() {
-    expect_file!["snapshots/devcontainer.json"].assert_eq(&document(&options()));
+    snapshot(include_str!("snapshots/devcontainer.json"), &document(&options()), "devcontainer.json");
 }
 
 #[test]
 fn generated_dockerfile_is_seed_002s_template() {
-    expect_file!["snapshots/Dockerfile"].assert_eq(REPO_DOCKERFILE);
+    snapshot(include_str!("snapshots/Dockerfile"), REPO_DOCKERFILE, "Dockerfile");
 }
 
 #[test]
@@ -79,7 +78,7 @@ fn merge_keeps_the_users_comments_keys_and_formatting() {
     let ours = document(&options());
     let (merged, replaced) = merge(USER_FILE, &ours, false, Path::new("devcontainer.json")).expect("no conflicts");
     assert_eq!(replaced, Vec::<String>::new());
-    expect_file!["snapshots/merged.jsonc"].assert_eq(&merged);
+    snapshot(include_str!("snapshots/merged.jsonc"), &merged, "merged.jsonc");
     for kept in ["// README at:", "/* warm the cache */", "// keep me", "\"forwardPorts\": [3000]", "// ours too"] {
         assert!(merged.contains(kept), "{kept} lost");
     }
@@ -145,4 +144,18 @@ fn init_writes_once_merges_with_a_backup_and_never_overwrites_without_force() {
     init(root.path(), &opts, true).expect("forced");
     assert_eq!(fs_err::read_to_string(dir.join("Dockerfile")).expect("read"), REPO_DOCKERFILE);
     assert_eq!(fs_err::read_to_string(dir.join("Dockerfile.bak")).expect("backup"), "FROM node:20\n");
+}
+
+/// Compares `actual` with the snapshot compiled in; rewrites the file under
+/// `UPDATE_SNAPSHOTS=1` (then rebuild to compare against the new one).
+fn snapshot(expected: &str, actual: &str, name: &str) {
+    if expected == actual {
+        return;
+    }
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/snapshots").join(name);
+        fs_err::write(path, actual).expect("update the snapshot");
+        return;
+    }
+    panic!("snapshot {name} differs (UPDATE_SNAPSHOTS=1 rewrites it):\n--- expected\n{expected}\n--- actual\n{actual}");
 }
