@@ -36,6 +36,10 @@ enum Commands {
     /// Install or remove the hook guard in front of a repository's pre-commit and pre-push hooks
     #[command(subcommand)]
     Hooks(HooksCommand),
+    /// An interactive shell over a virtual sandbox (in-memory files; nothing touches the host)
+    Vsh(crate::vsh::VshArgs),
+    /// Serve a virtual sandbox to an agent as MCP tools on stdio
+    Mcp(crate::mcp::McpArgs),
     /// Run the hook guard (what the installed hooks call)
     #[command(hide = true)]
     Hook {
@@ -138,6 +142,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
         Commands::Config(ConfigCommand::Allow { policy }) => crate::exec::config_allow(&policy),
         Commands::Hooks(command) => hooks(command),
+        Commands::Vsh(args) => crate::vsh::vsh(args),
+        Commands::Mcp(args) => crate::mcp::mcp(args),
         Commands::Hook { name, args } => match hookinstall::HOOKS.contains(&name.as_str()) {
             true => Ok(hookguard::run(&name, &args)),
             false => {
