@@ -245,6 +245,8 @@ fn config_sets_the_working_directory_and_environment() {
         sandbox.execute("pwd; echo $HOME $X; cd /; cd; pwd").stdout,
         "/home/agent\n/home/agent 1\n/home/agent\n"
     );
+    let unbounded = Config { command_timeout: Duration::MAX, ..Config::default() };
+    assert_eq!(Sandbox::new(unbounded).expect("config").execute("echo no overflow").stdout, "no overflow\n");
     let bad = Config { working_directory: String::from("relative"), ..Config::default() };
     assert!(Sandbox::new(bad).is_err());
     let bad_env =
