@@ -42,6 +42,10 @@ enum Commands {
     /// Generate the VS Code devcontainer that gives "Reopen in Container" the same guard rails
     #[command(subcommand)]
     Devcontainer(DevcontainerCommand),
+    /// An interactive shell over a virtual sandbox (in-memory files; nothing touches the host)
+    Vsh(crate::vsh::VshArgs),
+    /// Serve a virtual sandbox to an agent as MCP tools on stdio
+    Mcp(crate::mcp::McpArgs),
     /// Run the hook guard (what the installed hooks call)
     #[command(hide = true)]
     Hook {
@@ -171,6 +175,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force }) => {
             devcontainer_init(path, &base_tag, force)
         }
+        Commands::Vsh(args) => crate::vsh::vsh(args),
+        Commands::Mcp(args) => crate::mcp::mcp(args),
         Commands::Hook { name, args } => match hookinstall::HOOKS.contains(&name.as_str()) {
             true => Ok(hookguard::run(&name, &args)),
             false => {

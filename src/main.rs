@@ -7,6 +7,8 @@
 mod cli;
 mod exec;
 mod gitcare;
+mod mcp;
+mod vsh;
 
 use std::{ffi::OsString, path::Path};
 

@@ -7,7 +7,11 @@
 //!   the command runs, without the exit-time checks).
 //!
 //! - a loop of `git rev-parse HEAD` inside one sandbox through the git guard against the
-//!   same loop with `--cmd git=true` (target ≤ 1.10×).
+//!   same loop with `--cmd git=true` (target ≤ 1.10×);
+//! - the virtual sandbox (`run_vsandbox_bench`, absolute figures since it has no
+//!   baseline): simple commands per second (target ≥ 50,000) and snapshot + restore of
+//!   a 10,000-node tree (target ≤ 20 ms), measured in process by a release build of
+//!   `crates/vsandbox/examples/bench.rs`.
 //!
 //! - Docker (as root, with the engine): `firewall apply` inside a container against
 //!   `docker exec … true`, and an unchanged `build-base` against a trivial cached
@@ -280,5 +284,40 @@ fn make_project(root: &Path, packages: usize, files: usize, secrets: usize) -> R
             std::fs::write(dir.join(".env"), "TOKEN=x\n")?;
         }
     }
+    Ok(())
+}
+
+/// The virtual sandbox's figures, from its release-built example.
+pub fn run_vsandbox_bench() -> Result<()> {
+    let out = Command::new("cargo")
+        .args(["run", "--quiet", "--release", "--locked", "-p", "vsandbox", "--example", "bench"])
+        .current_dir(root())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running the vsandbox bench example")?;
+    if !out.status.success() {
+        bail!("the vsandbox bench example failed: {}", out.status);
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let figure = |name: &str| -> Result<f64> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .with_context(|| format!("the bench example printed no {name}"))
+    };
+    let per_second = figure("commands_per_second")?;
+    let nodes = figure("snapshot_nodes")?;
+    let round_trip = figure("snapshot_restore_ms")?;
+    let json_round_trip = figure("snapshot_json_restore_ms")?;
+    let verdict = |meets: bool| if meets { "meets" } else { "MISSES" };
+    println!("virtual sandbox (crates/vsandbox, in process, release build)");
+    println!(
+        "  simple commands per second          {per_second:10.0}     ({} the target of >= 50,000)",
+        verdict(per_second >= 50_000.0)
+    );
+    println!(
+        "  snapshot + restore, {nodes:.0} nodes    {round_trip:10.2} ms  ({} the target of <= 20 ms)",
+        verdict(round_trip <= 20.0)
+    );
+    println!("  the same through the JSON form      {json_round_trip:10.2} ms");
     Ok(())
 }

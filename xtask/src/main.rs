@@ -3,7 +3,7 @@
 //!   runs every test as the current user and, when that is root, again as an
 //!   unprivileged user, because real users run agent-sandbox unprivileged;
 //! - `bench`: the start-up benchmarks, reported as ratios against a baseline measured in
-//!   the same run.
+//!   the same run, then the virtual sandbox's throughput (`bench vsandbox`: only those).
 //!
 //! No shell scripts: every step is a `Command` whose failure stops the task.
 
@@ -22,10 +22,11 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("test") => test(),
         Some("bench") if args.get(1).map(String::as_str) == Some("docker") => bench::docker_part(),
-        Some("bench") => bench::run_bench(),
+        Some("bench") if args.get(1).is_some_and(|arg| arg == "vsandbox") => bench::run_vsandbox_bench(),
+        Some("bench") => bench::run_bench().and_then(|()| bench::run_vsandbox_bench()),
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
-        _ => bail!("usage: cargo xtask <test|bench|build-base|bootstrap-image>"),
+        _ => bail!("usage: cargo xtask <test|bench [docker|vsandbox]|build-base|bootstrap-image>"),
     }
 }
 

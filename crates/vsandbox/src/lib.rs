@@ -1,0 +1,356 @@
+//! The virtual sandbox: an in-memory filesystem with hard limits, a small shell over it
+//! (19 built-ins, quoting, `$VAR`, `>`/`>>`, `;`, `&&`, `||`, `|`), extensions such as
+//! [`curl::Curl`], and snapshots of the whole state. Nothing in it touches the host:
+//! commands see only the in-memory tree; the host is reached only by the embedding
+//! program's explicit [`Sandbox::import_dir`]/[`Sandbox::export_dir`] and by
+//! extensions it registers (`curl`, and then only to allowlisted hosts).
+//!
+//! All interaction goes through [`Sandbox::execute`], which records a [`ShellResult`]
+//! in the history; `read_file`/`write_file` exist for tool protocols (MCP) and are
+//! recorded the same way.
+
+pub mod builtins;
+pub mod curl;
+pub mod extension;
+pub mod fs;
+pub mod host;
+pub mod parse;
+mod shell;
+pub mod snapshot;
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use serde::Serialize;
+
+pub use crate::{
+    extension::{CommandOutput, Extension, ShellContext},
+    fs::{FileSystem, FsError, Limits},
+    host::{ExportReport, HostError, ImportReport},
+    snapshot::{Snapshot, SnapshotError},
+};
+
+/// How a sandbox starts. Defaults: the seed's limits, a 30 s timeout per command line,
+/// `/` as working directory, `HOME=/`, `PATH=/bin:/usr/bin`, `PWD` following `cd`.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub limits: Limits,
+    pub command_timeout: Duration,
+    pub working_directory: String,
+    /// Added to (and overriding) the default `HOME`, `PATH`, `PWD`.
+    pub environment: BTreeMap<String, String>,
+    /// The history keeps the last this many results (and at most 16 MiB of them).
+    pub history_limit: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            limits: Limits::default(),
+            command_timeout: Duration::from_secs(30),
+            working_directory: String::from("/"),
+            environment: BTreeMap::new(),
+            history_limit: 1000,
+        }
+    }
+}
+
+/// The most the history holds, in bytes of command, stdout and stderr.
+pub const HISTORY_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// The result of one [`Sandbox::execute`]: also the JSON line of `vsh --json` and the
+/// MCP `execute` tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShellResult {
+    pub command: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: i32,
+    pub success: bool,
+    pub duration_ms: f64,
+}
+
+/// Runtime statistics.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stats {
+    pub commands_executed: u64,
+    pub commands_failed: u64,
+    pub total_duration_ms: f64,
+    pub files: u64,
+    pub directories: u64,
+    pub node_count: u64,
+    pub total_size: u64,
+    pub max_total_size: u64,
+    pub max_file_size: u64,
+    pub max_node_count: u64,
+    pub command_timeout_ms: u64,
+    pub history_entries: usize,
+    pub cwd: String,
+}
+
+/// A command `help` lists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandInfo {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub description: String,
+    pub usage: String,
+    pub builtin: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error("a command named {0:?} exists already (choose another name for the extension)")]
+    NameTaken(String),
+    #[error("the working directory {0:?} must be an absolute, normalized path such as /work")]
+    WorkingDirectory(String),
+    #[error("environment variable {0:?}: not a valid name (letters, digits and _, not starting with a digit)")]
+    EnvName(String),
+    #[error("the environment holds {size} bytes, over the limit of {limit} bytes (the file size limit)")]
+    EnvTooLarge { size: usize, limit: usize },
+}
+
+pub struct Sandbox {
+    fs: FileSystem,
+    shell: shell::Shell,
+    config: Config,
+    history: VecDeque<ShellResult>,
+    history_bytes: usize,
+    executed: u64,
+    failed: u64,
+    total_duration: Duration,
+}
+
+impl Sandbox {
+    pub fn new(config: Config) -> Result<Sandbox, Error> {
+        let mut fs = FileSystem::new(config.limits);
+        let cwd = fs::resolve("/", &config.working_directory);
+        if !config.working_directory.starts_with('/') || cwd != config.working_directory {
+            return Err(Error::WorkingDirectory(config.working_directory.clone()));
+        }
+        fs.create_dir_all(&cwd)?;
+        let mut env: BTreeMap<String, String> = [("HOME", "/"), ("PATH", "/bin:/usr/bin")]
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .collect();
+        env.extend(config.environment.clone());
+        env.insert(String::from("PWD"), cwd.clone());
+        check_env(&env, config.limits)?;
+        Ok(Sandbox {
+            fs,
+            shell: shell::Shell { cwd, env, extensions: Vec::new(), last_status: 0 },
+            config,
+            history: VecDeque::new(),
+            history_bytes: 0,
+            executed: 0,
+            failed: 0,
+            total_duration: Duration::ZERO,
+        })
+    }
+
+    /// Adds a command; its name and aliases must not be taken by a built-in or another
+    /// extension.
+    pub fn register(&mut self, extension: Box<dyn Extension>) -> Result<(), Error> {
+        let taken = self.shell.commands();
+        for name in std::iter::once(extension.name()).chain(extension.aliases().iter().copied()) {
+            if taken.iter().any(|info| info.name == name || info.aliases.iter().any(|alias| alias == name)) {
+                return Err(Error::NameTaken(name.to_owned()));
+            }
+        }
+        self.shell.extensions.push(extension);
+        Ok(())
+    }
+
+    /// Built-ins then extensions, as `help` lists them.
+    pub fn available_commands(&self) -> Vec<CommandInfo> {
+        self.shell.commands()
+    }
+
+    /// Parses and runs one command line.
+    pub fn execute(&mut self, command: &str) -> ShellResult {
+        let start = Instant::now();
+        // A year stands for "no timeout" and keeps `Instant` arithmetic from overflowing.
+        let timeout = self.config.command_timeout.min(Duration::from_secs(365 * 24 * 3600));
+        let budget = shell::Budget {
+            deadline: start + timeout,
+            timeout_text: format!(
+                "timed out after {} ms (the command timeout); nothing after this ran\n",
+                self.config.command_timeout.as_millis()
+            ),
+            output_limit: usize::try_from(self.config.limits.max_total_size).unwrap_or(usize::MAX),
+            env_limit: usize::try_from(self.config.limits.max_file_size).unwrap_or(usize::MAX),
+        };
+        let output = match parse::parse(command) {
+            Ok(script) => self.shell.run(&mut self.fs, &script, &budget),
+            Err(err) => {
+                self.shell.last_status = 1;
+                CommandOutput::error(err)
+            }
+        };
+        self.record(command, output, start)
+    }
+
+    /// The bytes of a file (for tool protocols; recorded in the history as `read_file`).
+    pub fn read_file(&mut self, path: &str) -> Result<Vec<u8>, FsError> {
+        let start = Instant::now();
+        let path = fs::resolve(&self.shell.cwd, path);
+        let res = self.fs.read(&path).map(<[u8]>::to_vec);
+        let output = match &res {
+            Ok(data) => CommandOutput::success(data.clone()),
+            Err(err) => CommandOutput::error(format!("read_file: {err}")),
+        };
+        self.record(&format!("read_file {path}"), output, start);
+        res
+    }
+
+    /// Creates or replaces a file, parent directories included (recorded as `write_file`).
+    pub fn write_file(&mut self, path: &str, data: &[u8]) -> Result<(), FsError> {
+        let start = Instant::now();
+        let path = fs::resolve(&self.shell.cwd, path);
+        let res = match path.rsplit_once('/') {
+            Some((parent, _)) if !parent.is_empty() => self.fs.create_dir_all(parent),
+            _ => Ok(()),
+        }
+        .and_then(|()| self.fs.write(&path, data, false));
+        let output = match &res {
+            Ok(()) => CommandOutput::default(),
+            Err(err) => CommandOutput::error(format!("write_file: {err}")),
+        };
+        self.record(&format!("write_file {path} ({} bytes)", data.len()), output, start);
+        res
+    }
+
+    /// The complete state now: files, working directory, environment, timestamp.
+    pub fn create_snapshot(&self) -> Snapshot {
+        Snapshot {
+            timestamp: snapshot::now_timestamp(),
+            cwd: self.shell.cwd.clone(),
+            env: self.shell.env.clone(),
+            nodes: self.fs.entries(),
+        }
+    }
+
+    /// Puts back exactly `snapshot`'s state, or changes nothing when it does not fit
+    /// this sandbox's limits or is malformed. History and statistics are kept.
+    pub fn restore_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), Error> {
+        if fs::resolve("/", &snapshot.cwd) != snapshot.cwd {
+            return Err(Error::WorkingDirectory(snapshot.cwd.clone()));
+        }
+        check_env(&snapshot.env, self.config.limits)?;
+        for node in &snapshot.nodes {
+            let path = match node {
+                fs::Entry::Dir(path) | fs::Entry::File(path, _) => path,
+            };
+            if fs::resolve("/", path) != *path || path == "/" {
+                return Err(Error::Fs(FsError::InvalidPath {
+                    path: path.clone(),
+                    reason: "snapshot paths must be absolute and normalized, and not /",
+                }));
+            }
+        }
+        let fs = FileSystem::from_entries(self.config.limits, &snapshot.nodes)?;
+        self.fs = fs;
+        self.shell.cwd = snapshot.cwd.clone();
+        self.shell.env = snapshot.env.clone();
+        Ok(())
+    }
+
+    pub fn stats(&self) -> Stats {
+        let usage = self.fs.usage();
+        let limits = self.config.limits;
+        Stats {
+            commands_executed: self.executed,
+            commands_failed: self.failed,
+            total_duration_ms: self.total_duration.as_secs_f64() * 1000.0,
+            files: usage.files,
+            directories: usage.dirs,
+            node_count: usage.node_count,
+            total_size: usage.total_size,
+            max_total_size: limits.max_total_size,
+            max_file_size: limits.max_file_size,
+            max_node_count: limits.max_node_count,
+            command_timeout_ms: u64::try_from(self.config.command_timeout.as_millis()).unwrap_or(u64::MAX),
+            history_entries: self.history.len(),
+            cwd: self.shell.cwd.clone(),
+        }
+    }
+
+    /// The recorded results, oldest first.
+    pub fn history(&self) -> Vec<ShellResult> {
+        self.history.iter().cloned().collect()
+    }
+
+    pub fn cwd(&self) -> &str {
+        &self.shell.cwd
+    }
+
+    /// Copies the host directory `host` into the sandbox at `dest`, all or nothing.
+    pub fn import_dir(&mut self, host: &Path, dest: &str) -> Result<ImportReport, Error> {
+        let dest = fs::resolve(&self.shell.cwd, dest);
+        let mut copy = self.fs.clone();
+        let report = host::import(&mut copy, host, &dest)?;
+        self.fs = copy;
+        Ok(report)
+    }
+
+    /// Writes the sandbox directory (or file) `src` to `host`, a new or empty directory.
+    pub fn export_dir(&self, src: &str, host: &Path) -> Result<ExportReport, Error> {
+        Ok(host::export(&self.fs, &fs::resolve(&self.shell.cwd, src), host)?)
+    }
+
+    fn record(&mut self, command: &str, output: CommandOutput, start: Instant) -> ShellResult {
+        let duration = start.elapsed();
+        let result = ShellResult {
+            command: command.to_owned(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: output.stderr,
+            exit_code: output.exit_code,
+            success: output.exit_code == 0,
+            duration_ms: duration.as_secs_f64() * 1000.0,
+        };
+        self.executed += 1;
+        self.failed += u64::from(!result.success);
+        self.total_duration += duration;
+        self.history_bytes += entry_size(&result);
+        self.history.push_back(result.clone());
+        while self.history.len() > self.config.history_limit || self.history_bytes > HISTORY_MAX_BYTES {
+            let Some(old) = self.history.pop_front() else { break };
+            self.history_bytes -= entry_size(&old);
+        }
+        result
+    }
+}
+
+fn entry_size(result: &ShellResult) -> usize {
+    result.command.len() + result.stdout.len() + result.stderr.len()
+}
+
+fn check_env(env: &BTreeMap<String, String>, limits: Limits) -> Result<(), Error> {
+    if let Some(name) = env.keys().find(|name| !builtins::valid_name(name)) {
+        return Err(Error::EnvName(name.clone()));
+    }
+    let size = builtins::env_size(env);
+    let limit = usize::try_from(limits.max_file_size).unwrap_or(usize::MAX);
+    if size > limit {
+        return Err(Error::EnvTooLarge { size, limit });
+    }
+    Ok(())
+}
+
+/// One fuzzing step (the `fuzz/` target and the CI test share it): `data` as a command
+/// line, parsed and run. Only a panic is a failure.
+#[doc(hidden)]
+pub fn fuzz_one(sandbox: &mut Sandbox, data: &[u8]) {
+    let line = String::from_utf8_lossy(data);
+    let _ = parse::parse(&line);
+    let _ = sandbox.execute(&line);
+}
