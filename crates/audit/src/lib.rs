@@ -132,6 +132,12 @@ pub fn now_rfc3339() -> String {
 }
 
 fn format_rfc3339(secs: u64) -> String {
+    format_utc(secs, None)
+}
+
+/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`, or with `millis` as
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (also the virtual sandbox's snapshot timestamps).
+pub fn format_utc(secs: u64, millis: Option<u32>) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Howard Hinnant's civil_from_days.
@@ -144,7 +150,8 @@ fn format_rfc3339(secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    let fraction = millis.map(|millis| format!(".{millis:03}")).unwrap_or_default();
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}{fraction}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]
