@@ -216,9 +216,7 @@ fn docker_bench() -> Result<()> {
     println!("  docker exec … sudo agent-sandbox firewall apply  {apply_ms:8.1} ms");
     println!("  docker exec … true (baseline)                    {exec_ms:8.1} ms  ratio {:.2}x", apply_ms / exec_ms);
 
-    let tools = ["--claude-code-version", "none", "--codex-version", "none", "--ast-grep-version", "none", "--git-delta-version", "none"];
-    let mut args: Vec<String> = ["--tag", crate::docker::E2E_TAG, "--from", crate::docker::BOOTSTRAP_IMAGE].map(String::from).to_vec();
-    args.extend(tools.map(String::from));
+    let args = crate::docker::e2e_build_args();
     let trivial = std::env::temp_dir().join(format!("agent-sandbox-bench-docker-{id}"));
     std::fs::create_dir_all(&trivial)?;
     std::fs::write(trivial.join("Dockerfile"), format!("FROM {image}\nLABEL bench=1\n"))?;

@@ -215,14 +215,19 @@ pub fn prepare_e2e() -> Result<std::path::PathBuf> {
         run(Command::new("npm").args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"]).arg(&prefix).arg(DEVCONTAINER_CLI))?;
     }
     bootstrap_image(&[])?;
-    let args: Vec<String> = [
-        "--tag", E2E_TAG, "--from", BOOTSTRAP_IMAGE,
-        "--claude-code-version", "none", "--codex-version", "none", "--ast-grep-version", "none", "--git-delta-version", "none",
-    ]
-    .map(String::from)
-    .to_vec();
+    let args = e2e_build_args();
     build_base(&args)?;
     Ok(cli)
+}
+
+/// `build-base`'s arguments for `agent-sandbox-base:e2e`: from the bootstrapped image,
+/// every optional tool left out.
+pub fn e2e_build_args() -> Vec<String> {
+    let mut args: Vec<String> = ["--tag", E2E_TAG, "--from", BOOTSTRAP_IMAGE].map(String::from).to_vec();
+    for (flag, _, _) in TOOLS {
+        args.extend([flag.to_string(), "none".to_owned()]);
+    }
+    args
 }
 
 fn engine_answers() -> bool {
