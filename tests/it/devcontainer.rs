@@ -160,9 +160,11 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
     let out = Command::new("chown").args(["-R", "1000:1000"]).arg(world.path()).output().expect("chown");
     assert!(out.status.success());
 
+    // A secret in the environment of whoever brings the container up stays outside.
     let up = Command::new(&cli)
         .args(["up", "--workspace-folder"])
         .arg(&repo)
+        .env("AGENT_SANDBOX_E2E_HOST_SECRET", "s3cret-from-the-host")
         .output()
         .expect("devcontainer CLI");
     let up_out = String::from_utf8_lossy(&up.stdout);
@@ -175,6 +177,9 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         r#"
         say() {{ echo "$1=$2"; }}
         say user "$(id -un)"
+        say host_secret_pid1 "$(tr '\0' '\n' < /proc/1/environ | grep -c s3cret-from-the-host)"
+        say host_secret_env "$(env | grep -c s3cret-from-the-host)"
+        touch /commandhistory/.bash_history /home/node/.claude/x /home/node/.codex/x; say volumes_writable $?
         say check "$(agent-sandbox check)"
         test -e /.agent-sandbox; say marker $?
         rm -f /.agent-sandbox 2>/dev/null; say marker_rm $?
@@ -235,6 +240,9 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
     let want_hello = format!("hello from {hostname_allowed}");
     let mut want: Vec<(String, &str)> = vec![
         ("user".into(), "node"),
+        ("host_secret_pid1".into(), "0"),
+        ("host_secret_env".into(), "0"),
+        ("volumes_writable".into(), "0"),
         ("check".into(), "inside an agent-sandbox (container)"),
         ("marker".into(), "0"),
         ("marker_rm".into(), "1"),
@@ -288,6 +296,16 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         .map(|(key, value)| format!("{key}: want {value:?}, got {:?}", got.get(key.as_str())))
         .collect();
     assert!(mismatches.is_empty(), "{}\n--- stdout:\n{stdout}\n--- stderr:\n{}", mismatches.join("\n"), String::from_utf8_lossy(&exec.stderr));
+
+    // History and the agents' configuration live in named volumes of this workspace.
+    let label = format!("label=devcontainer.local_folder={}", repo.display());
+    let container = docker(&["ps", "-q", "--filter", &label]);
+    let mounts = docker(&["inspect", "-f", "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}}>{{.Destination}} {{end}}{{end}}", &container]);
+    let volumes: Vec<&str> = mounts.split_whitespace().collect();
+    let mut targets: Vec<&str> = volumes.iter().filter_map(|v| v.split_once('>')).map(|(_, target)| target).collect();
+    targets.sort();
+    assert_eq!(targets, ["/commandhistory", "/home/node/.claude", "/home/node/.codex"], "{mounts}");
+    assert!(volumes.iter().all(|v| v.starts_with("agent-sandbox-")), "{mounts}");
 
     // The refusals above are the firewall's: the same requests from a container
     // without it, on the same network, succeed.
