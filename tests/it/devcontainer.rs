@@ -34,7 +34,12 @@ impl Drop for Cleanup {
         let out = Command::new("docker").args(["ps", "-aq", "--filter", &label]).output();
         if let Ok(out) = out {
             for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                let volumes = docker(&["inspect", "-f", "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}} {{end}}{{end}}", id]);
+                let volumes = docker(&[
+                    "inspect",
+                    "-f",
+                    "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}} {{end}}{{end}}",
+                    id,
+                ]);
                 let _ = Command::new("docker").args(["rm", "-f", id]).output();
                 for volume in volumes.split_whitespace().filter(|v| v.starts_with("agent-sandbox-")) {
                     let _ = Command::new("docker").args(["volume", "rm", volume]).output();
@@ -59,7 +64,8 @@ fn docker_ok(args: &[&str]) {
 }
 
 /// A host answering HTTP on 8080 (IPv4 and IPv6) and, on the denied host, DNS on 53.
-const SERVER_JS: &str = "require('http').createServer((q,s)=>s.end('hello from '+require('os').hostname())).listen(8080,'::');\
+const SERVER_JS: &str =
+    "require('http').createServer((q,s)=>s.end('hello from '+require('os').hostname())).listen(8080,'::');\
     if (process.argv[1]==='dns'){const d=require('dgram').createSocket('udp4');\
     d.on('message',(m,r)=>{const b=Buffer.from(m);b[2]|=0x80;b[3]=0x83;d.send(b,r.port,r.address)});d.bind(53);}";
 
@@ -106,9 +112,13 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         workspace: repo.clone(),
     };
     docker_ok(&[
-        "network", "create", "--ipv6",
-        "--subnet", &format!("{}.0/24", names.v4),
-        "--subnet", &format!("{}::/64", names.v6),
+        "network",
+        "create",
+        "--ipv6",
+        "--subnet",
+        &format!("{}.0/24", names.v4),
+        "--subnet",
+        &format!("{}::/64", names.v6),
         &names.network,
     ]);
     start_host(&image, &names, &names.dns, 53, true);
@@ -127,7 +137,10 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
     std::fs::create_dir_all(repo.join(".agent-sandbox")).expect("mkdir");
     std::fs::write(
         repo.join(".agent-sandbox/firewall.jsonc"),
-        format!("// test hosts only\n{{\"domains\": [\"{}\"], \"githubMeta\": false, \"verify\": \"{}:8080\"}}\n", names.allowed, names.allowed),
+        format!(
+            "// test hosts only\n{{\"domains\": [\"{}\"], \"githubMeta\": false, \"verify\": \"{}:8080\"}}\n",
+            names.allowed, names.allowed
+        ),
     )
     .expect("policy");
     std::fs::write(repo.join("README"), "test\n").expect("write");
@@ -149,7 +162,10 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
     let generated = std::fs::read_to_string(&json_path).expect("generated");
     let edited = generated.replacen(
         "{\n",
-        &format!("{{\n  // the test's private network and resolver\n  \"runArgs\": [\"--network={}\", \"--dns={}.53\"],\n", names.network, names.v4),
+        &format!(
+            "{{\n  // the test's private network and resolver\n  \"runArgs\": [\"--network={}\", \"--dns={}.53\"],\n",
+            names.network, names.v4
+        ),
         1,
     );
     std::fs::write(&json_path, &edited).expect("edit");
@@ -168,7 +184,11 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         .output()
         .expect("devcontainer CLI");
     let up_out = String::from_utf8_lossy(&up.stdout);
-    assert!(up.status.success() && up_out.contains("\"outcome\":\"success\""), "devcontainer up:\n{up_out}\n{}", String::from_utf8_lossy(&up.stderr));
+    assert!(
+        up.status.success() && up_out.contains("\"outcome\":\"success\""),
+        "devcontainer up:\n{up_out}\n{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
 
     let allowed_v6 = format!("[{}::10]", names.v6);
     let denied_v4 = format!("{}.20", names.v4);
@@ -234,8 +254,7 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         .output()
         .expect("devcontainer exec");
     let stdout = String::from_utf8_lossy(&exec.stdout).into_owned();
-    let got: std::collections::BTreeMap<&str, &str> =
-        stdout.lines().filter_map(|line| line.split_once('=')).collect();
+    let got: std::collections::BTreeMap<&str, &str> = stdout.lines().filter_map(|line| line.split_once('=')).collect();
     let hostname_allowed = docker(&["inspect", "-f", "{{.Config.Hostname}}", &names.allowed]);
     let want_hello = format!("hello from {hostname_allowed}");
     let mut want: Vec<(String, &str)> = vec![
@@ -295,12 +314,22 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         .filter(|(key, value)| got.get(key.as_str()) != Some(value))
         .map(|(key, value)| format!("{key}: want {value:?}, got {:?}", got.get(key.as_str())))
         .collect();
-    assert!(mismatches.is_empty(), "{}\n--- stdout:\n{stdout}\n--- stderr:\n{}", mismatches.join("\n"), String::from_utf8_lossy(&exec.stderr));
+    assert!(
+        mismatches.is_empty(),
+        "{}\n--- stdout:\n{stdout}\n--- stderr:\n{}",
+        mismatches.join("\n"),
+        String::from_utf8_lossy(&exec.stderr)
+    );
 
     // History and the agents' configuration live in named volumes of this workspace.
     let label = format!("label=devcontainer.local_folder={}", repo.display());
     let container = docker(&["ps", "-q", "--filter", &label]);
-    let mounts = docker(&["inspect", "-f", "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}}>{{.Destination}} {{end}}{{end}}", &container]);
+    let mounts = docker(&[
+        "inspect",
+        "-f",
+        "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}}>{{.Destination}} {{end}}{{end}}",
+        &container,
+    ]);
     let volumes: Vec<&str> = mounts.split_whitespace().collect();
     let mut targets: Vec<&str> = volumes.iter().filter_map(|v| v.split_once('>')).map(|(_, target)| target).collect();
     targets.sort();
@@ -310,15 +339,22 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
     // The refusals above are the firewall's: the same requests from a container
     // without it, on the same network, succeed.
     let control = |args: &[&str]| {
-        let mut full = vec!["run", "--rm", "--network", &names.network, "--user", "root", "--entrypoint", args[0], &image];
+        let mut full =
+            vec!["run", "--rm", "--network", &names.network, "--user", "root", "--entrypoint", args[0], &image];
         full.extend(&args[1..]);
         Command::new("docker").args(&full).output().expect("docker").status.success()
     };
     assert!(control(&["curl", "-sS", "--max-time", "5", &format!("http://{denied_v4}:8080/")]), "denied host down?");
-    assert!(control(&["curl", "-sS", "--max-time", "5", &format!("http://{denied_v6}:8080/")]), "denied host (v6) down?");
+    assert!(
+        control(&["curl", "-sS", "--max-time", "5", &format!("http://{denied_v6}:8080/")]),
+        "denied host (v6) down?"
+    );
     assert!(control(&["dig", "+time=2", "+tries=1", &format!("@{denied_v4}"), "probe.test"]), "denied DNS down?");
     // Nothing leaked back to the host: the protected files are as they were.
-    assert_eq!(std::fs::read_to_string(repo.join(".git/hooks/pre-commit")).expect("hook"), "#!/bin/sh\necho repo-check-ran >&2\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".git/hooks/pre-commit")).expect("hook"),
+        "#!/bin/sh\necho repo-check-ran >&2\n"
+    );
     assert!(!Path::new(&repo.join(".git/hooks/post-checkout")).exists());
 }
 

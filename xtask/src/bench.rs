@@ -196,8 +196,41 @@ fn docker_bench() -> Result<()> {
         docker(&["network", "create", "--subnet", "172.28.250.0/24", &net])?;
         // A resolver that answers NXDOMAIN to everything: no query leaves the machine.
         let dns_js = "const d=require('dgram').createSocket('udp4');d.on('message',(m,r)=>{const b=Buffer.from(m);b[2]|=0x80;b[3]=0x83;d.send(b,r.port,r.address)});d.bind(53)";
-        docker(&["run", "-d", "--name", &dns, "--network", &net, "--ip", "172.28.250.53", "--user", "root", "--entrypoint", "node", &image, "-e", dns_js])?;
-        docker(&["run", "-d", "--name", &box_name, "--network", &net, "--dns", "172.28.250.53", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW", "--entrypoint", "sleep", &image, "infinity"])?;
+        docker(&[
+            "run",
+            "-d",
+            "--name",
+            &dns,
+            "--network",
+            &net,
+            "--ip",
+            "172.28.250.53",
+            "--user",
+            "root",
+            "--entrypoint",
+            "node",
+            &image,
+            "-e",
+            dns_js,
+        ])?;
+        docker(&[
+            "run",
+            "-d",
+            "--name",
+            &box_name,
+            "--network",
+            &net,
+            "--dns",
+            "172.28.250.53",
+            "--cap-add",
+            "NET_ADMIN",
+            "--cap-add",
+            "NET_RAW",
+            "--entrypoint",
+            "sleep",
+            &image,
+            "infinity",
+        ])?;
         let exec = |args: &[&str]| {
             let mut cmd = Command::new("docker");
             cmd.args(["exec", "-u", "node", &box_name]).args(args).stdout(Stdio::null()).stderr(Stdio::null());
@@ -222,7 +255,10 @@ fn docker_bench() -> Result<()> {
     std::fs::write(trivial.join("Dockerfile"), format!("FROM {image}\nLABEL bench=1\n"))?;
     let trivial_build = || -> Result<Duration> {
         let mut cmd = Command::new("docker");
-        cmd.args(["build", "-q", "-t", "agent-sandbox-bench-trivial"]).arg(&trivial).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.args(["build", "-q", "-t", "agent-sandbox-bench-trivial"])
+            .arg(&trivial)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         time(cmd)
     };
     trivial_build()?;
@@ -238,7 +274,10 @@ fn docker_bench() -> Result<()> {
     let (unchanged_ms, trivial_ms) = (median_ms(unchanged), median_ms(baseline));
     println!("docker: cargo xtask build-base with nothing changed (fully cached), median of 5");
     println!("  build-base, unchanged                            {unchanged_ms:8.1} ms");
-    println!("  docker build of a 2-line cached Dockerfile       {trivial_ms:8.1} ms  ratio {:.2}x", unchanged_ms / trivial_ms);
+    println!(
+        "  docker build of a 2-line cached Dockerfile       {trivial_ms:8.1} ms  ratio {:.2}x",
+        unchanged_ms / trivial_ms
+    );
     Ok(())
 }
 

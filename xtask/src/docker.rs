@@ -90,9 +90,9 @@ fn build_base_with(args: &[String], progress: bool) -> Result<()> {
         let Some(version) = flag(args, name)? else { continue };
         let version = match (version.as_str(), package) {
             ("latest", Some(package)) => resolve_npm_latest(package)?,
-            ("latest", None) => bail!(
-                "{name} latest: cannot be resolved offline; give a release (e.g. {name} 0.18.2) or none"
-            ),
+            ("latest", None) => {
+                bail!("{name} latest: cannot be resolved offline; give a release (e.g. {name} 0.18.2) or none")
+            }
             _ => version,
         };
         build_args.insert((*arg).into(), version);
@@ -100,7 +100,10 @@ fn build_base_with(args: &[String], progress: bool) -> Result<()> {
     for flag_name in args.iter().filter(|a| a.starts_with("--")) {
         let known = ["--tag", "--from"].contains(&flag_name.as_str()) || TOOLS.iter().any(|t| t.0 == flag_name);
         if !known {
-            bail!("unknown option {flag_name} (build-base takes --tag, --from, {})", TOOLS.iter().map(|t| t.0).collect::<Vec<_>>().join(", "));
+            bail!(
+                "unknown option {flag_name} (build-base takes --tag, --from, {})",
+                TOOLS.iter().map(|t| t.0).collect::<Vec<_>>().join(", ")
+            );
         }
     }
     let root = root();
@@ -212,7 +215,10 @@ pub fn prepare_e2e() -> Result<std::path::PathBuf> {
     let cli = prefix.join("node_modules/.bin/devcontainer");
     if !cli.exists() {
         eprintln!("xtask: installing {DEVCONTAINER_CLI}");
-        run(Command::new("npm").args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"]).arg(&prefix).arg(DEVCONTAINER_CLI))?;
+        run(Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .arg(DEVCONTAINER_CLI))?;
     }
     bootstrap_image(&[])?;
     let args = e2e_build_args();
@@ -231,7 +237,10 @@ pub fn e2e_build_args() -> Vec<String> {
 }
 
 fn engine_answers() -> bool {
-    Command::new("docker").args(["version", "--format", "{{.Server.Version}}"]).output().is_ok_and(|out| out.status.success())
+    Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output()
+        .is_ok_and(|out| out.status.success())
 }
 
 fn start_dockerd() -> Result<()> {

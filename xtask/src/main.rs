@@ -59,7 +59,8 @@ pub fn ensure_debian_packages(packages: &[(&str, &str)]) -> Result<()> {
     let missing: Vec<&str> = packages
         .iter()
         .filter(|(command, _)| {
-            !["/usr/bin", "/usr/sbin"].iter().any(|dir| Path::new(dir).join(command).exists()) && which(command).is_none()
+            !["/usr/bin", "/usr/sbin"].iter().any(|dir| Path::new(dir).join(command).exists())
+                && which(command).is_none()
         })
         .map(|(_, package)| *package)
         .collect();

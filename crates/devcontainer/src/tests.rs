@@ -3,7 +3,6 @@
 
 use std::path::Path;
 
-
 use super::*;
 
 fn options() -> Options {

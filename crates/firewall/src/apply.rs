@@ -68,7 +68,10 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
         resolved.allowed.len() - v4,
     ));
     let dns: Vec<String> = resolved.resolvers.iter().map(IpAddr::to_string).collect();
-    report.lines.push(format!("DNS: only to {}", if dns.is_empty() { "(no resolver configured)".into() } else { dns.join(", ") }));
+    report.lines.push(format!(
+        "DNS: only to {}",
+        if dns.is_empty() { "(no resolver configured)".into() } else { dns.join(", ") }
+    ));
 
     // Verification: the probe addresses are never routed; a connection means no firewall.
     for probe in [PROBE_V4, PROBE_V6] {
@@ -105,7 +108,10 @@ pub fn status(policy: &Policy) -> Vec<String> {
         lines.push(format!("ranges: {}", policy.cidrs.iter().map(Cidr::to_string).collect::<Vec<_>>().join(" ")));
     }
     lines.push(format!("GitHub's published ranges: {}", if policy.github_meta { "yes" } else { "no" }));
-    match std::fs::read_to_string(STATE_FILE).ok().and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok()) {
+    match std::fs::read_to_string(STATE_FILE)
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    {
         Some(state) => {
             lines.push(format!("last applied: {} (unix time)", state["appliedAt"]));
             lines.push(format!("DNS only to: {}", state["resolvers"]));
@@ -121,8 +127,7 @@ pub fn status(policy: &Policy) -> Vec<String> {
             match Command::new("ipset").args(["list", set]).output() {
                 Ok(out) if out.status.success() => {
                     let text = String::from_utf8_lossy(&out.stdout);
-                    let members: Vec<&str> =
-                        text.lines().skip_while(|line| *line != "Members:").skip(1).collect();
+                    let members: Vec<&str> = text.lines().skip_while(|line| *line != "Members:").skip(1).collect();
                     lines.push(format!("live {set}: {}", members.join(" ")));
                 }
                 _ => lines.push(format!("live {set}: missing (the firewall is not in effect)")),

@@ -97,12 +97,7 @@ pub fn plan(resolved: &Resolved) -> Plan {
         let _ = writeln!(ipset, "swap {next} {set}");
         let _ = writeln!(ipset, "destroy {next}");
     }
-    Plan {
-        ipset,
-        iptables: filter_table(resolved, true),
-        ip6tables: filter_table(resolved, false),
-        duplicates,
-    }
+    Plan { ipset, iptables: filter_table(resolved, true), ip6tables: filter_table(resolved, false), duplicates }
 }
 
 fn filter_table(resolved: &Resolved, v4: bool) -> String {

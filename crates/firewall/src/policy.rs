@@ -51,8 +51,8 @@ pub fn load(paths: &[&Path]) -> Result<Policy, Error> {
 /// Adds one file's content to `policy`.
 pub fn parse(text: &str, path: &Path, policy: &mut Policy) -> Result<(), Error> {
     let error = |message: String| Error::Policy { path: path.to_path_buf(), message };
-    let value: Value = jsonc_parser::parse_to_serde_value(text, &Default::default())
-        .map_err(|err| error(err.to_string()))?;
+    let value: Value =
+        jsonc_parser::parse_to_serde_value(text, &Default::default()).map_err(|err| error(err.to_string()))?;
     let Value::Object(object) = value else { return Err(error("expected an object".into())) };
     let strings = |key: &str, value: &Value| -> Result<Vec<String>, Error> {
         let items = value.as_array().ok_or_else(|| error(format!("{key}: expected an array of strings")))?;
@@ -90,7 +90,8 @@ pub fn parse(text: &str, path: &Path, policy: &mut Policy) -> Result<(), Error> 
                 }
             }
             "githubMeta" => {
-                policy.github_meta = value.as_bool().ok_or_else(|| error("githubMeta: expected true or false".into()))?
+                policy.github_meta =
+                    value.as_bool().ok_or_else(|| error("githubMeta: expected true or false".into()))?
             }
             "verify" => {
                 let target = value.as_str().ok_or_else(|| error("verify: expected \"host:port\"".into()))?;
@@ -100,9 +101,7 @@ pub fn parse(text: &str, path: &Path, policy: &mut Policy) -> Result<(), Error> 
                 policy.verify = Some(target.to_owned());
             }
             other => {
-                return Err(error(format!(
-                    "unknown key {other:?} (valid keys: domains, cidrs, githubMeta, verify)"
-                )))
+                return Err(error(format!("unknown key {other:?} (valid keys: domains, cidrs, githubMeta, verify)")))
             }
         }
     }
@@ -139,8 +138,7 @@ pub fn trust(path: &Path) -> Result<(), Error> {
     }
     let mut dir = path.parent();
     while let Some(current) = dir {
-        let meta =
-            std::fs::metadata(current).map_err(|source| Error::Io { path: current.to_path_buf(), source })?;
+        let meta = std::fs::metadata(current).map_err(|source| Error::Io { path: current.to_path_buf(), source })?;
         if meta.uid() != 0 || (meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0) {
             return Err(untrusted(format!("its directory {} can be changed by others", current.display())));
         }
@@ -192,9 +190,18 @@ mod tests {
         let table: &[(&str, &str)] = &[
             ("{\"domain\": []}", "/p0.jsonc: unknown key \"domain\" (valid keys: domains, cidrs, githubMeta, verify)"),
             ("{\"domains\": [\"a b\"]}", "/p0.jsonc: domains: \"a b\" is not a host name"),
-            ("{\"cidrs\": [\"10.0.0.0/33\"]}", "/p0.jsonc: cidrs: \"10.0.0.0/33\" is not an address range (e.g. 10.0.0.0/8 or fd00::/64)"),
-            ("{\"cidrs\": [\"0.0.0.0/0\"]}", "/p0.jsonc: cidrs: \"0.0.0.0/0\" is too broad to be an allowlist (use a narrower range)"),
-            ("{\"cidrs\": [\"::/1\"]}", "/p0.jsonc: cidrs: \"::/1\" is too broad to be an allowlist (use a narrower range)"),
+            (
+                "{\"cidrs\": [\"10.0.0.0/33\"]}",
+                "/p0.jsonc: cidrs: \"10.0.0.0/33\" is not an address range (e.g. 10.0.0.0/8 or fd00::/64)",
+            ),
+            (
+                "{\"cidrs\": [\"0.0.0.0/0\"]}",
+                "/p0.jsonc: cidrs: \"0.0.0.0/0\" is too broad to be an allowlist (use a narrower range)",
+            ),
+            (
+                "{\"cidrs\": [\"::/1\"]}",
+                "/p0.jsonc: cidrs: \"::/1\" is too broad to be an allowlist (use a narrower range)",
+            ),
             ("{\"verify\": \"github.com\"}", "/p0.jsonc: verify: expected \"host:port\", got \"github.com\""),
             ("{\"githubMeta\": \"yes\"}", "/p0.jsonc: githubMeta: expected true or false"),
             ("[]", "/p0.jsonc: expected an object"),
