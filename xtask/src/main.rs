@@ -1,6 +1,6 @@
 //! Project automation, run as `cargo xtask <task>` (see `.cargo/config.toml`):
 //! - `test`: installs what the suite needs (bubblewrap, python3, util-linux, procps),
-//!   runs every test as the current user and, when that is root, again as an
+//!   checks formatting and clippy (`-D warnings`, every target), runs every test as the current user and, when that is root, again as an
 //!   unprivileged user, because real users run agent-sandbox unprivileged;
 //! - `bench`: the start-up benchmarks, reported as ratios against a baseline measured in
 //!   the same run, then the virtual sandbox's throughput (`bench vsandbox`: only those).
@@ -84,6 +84,7 @@ const TEST_USER: &str = "agent-sandbox-ci";
 fn test() -> Result<()> {
     ensure_packages()?;
     let root = root();
+    gates(&root)?;
     let mut tally = Tally::default();
     let mut cargo_test = Command::new("cargo");
     cargo_test.args(["test", "--workspace", "--locked"]).current_dir(&root);
@@ -145,6 +146,19 @@ fn test() -> Result<()> {
     }
     tally.report(&format!("as root and as {TEST_USER}"));
     Ok(())
+}
+
+/// The gates before any test: formatting as `rustfmt.toml` says, and no clippy warning
+/// in any target (tests, benches, xtask included).
+fn gates(root: &Path) -> Result<()> {
+    eprintln!("xtask: cargo fmt --check");
+    run(Command::new("cargo").args(["fmt", "--all", "--check"]).current_dir(root))
+        .context("formatting differs from rustfmt.toml (fix with: cargo fmt)")?;
+    eprintln!("xtask: cargo clippy --workspace --all-targets -- -D warnings");
+    run(Command::new("cargo")
+        .args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
+        .current_dir(root))
+    .context("clippy found warnings (each is an error in CI)")
 }
 
 /// Adds up libtest's `test result:` lines while passing all output through.
