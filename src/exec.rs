@@ -173,9 +173,8 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         eprintln!("agent-sandbox: created {} so that the agent keeps its state", dir.display());
     }
 
-    let scan_cache = cache_dir
-        .join("scan")
-        .join(format!("{:016x}", config::approval::fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
+    let scan_cache =
+        cache_dir.join("scan").join(format!("{:016x}", util::fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
     debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
     if files.is_empty() {
         debug("config: no config files found, built-in defaults only");
@@ -252,7 +251,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         println!("# environment passed: {}", names.join(" "));
         let mut argv = vec![bwrap.into_os_string()];
         argv.extend(sandbox::plan::bwrap_args(&plan));
-        println!("{}", sandbox::plan::shell_quote(&argv));
+        println!("{}", util::shell_line(&argv));
         return Ok(0);
     }
 
@@ -320,7 +319,7 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         sandbox::runtime::Runtime::create(&commands, &files, &copies).context("creating the runtime directory")?;
     let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
-    debug(&format!("bwrap {}", sandbox::plan::shell_quote(&bwrap_args)));
+    debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
     let common_dir = policy::git::layout(&ctx.project_root).map(|layout| layout.common_dir);
     let git_before = crate::gitcare::snapshot(
         &ctx.project_root,

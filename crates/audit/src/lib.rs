@@ -135,24 +135,7 @@ fn format_rfc3339(secs: u64) -> String {
     format_utc(secs, None)
 }
 
-/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`, or with `millis` as
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (also the virtual sandbox's snapshot timestamps).
-pub fn format_utc(secs: u64, millis: Option<u32>) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let fraction = millis.map(|millis| format!(".{millis:03}")).unwrap_or_default();
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}{fraction}Z", rem / 3600, rem % 3600 / 60, rem % 60)
-}
+pub use util::format_utc;
 
 #[cfg(test)]
 mod tests {

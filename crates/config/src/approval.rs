@@ -17,7 +17,7 @@ pub fn state_dir(home: &Path) -> PathBuf {
 
 /// Where the allowed copy of `config` is kept.
 fn copy_path(state_dir: &Path, config: &Path) -> PathBuf {
-    state_dir.join("allowed").join(format!("{:016x}", fnv1a(config.as_os_str().as_encoded_bytes())))
+    state_dir.join("allowed").join(format!("{:016x}", util::fnv1a(config.as_os_str().as_encoded_bytes())))
 }
 
 /// The stored form: the config's path, a NUL, its bytes (the path guards against a
@@ -46,11 +46,6 @@ pub fn allow(state_dir: &Path, config: &Path) -> std::io::Result<Vec<u8>> {
         .map_err(|err| std::io::Error::new(err.kind(), format!("creating {}: {err}", dir.display())))?;
     fs_err::write(&copy, record(config, &bytes))?;
     Ok(bytes)
-}
-
-/// FNV-1a: a stable file name derived from a path.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 #[cfg(test)]

@@ -27,12 +27,7 @@ pub(crate) fn render(hook: &str, agent_sandbox: &Path) -> Result<String, Install
         "pre-push" => PRE_PUSH,
         other => unreachable!("no shim template for {other}: HOOKS and the templates disagree"),
     };
-    Ok(template.replace(PLACEHOLDER, &shell_quote(path)))
-}
-
-/// `text` as one single-quoted POSIX shell word.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
+    Ok(template.replace(PLACEHOLDER, &util::single_quoted(path)))
 }
 
 /// True when `contents` is a shim: it has the marker line.

@@ -231,18 +231,7 @@ impl Args {
 
 /// The plan as one shell-quoted command line, for `--dry-run` and `--debug`.
 pub fn shell_quote(argv: &[OsString]) -> String {
-    argv.iter()
-        .map(|arg| {
-            let text = arg.to_string_lossy();
-            let safe = !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
-            if safe {
-                text.into_owned()
-            } else {
-                format!("'{}'", text.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    util::shell_line(argv)
 }
 
 #[cfg(test)]

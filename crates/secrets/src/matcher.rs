@@ -206,7 +206,7 @@ impl SecretMatcher {
     /// A hash of the patterns and allow-list: a scan cache made with other rules is
     /// not reused. FNV-1a: stable across runs and builds, unlike std's hasher.
     pub(crate) fn fingerprint(&self) -> u64 {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut hash = util::Fnv1a::default();
         let lists = [
             ("secret", self.patterns.iter().map(|c| c.text.as_str()).collect::<Vec<_>>()),
             ("allow", self.allow.iter().map(|c| c.text.as_str()).collect()),
@@ -215,12 +215,11 @@ impl SecretMatcher {
         ];
         for (label, list) in lists {
             for text in std::iter::once(label).chain(list) {
-                for byte in text.bytes().chain([0]) {
-                    hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-                }
+                hash.write(text.as_bytes());
+                hash.write(&[0]);
             }
         }
-        hash
+        hash.finish()
     }
 
     /// Whether [`Self::check`] needs the root-relative path, not just the name.

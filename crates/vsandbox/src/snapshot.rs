@@ -202,7 +202,7 @@ pub fn now_timestamp() -> String {
 }
 
 fn format_timestamp(secs: u64, millis: u32) -> String {
-    audit::format_utc(secs, Some(millis))
+    util::format_utc(secs, Some(millis))
 }
 
 #[cfg(test)]

@@ -1,0 +1,122 @@
+//! File access for paths an agent can write. Opening a FIFO for reading blocks until a
+//! writer comes, and a device may do anything on open: so these never open what is not a
+//! regular file (checked before opening, opened with `O_NONBLOCK`, and checked again on
+//! the open descriptor, so a swap in between is caught too), and say so with
+//! [`NotRegular`] instead.
+
+use std::{
+    fs::File,
+    io::{Read, Write},
+    os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt},
+    path::Path,
+};
+
+/// The error kind and message for a path that is not a regular file.
+#[derive(Debug)]
+pub struct NotRegular;
+
+impl std::fmt::Display for NotRegular {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("not a regular file (a FIFO, socket or device): not opened")
+    }
+}
+
+impl std::error::Error for NotRegular {}
+
+/// Whether `err` came from [`read_regular`] refusing a special file.
+pub fn is_not_regular(err: &std::io::Error) -> bool {
+    err.get_ref().is_some_and(|inner| inner.is::<NotRegular>())
+}
+
+fn not_regular() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, NotRegular)
+}
+
+/// Opens `path` for reading if it is a regular file; `follow` says whether a final
+/// symlink is followed (git follows them for config files and hooks). Never blocks.
+pub fn open_regular(path: &Path, follow: bool) -> std::io::Result<File> {
+    let meta = if follow { path.metadata()? } else { path.symlink_metadata()? };
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    let mut flags = libc::O_NONBLOCK | libc::O_NOCTTY;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path)?;
+    let opened = file.metadata()?;
+    if !opened.is_file() || opened.ino() != meta.ino() || opened.dev() != meta.dev() {
+        return Err(not_regular());
+    }
+    Ok(file)
+}
+
+/// The bytes of the regular file at `path` (symlinks followed), at most `limit` of them
+/// (a longer file is an error: nothing read this way is legitimately that big).
+pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    read_limited(open_regular(path, true)?, limit)
+}
+
+/// As [`read_regular`], but a symlink is not followed (it is not a regular file).
+pub fn read_regular_nofollow(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    read_limited(open_regular(path, false)?, limit)
+}
+
+fn read_limited(file: File, limit: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("longer than {limit} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file beside it, renamed over it),
+/// with `mode`: a reader sees the old content or the new, never a part.
+pub fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
+    tmp.persist(path).map_err(|err| err.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkfifo(path: &Path) {
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn special_files_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("config");
+        mkfifo(&fifo);
+        let err = read_regular(&fifo, 1024).expect_err("a FIFO is refused");
+        assert!(is_not_regular(&err), "{err}");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).expect("symlink");
+        assert!(is_not_regular(&read_regular(&link, 1024).expect_err("through a symlink too")));
+        assert!(read_regular(Path::new("/dev/null"), 1024).is_err(), "devices are refused");
+    }
+
+    #[test]
+    fn regular_files_read_and_symlinks_follow_only_when_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("f");
+        atomic_write(&file, b"hello", 0o600).expect("write");
+        assert_eq!(read_regular(&file, 5).expect("read"), b"hello");
+        assert!(read_regular(&file, 4).is_err(), "over the limit");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).expect("symlink");
+        assert_eq!(read_regular(&link, 10).expect("followed"), b"hello");
+        assert!(read_regular_nofollow(&link, 10).is_err(), "not followed");
+        let mode = std::fs::metadata(&file).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+}

@@ -1,0 +1,107 @@
+//! Small helpers every other crate needs once: shell quoting, a stable hash, UTC
+//! timestamps, atomic writes, and reading a file that an agent may have replaced by
+//! something else (a FIFO, a device, a symlink) without ever blocking on it.
+
+pub mod fs;
+
+use std::ffi::OsString;
+
+/// `text` as one POSIX shell word: unchanged when it has only characters no shell treats
+/// specially, else single-quoted.
+pub fn shell_word(text: &str) -> String {
+    let safe = !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if safe {
+        text.to_owned()
+    } else {
+        single_quoted(text)
+    }
+}
+
+/// `text` single-quoted, always (for generated scripts whose lines are compared whole).
+pub fn single_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// `argv` as one shell command line (for `--dry-run`, `--debug` and `show-run` output).
+pub fn shell_line(argv: &[OsString]) -> String {
+    argv.iter().map(|arg| shell_word(&arg.to_string_lossy())).collect::<Vec<_>>().join(" ")
+}
+
+/// FNV-1a, 64 bits: stable across runs and builds (unlike std's hasher), for file names
+/// derived from paths and for cache fingerprints. Not a cryptographic hash.
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    pub fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    pub fn finish(self) -> u64 {
+        self.0
+    }
+}
+
+/// FNV-1a of `bytes` (see [`Fnv1a`]).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash = Fnv1a::default();
+    hash.write(bytes);
+    hash.finish()
+}
+
+/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`, or with `millis` as
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn format_utc(secs: u64, millis: Option<u32>) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let fraction = millis.map(|millis| format!(".{millis:03}")).unwrap_or_default();
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}{fraction}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Now, as [`format_utc`] without milliseconds.
+pub fn now_utc() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format_utc(secs, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(format_utc(0, None), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(1_769_596_200, None), "2026-01-28T10:30:00Z");
+        assert_eq!(format_utc(951_782_400, Some(7)), "2000-02-29T00:00:00.007Z");
+    }
+
+    #[test]
+    fn shell_words_quote_only_what_needs_it() {
+        let argv: Vec<OsString> = ["bwrap", "--bind", "/a b", "it's", ""].iter().map(OsString::from).collect();
+        assert_eq!(shell_line(&argv), r#"bwrap --bind '/a b' 'it'\''s' ''"#);
+    }
+
+    #[test]
+    fn fnv1a_is_the_published_function() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}
