@@ -14,7 +14,7 @@ pub mod presets;
 
 use std::{
     collections::BTreeMap,
-    path::{Component, Path, PathBuf},
+    path::{Path, PathBuf},
 };
 
 use config::{CommandRule, Config, LayerKind, Location, Network, Origin, Sourced};
@@ -395,20 +395,7 @@ pub fn resolve_path(written: &str, ctx: &Context, origin: &Origin) -> PathBuf {
     normalize(&joined)
 }
 
-/// Removes `.` and resolves `..` without touching the filesystem.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
+pub use gitfacts::normalize;
 
 /// Existing paths for `pattern`: the path itself if it exists, or the glob's matches.
 fn expand_pattern(pattern: &Path, written: &str, origin: &Origin) -> Result<Vec<(PathBuf, bool)>, PolicyError> {

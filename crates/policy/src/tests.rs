@@ -258,6 +258,7 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
         "home/proj/.githooks/pre-commit",
     ]);
     let main_git = tree.root.join("home/main/.git");
+    fs_err::write(main_git.join("HEAD"), "ref: refs/heads/main\n").expect("write");
     fs_err::write(tree.root.join("home/proj/.git"), format!("gitdir: {}\n", main_git.join("worktrees/proj").display()))
         .expect("write");
     fs_err::write(main_git.join("worktrees/proj/commondir"), "../..\n").expect("write");

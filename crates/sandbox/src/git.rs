@@ -47,15 +47,13 @@ pub fn repo_facts(start: &Path) -> Option<RepoFacts> {
 
 fn facts_of(repo: &gix::Repository) -> RepoFacts {
     let common_dir = canonical(repo.common_dir());
-    let hooks_path = repo.config_snapshot().string("core.hooksPath").map(|value| {
-        let text = value.to_string();
-        let path = match text.strip_prefix("~/") {
-            Some(rest) => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest),
-            // Relative to where hooks run: the top of the work tree (the git dir if bare).
-            None => repo.workdir().unwrap_or(repo.git_dir()).join(&text),
-        };
-        canonical(&path)
-    });
+    // An unresolvable value is kept as its own marker, so that start and now still compare.
+    let hooks_path = match gitfacts::hooks_path(repo) {
+        Ok(gitfacts::HooksPath::Default) => None,
+        Ok(gitfacts::HooksPath::Configured(path)) => Some(path),
+        Ok(gitfacts::HooksPath::Empty) => Some(PathBuf::new()),
+        Err(_) => Some(PathBuf::from("<unresolvable core.hooksPath>")),
+    };
     RepoFacts { common_dir, hooks_path }
 }
 

@@ -1,0 +1,258 @@
+//! Git's layout rules, in one place: how git reads a gitlink file (`.git` as a file), a
+//! worktree record's `commondir`, what it takes for a repository (`HEAD` + `objects` +
+//! `refs`), where submodules keep their git directories, and which hooks directory it
+//! uses (`core.hooksPath`, with `~` and relative values). The start of a session, the
+//! exit check, the git guard, the hook installer and the `@git` preset all ask here, so
+//! they cannot disagree; every rule is tested against the real git (`tests/`).
+//!
+//! Everything read here may have been written by an agent: files are read with
+//! [`util::fs::read_regular`] (never blocking on a FIFO), and what is found outside the
+//! project is believed only when git's back-links check out.
+
+use std::{
+    os::unix::ffi::OsStrExt,
+    path::{Component, Path, PathBuf},
+};
+
+/// What `git worktree add` writes to a worktree record's `commondir`.
+pub const STANDARD_COMMONDIR: &str = "../..\n";
+
+/// No pointer file git reads is legitimately longer.
+const POINTER_LIMIT: u64 = 64 * 1024;
+
+/// Where a repository's metadata lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The per-worktree git directory (`.git` itself for a plain repository).
+    pub git_dir: PathBuf,
+    /// The directory shared by all worktrees: objects, refs, config, hooks.
+    pub common_dir: PathBuf,
+}
+
+/// Reads a small pointer file (`.git` file, `commondir`, `gitdir`, `HEAD`) as bytes,
+/// never opening anything but a regular file.
+pub fn read_pointer(path: &Path) -> Option<Vec<u8>> {
+    util::fs::read_regular(path, POINTER_LIMIT).ok()
+}
+
+/// The directory a gitlink file (`.git` as a file) names, as git's `read_gitfile` reads
+/// it: the file must start with `gitdir: `; trailing `\n`/`\r` are dropped; everything
+/// else (spaces, inner newlines) belongs to the path; a relative path is relative to the
+/// file's directory. Lexically normalized, not resolved.
+pub fn read_gitlink(dot_git: &Path) -> Option<PathBuf> {
+    let bytes = read_pointer(dot_git)?;
+    let rest = bytes.strip_prefix(b"gitdir: ")?;
+    let end = rest.iter().rposition(|b| *b != b'\n' && *b != b'\r').map_or(0, |pos| pos + 1);
+    if end == 0 {
+        return None;
+    }
+    let target = Path::new(std::ffi::OsStr::from_bytes(&rest[..end]));
+    Some(normalize(&dot_git.parent()?.join(target)))
+}
+
+/// [`read_gitlink`], resolved on the filesystem (it must exist).
+pub fn gitlink_target(dot_git: &Path) -> Option<PathBuf> {
+    read_gitlink(dot_git)?.canonicalize().ok()
+}
+
+/// The common directory a git directory's `commondir` file names, as git reads it
+/// (trailing newlines dropped, relative to the git directory); `None` without one.
+pub fn read_commondir(git_dir: &Path) -> Option<PathBuf> {
+    let bytes = read_pointer(&git_dir.join("commondir"))?;
+    let end = bytes.iter().rposition(|b| *b != b'\n' && *b != b'\r').map_or(0, |pos| pos + 1);
+    let text = Path::new(std::ffi::OsStr::from_bytes(&bytes[..end]));
+    Some(normalize(&git_dir.join(text)))
+}
+
+/// Whether `dir/commondir` is exactly what `git worktree add` writes.
+pub fn has_standard_commondir(dir: &Path) -> bool {
+    read_pointer(&dir.join("commondir")).is_some_and(|bytes| bytes == STANDARD_COMMONDIR.as_bytes())
+}
+
+/// A `HEAD` git would accept (its `validate_headref`): a symlink into `refs/`,
+/// `ref: refs/…`, or an object name.
+pub fn is_valid_head(head: &Path) -> bool {
+    if let Ok(target) = std::fs::read_link(head) {
+        return target.starts_with("refs/");
+    }
+    let Some(bytes) = read_pointer(head) else { return false };
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(256)]);
+    if let Some(rest) = text.strip_prefix("ref:") {
+        return rest.trim_start().starts_with("refs/");
+    }
+    text.bytes().take_while(u8::is_ascii_hexdigit).count() >= 40
+}
+
+/// Whether git would take `dir` for a git directory (its `is_git_directory`): a valid
+/// `HEAD`, and `objects` and `refs` (any kind of entry: git only needs to search them),
+/// which a `commondir` may provide instead.
+pub fn looks_like_repository(dir: &Path) -> bool {
+    let has = |name: &str| dir.join(name).symlink_metadata().is_ok();
+    is_valid_head(&dir.join("HEAD")) && ((has("objects") && has("refs")) || has("commondir"))
+}
+
+/// The layout of the repository whose work tree is `root`, if it is one.
+///
+/// Everything here is read from files a sandboxed agent can write (`.git`, a
+/// `commondir` file), and what it finds outside the project is granted read-write. So a
+/// git directory outside the project is believed only when git's own links check out:
+/// a linked worktree's git dir names this work tree in its `gitdir` file and lives in
+/// `<common dir>/worktrees/`; a submodule's is a git directory under a `modules/`
+/// directory. A `commondir` file in a plain `.git` directory (which git would honour)
+/// is ignored here: `exec` refuses to start with one.
+pub fn layout(root: &Path) -> Option<Layout> {
+    let dot_git = root.join(".git");
+    let meta = dot_git.symlink_metadata().ok()?;
+    if meta.is_dir() {
+        return Some(Layout { git_dir: dot_git.clone(), common_dir: dot_git });
+    }
+    if !meta.is_file() {
+        return None; // a symlinked .git is not followed
+    }
+    let git_dir = read_gitlink(&dot_git)?;
+    if git_dir.starts_with(root) {
+        return Some(Layout { git_dir: git_dir.clone(), common_dir: git_dir });
+    }
+    match read_commondir(&git_dir) {
+        Some(common_dir) => {
+            let back_link = read_gitlink_record(&git_dir.join("gitdir"))?;
+            let links_back = back_link.canonicalize().ok()? == dot_git.canonicalize().ok()?;
+            let in_worktrees = git_dir.parent() == Some(common_dir.join("worktrees").as_path());
+            (links_back && in_worktrees && looks_like_repository(&common_dir)).then_some(Layout { git_dir, common_dir })
+        }
+        None => {
+            // A submodule's git dir lives in an enclosing repository's `.git/modules/`.
+            let enclosing = root.ancestors().skip(1).any(|dir| git_dir.starts_with(dir.join(".git/modules")));
+            (enclosing && looks_like_repository(&git_dir))
+                .then(|| Layout { git_dir: git_dir.clone(), common_dir: git_dir })
+        }
+    }
+}
+
+/// A worktree record's `gitdir` file: the path of the worktree's `.git` file, one line.
+pub fn read_gitlink_record(gitdir_file: &Path) -> Option<PathBuf> {
+    let bytes = read_pointer(gitdir_file)?;
+    let end = bytes.iter().rposition(|b| *b != b'\n' && *b != b'\r').map_or(0, |pos| pos + 1);
+    (end > 0).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..end])))
+}
+
+/// Every submodule git directory under `modules` (a common directory's), at any depth:
+/// a submodule named `libs/foo` lives in `modules/libs/foo`, and nested submodules in
+/// `<module>/modules/`.
+pub fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    find_modules(modules, 0, &mut found);
+    found
+}
+
+/// Symlinks are followed (git follows them), so the depth is bounded against loops.
+fn find_modules(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    if depth > 32 {
+        return;
+    }
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if path.join("HEAD").symlink_metadata().is_ok() {
+            find_modules(&path.join("modules"), depth + 1, found);
+            found.push(path);
+        } else {
+            find_modules(&path, depth + 1, found);
+        }
+    }
+}
+
+/// What `core.hooksPath` says, as git resolves it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HooksPath {
+    /// Unset: `<common dir>/hooks`.
+    Default,
+    /// Set: absolute (`~/` expanded, relative values taken from the top of the work tree,
+    /// the git directory of a bare repository), resolved as far as it exists.
+    Configured(PathBuf),
+    /// Set to the empty string: git takes it literally and finds no hooks.
+    Empty,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    #[error("{path} is not in a git repository ({error})")]
+    NotARepository { path: PathBuf, error: String },
+    #[error("core.hooksPath of {repo} cannot be resolved: {error}")]
+    HooksPath { repo: PathBuf, error: String },
+}
+
+/// Opens the repository git would use from `start`, as git finds it (`GIT_DIR` and
+/// friends honoured), reading every configuration file git would.
+pub fn discover(start: &Path) -> Result<gix::Repository, FactsError> {
+    let start = std::path::absolute(start).unwrap_or_else(|_| start.to_path_buf());
+    gix::ThreadSafeRepository::discover_with_environment_overrides(&start)
+        .map(|repo| repo.to_thread_local())
+        .map_err(|error| FactsError::NotARepository { path: start, error: error.to_string() })
+}
+
+/// The repository's `core.hooksPath` (see [`HooksPath`]).
+pub fn hooks_path(repo: &gix::Repository) -> Result<HooksPath, FactsError> {
+    let config = repo.config_snapshot();
+    // gix reports an empty value as unset.
+    if config.string("core.hooksPath").is_some_and(|value| value.is_empty()) {
+        return Ok(HooksPath::Empty);
+    }
+    let configured = config
+        .trusted_path("core.hooksPath")
+        .map_err(|error| FactsError::HooksPath { repo: repo.git_dir().to_path_buf(), error: error.to_string() })?;
+    Ok(match configured {
+        // Hooks run in the top of the work tree, so that is what a relative path is
+        // relative to (in a linked worktree: that worktree's top, as with git).
+        Some(path) => HooksPath::Configured(canonical(&repo.workdir().unwrap_or_else(|| repo.git_dir()).join(path))),
+        None => HooksPath::Default,
+    })
+}
+
+/// The directory git runs hooks from: the configured one, else `<common dir>/hooks`.
+/// `None` for an empty `core.hooksPath` (no hooks run).
+pub fn hooks_dir(repo: &gix::Repository) -> Result<Option<PathBuf>, FactsError> {
+    Ok(match hooks_path(repo)? {
+        HooksPath::Configured(path) => Some(path),
+        HooksPath::Default => Some(canonical(&repo.common_dir().join("hooks"))),
+        HooksPath::Empty => None,
+    })
+}
+
+/// `path` with symlinks and `..` resolved as far as it exists; the missing rest is
+/// appended as it is (`..` after a missing component is not cancelled out lexically,
+/// since the kernel would not either).
+pub fn canonical(path: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = path;
+    loop {
+        if let Ok(resolved) = existing.canonicalize() {
+            return missing.iter().rev().fold(resolved, |dir, name| dir.join(name));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name);
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Removes `.` and resolves `..` without touching the filesystem.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
