@@ -6,7 +6,6 @@
 
 mod cli;
 mod exec;
-mod gitcare;
 mod mcp;
 mod vsh;
 

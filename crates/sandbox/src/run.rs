@@ -84,20 +84,16 @@ pub fn run(
     })?;
     drop(seccomp);
     drop(status_write);
-    // The terminal sends ^C and ^\ to the whole foreground group: the sandboxed
-    // command decides what they mean; this parent just waits for it. SIGTERM and SIGHUP
-    // sent to this parent alone are passed on to bwrap, so that the sandbox ends and
-    // this parent still removes the runtime directory.
+    // The terminal sends ^C and ^\\ to the whole foreground group: the sandboxed command
+    // decides what they mean. SIGTERM, SIGHUP, and a SIGINT sent to this process alone
+    // (not by a terminal) end the sandbox, after which the caller still runs its exit
+    // check; a second such signal aborts at once, saying so (see `on_signal`).
     CHILD.store(i32::try_from(child.id()).unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
-    // SAFETY: SIG_IGN and a handler that only calls kill(2), which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        let handler = forward_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        libc::signal(libc::SIGTERM, handler);
-        libc::signal(libc::SIGHUP, handler);
-    }
-    let status = child.wait().map_err(|err| RunError::Spawn(bwrap.to_owned(), err))?;
+    install_signal_handlers();
+    let status = child.wait().map_err(|err| RunError::Spawn(bwrap.to_owned(), err));
+    // Its pid may be reused from now on: later signals must not reach another process.
+    CHILD.store(0, std::sync::atomic::Ordering::SeqCst);
+    let status = status?;
 
     relay.finish();
     // bwrap writes an exit-code record only for a command that ran; its own failures
@@ -106,6 +102,10 @@ pub fn run(
     let _ = (&status_read).read_to_string(&mut report);
     if status.code() == Some(1) && !report.contains("exit-code") {
         return Err(RunError::Setup);
+    }
+    let received = RECEIVED.load(std::sync::atomic::Ordering::SeqCst);
+    if received > 0 {
+        return Ok(128 + received);
     }
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
@@ -121,14 +121,57 @@ fn pipe() -> std::io::Result<(File, File)> {
     Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
 }
 
-/// bwrap's pid, for [`forward_signal`].
+/// bwrap's pid, for [`on_signal`].
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// Whether a terminating signal was received already.
+static SIGNALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The first terminating signal received, reported as the exit status (128 + it).
+static RECEIVED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-extern "C" fn forward_signal(signal: libc::c_int) {
+/// What a second signal prints before exiting: the session check did not finish.
+const ABORTED: &[u8] = b"agent-sandbox: aborted by a second signal before the exit check finished: the project's git \
+metadata was not checked; the next `agent-sandbox exec` in this project checks it first\n";
+
+/// Handles SIGTERM, SIGHUP and SIGINT from now on for this process (also while the
+/// caller runs its exit check after [`run`] returns). SIGQUIT is ignored.
+fn install_signal_handlers() {
+    // SAFETY: a zeroed sigaction is valid; the handler only uses async-signal-safe calls
+    // (kill, write, _exit) and atomics.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction =
+            on_signal as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as libc::sighandler_t;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+}
+
+extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler.
+    let code = if info.is_null() { 0 } else { unsafe { (*info).si_code } };
+    // A terminal's ^C (si_code SI_KERNEL) also reached the sandboxed command, which
+    // decides what it means (an agent cancels its current step).
+    if signal == libc::SIGINT && code == libc::SI_KERNEL {
+        return;
+    }
+    if SIGNALLED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        // SAFETY: write(2) and _exit(2) are async-signal-safe.
+        unsafe {
+            libc::write(2, ABORTED.as_ptr().cast(), ABORTED.len());
+            libc::_exit(128 + signal);
+        }
+    }
+    RECEIVED.store(signal, std::sync::atomic::Ordering::SeqCst);
     let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
     if pid > 0 {
+        // bwrap is pid 1's parent in the sandbox's pid namespace, with
+        // --die-with-parent: killing it ends every process in the sandbox.
         // SAFETY: kill(2) is async-signal-safe.
-        unsafe { libc::kill(pid, signal) };
+        unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }
 

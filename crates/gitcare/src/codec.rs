@@ -1,0 +1,102 @@
+//! Paths in the saved baseline: JSON strings, with every byte that is not part of valid
+//! UTF-8 (and `%` itself) written `%XX`, so that any path round-trips exactly.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    ffi::OsStr,
+    os::unix::ffi::OsStrExt,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub fn encode(path: &Path) -> String {
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        out.push_str(&chunk.valid().replace('%', "%25"));
+        for byte in chunk.invalid() {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+pub fn decode(text: &str) -> Option<PathBuf> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        if bytes[index] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(index + 1..index + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            index += 3;
+        } else {
+            out.push(bytes[index]);
+            index += 1;
+        }
+    }
+    Some(PathBuf::from(OsStr::from_bytes(&out)))
+}
+
+fn invalid<E: serde::de::Error>(text: &str) -> E {
+    E::custom(format!("not an encoded path: {text}"))
+}
+
+pub mod path {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
+        encode(path).serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<PathBuf, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        decode(&text).ok_or_else(|| invalid(&text))
+    }
+}
+
+pub mod set {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(set: &BTreeSet<PathBuf>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(set.iter().map(|path| encode(path)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeSet<PathBuf>, D::Error> {
+        Vec::<String>::deserialize(deserializer)?.iter().map(|text| decode(text).ok_or_else(|| invalid(text))).collect()
+    }
+}
+
+pub mod map {
+    use super::*;
+
+    pub fn serialize<S: Serializer, V: Serialize>(
+        map: &BTreeMap<PathBuf, V>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(map.iter().map(|(path, value)| (encode(path), value)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, V: Deserialize<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<PathBuf, V>, D::Error> {
+        BTreeMap::<String, V>::deserialize(deserializer)?
+            .into_iter()
+            .map(|(text, value)| Ok((decode(&text).ok_or_else(|| invalid(&text))?, value)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_path_round_trips() {
+        let raw: &[&[u8]] = &[b"/a/b", b"/100%", b"/x\xff\xfe/y", b"/\"q\"\\\n\t", b"/%25", "/ü".as_bytes()];
+        for bytes in raw {
+            let path = PathBuf::from(OsStr::from_bytes(bytes));
+            assert_eq!(decode(&encode(&path)).as_ref(), Some(&path), "{path:?}");
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The pure comparison of two [`State`]s, and the few lines that carry its verdict out.
+
+use std::path::{Path, PathBuf};
+
+use crate::{Content, State, Watch};
+
+/// What the check does about one finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Move `path` aside (or, failing that, delete it), saying `why`.
+    Quarantine {
+        path: PathBuf,
+        why: &'static str,
+    },
+    /// Put back the standard `commondir` of a worktree record (after quarantining the
+    /// changed one, or where it was deleted).
+    RestoreCommondir {
+        path: PathBuf,
+    },
+    /// Tell the user something they should know (nothing is changed).
+    Warn(String),
+    Note(String),
+}
+
+/// What to do about the differences between `before` (start) and `now` (exit).
+pub fn diff(watch: &Watch, before: &State, now: &State) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let then_of = |path: &Path| before.files.get(path).cloned().flatten();
+    let now_of = |path: &Path| now.files.get(path).cloned().flatten();
+    let quarantine = |path: &Path, why| Action::Quarantine { path: path.to_path_buf(), why };
+    // A repository the session made at the project root is the agent's, hooks and all.
+    if !before.had_git && now.had_git {
+        actions.push(quarantine(
+            &watch.project_root.join(".git"),
+            "is a repository created inside the sandbox, with its configuration and hooks",
+        ));
+        return actions;
+    }
+    for dir in &now.unexamined {
+        actions.push(quarantine(
+            dir,
+            "could not be examined (made unreadable inside the sandbox), so git could find a repository behind it",
+        ));
+    }
+    for (dir, target) in &now.worktree_dirs {
+        if target.is_some() && before.worktree_dirs.get(dir) != Some(target) {
+            actions.push(quarantine(
+                dir,
+                "is a worktree record turned into a symlink, which makes git read another repository",
+            ));
+        }
+    }
+    let record_of = |path: &Path| path.parent().and_then(|dir| now.records.get(dir));
+    let is_commondir = |path: &Path| path.file_name().is_some_and(|name| name == "commondir");
+    for path in now.project_files.iter().chain(&watch.extra) {
+        let (current, then) = (now_of(path), then_of(path));
+        if current.is_none() && then.is_some() && is_commondir(path) {
+            // A worktree's git directory without its `commondir` is a repository of its
+            // own, with its own config and hooks.
+            let Some(admin) = path.parent().filter(|dir| now.worktree_dirs.contains_key(*dir)) else { continue };
+            if then == Some(Content::Bytes(gitfacts::STANDARD_COMMONDIR.as_bytes().to_vec())) {
+                actions.push(Action::RestoreCommondir { path: path.clone() });
+                actions.push(Action::Warn(format!("{} was deleted inside the sandbox; restored it", path.display())));
+            } else {
+                actions.push(quarantine(
+                    admin,
+                    "lost its commondir inside the sandbox, which makes it a repository of its own",
+                ));
+            }
+            continue;
+        }
+        let Some(current) = current else { continue };
+        if Some(&current) == then.as_ref() && current.is_examined() {
+            continue;
+        }
+        let record = record_of(path).cloned().unwrap_or_default();
+        let name = path.file_name().and_then(|name| name.to_str());
+        if current.is_examined() {
+            // `git worktree add` made it, or `git worktree move` changed it.
+            if name == Some("commondir") && record.shares_common {
+                continue;
+            }
+            if name == Some("gitdir") && record.shares_common && record.names_back {
+                continue;
+            }
+            let sibling_vanished = name == Some("commondir") && record.vanished;
+            if then.is_none() && sibling_vanished {
+                continue;
+            }
+            if then.is_none() && name == Some("gitdir") && record.vanished {
+                let checkout = match &current {
+                    Content::Bytes(bytes) => String::from_utf8_lossy(bytes).trim().to_owned(),
+                    _ => String::new(),
+                };
+                actions.push(Action::Note(format!(
+                    "the sandbox added a worktree at {}, outside the project, in scratch space that is gone now; its \
+                     commits are kept, `git worktree prune` removes the leftover record",
+                    Path::new(&checkout).parent().unwrap_or(Path::new("?")).display()
+                )));
+                continue;
+            }
+        }
+        actions.push(quarantine(path, "would change which repository, configuration or hooks git uses"));
+        // A worktree left without its `commondir` would be a repository of its own: the
+        // standard one is put back.
+        if is_commondir(path) && then == Some(Content::Bytes(gitfacts::STANDARD_COMMONDIR.as_bytes().to_vec())) {
+            actions.push(Action::RestoreCommondir { path: path.clone() });
+        }
+    }
+    // Also in dependency trees: one `git add` of a clone there makes the project's
+    // `git status` run git in it.
+    let changed = |known: &std::collections::BTreeMap<PathBuf, Vec<PathBuf>>, entry: &Path, files: &[PathBuf]| {
+        !known.contains_key(entry)
+            || files.iter().any(|file| {
+                let current = now_of(file);
+                current != then_of(file) || current.is_some_and(|content| !content.is_examined())
+            })
+    };
+    for (entry, files) in &now.nested {
+        if changed(&before.nested, entry, files) && !now.worktree_gitlinks.contains(entry) {
+            actions
+                .push(quarantine(entry, "is git metadata written inside the sandbox, which git would use outside it"));
+        }
+    }
+    for (dir, files) in &now.bare {
+        if changed(&before.bare, dir, files) {
+            actions.push(quarantine(
+                &dir.join("HEAD"),
+                "makes a repository, laid out inside the sandbox, that git would use",
+            ));
+        }
+    }
+    for (dir, files) in &now.modules {
+        if changed(&before.modules, dir, files) {
+            actions.push(quarantine(dir, "is a submodule's git directory written inside the sandbox"));
+        }
+    }
+    for (state, todo) in &now.sequencer {
+        // New, or an existing todo list (a rebase the user stopped) given new commands.
+        let known = before.sequencer.get(state).map(|todo| exec_lines(todo)).unwrap_or_default();
+        let added: Vec<&str> = exec_lines(todo).into_iter().filter(|line| !known.contains(line)).collect();
+        if before.sequencer.contains_key(state) && added.is_empty() {
+            continue;
+        }
+        actions.push(Action::Warn(format!(
+            "the sandbox left an operation in progress ({}); `--continue` would run its todo list{}",
+            state.display(),
+            if added.is_empty() { String::new() } else { format!(", including: {}", added.join(" | ")) }
+        )));
+    }
+    actions
+}
+
+/// The `exec` lines of a todo list: commands `--continue` runs.
+fn exec_lines(todo: &str) -> Vec<&str> {
+    todo.lines().map(str::trim_start).filter(|line| line.starts_with("exec") || line.starts_with("x ")).collect()
+}
+
+/// Carries out `actions`, printing each on stderr and recording quarantines in the audit
+/// log. Returns how many paths could be neither moved aside nor deleted.
+pub fn apply(actions: &[Action]) -> usize {
+    let mut stuck = 0;
+    for action in actions {
+        match action {
+            Action::Quarantine { path, why } => stuck += usize::from(!quarantine(path, why)),
+            Action::RestoreCommondir { path } => {
+                if std::fs::write(path, gitfacts::STANDARD_COMMONDIR).is_ok() {
+                    eprintln!("  (restored {} as it was)", path.display());
+                }
+            }
+            Action::Warn(text) => eprintln!("agent-sandbox: WARNING: {text}"),
+            Action::Note(text) => eprintln!("agent-sandbox: note: {text}"),
+        }
+    }
+    stuck
+}
+
+/// Moves `path` aside; says whether it is gone from its place.
+fn quarantine(path: &Path, why: &str) -> bool {
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let name = path.file_name().map_or_else(|| "file".into(), |name| name.to_string_lossy().into_owned());
+    let aside = path.with_file_name(format!("{name}.agent-sandbox-quarantined.{stamp}"));
+    // The parent may have been made read-only inside: we own it, so we may fix that.
+    if let Some(parent) = path.parent() {
+        crate::walk::repair_writable(parent);
+    }
+    // If even that cannot be done, the plant is removed rather than left in place.
+    let moved = std::fs::rename(path, &aside).or_else(|err| {
+        let is_dir = path.symlink_metadata().is_ok_and(|meta| meta.is_dir());
+        let removed = if is_dir { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+        removed.and(Err(err))
+    });
+    let gone = path.symlink_metadata().is_err();
+    let outcome = match moved {
+        Ok(()) => format!("moved it to {} (inspect it before you use it)", aside.display()),
+        Err(err) if gone => format!("could not move it aside ({err}), so it was deleted"),
+        Err(err) => format!("could not move it aside or delete it ({err}): delete it before running git here"),
+    };
+    eprintln!("agent-sandbox: WARNING: {} {why}; {outcome}", path.display());
+    if gone && aside.symlink_metadata().is_ok() {
+        eprintln!("  (to restore it after inspection: mv '{}' '{}')", aside.display(), path.display());
+    }
+    let event =
+        audit::Event::new("git", "write", &path.display().to_string(), "blocked", "git-plant", Some(why.to_owned()));
+    if let Some(log) = audit::default_path() {
+        let _ = audit::append(&log, &[event]);
+    }
+    gone
+}

@@ -1,0 +1,334 @@
+//! The session check: what a sandbox may have done to git metadata that the user's own
+//! git would honour afterwards. The agent must be able to write `.git` (commits need it),
+//! and git trusts pointer files there (`commondir`, a worktree's `gitdir`, a submodule's
+//! `.git` file) and the configs it finds through them, in the project's repository, in
+//! its submodules and in any repository nested in the work tree; `git status` in the
+//! project even runs git in submodules. One planted `core.fsmonitor` turns the user's
+//! next `git status` into the agent's command. Git also takes any directory holding a
+//! valid `HEAD`, `objects/` and `refs/` for a (bare) repository.
+//!
+//! So the rule is strict and parses no contents: [`observe`] records every such file (a
+//! [`State`]), [`diff`] compares the state at exit with the one at start (pure: a list of
+//! [`Action`]s), and [`apply`] carries them out: anything new or changed is moved aside
+//! (or, failing that, deleted). The only things a session may add are what
+//! `git worktree add` makes and `git worktree move` changes (checked by their links).
+//!
+//! It fails closed: files are read only if they are regular (never blocking on a FIFO);
+//! a special file, an unreadable file or a directory that cannot be listed is never
+//! equal to anything, so it is moved aside; the work-tree walk makes unlistable
+//! directories listable again ([`walk`]). [`session`] keeps the baseline on disk, so a
+//! session that was killed is checked by the next start, and overlapping sessions in one
+//! project share one baseline.
+
+mod codec;
+pub mod diff;
+pub mod session;
+pub mod walk;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+
+pub use diff::{apply, diff, Action};
+
+/// Files of a git directory that make git use other configuration or repositories.
+const GIT_DIR_FILES: &[&str] = &["config", "commondir", "config.worktree", "gitdir", "hooks"];
+/// In-progress operations whose todo lists git will run on `--continue`.
+const SEQUENCER: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
+/// No file the check reads is legitimately bigger (hooks included).
+const READ_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// What the check watches, the same at start and at exit.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    pub project_root: PathBuf,
+    /// The repository's common directory (from `gitfacts::layout` at start).
+    pub common_dir: Option<PathBuf>,
+    /// Further paths (a hooks directory configured with `core.hooksPath`).
+    pub extra: Vec<PathBuf>,
+}
+
+/// One watched path as found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Content {
+    Bytes(Vec<u8>),
+    Link(#[serde(with = "codec::path")] PathBuf),
+    /// A directory (`hooks`): each entry's name and content (symlinks followed).
+    Dir(#[serde(with = "codec::map")] BTreeMap<PathBuf, Content>),
+    /// A FIFO, socket or device: never opened, never equal to anything.
+    Special,
+    /// Could not be read or listed: never equal to anything.
+    Unreadable,
+}
+
+impl Content {
+    /// Whether the check could read all of it.
+    pub fn is_examined(&self) -> bool {
+        match self {
+            Content::Bytes(_) | Content::Link(_) => true,
+            Content::Dir(entries) => entries.values().all(Content::is_examined),
+            Content::Special | Content::Unreadable => false,
+        }
+    }
+}
+
+/// A worktree record `<common>/worktrees/<n>` as git would use it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// Its `commondir` is `../..`, resolving to the common directory: it shares the
+    /// repository's config and hooks, as `git worktree add` writes it.
+    pub shares_common: bool,
+    /// Its `gitdir` names a `.git` file that points back at this record.
+    pub names_back: bool,
+    /// Its `gitdir` names a checkout that no longer exists (one made in the sandbox's
+    /// scratch space), beside a standard `commondir`.
+    pub vanished: bool,
+}
+
+/// Everything the check compares. Saved between start and exit (see [`session`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    /// Whether the project had a `.git` (directory or file) at all.
+    pub had_git: bool,
+    #[serde(with = "codec::map")]
+    pub files: BTreeMap<PathBuf, Option<Content>>,
+    /// Nested `.git` entries with the files that make each up.
+    #[serde(with = "codec::map")]
+    pub nested: BTreeMap<PathBuf, Vec<PathBuf>>,
+    /// Directories laid out as bare repositories, with their files.
+    #[serde(with = "codec::map")]
+    pub bare: BTreeMap<PathBuf, Vec<PathBuf>>,
+    /// Submodule git directories, with their files.
+    #[serde(with = "codec::map")]
+    pub modules: BTreeMap<PathBuf, Vec<PathBuf>>,
+    /// `worktrees` and each `worktrees/<n>`, with their targets if they are symlinks.
+    #[serde(with = "codec::map")]
+    pub worktree_dirs: BTreeMap<PathBuf, Option<PathBuf>>,
+    #[serde(with = "codec::map")]
+    pub records: BTreeMap<PathBuf, Record>,
+    /// Nested entries that are the `.git` files of this repository's worktrees.
+    #[serde(with = "codec::set")]
+    pub worktree_gitlinks: BTreeSet<PathBuf>,
+    /// In-progress operations and their todo lists.
+    #[serde(with = "codec::map")]
+    pub sequencer: BTreeMap<PathBuf, String>,
+    /// The project's own pointer files and worktree links, watched by name.
+    #[serde(with = "codec::set")]
+    pub project_files: BTreeSet<PathBuf>,
+    /// Directories of the work tree the walk could not list.
+    #[serde(with = "codec::set")]
+    pub unexamined: BTreeSet<PathBuf>,
+}
+
+/// Records the state of everything `watch` covers. `found` is the work tree's walk
+/// (nested `.git` entries, `HEAD` files, unexamined directories), from the secret scan or
+/// [`walk::walk`]. Reads only; opens only regular files.
+pub fn observe(watch: &Watch, found: &walk::Found) -> State {
+    let root = &watch.project_root;
+    let common = watch.common_dir.as_deref();
+    let entry = |dir: &PathBuf| (dir.clone(), entry_files(dir));
+    let nested: BTreeMap<PathBuf, Vec<PathBuf>> =
+        found.nested.iter().filter(|path| **path != root.join(".git")).map(entry).collect();
+    let bare: BTreeMap<PathBuf, Vec<PathBuf>> = bare_layouts(&found.heads, common).iter().map(entry).collect();
+    let modules: BTreeMap<PathBuf, Vec<PathBuf>> = common
+        .map(|common| gitfacts::module_git_dirs(&common.join("modules")))
+        .unwrap_or_default()
+        .iter()
+        .map(entry)
+        .collect();
+    let project_files: BTreeSet<PathBuf> = project_files(root, common).into_iter().collect();
+    let mut paths: BTreeSet<PathBuf> = project_files.clone();
+    paths.extend(watch.extra.iter().cloned());
+    for files in nested.values().chain(bare.values()).chain(modules.values()) {
+        paths.extend(files.iter().cloned());
+    }
+    let worktree_dirs = worktree_dirs(common);
+    let records = match common {
+        Some(common) => worktree_dirs
+            .keys()
+            .filter(|dir| dir.parent() == Some(common.join("worktrees").as_path()))
+            .map(|dir| (dir.clone(), record(dir, common)))
+            .collect(),
+        None => BTreeMap::new(),
+    };
+    State {
+        had_git: root.join(".git").symlink_metadata().is_ok(),
+        files: paths.into_iter().map(|path| (path.clone(), read(&path))).collect(),
+        worktree_gitlinks: nested.keys().filter(|entry| is_worktree_gitlink(entry, common)).cloned().collect(),
+        nested,
+        bare,
+        modules,
+        worktree_dirs,
+        records,
+        sequencer: sequencer_states(root, common),
+        project_files,
+        unexamined: found.unexamined.iter().cloned().collect(),
+    }
+}
+
+/// The project's own pointer files (existing or not) and its worktrees' links.
+fn project_files(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let dot_git = project_root.join(".git");
+    if dot_git.is_dir() {
+        files.extend(["commondir", "config.worktree"].map(|name| dot_git.join(name)));
+    } else {
+        files.push(dot_git);
+    }
+    if let Some(common) = common_dir {
+        if !common.starts_with(project_root) {
+            files.extend(["commondir", "config.worktree"].map(|name| common.join(name)));
+        }
+        // Read-only inside when they exist; made inside when they did not.
+        files.extend(["hooks", "config"].map(|name| common.join(name)));
+        for worktree in subdirs(&common.join("worktrees")) {
+            // `config`: without a `commondir`, the directory is a repository of its own.
+            files.extend(["commondir", "gitdir", "config.worktree", "config", "hooks"].map(|name| worktree.join(name)));
+        }
+    }
+    files
+}
+
+/// The common directory's `worktrees` and its entries, each with its symlink target.
+fn worktree_dirs(common_dir: Option<&Path>) -> BTreeMap<PathBuf, Option<PathBuf>> {
+    let Some(worktrees) = common_dir.map(|common| common.join("worktrees")) else { return BTreeMap::new() };
+    let entries = std::fs::read_dir(&worktrees).map(|entries| entries.flatten().map(|entry| entry.path()).collect());
+    std::iter::once(worktrees)
+        .chain(entries.unwrap_or_else(|_| Vec::new()))
+        .map(|path| {
+            let target = std::fs::read_link(&path).ok();
+            (path, target)
+        })
+        .collect()
+}
+
+fn record(dir: &Path, common: &Path) -> Record {
+    let shares_common = gitfacts::has_standard_commondir(dir)
+        && dir.join("../..").canonicalize().ok() == common.canonicalize().ok()
+        && dir.symlink_metadata().is_ok_and(|meta| meta.is_dir());
+    let gitdir = gitfacts::read_pointer(&dir.join("gitdir"));
+    let checkout = gitfacts::read_gitlink_record(&dir.join("gitdir"));
+    let names_back = checkout
+        .as_deref()
+        .and_then(gitfacts::gitlink_target)
+        .is_some_and(|target| Some(target) == dir.canonicalize().ok());
+    let vanished = gitdir.as_ref().is_some_and(|bytes| bytes.ends_with(b"\n"))
+        && checkout.as_deref().is_some_and(|path| path.symlink_metadata().is_err())
+        && gitfacts::has_standard_commondir(dir);
+    Record { shares_common, names_back, vanished }
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|entry| entry.path()).filter(|path| path.is_dir()).collect())
+        .unwrap_or_default()
+}
+
+/// The files that make up a nested `.git` entry or a git directory.
+fn entry_files(entry: &Path) -> Vec<PathBuf> {
+    let is_dir = entry.symlink_metadata().is_ok_and(|meta| meta.is_dir());
+    if is_dir {
+        let mut files: Vec<PathBuf> = GIT_DIR_FILES.iter().map(|name| entry.join(name)).collect();
+        // A `commondir` takes config and hooks from the directory it names.
+        if let Some(common) = gitfacts::read_commondir(entry) {
+            files.extend(["config", "hooks"].map(|name| common.join(name)));
+        }
+        files
+    } else {
+        vec![entry.to_path_buf()]
+    }
+}
+
+fn sequencer_states(project_root: &Path, common_dir: Option<&Path>) -> BTreeMap<PathBuf, String> {
+    let mut dirs: Vec<PathBuf> = common_dir.map(Path::to_path_buf).into_iter().collect();
+    if let Some(common) = common_dir {
+        dirs.extend(subdirs(&common.join("worktrees")));
+    }
+    let dot_git = project_root.join(".git");
+    if dot_git.is_dir() && !dirs.contains(&dot_git) {
+        dirs.push(dot_git);
+    }
+    dirs.into_iter()
+        .flat_map(|dir| SEQUENCER.iter().map(move |name| dir.join(name)))
+        .filter(|path| path.symlink_metadata().is_ok())
+        .map(|state| {
+            let todo = ["git-rebase-todo", "todo"]
+                .iter()
+                .find_map(|name| util::fs::read_regular(&state.join(name), READ_LIMIT).ok());
+            (state, todo.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default())
+        })
+        .collect()
+}
+
+/// A file's bytes, a symlink's target, or a directory's (`hooks`) names and contents.
+/// `None`: nothing there.
+pub fn read(path: &Path) -> Option<Content> {
+    let meta = path.symlink_metadata().ok()?;
+    if meta.is_symlink() {
+        return Some(std::fs::read_link(path).map_or(Content::Unreadable, Content::Link));
+    }
+    if meta.is_dir() {
+        let listing =
+            std::fs::read_dir(path).or_else(|err| if walk::repair(path) { std::fs::read_dir(path) } else { Err(err) });
+        let Ok(entries) = listing else { return Some(Content::Unreadable) };
+        let mut listed = BTreeMap::new();
+        for entry in entries {
+            let Ok(entry) = entry else { return Some(Content::Unreadable) };
+            // Hooks are run through symlinks too: their targets' contents count.
+            let content = match util::fs::read_regular(&entry.path(), READ_LIMIT) {
+                Ok(bytes) => Content::Bytes(bytes),
+                // A dangling symlink: git finds no hook there either.
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::read_link(entry.path()).map_or(Content::Unreadable, Content::Link)
+                }
+                Err(err) if util::fs::is_not_regular(&err) => {
+                    if entry.path().is_dir() {
+                        read(&entry.path()).unwrap_or(Content::Unreadable)
+                    } else {
+                        Content::Special
+                    }
+                }
+                Err(_) => Content::Unreadable,
+            };
+            listed.insert(PathBuf::from(entry.file_name()), content);
+        }
+        return Some(Content::Dir(listed));
+    }
+    if !meta.is_file() {
+        return Some(Content::Special);
+    }
+    Some(match util::fs::read_regular_nofollow(path, READ_LIMIT) {
+        Ok(bytes) => Content::Bytes(bytes),
+        Err(err) if util::fs::is_not_regular(&err) => Content::Special,
+        Err(_) => Content::Unreadable,
+    })
+}
+
+/// The directories among `heads` (`HEAD` entries found in the work tree) that git would
+/// take for repositories.
+fn bare_layouts(heads: &[PathBuf], common_dir: Option<&Path>) -> Vec<PathBuf> {
+    heads
+        .iter()
+        .filter_map(|head| head.parent())
+        // The repository's own git directory when it lies in the work tree (a bare
+        // clone with worktrees beside it): its records are checked as such.
+        .filter(|dir| common_dir.is_none_or(|common| !dir.starts_with(common)))
+        .filter(|dir| gitfacts::looks_like_repository(dir))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// Whether `entry` is the `.git` file of a worktree of this repository (one that its
+/// `worktrees/<n>/gitdir` names back, and that shares the repository's config).
+fn is_worktree_gitlink(entry: &Path, common_dir: Option<&Path>) -> bool {
+    let (Some(common), Some(target)) = (common_dir, gitfacts::gitlink_target(entry)) else { return false };
+    let in_worktrees =
+        common.join("worktrees").canonicalize().ok().is_some_and(|dir| target.parent() == Some(dir.as_path()));
+    let back = gitfacts::read_gitlink_record(&target.join("gitdir"));
+    in_worktrees
+        && record(&target, common).shares_common
+        && back.and_then(|path| path.canonicalize().ok()) == entry.canonicalize().ok()
+}

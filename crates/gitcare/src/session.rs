@@ -1,0 +1,217 @@
+//! The baseline between start and exit, kept on disk in agent-sandbox's state directory
+//! (which no sandbox can see), one per project:
+//!
+//! ```text
+//! sessions/<hash of the project root>/
+//!   lock            flock'ed around every start and exit check
+//!   baseline.json   the watch and the state every running session is checked against
+//!   <pid>-<n>.live  one per running session, flock'ed for its whole life
+//! ```
+//!
+//! Overlapping sessions share one baseline: the state when the first of them started, as
+//! amended by each exit check (whose quarantines leave only accepted changes). When the
+//! last one ends the baseline is removed, so the user's own work between sessions is
+//! never taken for a plant. A baseline with no live session means its session never ran
+//! its exit check (killed, machine restarted, a second signal): the next start checks
+//! against it first, before anything reads the repository.
+
+use std::{
+    fs::File,
+    os::unix::{fs::DirBuilderExt, io::AsRawFd},
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{codec, diff, walk::Found, Action, State, Watch};
+
+/// A running session's registration; [`finish`] ends it. Dropping it without `finish`
+/// leaves the baseline for the next start to check against.
+pub struct Session {
+    dir: PathBuf,
+    live: PathBuf,
+    _live_lock: File,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    #[serde(with = "codec::path")]
+    project_root: PathBuf,
+    common_dir: Option<String>,
+    extra: Vec<String>,
+    state: State,
+}
+
+impl Saved {
+    fn new(watch: &Watch, state: State) -> Saved {
+        Saved {
+            project_root: watch.project_root.clone(),
+            common_dir: watch.common_dir.as_deref().map(codec::encode),
+            extra: watch.extra.iter().map(|path| codec::encode(path)).collect(),
+            state,
+        }
+    }
+
+    fn watch(&self) -> Option<Watch> {
+        Some(Watch {
+            project_root: self.project_root.clone(),
+            common_dir: match &self.common_dir {
+                Some(text) => Some(codec::decode(text)?),
+                None => None,
+            },
+            extra: self.extra.iter().map(|text| codec::decode(text)).collect::<Option<_>>()?,
+        })
+    }
+}
+
+fn sessions_dir(state_dir: &Path, project_root: &Path) -> PathBuf {
+    state_dir.join("sessions").join(format!("{:016x}", util::fnv1a(project_root.as_os_str().as_encoded_bytes())))
+}
+
+/// Before anything reads the project's repository: if a session in `project_root` ended
+/// without its exit check (a baseline, and no live session), runs that check now, on a
+/// full fail-closed walk of the work tree. Returns its actions (already carried out) and
+/// how many paths could be neither moved aside nor deleted.
+pub fn recover(state_dir: &Path, project_root: &Path) -> std::io::Result<(Vec<Action>, usize)> {
+    let dir = sessions_dir(state_dir, project_root);
+    if !dir.is_dir() {
+        return Ok((Vec::new(), 0));
+    }
+    let _lock = lock(&dir.join("lock"), true)?.expect("a blocking lock is always taken");
+    if live_sessions(&dir)? > 0 {
+        return Ok((Vec::new(), 0));
+    }
+    Ok(check_stale(&dir, project_root))
+}
+
+fn check_stale(dir: &Path, project_root: &Path) -> (Vec<Action>, usize) {
+    let baseline = dir.join("baseline.json");
+    if baseline.symlink_metadata().is_err() {
+        return (Vec::new(), 0);
+    }
+    let Some(saved) = load(&baseline) else {
+        eprintln!(
+            "agent-sandbox: WARNING: {} cannot be read: the last session's exit check may not have run; inspect the \
+             project's git metadata (nested .git entries, .git/config, hooks) before trusting it",
+            baseline.display()
+        );
+        let _ = std::fs::remove_file(&baseline);
+        return (Vec::new(), 0);
+    };
+    let Some(watch) = saved.watch().filter(|watch| watch.project_root == project_root) else {
+        let _ = std::fs::remove_file(&baseline);
+        return (Vec::new(), 0);
+    };
+    let mut found = Found::default();
+    crate::walk::walk(project_root, &mut found);
+    let now = crate::observe(&watch, &found);
+    let actions = diff(&watch, &saved.state, &now);
+    let mut stuck = 0;
+    if !actions.is_empty() {
+        eprintln!(
+            "agent-sandbox: WARNING: the last session in {} ended without its exit check (it was killed, or the \
+             machine restarted); checking its git metadata now",
+            project_root.display()
+        );
+        stuck = crate::apply(&actions);
+    }
+    let _ = std::fs::remove_file(&baseline);
+    (actions, stuck)
+}
+
+/// Registers a session for `watch.project_root` and, unless other sessions are running
+/// there (whose baseline it shares), saves the baseline of the work tree as `found`.
+pub fn begin(state_dir: &Path, watch: &Watch, found: impl Fn() -> Found) -> std::io::Result<Session> {
+    let dir = sessions_dir(state_dir, &watch.project_root);
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    let _lock = lock(&dir.join("lock"), true)?.expect("a blocking lock is always taken");
+    if live_sessions(&dir)? == 0 {
+        let (actions, _) = check_stale(&dir, &watch.project_root);
+        let found = if actions.is_empty() {
+            found()
+        } else {
+            let mut fresh = Found::default();
+            crate::walk::walk(&watch.project_root, &mut fresh);
+            fresh
+        };
+        save(&dir.join("baseline.json"), &Saved::new(watch, crate::observe(watch, &found)))?;
+    }
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let live = dir.join(format!("{}-{stamp}.live", std::process::id()));
+    std::fs::write(&live, b"")?;
+    let live_lock = lock(&live, false)?.ok_or_else(|| std::io::Error::other("a new session file is locked"))?;
+    Ok(Session { dir, live, _live_lock: live_lock })
+}
+
+/// The exit check: compares the work tree now (`found_now`) with the shared baseline,
+/// carries out what it finds, and ends the session. Returns the actions and how many
+/// paths could be neither moved aside nor deleted.
+pub fn finish(session: Session, watch: &Watch, found_now: impl Fn() -> Found) -> std::io::Result<(Vec<Action>, usize)> {
+    let _lock = lock(&session.dir.join("lock"), true)?.expect("a blocking lock is always taken");
+    let baseline = session.dir.join("baseline.json");
+    let saved = load(&baseline).ok_or_else(|| {
+        std::io::Error::other(format!("the session baseline {} is gone or unreadable", baseline.display()))
+    })?;
+    let old_watch = saved.watch().unwrap_or_else(|| watch.clone());
+    let now = crate::observe(&old_watch, &found_now());
+    let actions = diff(&old_watch, &saved.state, &now);
+    let stuck = crate::apply(&actions);
+    let Session { dir, live, _live_lock } = session;
+    let _ = std::fs::remove_file(&live);
+    drop(_live_lock);
+    if live_sessions(&dir)? == 0 {
+        std::fs::remove_file(&baseline)?;
+    } else if !actions.is_empty() {
+        // What is left now has passed the check: the others are checked against it.
+        save(&baseline, &Saved::new(&old_watch, crate::observe(&old_watch, &found_now())))?;
+    }
+    Ok((actions, stuck))
+}
+
+fn load(path: &Path) -> Option<Saved> {
+    let bytes = util::fs::read_regular(path, 1 << 30).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn save(path: &Path, saved: &Saved) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(saved).map_err(std::io::Error::other)?;
+    util::fs::atomic_write(path, &bytes, 0o600)
+}
+
+/// How many other sessions hold their `.live` lock; removes the files of dead ones.
+fn live_sessions(dir: &Path) -> std::io::Result<usize> {
+    let mut live = 0;
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|ext| ext != "live") {
+            continue;
+        }
+        match lock(&path, false) {
+            Ok(Some(_)) => {
+                let _ = std::fs::remove_file(&path);
+            }
+            Ok(None) => live += 1,
+            Err(_) => {}
+        }
+    }
+    Ok(live)
+}
+
+/// An exclusive `flock` on `path` (created if missing), held while the `File` lives;
+/// `None` when `wait` is false and another process holds it.
+fn lock(path: &Path, wait: bool) -> std::io::Result<Option<File>> {
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    let operation = if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB };
+    loop {
+        // SAFETY: flock on a descriptor this process owns.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(Some(file));
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Ok(None),
+            _ => return Err(err),
+        }
+    }
+}

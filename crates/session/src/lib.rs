@@ -1,0 +1,522 @@
+//! The `exec` pipeline: gather the facts of an invocation (home, cwd, project root,
+//! config, repository layout, scan hits, index blobs), decide everything the run needs
+//! from them (policy mounts, secret masks with the reason for each, environment,
+//! wrapped commands, the guards' settings), then carry it out: the session check's
+//! baseline, bwrap, the exit check. The binary's `src/exec.rs` only turns arguments into
+//! an [`Invocation`] and prints.
+//!
+//! The decisions are pure where they can be tested as values: `masks::decide` (table
+//! tests), `policy::resolve`, `policy::env`, `sandbox::plan::bwrap_args`, and
+//! `gitcare::diff`. The gathering reads files an agent may have written, always with
+//! never-blocking reads of regular files only.
+
+pub mod index;
+pub mod masks;
+
+use std::{
+    ffi::OsString,
+    os::unix::fs::DirBuilderExt,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context as _, Result};
+use policy::{Context, Mount};
+use sandbox::plan::{Mask, Plan};
+
+/// What the user asked for, as plain values (the binary maps its flags onto this).
+#[derive(Debug, Clone, Default)]
+pub struct Invocation {
+    pub cwd: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub network: Option<String>,
+    pub ro: Vec<String>,
+    pub rw: Vec<String>,
+    pub exclude: Vec<String>,
+    pub cmds: Vec<String>,
+}
+
+/// The configuration and the facts of where it runs.
+pub struct Loaded {
+    pub ctx: Context,
+    pub config: config::Config,
+    pub files: Vec<PathBuf>,
+    /// agent-sandbox's cache: scan listings, git exec-path stand-ins.
+    pub cache_dir: PathBuf,
+    /// Its state: approvals, session baselines, the audit log.
+    pub state_dir: PathBuf,
+    /// Its own directories (config, cache, state), hidden or read-only inside.
+    pub own_dirs: [PathBuf; 3],
+    /// Config files the agent could have written (the project's, a `-c` file inside the
+    /// project), each with whether the user allowed it as it is.
+    pub project_config: Vec<(PathBuf, bool)>,
+    pub repo: Option<sandbox::git::RepoFacts>,
+}
+
+fn home() -> Result<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+        .context("HOME is not set (agent-sandbox needs it to resolve ~ and the presets; set HOME)")
+}
+
+/// Loads the configuration for `inv`. Before anything reads the repository (gix reads
+/// its configs), a session that never ran its exit check is checked.
+pub fn load(inv: &Invocation) -> Result<Loaded> {
+    let home = home()?;
+    let cwd = match &inv.cwd {
+        Some(dir) => dir.canonicalize().with_context(|| format!("-C {}: cannot use this directory", dir.display()))?,
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let project_root = policy::find_project_root(&cwd, &home)?;
+    let global_dir = config::global_dir(&home);
+    let cache_dir = config::xdg_dir(&home, "XDG_CACHE_HOME", ".cache");
+    let state_dir = config::approval::state_dir(&home);
+    let project_dir = project_root.join(".agent-sandbox");
+    let sources = config::Sources {
+        global_dir: Some(global_dir.clone()),
+        project_dir: Some(project_dir.clone()),
+        explicit: inv.config.clone(),
+    };
+    let cli = config::cli_layer(inv.network.as_deref(), &inv.ro, &inv.rw, &inv.exclude, &inv.cmds)?;
+    let explicit_inside =
+        inv.config.as_ref().and_then(|file| file.canonicalize().ok()).filter(|file| file.starts_with(&project_root));
+    let project_config: Vec<(PathBuf, bool)> = config::find_config_file(&project_dir)?
+        .into_iter()
+        .chain(explicit_inside)
+        .map(|path| {
+            let allowed = config::approval::is_allowed(&state_dir, &path);
+            (path, allowed)
+        })
+        .collect();
+    let (mut config, files) = config::load(&sources, cli)?;
+    // agent-sandbox's own files stay out of reach even when a parent is granted: the
+    // sandbox must not loosen the next run's config, nor poison its scan cache, nor
+    // rewrite the audit log or the session baselines.
+    let builtin = config::Origin { layer: config::LayerKind::Default, location: config::Location::Builtin };
+    let own = |dir: &Path| config::Sourced { value: dir.display().to_string(), origin: builtin.clone() };
+    config.ro.push(own(&global_dir));
+    config.exclude.push(own(&cache_dir));
+    config.exclude.push(own(&state_dir));
+    // The repository as git sees it (every config file), for @git and the guard. gix
+    // opens its config files without O_NONBLOCK: refuse special files first.
+    let repo = if project_root.join(".git").symlink_metadata().is_ok() {
+        refuse_special_git_files(&project_root)?;
+        sandbox::git::repo_facts(&project_root)
+    } else {
+        None
+    };
+    let hooks_path = repo.as_ref().and_then(|repo| repo.hooks_path.clone());
+    Ok(Loaded {
+        ctx: Context { home, cwd, project_root, hooks_path },
+        config,
+        files,
+        cache_dir: cache_dir.clone(),
+        state_dir: state_dir.clone(),
+        own_dirs: [global_dir, cache_dir, state_dir],
+        project_config,
+        repo,
+    })
+}
+
+/// The configuration files git reads from the project's repository must be regular
+/// files (or absent): opening a FIFO would block every later start.
+fn refuse_special_git_files(project_root: &Path) -> Result<()> {
+    let Some(layout) = gitfacts::layout(project_root) else { return Ok(()) };
+    for path in [
+        layout.common_dir.join("config"),
+        layout.git_dir.join("config.worktree"),
+        layout.common_dir.join("config.worktree"),
+        layout.git_dir.join("index"),
+    ] {
+        match path.metadata() {
+            Ok(meta) if !meta.is_file() => bail!(
+                "{} is not a regular file (a FIFO, socket or device, probably planted by a sandbox): git would hang or \
+                 misread it; inspect it and move it aside, then start again",
+                path.display()
+            ),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A config file and the bytes the user allowed.
+pub type Allowed = (PathBuf, Vec<u8>);
+
+/// `agent-sandbox config allow`: trusts the project's config files as they are now;
+/// returns the project root and each file with the bytes allowed.
+pub fn config_allow(inv: &Invocation) -> Result<(PathBuf, Vec<Allowed>)> {
+    let loaded = load(inv)?;
+    let mut allowed = Vec::new();
+    for (path, _) in &loaded.project_config {
+        let bytes = config::approval::allow(&loaded.state_dir, path).context("allowing the project config")?;
+        allowed.push((path.clone(), bytes));
+    }
+    Ok((loaded.ctx.project_root, allowed))
+}
+
+/// What `exec` did.
+pub enum Outcome {
+    /// `--dry-run`: the names of the variables passed and the whole bwrap command line.
+    DryRun { env_names: Vec<String>, argv: Vec<OsString> },
+    /// The command ran: its exit status to pass on.
+    Ran(i32),
+}
+
+/// Options of one `exec`.
+pub struct ExecOptions<'a> {
+    pub command: &'a [OsString],
+    pub dry_run: bool,
+    /// Receives `--debug` lines.
+    pub debug: &'a dyn Fn(&str),
+    /// Whether stderr is a terminal (the one-line summaries of masks and dropped
+    /// variables are for people).
+    pub terminal: bool,
+}
+
+pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
+    if !cfg!(target_os = "linux") {
+        bail!(
+            "agent-sandbox exec needs Linux: bubblewrap is built on Linux namespaces (elsewhere, use a devcontainer)"
+        );
+    }
+    if sandbox::check::detect() != sandbox::check::Where::Outside {
+        bail!("this is already inside an agent-sandbox; run the command directly (sandboxes do not nest)");
+    }
+    let debug = options.debug;
+    // A session that never ran its exit check is checked before anything reads the
+    // repository or the configuration it may have changed.
+    if let Ok(home) = home() {
+        if let Ok(cwd) = inv.cwd.clone().map_or_else(std::env::current_dir, |dir| dir.canonicalize()) {
+            if let Ok(project_root) = policy::find_project_root(&cwd, &home) {
+                let state_dir = config::approval::state_dir(&home);
+                prepare_own_dirs(std::slice::from_ref(&state_dir))?;
+                let (_, stuck) = gitcare::session::recover(&state_dir, &project_root)
+                    .context("checking what the last session in this project left")?;
+                if stuck > 0 {
+                    bail!("the last session left git metadata that could not be moved aside (see above): fix it first");
+                }
+            }
+        }
+    }
+    let Loaded { ctx, config, files, cache_dir, state_dir, own_dirs, project_config, repo } = load(inv)?;
+    if let Some((path, _)) = project_config.iter().find(|(_, allowed)| !allowed) {
+        bail!(
+            "the project config {} is new or changed since you allowed it, and it can widen what the agent may do \
+             (review it, then run: agent-sandbox config allow{})",
+            path.display(),
+            inv.cwd.as_ref().map(|dir| format!(" -C {}", dir.display())).unwrap_or_default()
+        );
+    }
+    let planted = ctx.project_root.join(".git/commondir");
+    if ctx.project_root.join(".git").is_dir() && planted.symlink_metadata().is_ok() {
+        bail!(
+            "{} exists: git would take this repository's configuration, hooks and refs from the directory it names \
+             (a sandbox may have planted it); inspect it and delete it, then start again",
+            planted.display()
+        );
+    }
+    prepare_own_dirs(&own_dirs)?;
+    // An agent's state directory that does not exist yet would live in the scratch home
+    // and vanish with it (and the user's login with it).
+    let agent_name = options
+        .command
+        .first()
+        .and_then(|cmd| Path::new(cmd).file_name())
+        .map(|name| name.to_string_lossy().into_owned());
+    let state = match agent_name.as_deref() {
+        Some("claude") => Some(".claude"),
+        Some("codex") => Some(".codex"),
+        _ => None,
+    };
+    if let Some(dir) = state.map(|dir| ctx.home.join(dir)).filter(|dir| !dir.exists()) {
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        eprintln!("agent-sandbox: created {} so that the agent keeps its state", dir.display());
+    }
+
+    let scan_cache =
+        cache_dir.join("scan").join(format!("{:016x}", util::fnv1a(ctx.project_root.as_os_str().as_encoded_bytes())));
+    debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
+    if files.is_empty() {
+        debug("config: no config files found, built-in defaults only");
+    }
+    for file in &files {
+        debug(&format!("config: loaded {}", file.display()));
+    }
+    debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
+
+    let mut policy = policy::resolve(&config, &ctx)?;
+    // `.git` entries are reported too (never descended into), and `HEAD` files, for the
+    // session check; `.git` before any secret or allow pattern (`.g*`) can claim it.
+    let patterns: Vec<String> = config.secret_patterns.iter().map(|item| item.value.clone()).collect();
+    let matcher = secrets::SecretMatcher::new(
+        &patterns,
+        &config.secret_allow.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
+    )?
+    .with_markers(&[GIT_ENTRY], &[HEAD_ENTRY]);
+    let skip: Vec<PathBuf> = policy
+        .mounts
+        .iter()
+        .filter(|mount| mount.access == policy::Access::Exclude && mount.path.starts_with(&ctx.project_root))
+        // An excluded directory with a grant inside is scanned: the grant is visible.
+        .filter(|mount| !sandbox::plan::has_descendants(mount, &policy.mounts))
+        .map(|mount| mount.path.clone())
+        .collect();
+    let scan = || secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache);
+    let (found, hits) = split_git_entries(&ctx.project_root, scan()?);
+    let index = repo.as_ref().and_then(|_| index::Index::load(&ctx.project_root));
+    let hit_facts = index::hit_facts(&ctx.project_root, hits, index.as_ref());
+    let (masked, mask_notes) = masks::decide(&hit_facts, &policy.mounts);
+    policy.notes.extend(mask_notes);
+    let masks: Vec<Mask> = masked.iter().map(|masked| masked.mask.clone()).collect();
+    // A secret named by a path pattern (`config/prod.yaml`) would be unmasked next time by
+    // renaming its parent: pin the parents.
+    let by_path: Vec<PathBuf> =
+        masked.iter().filter(|masked| masked.pattern.contains('/')).map(|masked| masked.mask.path.clone()).collect();
+    policy::pin_parents(&mut policy.mounts, &by_path);
+
+    let filter = policy::env::EnvFilter::new(&config)?;
+    let (mut env, dropped) = filter.apply(std::env::vars_os());
+    // `agent-sandbox check` works inside without knowing where the binary came from.
+    if let Some((_, path)) = env.iter_mut().find(|(name, _)| name == "PATH") {
+        path.push(":");
+        path.push(sandbox::plan::RUNTIME_DIR);
+    }
+    for gone in &dropped {
+        policy.notes.push(format!("env: {} dropped ({} {})", gone.name, gone.policy, gone.pattern));
+    }
+    let path_var = env.iter().find(|(name, _)| name == "PATH").map(|(_, value)| value.clone());
+    let commands = sandbox::commands::wrap(
+        &policy.commands,
+        path_var.as_deref(),
+        &policy.mounts,
+        &ctx,
+        &cache_dir,
+        &mut policy.notes,
+    )?;
+    for note in &policy.notes {
+        debug(note);
+    }
+
+    let command: Vec<OsString> = if options.command.is_empty() {
+        vec![std::env::var_os("SHELL").filter(|shell| !shell.is_empty()).unwrap_or_else(|| "/bin/sh".into())]
+    } else {
+        options.command.to_vec()
+    };
+    let self_exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
+    let bwrap = find_bwrap(&ctx, &policy.mounts)?;
+
+    if options.dry_run {
+        let plan = plan(&policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
+        let mut argv = vec![bwrap.into_os_string()];
+        argv.extend(sandbox::plan::bwrap_args(&plan));
+        let env_names = env.iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
+        return Ok(Outcome::DryRun { env_names, argv });
+    }
+
+    let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
+    record(&agent, &masked, &dropped);
+    if !dropped.is_empty() && options.terminal {
+        let names: Vec<&str> = dropped.iter().take(6).map(|gone| gone.name.as_str()).collect();
+        let more = if dropped.len() > 6 { format!(" and {} more", dropped.len() - 6) } else { String::new() };
+        eprintln!(
+            "agent-sandbox: not passing {} secret-looking variable(s): {}{more} (pass one with env.allow)",
+            dropped.len(),
+            names.join(", ")
+        );
+    }
+    if !masks.is_empty() && options.terminal {
+        let shown: Vec<String> = masks.iter().take(5).map(|mask| relative(&mask.path, &ctx.project_root)).collect();
+        let more = if masks.len() > 5 { format!(" and {} more", masks.len() - 5) } else { String::new() };
+        eprintln!(
+            "agent-sandbox: hiding {} secret file(s) from the sandbox: {}{more} (expose one with secrets.allow)",
+            masks.len(),
+            shown.join(", ")
+        );
+    }
+
+    if policy.network.value == config::Network::On && !sandbox::landlock::supported() {
+        eprintln!(
+            "agent-sandbox: warning: this kernel cannot scope abstract unix sockets (Landlock ABI {}, needs 6: Linux 6.12); \
+             with the network on, the sandbox can reach host services listening on them (--network off closes this)",
+            sandbox::landlock::abi()
+        );
+    }
+    for command in &commands {
+        for (index, dir) in command.exec_dirs.iter().enumerate() {
+            sandbox::commands::ensure_stand_in(index, dir)
+                .with_context(|| format!("preparing the stand-in for {}", dir.path.display()))?;
+        }
+    }
+    let git_options = sandbox::git::options_json(
+        config.git_allow_branch_deletion.value,
+        config.git_allow_plumbing_commits.value,
+        repo.as_ref(),
+    );
+    let mut hook_settings = hookguard::Settings::from_config(&config);
+    hook_settings.masked_paths = masks
+        .iter()
+        .filter_map(|mask| mask.path.strip_prefix(&ctx.project_root).ok())
+        .map(|rel| rel.to_string_lossy().into_owned())
+        .collect();
+    hook_settings.check_env =
+        env.iter().filter_map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned()))).collect();
+    let hook_settings = hook_settings.to_json();
+    // Login shells get the sandbox's PATH back (not the host's, which may name what the
+    // env filter dropped).
+    let profile = path_var
+        .as_ref()
+        .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
+    let files = [
+        (sandbox::git::OPTIONS_FILE, git_options.as_str()),
+        (hookguard::SETTINGS_FILE, hook_settings.as_str()),
+        (sandbox::runtime::PROFILE_FILE, profile.as_str()),
+    ];
+    let copies: Vec<&Path> =
+        sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
+    let runtime =
+        sandbox::runtime::Runtime::create(&commands, &files, &copies).context("creating the runtime directory")?;
+    let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
+    let bwrap_args = sandbox::plan::bwrap_args(&plan);
+    debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
+
+    // The session check: a baseline now (shared with other sessions running in this
+    // project), the comparison when the command has ended, however it ended.
+    let watch = gitcare::Watch {
+        project_root: ctx.project_root.clone(),
+        common_dir: gitfacts::layout(&ctx.project_root).map(|layout| layout.common_dir),
+        extra: ctx.hooks_path.iter().cloned().collect(),
+    };
+    let session = gitcare::session::begin(&state_dir, &watch, || found.clone())
+        .context("recording the git metadata before the session")?;
+    let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
+    // What the session left behind, listed the same (cached) way; when the scan fails (a
+    // directory made unreadable), the fail-closed walk, which makes it readable again or
+    // reports it for quarantine.
+    let found_now = || match scan() {
+        Ok(hits) => split_git_entries(&ctx.project_root, hits).0,
+        Err(_) => {
+            let mut found = gitcare::walk::Found::default();
+            gitcare::walk::walk(&ctx.project_root, &mut found);
+            found
+        }
+    };
+    let (_, stuck) =
+        gitcare::session::finish(session, &watch, found_now).context("checking the git metadata after the session")?;
+    runtime.remove().context("removing the runtime directory")?;
+    if stuck > 0 {
+        eprintln!("agent-sandbox: WARNING: {stuck} path(s) above could be neither moved aside nor deleted: do not run git in this project until you have removed them");
+    }
+    Ok(Outcome::Ran(code?))
+}
+
+/// agent-sandbox's own directories exist before the policy is resolved, so that their
+/// excludes apply from the first run, even under a granted parent.
+fn prepare_own_dirs(own_dirs: &[PathBuf]) -> Result<()> {
+    for dir in own_dirs {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// bwrap from an absolute `PATH` entry outside the project and outside every writable
+/// grant: a relative entry (`node_modules/.bin`) or one the agent can write would run a
+/// bwrap the agent planted, on the host, unsandboxed.
+fn find_bwrap(ctx: &Context, mounts: &[Mount]) -> Result<PathBuf> {
+    let writable = |path: &Path| {
+        path.starts_with(&ctx.project_root)
+            || mounts.iter().any(|mount| mount.access == policy::Access::Rw && path.starts_with(&mount.path))
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join("bwrap"))
+        .filter(|candidate| candidate.is_file())
+        .find(|candidate| {
+            let real = candidate.canonicalize().unwrap_or_else(|_| candidate.clone());
+            !writable(&real) && !writable(candidate)
+        })
+        .ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
+}
+
+/// The scan pattern that finds git directories and gitlinks in the work tree.
+const GIT_ENTRY: &str = ".git";
+
+/// The scan pattern that finds what may make a directory a bare repository.
+const HEAD_ENTRY: &str = "HEAD";
+
+/// Splits scan hits into the git entries (for the session check) and the secrets.
+/// Secret directories are not descended into by the scan (masked or not, the agent may
+/// have made them): they are walked for `.git` and `HEAD` here, fail-closed.
+fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (gitcare::walk::Found, Vec<secrets::SecretHit>) {
+    let mut found = gitcare::walk::Found::default();
+    let mut secrets = Vec::new();
+    for hit in hits {
+        match hit.pattern.as_str() {
+            GIT_ENTRY if hit.path != root.join(GIT_ENTRY) => found.nested.push(hit.path),
+            GIT_ENTRY => {}
+            HEAD_ENTRY => found.heads.push(hit.path),
+            _ => {
+                if hit.kind == secrets::EntryKind::Dir {
+                    gitcare::walk::walk(&hit.path, &mut found);
+                }
+                secrets.push(hit);
+            }
+        }
+    }
+    (found, secrets)
+}
+
+fn plan<'a>(
+    policy: &'a policy::Policy,
+    masks: &'a [Mask],
+    commands: &'a [sandbox::plan::WrappedCommand],
+    ctx: &'a Context,
+    runtime: &'a Path,
+    self_exe: &'a Path,
+    command: &'a [OsString],
+) -> Plan<'a> {
+    Plan {
+        network: policy.network.value,
+        mounts: &policy.mounts,
+        masks,
+        commands,
+        home: &ctx.home,
+        cwd: &ctx.cwd,
+        runtime,
+        self_exe,
+        command,
+    }
+}
+
+fn record(agent: &str, masked: &[masks::Masked], dropped: &[policy::env::Dropped]) {
+    let Some(path) = audit::default_path() else {
+        return;
+    };
+    let mut events: Vec<audit::Event> = masked
+        .iter()
+        .map(|masked| {
+            let reason = if masked.mask.path == masked.found {
+                format!("matches {}", masked.pattern)
+            } else {
+                format!("target of {}, which matches {}", masked.found.display(), masked.pattern)
+            };
+            let target = masked.mask.path.display().to_string();
+            audit::Event::new(agent, "read", &target, "masked", "sensitive-file-pattern", Some(reason))
+        })
+        .collect();
+    events.extend(dropped.iter().map(|gone| {
+        audit::Event::new(agent, "env", &gone.name, "blocked", gone.policy, Some(format!("matches {}", gone.pattern)))
+    }));
+    if let Err(err) = audit::append(&path, &events) {
+        eprintln!("agent-sandbox: warning: cannot write the audit log {}: {err}", path.display());
+    }
+}
+
+fn relative(path: &Path, root: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
+}
