@@ -186,7 +186,12 @@ mod tests {
         let dirs = inside.command_dirs().map(|dir| dir.display().to_string());
         assert_eq!(
             dirs,
-            ["/run/agent-sandbox/bin", "/run/agent-sandbox/presets", "/run/agent-sandbox/wrappers", "/run/agent-sandbox/shims"]
+            [
+                "/run/agent-sandbox/bin",
+                "/run/agent-sandbox/presets",
+                "/run/agent-sandbox/wrappers",
+                "/run/agent-sandbox/shims"
+            ]
         );
     }
 
