@@ -17,9 +17,6 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-/// Where processes inside the sandbox write their events.
-pub const SANDBOX_FIFO: &str = "/run/agent-sandbox/audit";
-
 /// One audit record; the JSONL line format.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
@@ -114,7 +111,8 @@ pub fn send(event: &Event) -> bool {
     if line.len() > 4096 {
         return false; // larger writes to a pipe are not atomic
     }
-    let file = std::fs::OpenOptions::new().write(true).custom_flags(libc_o_nonblock()).open(SANDBOX_FIFO);
+    let fifo = runtime_layout::RuntimeLayout::inside().audit_fifo();
+    let file = std::fs::OpenOptions::new().write(true).custom_flags(libc_o_nonblock()).open(fifo);
     match file {
         Ok(mut file) => file.write_all(line.as_bytes()).is_ok(),
         Err(_) => false,

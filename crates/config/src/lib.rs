@@ -10,6 +10,7 @@
 //! built-in secret patterns.
 
 pub mod approval;
+mod keys;
 mod parse;
 
 use std::{
@@ -18,6 +19,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+pub use keys::{BoolKey, ListKey, BOOL_KEYS, LIST_KEYS, TOP_KEYS};
 pub use parse::parse_layer;
 
 /// The text of the built-in defaults layer.
@@ -333,85 +335,66 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         env_block: Vec::new(),
         commands: BTreeMap::new(),
     };
-    for layer in layers {
-        if let Some(network) = layer.network {
+    for mut layer in layers {
+        if let Some(network) = layer.network.take() {
             config.network = network;
         }
-        config.presets.extend(layer.presets);
-        config.ro.extend(layer.ro);
-        config.rw.extend(layer.rw);
-        config.exclude.extend(layer.exclude);
-        config.secret_patterns.extend(layer.secret_patterns);
-        config.secret_allow.extend(layer.secret_allow);
-        config.env_secret_patterns.extend(layer.env_secret_patterns);
-        config.env_allow.extend(layer.env_allow);
-        config.env_block.extend(layer.env_block);
-        config.commands.extend(layer.commands);
-        if let Some(value) = layer.git_allow_branch_deletion {
-            config.git_allow_branch_deletion = value;
+        config.commands.extend(std::mem::take(&mut layer.commands));
+        for list_key in LIST_KEYS {
+            (list_key.config_mut)(&mut config).append((list_key.layer)(&mut layer));
         }
-        if let Some(value) = layer.git_allow_plumbing_commits {
-            config.git_allow_plumbing_commits = value;
-        }
-        config.check_commands.extend(layer.check_commands);
-        config.protected_paths.extend(layer.protected_paths);
-        if let Some(value) = layer.check_humans {
-            config.check_humans = value;
+        for bool_key in BOOL_KEYS {
+            if let Some(value) = (bool_key.layer)(&mut layer).take() {
+                *(bool_key.config_mut)(&mut config) = value;
+            }
         }
     }
     config
 }
 
 impl Config {
-    /// The effective configuration as JSON, each value paired with its origin.
+    /// The effective configuration as JSON, each value paired with its origin, every
+    /// key where the file has it (`filesystem.ro` as `{"filesystem": {"ro": …}}`).
     pub fn to_json(&self) -> serde_json::Value {
-        use serde_json::json;
-        fn list(items: &[Sourced<String>]) -> serde_json::Value {
-            items.iter().map(|item| json!({ "value": item.value, "from": item.origin.to_string() })).collect()
+        use serde_json::{json, Map, Value};
+        fn sourced(value: Value, origin: &Origin) -> Value {
+            json!({ "value": value, "from": origin.to_string() })
         }
-        let commands: serde_json::Map<String, serde_json::Value> = self
-            .commands
-            .iter()
-            .map(|(name, rule)| {
-                let value = match &rule.value {
-                    CommandRule::Allow => json!(true),
-                    CommandRule::Deny => json!(false),
-                    other => json!(other.to_string()),
-                };
-                (name.clone(), json!({ "value": value, "from": rule.origin.to_string() }))
-            })
-            .collect();
-        json!({
-            "network": { "value": self.network.value.as_str(), "from": self.network.origin.to_string() },
-            "filesystem": {
-                "presets": list(&self.presets),
-                "ro": list(&self.ro),
-                "rw": list(&self.rw),
-                "exclude": list(&self.exclude),
-            },
-            "secrets": { "patterns": list(&self.secret_patterns), "allow": list(&self.secret_allow) },
-            "env": {
-                "secretPatterns": list(&self.env_secret_patterns),
-                "allow": list(&self.env_allow),
-                "block": list(&self.env_block),
-            },
-            "commands": commands,
-            "checks": {
-                "commands": list(&self.check_commands),
-                "protectedPaths": list(&self.protected_paths),
-                "humans": { "value": self.check_humans.value, "from": self.check_humans.origin.to_string() },
-            },
-            "git": {
-                "allowBranchDeletion": {
-                    "value": self.git_allow_branch_deletion.value,
-                    "from": self.git_allow_branch_deletion.origin.to_string(),
-                },
-                "allowPlumbingCommits": {
-                    "value": self.git_allow_plumbing_commits.value,
-                    "from": self.git_allow_plumbing_commits.origin.to_string(),
-                },
-            },
-        })
+        let mut root = Map::new();
+        for top_key in TOP_KEYS {
+            let value = match *top_key {
+                "$schema" => continue,
+                "network" => sourced(json!(self.network.value.as_str()), &self.network.origin),
+                "commands" => self
+                    .commands
+                    .iter()
+                    .map(|(name, rule)| {
+                        let value = match &rule.value {
+                            CommandRule::Allow => json!(true),
+                            CommandRule::Deny => json!(false),
+                            other => json!(other.to_string()),
+                        };
+                        (name.clone(), sourced(value, &rule.origin))
+                    })
+                    .collect(),
+                section => {
+                    let mut object = Map::new();
+                    for list_key in LIST_KEYS.iter().filter(|list_key| keys::split(list_key.key).0 == section) {
+                        let items = (list_key.config)(self).iter();
+                        let list = items.map(|item| sourced(json!(item.value), &item.origin)).collect();
+                        object.insert(keys::split(list_key.key).1.to_owned(), list);
+                    }
+                    for bool_key in BOOL_KEYS.iter().filter(|bool_key| keys::split(bool_key.key).0 == section) {
+                        let value = (bool_key.config)(self);
+                        object
+                            .insert(keys::split(bool_key.key).1.to_owned(), sourced(json!(value.value), &value.origin));
+                    }
+                    Value::Object(object)
+                }
+            };
+            root.insert((*top_key).to_owned(), value);
+        }
+        Value::Object(root)
     }
 
     /// Human-readable form for `config show`: one `key = value  # origin` line per value.
@@ -422,33 +405,17 @@ impl Config {
             writeln!(out, "{key:<26} {value:<40} # {origin}").expect("writing to a String cannot fail");
         };
         line("network", self.network.value.as_str(), &self.network.origin);
-        let lists: [(&str, &[Sourced<String>]); 11] = [
-            ("filesystem.presets", &self.presets),
-            ("filesystem.ro", &self.ro),
-            ("filesystem.rw", &self.rw),
-            ("filesystem.exclude", &self.exclude),
-            ("secrets.patterns", &self.secret_patterns),
-            ("secrets.allow", &self.secret_allow),
-            ("env.secretPatterns", &self.env_secret_patterns),
-            ("env.allow", &self.env_allow),
-            ("env.block", &self.env_block),
-            ("checks.commands", &self.check_commands),
-            ("checks.protectedPaths", &self.protected_paths),
-        ];
-        for (key, items) in lists {
-            for item in items {
-                line(key, &item.value, &item.origin);
+        for list_key in LIST_KEYS {
+            for item in (list_key.config)(self) {
+                line(list_key.key, &item.value, &item.origin);
             }
         }
         for (name, rule) in &self.commands {
             line(&format!("commands.{name}"), &rule.value.to_string(), &rule.origin);
         }
-        for (key, value) in [
-            ("git.allowBranchDeletion", &self.git_allow_branch_deletion),
-            ("git.allowPlumbingCommits", &self.git_allow_plumbing_commits),
-            ("checks.humans", &self.check_humans),
-        ] {
-            line(key, &value.value.to_string(), &value.origin);
+        for bool_key in BOOL_KEYS {
+            let value = (bool_key.config)(self);
+            line(bool_key.key, &value.value.to_string(), &value.origin);
         }
         out
     }

@@ -10,14 +10,10 @@ use jsonc_parser::{
     CollectOptions, ParseOptions,
 };
 
-use crate::{suggest, CommandRule, ConfigError, Layer, LayerKind, Location, Network, Origin, Sourced};
-
-const TOP_KEYS: &[&str] = &["network", "filesystem", "secrets", "env", "commands", "git", "checks", "$schema"];
-const FILESYSTEM_KEYS: &[&str] = &["presets", "ro", "rw", "exclude"];
-const SECRETS_KEYS: &[&str] = &["patterns", "allow"];
-const ENV_KEYS: &[&str] = &["secretPatterns", "allow", "block"];
-const GIT_KEYS: &[&str] = &["allowBranchDeletion", "allowPlumbingCommits"];
-const CHECKS_KEYS: &[&str] = &["commands", "protectedPaths", "humans"];
+use crate::{
+    keys::{section_keys, BOOL_KEYS, LIST_KEYS, TOP_KEYS},
+    suggest, CommandRule, ConfigError, Layer, LayerKind, Location, Network, Origin, Sourced,
+};
 
 /// Parses `text` (the contents of `path`) as one configuration layer.
 pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
@@ -53,42 +49,6 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                 })?;
                 layer.network = Some(reader.sourced(&prop.value, network));
             }
-            "filesystem" => {
-                let object = reader.object(&prop.value, "filesystem")?;
-                for prop in &object.properties {
-                    let list = match prop.name.as_str() {
-                        "presets" => &mut layer.presets,
-                        "ro" => &mut layer.ro,
-                        "rw" => &mut layer.rw,
-                        "exclude" => &mut layer.exclude,
-                        other => return Err(reader.unknown_key(prop, "filesystem.", other, FILESYSTEM_KEYS)),
-                    };
-                    reader.strings(&prop.value, &format!("filesystem.{}", prop.name.as_str()), list)?;
-                }
-            }
-            "secrets" => {
-                let object = reader.object(&prop.value, "secrets")?;
-                for prop in &object.properties {
-                    let list = match prop.name.as_str() {
-                        "patterns" => &mut layer.secret_patterns,
-                        "allow" => &mut layer.secret_allow,
-                        other => return Err(reader.unknown_key(prop, "secrets.", other, SECRETS_KEYS)),
-                    };
-                    reader.strings(&prop.value, &format!("secrets.{}", prop.name.as_str()), list)?;
-                }
-            }
-            "env" => {
-                let object = reader.object(&prop.value, "env")?;
-                for prop in &object.properties {
-                    let list = match prop.name.as_str() {
-                        "secretPatterns" => &mut layer.env_secret_patterns,
-                        "allow" => &mut layer.env_allow,
-                        "block" => &mut layer.env_block,
-                        other => return Err(reader.unknown_key(prop, "env.", other, ENV_KEYS)),
-                    };
-                    reader.strings(&prop.value, &format!("env.{}", prop.name.as_str()), list)?;
-                }
-            }
             "commands" => {
                 let object = reader.object(&prop.value, "commands")?;
                 for prop in &object.properties {
@@ -113,36 +73,20 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                     layer.commands.push((name.to_owned(), reader.sourced(&prop.value, rule)));
                 }
             }
-            "git" => {
-                let object = reader.object(&prop.value, "git")?;
+            section if TOP_KEYS.contains(&section) => {
+                let object = reader.object(&prop.value, section)?;
                 for prop in &object.properties {
-                    let slot = match prop.name.as_str() {
-                        "allowBranchDeletion" => &mut layer.git_allow_branch_deletion,
-                        "allowPlumbingCommits" => &mut layer.git_allow_plumbing_commits,
-                        other => return Err(reader.unknown_key(prop, "git.", other, GIT_KEYS)),
-                    };
-                    let Value::BooleanLit(lit) = &prop.value else {
-                        let message = format!("git.{}: expected true or false", prop.name.as_str());
-                        return Err(reader.error(&prop.value, message));
-                    };
-                    *slot = Some(reader.sourced(&prop.value, lit.value));
-                }
-            }
-            "checks" => {
-                let object = reader.object(&prop.value, "checks")?;
-                for prop in &object.properties {
-                    match prop.name.as_str() {
-                        "commands" => reader.strings(&prop.value, "checks.commands", &mut layer.check_commands)?,
-                        "protectedPaths" => {
-                            reader.strings(&prop.value, "checks.protectedPaths", &mut layer.protected_paths)?
-                        }
-                        "humans" => {
-                            let Value::BooleanLit(lit) = &prop.value else {
-                                return Err(reader.error(&prop.value, "checks.humans: expected true or false".into()));
-                            };
-                            layer.check_humans = Some(reader.sourced(&prop.value, lit.value));
-                        }
-                        other => return Err(reader.unknown_key(prop, "checks.", other, CHECKS_KEYS)),
+                    let key = format!("{section}.{}", prop.name.as_str());
+                    if let Some(list_key) = LIST_KEYS.iter().find(|list_key| list_key.key == key) {
+                        reader.strings(&prop.value, &key, (list_key.layer)(&mut layer))?;
+                    } else if let Some(bool_key) = BOOL_KEYS.iter().find(|bool_key| bool_key.key == key) {
+                        let Value::BooleanLit(lit) = &prop.value else {
+                            return Err(reader.error(&prop.value, format!("{key}: expected true or false")));
+                        };
+                        *(bool_key.layer)(&mut layer) = Some(reader.sourced(&prop.value, lit.value));
+                    } else {
+                        let valid = section_keys(section);
+                        return Err(reader.unknown_key(prop, &format!("{section}."), prop.name.as_str(), &valid));
                     }
                 }
             }

@@ -190,3 +190,92 @@ fn show_text_cites_origins() {
     assert!(text.contains("# cli (--network)"));
     assert!(text.contains("filesystem.exclude         ~/.ssh"));
 }
+
+#[test]
+fn every_table_key_is_a_section_key_once() {
+    let keys: Vec<&str> =
+        LIST_KEYS.iter().map(|list_key| list_key.key).chain(BOOL_KEYS.iter().map(|k| k.key)).collect();
+    for (idx, key) in keys.iter().enumerate() {
+        let (section, name) = key.split_once('.').expect("section.name");
+        assert!(!name.contains('.') && !name.is_empty(), "{key}");
+        assert!(TOP_KEYS.contains(&section) && !["network", "commands", "$schema"].contains(&section), "{key}");
+        assert!(!keys[..idx].contains(key), "{key} twice");
+    }
+}
+
+/// Every list key, set by a file layer, reaches the merged config with its origin and
+/// `config show` (text and JSON) under the same dotted key.
+#[test]
+fn every_list_key_round_trips_from_file_to_show() {
+    for list_key in LIST_KEYS {
+        let (section, name) = list_key.key.split_once('.').expect("section.name");
+        let value = format!("value of {}", list_key.key);
+        let text = format!("{{\"{section}\": {{\"{name}\": [\"{value}\"]}}}}");
+        let column = text.find("[\"").expect("the list") + 2;
+        let config = merge(vec![project(&text).expect(list_key.key)]);
+        let origin = format!("project (/p/.agent-sandbox/config.jsonc:1:{column})");
+
+        let items = (list_key.config)(&config);
+        assert_eq!(values(items), [value.as_str()], "{}", list_key.key);
+        assert_eq!(items[0].origin.to_string(), origin, "{}", list_key.key);
+
+        let text = config.to_text();
+        let lines: Vec<&str> = text.lines().filter(|line| line.contains(&value)).collect();
+        assert_eq!(lines, [format!("{:<26} {value:<40} # {origin}", list_key.key)], "{}", list_key.key);
+
+        let json = config.to_json();
+        assert_eq!(json[section][name], serde_json::json!([{ "value": value, "from": origin }]), "{}", list_key.key);
+    }
+}
+
+/// The same for every boolean: a file layer sets it, it is merged with its origin and
+/// shown under the same dotted key.
+#[test]
+fn every_bool_key_round_trips_from_file_to_show() {
+    for bool_key in BOOL_KEYS {
+        let (section, name) = bool_key.key.split_once('.').expect("section.name");
+        let default = merge(vec![]);
+        assert!(!(bool_key.config)(&default).value, "{} defaults to false", bool_key.key);
+        let text = format!("{{\"{section}\": {{\"{name}\": true}}}}");
+        let column = text.find("true").expect("the value") + 1;
+        let config = merge(vec![project(&text).expect(bool_key.key)]);
+        let origin = format!("project (/p/.agent-sandbox/config.jsonc:1:{column})");
+
+        let value = (bool_key.config)(&config);
+        assert!(value.value, "{}", bool_key.key);
+        assert_eq!(value.origin.to_string(), origin, "{}", bool_key.key);
+        assert!(
+            config.to_text().contains(&format!("{:<26} {:<40} # {origin}\n", bool_key.key, "true")),
+            "{}",
+            bool_key.key
+        );
+        assert_eq!(config.to_json()[section][name], serde_json::json!({ "value": true, "from": origin }));
+    }
+}
+
+#[test]
+fn unknown_keys_in_a_section_suggest_from_the_tables() {
+    let cases: &[(&str, &str)] = &[
+        ("{\"checks\": {\"hmans\": true}}", "unknown key \"checks.hmans\" (did you mean \"checks.humans\"?)"),
+        (
+            "{\"checks\": {\"zzzzzzzz\": 1}}",
+            "unknown key \"checks.zzzzzzzz\" (valid keys: commands, protectedPaths, humans)",
+        ),
+        ("{\"secrets\": {\"zzzzzzzz\": 1}}", "unknown key \"secrets.zzzzzzzz\" (valid keys: patterns, allow)"),
+        (
+            "{\"filesystem\": {\"zzzzzzzz\": 1}}",
+            "unknown key \"filesystem.zzzzzzzz\" (valid keys: presets, ro, rw, exclude)",
+        ),
+        ("{\"env\": {\"zzzzzzzz\": 1}}", "unknown key \"env.zzzzzzzz\" (valid keys: secretPatterns, allow, block)"),
+        (
+            "{\"git\": {\"zzzzzzzz\": 1}}",
+            "unknown key \"git.zzzzzzzz\" (valid keys: allowBranchDeletion, allowPlumbingCommits)",
+        ),
+        ("{\"checks\": 1}", "checks: expected an object"),
+        ("{\"checks\": {\"humans\": \"yes\"}}", "checks.humans: expected true or false"),
+    ];
+    for (text, expected) in cases {
+        let err = project(text).expect_err(text).to_string();
+        assert!(err.ends_with(expected), "{text}\n  got:      {err}\n  expected: …{expected}");
+    }
+}

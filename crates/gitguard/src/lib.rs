@@ -323,7 +323,8 @@ fn judge_autocorrect(
 /// when they run; it refuses only an alias whose text names a bypass outright.
 fn judge_shell_alias(name: &str, text: &str) -> Result<Vec<String>, Refusal> {
     let lower = text.to_ascii_lowercase();
-    let found = ["no-verify", "hookspath", "/run/agent-sandbox/"]
+    let runtime = format!("{}/", runtime_layout::INSIDE);
+    let found = ["no-verify", "hookspath", runtime.as_str()]
         .into_iter()
         .find(|pattern| lower.contains(pattern))
         .or_else(|| ["HUSKY", "LEFTHOOK", "SKIP="].into_iter().find(|pattern| text.contains(pattern)));
@@ -426,7 +427,8 @@ fn check_exec_path_env(getenv: &dyn Fn(&str) -> Option<String>) -> Result<(), Re
     let Some(path) = getenv("GIT_EXEC_PATH") else {
         return Ok(());
     };
-    let system = ["/usr/", "/opt/", "/nix/store/", "/run/agent-sandbox/"].iter().any(|prefix| path.starts_with(prefix))
+    let runtime = format!("{}/", runtime_layout::INSIDE);
+    let system = ["/usr/", "/opt/", "/nix/store/", runtime.as_str()].iter().any(|prefix| path.starts_with(prefix))
         && !path.split('/').any(|part| part == "..");
     if system {
         return Ok(());

@@ -17,6 +17,7 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
+use runtime_layout::RuntimeLayout;
 pub use tokens::{find as find_secrets, Finding};
 
 /// Exit status of a refused commit or push.
@@ -66,8 +67,9 @@ pub struct Settings {
     pub check_env: Vec<(String, String)>,
 }
 
-/// Where `exec` leaves the guard's settings inside the runtime directory.
-pub const SETTINGS_FILE: &str = "hook-guard.json";
+/// Where `exec` leaves the guard's settings inside the runtime directory (the name of
+/// `RuntimeLayout::hook_guard_settings`, kept for `exec`).
+pub const SETTINGS_FILE: &str = runtime_layout::HOOK_GUARD_SETTINGS;
 
 impl Settings {
     pub fn from_config(config: &config::Config) -> Settings {
@@ -124,7 +126,7 @@ impl Settings {
 /// `/etc/agent-sandbox`. Outside any sandbox: the configuration read with the home
 /// directory from the password database.
 fn load_settings(top: &Path) -> Result<Settings, Refusal> {
-    let snapshot = Path::new(sandbox::plan::RUNTIME_DIR).join(SETTINGS_FILE);
+    let snapshot = RuntimeLayout::inside().hook_guard_settings();
     if let Ok(text) = std::fs::read_to_string(&snapshot) {
         return Settings::from_json(&text)
             .ok_or_else(|| refuse(format!("{} is unreadable", snapshot.display()), "restart the sandbox"));
@@ -236,7 +238,7 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     let top = std::env::current_dir().map_err(|err| refuse(format!("no working directory: {err}"), "retry"))?;
     let inside = sandbox::check::detect() != sandbox::check::Where::Outside;
     // Inside, the real git directly: the git guard has already judged this command.
-    let real = Path::new(sandbox::plan::RUNTIME_DIR).join("bin/git");
+    let real = RuntimeLayout::inside().bin("git");
     let git = if real.exists() { real } else { PathBuf::from("git") };
     let settings = load_settings(&top)?;
     let repo = Repo { top, git, settings, keep_index: hook == "pre-commit" };

@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+use runtime_layout::RuntimeLayout;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Where {
     Bubblewrap,
@@ -19,7 +21,7 @@ pub fn detect() -> Where {
 
 /// [`detect`] against another root, for tests.
 pub fn detect_in(root: &Path) -> Where {
-    if root.join("run/agent-sandbox/agent-sandbox").exists() {
+    if RuntimeLayout::inside_of(root).marker().exists() {
         Where::Bubblewrap
     } else if root.join(".agent-sandbox").exists() {
         Where::Container

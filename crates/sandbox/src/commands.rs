@@ -11,6 +11,7 @@ use std::{
 
 use config::{CommandRule, Sourced};
 use policy::Mount;
+use runtime_layout::RuntimeLayout;
 
 use crate::plan::{ExecDir, WrappedCommand};
 
@@ -179,8 +180,9 @@ pub fn ensure_stand_in(index: usize, dir: &ExecDir) -> std::io::Result<()> {
     let parent = dir.stand_in.parent().unwrap_or(Path::new("/"));
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
     let building = tempfile::Builder::new().prefix(".building-").tempdir_in(parent)?;
-    let original = crate::plan::exec_dir_original(index);
-    let launcher = Path::new(crate::plan::RUNTIME_DIR).join("agent-sandbox");
+    let inside = RuntimeLayout::inside();
+    let original = inside.git_exec_real(index);
+    let launcher = inside.marker();
     for (entry, is_git) in &dir.entries {
         let target = if *is_git { launcher.clone() } else { original.join(entry) };
         std::os::unix::fs::symlink(target, building.path().join(entry))?;

@@ -18,11 +18,11 @@ use std::{
 };
 
 use gitguard::{ConfigView, GuardOptions, Refusal, Request, Verdict};
+use runtime_layout::RuntimeLayout;
 
-use crate::plan::RUNTIME_DIR;
-
-/// The guard's settings, written by `exec` into the runtime directory.
-pub const OPTIONS_FILE: &str = "git-guard.json";
+/// The guard's settings, written by `exec` into the runtime directory (the name of
+/// [`RuntimeLayout::git_guard_settings`], kept for `exec`).
+pub const OPTIONS_FILE: &str = runtime_layout::GIT_GUARD_SETTINGS;
 
 /// Exit status of a refused git command.
 pub const REFUSED: i32 = 1;
@@ -73,9 +73,9 @@ pub fn options_json(allow_branch_deletion: bool, allow_plumbing_commits: bool, f
     .to_string()
 }
 
-fn load_options(run: &Path) -> (GuardOptions, Option<RepoFacts>) {
+fn load_options(run: &RuntimeLayout) -> (GuardOptions, Option<RepoFacts>) {
     // Missing or unreadable settings mean the strictest ones.
-    let value: serde_json::Value = std::fs::read_to_string(run.join(OPTIONS_FILE))
+    let value: serde_json::Value = std::fs::read_to_string(run.git_guard_settings())
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
         .unwrap_or_default();
@@ -143,9 +143,9 @@ fn check_repository(request: &Request<'_>, start_dir: &Path, project: &RepoFacts
 /// Runs the guard for `git ARGS` (a dashed invocation arrives already turned into
 /// `git SUB ARGS`); returns only when git was not exec'd.
 pub fn run(args: &[OsString]) -> i32 {
-    let run = Path::new(RUNTIME_DIR);
-    let (options, project) = load_options(run);
-    guard(&run.join("bin/git"), &options, project.as_ref(), args)
+    let run = RuntimeLayout::inside();
+    let (options, project) = load_options(&run);
+    guard(&run.bin("git"), &options, project.as_ref(), args)
 }
 
 /// What a git command would record in the repository's config, if it would: the sandbox
@@ -280,7 +280,7 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
             for notice in notices {
                 eprintln!("agent-sandbox: {notice}");
             }
-            if project.is_some() && Path::new(RUNTIME_DIR).join("agent-sandbox").exists() {
+            if project.is_some() && RuntimeLayout::inside().marker().exists() {
                 if let Some(what) = gitguard::parse(&request).ok().and_then(|parsed| writes_repo_config(&parsed)) {
                     eprintln!(
                         "agent-sandbox: note: .git/config is read-only in this sandbox, so {what} will not be recorded \
@@ -434,11 +434,12 @@ mod tests {
     #[test]
     fn options_round_trip_and_default_to_strict() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (strict, facts) = load_options(dir.path());
+        let run = RuntimeLayout::host(dir.path());
+        let (strict, facts) = load_options(&run);
         assert!(!strict.allow_branch_deletion && !strict.allow_plumbing_commits && facts.is_none());
         let project = RepoFacts { common_dir: "/p/.git".into(), hooks_path: Some("/p/.husky/_".into()) };
-        fs_err::write(dir.path().join(OPTIONS_FILE), options_json(true, false, Some(&project))).expect("write");
-        let (loaded, facts) = load_options(dir.path());
+        fs_err::write(run.git_guard_settings(), options_json(true, false, Some(&project))).expect("write");
+        let (loaded, facts) = load_options(&run);
         assert!(loaded.allow_branch_deletion && !loaded.allow_plumbing_commits);
         assert_eq!(facts, Some(project));
     }

@@ -9,37 +9,37 @@
 
 use std::{ffi::OsString, os::unix::process::CommandExt, path::Path, process::Command};
 
-use crate::plan::RUNTIME_DIR;
+use runtime_layout::RuntimeLayout;
 
 /// Dispatches `name` with `args` (without argv[0]); returns an exit code when it does
 /// not exec.
 pub fn dispatch(name: &str, args: &[OsString]) -> i32 {
-    let run = Path::new(RUNTIME_DIR);
+    let run = RuntimeLayout::inside();
     let is_git = name == "git" || name.starts_with("git-");
-    if is_git && !run.join("agent-sandbox").exists() && Path::new(crate::git::CONTAINER_REAL_GIT).exists() {
+    if is_git && !run.marker().exists() && Path::new(crate::git::CONTAINER_REAL_GIT).exists() {
         // Installed as git in a container image (the real git moved aside).
         let mut git_args: Vec<OsString> = name.strip_prefix("git-").map(OsString::from).into_iter().collect();
         git_args.extend(args.iter().cloned());
         return crate::git::run_in_container(&git_args);
     }
-    if config::check_command_name(name).is_err() || !run.join("agent-sandbox").exists() {
+    if config::check_command_name(name).is_err() || !run.marker().exists() {
         eprintln!("agent-sandbox: multicall only works inside an agent-sandbox (for {name:?})");
         return 127;
     }
     // A dashed git builtin from git's exec-path (`git-commit`) is `git commit`.
     if let Some(sub) = name.strip_prefix("git-") {
-        if run.join("presets/git").exists() || run.join("wrappers/git").exists() {
+        if run.preset("git").exists() || run.wrapper("git").exists() {
             let mut git_args = vec![OsString::from(sub)];
             git_args.extend(args.iter().cloned());
-            return dispatch_as(run, "git", &git_args);
+            return dispatch_as(&run, "git", &git_args);
         }
     }
-    dispatch_as(run, name, args)
+    dispatch_as(&run, name, args)
 }
 
-fn dispatch_as(run: &Path, name: &str, args: &[OsString]) -> i32 {
-    let real = run.join("bin").join(name);
-    let wrapper = run.join("wrappers").join(name);
+fn dispatch_as(run: &RuntimeLayout, name: &str, args: &[OsString]) -> i32 {
+    let real = run.bin(name);
+    let wrapper = run.wrapper(name);
     if wrapper.exists() {
         let real_text: OsString = if real.exists() { real.into_os_string() } else { OsString::new() };
         let err = Command::new(&wrapper)
@@ -50,7 +50,7 @@ fn dispatch_as(run: &Path, name: &str, args: &[OsString]) -> i32 {
         eprintln!("agent-sandbox: cannot run the wrapper for {name}: {err}");
         return 126;
     }
-    match std::fs::read_to_string(run.join("presets").join(name)).as_deref() {
+    match std::fs::read_to_string(run.preset(name)).as_deref() {
         Ok("deny") => {
             eprintln!(
                 "agent-sandbox: `{name}` is blocked in this sandbox (commands.{name} = false).\n\

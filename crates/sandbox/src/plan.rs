@@ -15,14 +15,16 @@ use std::{
 
 use config::{CommandRule, Network};
 use policy::{Access, Kind, Mount};
+use runtime_layout::RuntimeLayout;
 
 /// The fd bwrap reads the seccomp program from.
 pub const SECCOMP_FD: i32 = 3;
 /// The fd bwrap reports the sandboxed command's start and exit on (`--json-status-fd`),
 /// which tells bwrap's own setup failures from the command's exit status.
 pub const STATUS_FD: i32 = 4;
-/// Where the runtime directory appears inside the sandbox.
-pub const RUNTIME_DIR: &str = "/run/agent-sandbox";
+/// Where the runtime directory appears inside the sandbox (kept for callers that
+/// want the text; [`RuntimeLayout::inside`] has every entry).
+pub const RUNTIME_DIR: &str = runtime_layout::INSIDE;
 
 /// A secret inside the project, hidden behind an empty read-only file or directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,11 +62,6 @@ pub struct ExecDir {
     pub stand_in: PathBuf,
 }
 
-/// Inside the sandbox: where exec dir `index` is, as the host has it.
-pub fn exec_dir_original(index: usize) -> PathBuf {
-    Path::new(RUNTIME_DIR).join("git-exec-real").join(index.to_string())
-}
-
 pub struct Plan<'a> {
     pub network: Network,
     pub mounts: &'a [Mount],
@@ -72,7 +69,7 @@ pub struct Plan<'a> {
     pub commands: &'a [WrappedCommand],
     pub home: &'a Path,
     pub cwd: &'a Path,
-    /// The runtime directory on the host (see `runtime.rs` for its layout).
+    /// The runtime directory on the host (its layout: [`RuntimeLayout`]).
     pub runtime: &'a Path,
     /// This binary, mounted as the marker, the launcher and the multicall dispatcher.
     pub self_exe: &'a Path,
@@ -80,6 +77,8 @@ pub struct Plan<'a> {
 }
 
 pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
+    let host = RuntimeLayout::host(plan.runtime);
+    let inside = RuntimeLayout::inside();
     let mut args = Args(Vec::new());
     args.push_all(&["--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc"]);
     args.push_all(&["--unshare-uts", "--unshare-cgroup-try"]);
@@ -92,7 +91,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         args.push("--tmpfs");
         args.push_path(plan.home);
         // Login shells reset PATH from /etc/profile; this puts the sandbox's back.
-        args.bind("--ro-bind", &plan.runtime.join(crate::runtime::PROFILE_FILE), &plan.home.join(".profile"));
+        args.bind("--ro-bind", &host.profile(), &plan.home.join(".profile"));
     }
 
     let copied = copied_files(plan.mounts);
@@ -102,7 +101,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     // read-only (the copy lives in the private runtime directory).
     let mut remount: Vec<PathBuf> = Vec::new();
     for dir in copied_dirs {
-        args.bind("--bind", &copied_dir(plan.runtime, dir), dir);
+        args.bind("--bind", &host.copied(dir), dir);
         remount.push(dir.to_path_buf());
     }
     for mount in plan.mounts {
@@ -125,30 +124,29 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
                 args.push_path(&mount.path);
                 remount.push(mount.path.clone());
             }
-            (Access::Exclude, Kind::Dir) => args.bind("--ro-bind", &plan.runtime.join("emptydir"), &mount.path),
-            (Access::Exclude, Kind::File) => args.bind("--ro-bind", &plan.runtime.join("empty"), &mount.path),
+            (Access::Exclude, Kind::Dir) => args.bind("--ro-bind", &host.empty_dir(), &mount.path),
+            (Access::Exclude, Kind::File) => args.bind("--ro-bind", &host.empty_file(), &mount.path),
         }
     }
     for mask in plan.masks {
         let empty = match mask.kind {
-            Kind::Dir => "emptydir",
-            Kind::File => "empty",
+            Kind::Dir => host.empty_dir(),
+            Kind::File => host.empty_file(),
         };
-        args.bind("--ro-bind", &plan.runtime.join(empty), &mask.path);
+        args.bind("--ro-bind", &empty, &mask.path);
     }
 
-    let run = Path::new(RUNTIME_DIR);
-    args.bind("--ro-bind", plan.runtime, run);
-    args.bind("--ro-bind", plan.self_exe, &run.join("agent-sandbox"));
+    args.bind("--ro-bind", host.root(), inside.root());
+    args.bind("--ro-bind", plan.self_exe, &inside.marker());
     for command in plan.commands {
         if let Some(real) = &command.real {
-            args.bind("--ro-bind", real, &run.join("bin").join(&command.name));
+            args.bind("--ro-bind", real, &inside.bin(&command.name));
         }
         if let Some(wrapper) = &command.wrapper {
-            args.bind("--ro-bind", wrapper, &run.join("wrappers").join(&command.name));
+            args.bind("--ro-bind", wrapper, &inside.wrapper(&command.name));
         }
         for (index, dir) in command.exec_dirs.iter().enumerate() {
-            args.bind("--ro-bind", &dir.path, &exec_dir_original(index));
+            args.bind("--ro-bind", &dir.path, &inside.git_exec_real(index));
             args.bind("--ro-bind", &dir.stand_in, &dir.path);
         }
         for target in &command.targets {
@@ -157,7 +155,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
             let launcher = if target.file_name().is_some_and(|name| *name == *command.name) {
                 plan.self_exe.to_path_buf()
             } else {
-                plan.runtime.join("shims").join(&command.name)
+                host.shim(&command.name)
             };
             args.bind("--ro-bind", &launcher, target);
         }
@@ -198,11 +196,6 @@ pub fn copied_files(mounts: &[Mount]) -> Vec<&Mount> {
             })
         })
         .collect()
-}
-
-/// Where a copied directory's files are in the runtime directory.
-pub fn copied_dir(runtime: &Path, dir: &Path) -> PathBuf {
-    runtime.join("copied").join(dir.strip_prefix("/").unwrap_or(dir))
 }
 
 /// Whether any other mount lies inside `mount`.

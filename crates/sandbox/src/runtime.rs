@@ -1,23 +1,7 @@
 //! The runtime directory: a private host directory, created for one `exec` and removed
-//! after it, that appears read-only inside the sandbox as `/run/agent-sandbox`:
-//!
-//! ```text
-//! agent-sandbox     mount point for this binary (the marker `check` looks for)
-//! audit             FIFO: the only way sandboxed processes reach the audit log
-//! empty, emptydir/  what a masked secret file or directory shows
-//! profile           `$HOME/.profile`: restores PATH for login shells
-//! seccomp.bpf       the program bwrap loads (also passed as fd 3)
-//! git-guard.json    the git guard's settings (`git.*` in the config)
-//! hook-guard.json   the hook guard's settings, so it never reads them through the
-//!                   agent's HOME or XDG_CONFIG_HOME
-//! bin/<cmd>         mount points for real executables
-//! presets/<cmd>     which built-in preset handles <cmd> (`git`, `deny`)
-//! wrappers/<cmd>    mount points for wrapper scripts
-//! shims/<cmd>       `exec /run/agent-sandbox/agent-sandbox multicall <cmd> "$@"`
-//! copied/etc/       copies of the single files granted in /etc, mounted as /etc
-//! git-exec-real/<n> mount point for git's n-th exec-path directory, whose place a
-//!                   stand-in directory takes (`commands::ensure_stand_in`)
-//! ```
+//! after it, that appears read-only inside the sandbox as `/run/agent-sandbox`. Its
+//! entries are named by `runtime_layout::RuntimeLayout` (the layout is documented there);
+//! this module creates and removes them.
 //!
 //! The directories are mode 0111 once populated, so `ls /run/agent-sandbox/bin` fails
 //! inside. That is deterrence only (`/proc/self/mountinfo` still lists the mounts); what
@@ -30,24 +14,25 @@ use std::{
 };
 
 use config::CommandRule;
+use runtime_layout::RuntimeLayout;
 
-use crate::plan::{WrappedCommand, RUNTIME_DIR};
+use crate::plan::WrappedCommand;
 
 pub struct Runtime {
     dir: tempfile::TempDir,
 }
 
-/// `$HOME/.profile` inside: for login shells, which reset PATH from /etc/profile.
-pub const PROFILE_FILE: &str = "profile";
-
-const SUBDIRS: [&str; 4] = ["bin", "presets", "wrappers", "shims"];
+/// `$HOME/.profile` inside: for login shells, which reset PATH from /etc/profile. A
+/// name for the `files` of [`Runtime::create`] (kept for `exec`).
+pub const PROFILE_FILE: &str = runtime_layout::PROFILE;
 
 impl Runtime {
     /// Creates and populates the runtime directory under `$XDG_RUNTIME_DIR`, else
     /// `/dev/shm`, else the system temp directory: tmpfs first, because removing
     /// directories from a disk-backed `/tmp` costs milliseconds on every start.
     /// `files` are written at the root, for the guards inside (their settings);
-    /// `copies` are host files copied under `copied/` (see `plan::COPIED_DIRS`). A
+    /// `copies` are host files copied into [`RuntimeLayout::copied`] (see
+    /// `plan::COPIED_DIRS`). A
     /// file that cannot be read is left out: the sandbox could not have read it either.
     pub fn create(commands: &[WrappedCommand], files: &[(&str, &str)], copies: &[&Path]) -> std::io::Result<Runtime> {
         let parent = std::env::var_os("XDG_RUNTIME_DIR")
@@ -56,57 +41,57 @@ impl Runtime {
             .or_else(|| Some(PathBuf::from("/dev/shm")).filter(|dir| dir.is_dir()))
             .unwrap_or_else(std::env::temp_dir);
         let dir = tempfile::Builder::new().prefix("agent-sandbox-").tempdir_in(parent)?;
-        let root = dir.path();
-        fs_err::write(root.join("agent-sandbox"), "")?;
-        fs_err::write(root.join("empty"), "")?;
-        fs_err::create_dir(root.join("emptydir"))?;
-        fs_err::write(root.join("seccomp.bpf"), seccomp::deny_terminal_injection())?;
+        let host = RuntimeLayout::host(dir.path());
+        let inside = RuntimeLayout::inside();
+        fs_err::write(host.marker(), "")?;
+        fs_err::write(host.empty_file(), "")?;
+        fs_err::create_dir(host.empty_dir())?;
+        fs_err::write(host.seccomp(), seccomp::deny_terminal_injection())?;
         // Filled by the caller (`files`) with the sandbox's PATH; bound as `~/.profile`.
-        fs_err::write(root.join(PROFILE_FILE), "")?;
+        fs_err::write(host.profile(), "")?;
         for (name, content) in files {
-            fs_err::write(root.join(name), content)?;
+            fs_err::write(host.root().join(name), content)?;
         }
         for source in copies {
             let Some(dir) = source.parent() else { continue };
-            let target_dir = crate::plan::copied_dir(root, dir);
+            let target_dir = host.copied(dir);
             fs_err::create_dir_all(&target_dir)?;
             if let (Ok(content), Some(name)) = (std::fs::read(source), source.file_name()) {
                 fs_err::write(target_dir.join(name), content)?;
             }
         }
-        make_fifo(&root.join("audit"))?;
-        for sub in SUBDIRS {
-            fs_err::create_dir(root.join(sub))?;
+        make_fifo(&host.audit_fifo())?;
+        for sub in host.command_dirs() {
+            fs_err::create_dir(sub)?;
         }
         for command in commands {
             for index in 0..command.exec_dirs.len() {
-                fs_err::create_dir_all(root.join("git-exec-real").join(index.to_string()))?;
+                fs_err::create_dir_all(host.git_exec_real(index))?;
             }
             let name = &command.name;
             if command.real.is_some() {
-                fs_err::write(root.join("bin").join(name), "")?;
+                fs_err::write(host.bin(name), "")?;
             }
             if command.wrapper.is_some() {
-                fs_err::write(root.join("wrappers").join(name), "")?;
+                fs_err::write(host.wrapper(name), "")?;
             }
             match &command.rule {
-                CommandRule::Preset(preset) => fs_err::write(root.join("presets").join(name), preset)?,
-                CommandRule::Deny => fs_err::write(root.join("presets").join(name), "deny")?,
+                CommandRule::Preset(preset) => fs_err::write(host.preset(name), preset)?,
+                CommandRule::Deny => fs_err::write(host.preset(name), "deny")?,
                 CommandRule::Allow | CommandRule::Wrapper(_) => {}
             }
-            let shim = root.join("shims").join(name);
-            fs_err::write(&shim, format!("#!/bin/sh\nexec {RUNTIME_DIR}/agent-sandbox multicall {name} \"$@\"\n"))?;
+            let shim = host.shim(name);
+            let launcher = inside.marker();
+            fs_err::write(&shim, format!("#!/bin/sh\nexec {} multicall {name} \"$@\"\n", launcher.display()))?;
             fs_err::set_permissions(&shim, std::fs::Permissions::from_mode(0o555))?;
         }
-        for path in ["empty", "audit"] {
-            let mode = if path == "audit" { 0o600 } else { 0o444 };
-            fs_err::set_permissions(root.join(path), std::fs::Permissions::from_mode(mode))?;
+        fs_err::set_permissions(host.empty_file(), std::fs::Permissions::from_mode(0o444))?;
+        fs_err::set_permissions(host.audit_fifo(), std::fs::Permissions::from_mode(0o600))?;
+        fs_err::set_permissions(host.empty_dir(), std::fs::Permissions::from_mode(0o555))?;
+        for sub in host.command_dirs() {
+            fs_err::set_permissions(sub, std::fs::Permissions::from_mode(0o111))?;
         }
-        fs_err::set_permissions(root.join("emptydir"), std::fs::Permissions::from_mode(0o555))?;
-        for sub in SUBDIRS {
-            fs_err::set_permissions(root.join(sub), std::fs::Permissions::from_mode(0o111))?;
-        }
-        fs_err::set_permissions(root, std::fs::Permissions::from_mode(0o111))?;
+        fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o111))?;
         Ok(Runtime { dir })
     }
 
@@ -114,20 +99,25 @@ impl Runtime {
         self.dir.path()
     }
 
+    /// The directory's layout on the host.
+    pub fn layout(&self) -> RuntimeLayout {
+        RuntimeLayout::host(self.dir.path())
+    }
+
     pub fn fifo(&self) -> PathBuf {
-        self.dir.path().join("audit")
+        self.layout().audit_fifo()
     }
 
     pub fn seccomp(&self) -> PathBuf {
-        self.dir.path().join("seccomp.bpf")
+        self.layout().seccomp()
     }
 
     /// Removes the directory (restoring the permissions that removal needs).
     pub fn remove(self) -> std::io::Result<()> {
-        let root = self.dir.path();
-        fs_err::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
-        for sub in SUBDIRS.iter().chain(["emptydir"].iter()) {
-            fs_err::set_permissions(root.join(sub), std::fs::Permissions::from_mode(0o700))?;
+        let host = self.layout();
+        fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o700))?;
+        for sub in host.command_dirs().iter().chain([host.empty_dir()].iter()) {
+            fs_err::set_permissions(sub, std::fs::Permissions::from_mode(0o700))?;
         }
         self.dir.close()
     }
@@ -141,4 +131,51 @@ fn make_fifo(path: &Path) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ExecDir;
+
+    /// The host side creates every entry the plan maps in and the code inside looks for.
+    #[test]
+    fn create_makes_every_entry_of_the_layout() {
+        let command = |name: &str, rule: CommandRule| WrappedCommand {
+            name: name.into(),
+            rule,
+            targets: Vec::new(),
+            real: Some("/usr/bin/true".into()),
+            wrapper: Some("/usr/bin/true".into()),
+            exec_dirs: Vec::new(),
+        };
+        let mut git = command("git", CommandRule::Preset("git".into()));
+        git.exec_dirs = vec![ExecDir { path: "/x".into(), entries: Vec::new(), stand_in: "/y".into() }];
+        let commands = [git, command("npm", CommandRule::Deny)];
+        let runtime = Runtime::create(&commands, &[(runtime_layout::GIT_GUARD_SETTINGS, "{}")], &[]).expect("runtime");
+        let host = runtime.layout();
+        for path in [
+            host.marker(),
+            host.audit_fifo(),
+            host.empty_file(),
+            host.empty_dir(),
+            host.profile(),
+            host.seccomp(),
+            host.git_guard_settings(),
+            host.bin("git"),
+            host.wrapper("npm"),
+            host.git_exec_real(0),
+        ] {
+            assert!(path.exists(), "{}", path.display());
+        }
+        assert_eq!(fs_err::read_to_string(host.preset("git")).expect("preset"), "git");
+        assert_eq!(fs_err::read_to_string(host.preset("npm")).expect("preset"), "deny");
+        assert_eq!(
+            fs_err::read_to_string(host.shim("npm")).expect("shim"),
+            "#!/bin/sh\nexec /run/agent-sandbox/agent-sandbox multicall npm \"$@\"\n"
+        );
+        let root = runtime.path().to_path_buf();
+        runtime.remove().expect("remove");
+        assert!(!root.exists());
+    }
 }

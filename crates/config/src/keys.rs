@@ -1,0 +1,139 @@
+//! The configuration's keys, one table row each: every list ([`LIST_KEYS`]) and every
+//! boolean ([`BOOL_KEYS`]) with its dotted key and the fields it fills in a [`Layer`] and
+//! in the merged [`Config`]. Parsing (which keys exist, the suggestions for a typo),
+//! merging and `config show` (text and JSON) all walk these tables, so a new list is one
+//! row here plus its two struct fields.
+
+use crate::{Config, Layer, Sourced};
+
+/// The top-level keys of a config file, in the order error messages list them. Every one
+/// but `network`, `commands` and `$schema` is a section holding [`LIST_KEYS`] and
+/// [`BOOL_KEYS`].
+pub const TOP_KEYS: &[&str] = &["network", "filesystem", "secrets", "env", "commands", "git", "checks", "$schema"];
+
+/// A list of strings. Every list accumulates across layers.
+pub struct ListKey {
+    /// `section.name`, as written in the file and shown by `config show`.
+    pub key: &'static str,
+    /// The list in one layer.
+    pub layer: fn(&mut Layer) -> &mut Vec<Sourced<String>>,
+    /// The merged list.
+    pub config: fn(&Config) -> &Vec<Sourced<String>>,
+    pub config_mut: fn(&mut Config) -> &mut Vec<Sourced<String>>,
+}
+
+/// `true` or `false`. A later layer replaces an earlier one; the default is `false`.
+pub struct BoolKey {
+    /// `section.name`, as written in the file and shown by `config show`.
+    pub key: &'static str,
+    /// The value in one layer, if it sets one.
+    pub layer: fn(&mut Layer) -> &mut Option<Sourced<bool>>,
+    /// The merged value.
+    pub config: fn(&Config) -> &Sourced<bool>,
+    pub config_mut: fn(&mut Config) -> &mut Sourced<bool>,
+}
+
+/// Every list, in the order `config show` prints them.
+pub const LIST_KEYS: &[ListKey] = &[
+    ListKey {
+        key: "filesystem.presets",
+        layer: |layer| &mut layer.presets,
+        config: |config| &config.presets,
+        config_mut: |config| &mut config.presets,
+    },
+    ListKey {
+        key: "filesystem.ro",
+        layer: |layer| &mut layer.ro,
+        config: |config| &config.ro,
+        config_mut: |config| &mut config.ro,
+    },
+    ListKey {
+        key: "filesystem.rw",
+        layer: |layer| &mut layer.rw,
+        config: |config| &config.rw,
+        config_mut: |config| &mut config.rw,
+    },
+    ListKey {
+        key: "filesystem.exclude",
+        layer: |layer| &mut layer.exclude,
+        config: |config| &config.exclude,
+        config_mut: |config| &mut config.exclude,
+    },
+    ListKey {
+        key: "secrets.patterns",
+        layer: |layer| &mut layer.secret_patterns,
+        config: |config| &config.secret_patterns,
+        config_mut: |config| &mut config.secret_patterns,
+    },
+    ListKey {
+        key: "secrets.allow",
+        layer: |layer| &mut layer.secret_allow,
+        config: |config| &config.secret_allow,
+        config_mut: |config| &mut config.secret_allow,
+    },
+    ListKey {
+        key: "env.secretPatterns",
+        layer: |layer| &mut layer.env_secret_patterns,
+        config: |config| &config.env_secret_patterns,
+        config_mut: |config| &mut config.env_secret_patterns,
+    },
+    ListKey {
+        key: "env.allow",
+        layer: |layer| &mut layer.env_allow,
+        config: |config| &config.env_allow,
+        config_mut: |config| &mut config.env_allow,
+    },
+    ListKey {
+        key: "env.block",
+        layer: |layer| &mut layer.env_block,
+        config: |config| &config.env_block,
+        config_mut: |config| &mut config.env_block,
+    },
+    ListKey {
+        key: "checks.commands",
+        layer: |layer| &mut layer.check_commands,
+        config: |config| &config.check_commands,
+        config_mut: |config| &mut config.check_commands,
+    },
+    ListKey {
+        key: "checks.protectedPaths",
+        layer: |layer| &mut layer.protected_paths,
+        config: |config| &config.protected_paths,
+        config_mut: |config| &mut config.protected_paths,
+    },
+];
+
+/// Every boolean, in the order `config show` prints them.
+pub const BOOL_KEYS: &[BoolKey] = &[
+    BoolKey {
+        key: "git.allowBranchDeletion",
+        layer: |layer| &mut layer.git_allow_branch_deletion,
+        config: |config| &config.git_allow_branch_deletion,
+        config_mut: |config| &mut config.git_allow_branch_deletion,
+    },
+    BoolKey {
+        key: "git.allowPlumbingCommits",
+        layer: |layer| &mut layer.git_allow_plumbing_commits,
+        config: |config| &config.git_allow_plumbing_commits,
+        config_mut: |config| &mut config.git_allow_plumbing_commits,
+    },
+    BoolKey {
+        key: "checks.humans",
+        layer: |layer| &mut layer.check_humans,
+        config: |config| &config.check_humans,
+        config_mut: |config| &mut config.check_humans,
+    },
+];
+
+/// The keys inside `section` (without the `section.` prefix): its lists, then its
+/// booleans, each in table order.
+pub(crate) fn section_keys(section: &str) -> Vec<&'static str> {
+    let lists = LIST_KEYS.iter().map(|list_key| list_key.key);
+    let bools = BOOL_KEYS.iter().map(|bool_key| bool_key.key);
+    lists.chain(bools).map(split).filter(|(head, _)| *head == section).map(|(_, name)| name).collect()
+}
+
+/// `("filesystem", "ro")` for `"filesystem.ro"`.
+pub(crate) fn split(key: &'static str) -> (&'static str, &'static str) {
+    key.split_once('.').expect("every key in the tables is section.name (tested)")
+}

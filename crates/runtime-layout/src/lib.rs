@@ -1,0 +1,204 @@
+//! The one spelling of the runtime directory's layout: the private host directory
+//! `exec` creates for one sandbox (`sandbox::runtime`), which appears read-only inside
+//! it as `/run/agent-sandbox`. The host side creates entries and maps them in
+//! ([`RuntimeLayout::host`]); the code running inside (multicall, the git and hook
+//! guards, `check`, `audit::send`) finds them ([`RuntimeLayout::inside`]). Both ask
+//! [`RuntimeLayout`], so a name cannot drift between the two sides.
+//!
+//! ```text
+//! agent-sandbox     mount point for this binary (the marker `check` looks for, and the
+//!                   launcher wrapped commands lead to)
+//! audit             FIFO: the only way sandboxed processes reach the audit log
+//! empty, emptydir/  what a masked secret file or directory shows
+//! profile           `$HOME/.profile`: restores PATH for login shells
+//! seccomp.bpf       the program bwrap loads (also passed as fd 3)
+//! git-guard.json    the git guard's settings (`git.*` in the config)
+//! hook-guard.json   the hook guard's settings, so it never reads them through the
+//!                   agent's HOME or XDG_CONFIG_HOME
+//! bin/<cmd>         mount points for real executables
+//! presets/<cmd>     which built-in preset handles <cmd> (`git`, `deny`)
+//! wrappers/<cmd>    mount points for wrapper scripts
+//! shims/<cmd>       `exec /run/agent-sandbox/agent-sandbox multicall <cmd> "$@"`
+//! copied/etc/       copies of the single files granted in /etc, mounted as /etc
+//! git-exec-real/<n> mount point for git's n-th exec-path directory, whose place a
+//!                   stand-in directory takes
+//! ```
+//!
+//! Nothing here touches the filesystem.
+
+use std::path::{Path, PathBuf};
+
+/// Where the runtime directory appears inside the sandbox.
+pub const INSIDE: &str = "/run/agent-sandbox";
+
+/// The settings files at the root, by name: `exec` hands their contents to
+/// `Runtime::create` as `(name, content)` pairs.
+pub const PROFILE: &str = "profile";
+pub const GIT_GUARD_SETTINGS: &str = "git-guard.json";
+pub const HOOK_GUARD_SETTINGS: &str = "hook-guard.json";
+
+const MARKER: &str = "agent-sandbox";
+const AUDIT_FIFO: &str = "audit";
+const EMPTY_FILE: &str = "empty";
+const EMPTY_DIR: &str = "emptydir";
+const SECCOMP: &str = "seccomp.bpf";
+const BIN: &str = "bin";
+const PRESETS: &str = "presets";
+const WRAPPERS: &str = "wrappers";
+const SHIMS: &str = "shims";
+const COPIED: &str = "copied";
+const GIT_EXEC_REAL: &str = "git-exec-real";
+
+/// The runtime directory rooted somewhere: inside the sandbox, on the host, or in a
+/// test's temporary tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeLayout {
+    root: PathBuf,
+}
+
+impl RuntimeLayout {
+    /// As the sandbox sees it: `/run/agent-sandbox`.
+    pub fn inside() -> RuntimeLayout {
+        RuntimeLayout { root: PathBuf::from(INSIDE) }
+    }
+
+    /// As the sandbox would see it with `/` at `fs_root` (for tests of code that runs
+    /// inside): `<fs_root>/run/agent-sandbox`.
+    pub fn inside_of(fs_root: &Path) -> RuntimeLayout {
+        RuntimeLayout { root: fs_root.join(INSIDE.trim_start_matches('/')) }
+    }
+
+    /// The host directory `dir` that is mounted there.
+    pub fn host(dir: &Path) -> RuntimeLayout {
+        RuntimeLayout { root: dir.to_path_buf() }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// This binary: the marker `check` looks for, and the launcher wrapped commands run.
+    pub fn marker(&self) -> PathBuf {
+        self.root.join(MARKER)
+    }
+
+    /// The FIFO sandboxed processes send audit events to.
+    pub fn audit_fifo(&self) -> PathBuf {
+        self.root.join(AUDIT_FIFO)
+    }
+
+    /// The empty file a masked file shows.
+    pub fn empty_file(&self) -> PathBuf {
+        self.root.join(EMPTY_FILE)
+    }
+
+    /// The empty directory a masked directory shows.
+    pub fn empty_dir(&self) -> PathBuf {
+        self.root.join(EMPTY_DIR)
+    }
+
+    /// Bound as `$HOME/.profile`.
+    pub fn profile(&self) -> PathBuf {
+        self.root.join(PROFILE)
+    }
+
+    /// The seccomp program bwrap loads.
+    pub fn seccomp(&self) -> PathBuf {
+        self.root.join(SECCOMP)
+    }
+
+    /// The git guard's settings.
+    pub fn git_guard_settings(&self) -> PathBuf {
+        self.root.join(GIT_GUARD_SETTINGS)
+    }
+
+    /// The hook guard's settings.
+    pub fn hook_guard_settings(&self) -> PathBuf {
+        self.root.join(HOOK_GUARD_SETTINGS)
+    }
+
+    /// The real executable of wrapped command `name`.
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.root.join(BIN).join(name)
+    }
+
+    /// Which built-in preset handles `name` (its content: `git`, `deny`).
+    pub fn preset(&self, name: &str) -> PathBuf {
+        self.root.join(PRESETS).join(name)
+    }
+
+    /// The wrapper script of `name`.
+    pub fn wrapper(&self, name: &str) -> PathBuf {
+        self.root.join(WRAPPERS).join(name)
+    }
+
+    /// The shim that runs the launcher as `multicall <name>`.
+    pub fn shim(&self, name: &str) -> PathBuf {
+        self.root.join(SHIMS).join(name)
+    }
+
+    /// The directories holding one entry per wrapped command (`bin`, `presets`,
+    /// `wrappers`, `shims`).
+    pub fn command_dirs(&self) -> [PathBuf; 4] {
+        [BIN, PRESETS, WRAPPERS, SHIMS].map(|dir| self.root.join(dir))
+    }
+
+    /// Where the copies of the files granted in the absolute directory `dir` are.
+    pub fn copied(&self, dir: &Path) -> PathBuf {
+        self.root.join(COPIED).join(dir.strip_prefix("/").unwrap_or(dir))
+    }
+
+    /// Where git's exec-path directory `index` is, as the host has it.
+    pub fn git_exec_real(&self, index: usize) -> PathBuf {
+        self.root.join(GIT_EXEC_REAL).join(index.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every entry, spelled out: a change here changes what agents and users see.
+    #[test]
+    fn every_entry_inside() {
+        let inside = RuntimeLayout::inside();
+        let entries = [
+            (inside.root().to_path_buf(), "/run/agent-sandbox"),
+            (inside.marker(), "/run/agent-sandbox/agent-sandbox"),
+            (inside.audit_fifo(), "/run/agent-sandbox/audit"),
+            (inside.empty_file(), "/run/agent-sandbox/empty"),
+            (inside.empty_dir(), "/run/agent-sandbox/emptydir"),
+            (inside.profile(), "/run/agent-sandbox/profile"),
+            (inside.seccomp(), "/run/agent-sandbox/seccomp.bpf"),
+            (inside.git_guard_settings(), "/run/agent-sandbox/git-guard.json"),
+            (inside.hook_guard_settings(), "/run/agent-sandbox/hook-guard.json"),
+            (inside.bin("git"), "/run/agent-sandbox/bin/git"),
+            (inside.preset("git"), "/run/agent-sandbox/presets/git"),
+            (inside.wrapper("npm"), "/run/agent-sandbox/wrappers/npm"),
+            (inside.shim("python3"), "/run/agent-sandbox/shims/python3"),
+            (inside.copied(Path::new("/etc")), "/run/agent-sandbox/copied/etc"),
+            (inside.git_exec_real(0), "/run/agent-sandbox/git-exec-real/0"),
+        ];
+        for (path, expected) in entries {
+            assert_eq!(path, Path::new(expected));
+        }
+        let dirs = inside.command_dirs().map(|dir| dir.display().to_string());
+        assert_eq!(
+            dirs,
+            [
+                "/run/agent-sandbox/bin",
+                "/run/agent-sandbox/presets",
+                "/run/agent-sandbox/wrappers",
+                "/run/agent-sandbox/shims"
+            ]
+        );
+    }
+
+    #[test]
+    fn host_and_test_roots() {
+        assert_eq!(RuntimeLayout::host(Path::new("/tmp/rt")).bin("git"), Path::new("/tmp/rt/bin/git"));
+        assert_eq!(RuntimeLayout::inside_of(Path::new("/")), RuntimeLayout::inside());
+        assert_eq!(RuntimeLayout::inside_of(Path::new("/t")).marker(), Path::new("/t/run/agent-sandbox/agent-sandbox"));
+    }
+}
