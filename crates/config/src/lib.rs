@@ -10,6 +10,7 @@
 //! built-in secret patterns.
 
 pub mod approval;
+mod fuzz;
 mod parse;
 
 use std::{
@@ -18,6 +19,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+#[doc(hidden)]
+pub use fuzz::fuzz_one;
 pub use parse::parse_layer;
 
 /// The text of the built-in defaults layer.
