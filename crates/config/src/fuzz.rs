@@ -7,10 +7,14 @@
 //! written back as plain JSON, reads back as the same values.
 
 use std::path::Path;
+use std::sync::LazyLock;
 
 use crate::{defaults, merge, parse_layer, Config, ConfigError, Layer, LayerKind, Location, Sourced};
 
 const PATH: &str = "/project/.agent-sandbox/config.jsonc";
+
+/// The built-in layer, parsed once rather than per input.
+static DEFAULTS: LazyLock<Layer> = LazyLock::new(defaults);
 
 /// Parses `data` as one config file and asserts the invariants above; a violated one
 /// panics. Bytes that are not UTF-8 never reach the parser from a file (`read_layer` reads
@@ -29,7 +33,7 @@ pub fn fuzz_one(data: &[u8]) {
         Err(other) => panic!("parse_layer can only fail with Invalid, got {other:?}"),
         Ok(layer) => {
             check_origins(&layer, &lines);
-            let shown = merge(vec![defaults(), layer.clone()]);
+            let shown = merge(vec![DEFAULTS.clone(), layer.clone()]);
             let _ = shown.to_text();
             let _ = serde_json::to_string(&shown.to_json()).expect("config show --json serialises");
             check_round_trip(&merge(vec![layer]));
