@@ -10,6 +10,7 @@
 //! built-in secret patterns.
 
 pub mod approval;
+mod fuzz;
 mod keys;
 mod parse;
 
@@ -19,6 +20,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+#[doc(hidden)]
+pub use fuzz::fuzz_one;
 pub use keys::{BoolKey, ListKey, BOOL_KEYS, LIST_KEYS, TOP_KEYS};
 pub use parse::parse_layer;
 

@@ -103,11 +103,15 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// 1-based, counted as jsonc-parser counts for its syntax errors (a lone `\r` ends a
+    /// line too), so that every position in one file means the same place.
     fn line_column(&self, offset: usize) -> (usize, usize) {
         let before = &self.text[..offset.min(self.text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |rest| rest.chars().count()) + 1;
-        (line, column)
+        let ends_line =
+            |(idx, c): &(usize, char)| *c == '\n' || (*c == '\r' && self.text.as_bytes().get(idx + 1) != Some(&b'\n'));
+        let line = before.char_indices().filter(ends_line).count() + 1;
+        let line_start = before.char_indices().rfind(ends_line).map_or(0, |(idx, _)| idx + 1);
+        (line, before[line_start..].chars().count() + 1)
     }
 
     fn error(&self, node: &impl Ranged, message: String) -> ConfigError {

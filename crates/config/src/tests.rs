@@ -48,6 +48,26 @@ fn invalid_files_are_reported_with_position_and_hint() {
 }
 
 #[test]
+fn positions_count_a_lone_carriage_return_as_a_line_break_like_syntax_errors_do() {
+    // Found by the fuzz target: schema errors counted only `\n`, jsonc-parser's syntax
+    // errors count a lone `\r` too, so one file had two sets of line numbers.
+    let cases: &[(&str, &str)] = &[
+        ("{\r  \"netwrk\": \"off\"\r}\r", "/p/.agent-sandbox/config.jsonc:2:3: unknown key \"netwrk\""),
+        ("{\r  \"network\": \"off\",,\r}", "/p/.agent-sandbox/config.jsonc:2:20: "),
+        ("{\r\n  \"netwrk\": \"off\"\r\n}", "/p/.agent-sandbox/config.jsonc:2:3: unknown key \"netwrk\""),
+    ];
+    for (text, expected) in cases {
+        let err = project(text).expect_err(text).to_string();
+        assert!(err.starts_with(expected), "{text:?}\n  got:      {err}\n  expected: {expected}");
+    }
+    let layer = project("{\r\r \"filesystem\": {\"ro\": [\"a\"]}}").expect("valid");
+    assert_eq!(
+        layer.ro[0].origin.location,
+        Location::File { path: "/p/.agent-sandbox/config.jsonc".into(), line: 3, column: 24 }
+    );
+}
+
+#[test]
 fn comments_and_trailing_commas_are_accepted() {
     let layer =
         project("// top\n{\n  /* block */ \"network\": \"off\", // why\n  \"filesystem\": {\"ro\": [\"a\",],},\n}\n")

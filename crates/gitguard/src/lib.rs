@@ -10,6 +10,7 @@
 
 mod commands;
 mod config_keys;
+mod fuzz;
 mod global;
 mod hook_env;
 mod options;
@@ -20,6 +21,9 @@ use std::fmt;
 use std::path::PathBuf;
 
 use global::{Resolved, Stop, Word};
+
+#[doc(hidden)]
+pub use fuzz::fuzz_one;
 
 /// Git configuration as git would see it for this repository (system, global and
 /// repository files; NOT `-c` or environment overrides: those are in the request's `args`

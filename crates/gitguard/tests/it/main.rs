@@ -9,6 +9,7 @@ mod commit;
 mod config;
 mod display;
 mod env;
+mod fuzz;
 mod global;
 mod merge_family;
 mod parse;
