@@ -15,5 +15,6 @@ mod mcp;
 mod next_session;
 mod runtime;
 mod secrets;
+mod session_check;
 mod support;
 mod vsh;

@@ -167,6 +167,28 @@ impl TestCommand {
         let output = self.cmd.output().expect("agent-sandbox runs");
         Run(output)
     }
+
+    /// [`TestCommand::run`], failing the test (and killing the process) if it has not
+    /// ended within `secs`: for what must never block.
+    #[track_caller]
+    pub fn run_within(&mut self, secs: u64) -> Run {
+        use std::process::Stdio;
+        let child = self.cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+        let child = child.expect("agent-sandbox starts");
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+            Ok(output) => Run(output.expect("waited")),
+            Err(_) => {
+                // SAFETY: kill(2) on the process this test started.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                panic!("agent-sandbox blocked for more than {secs} s");
+            }
+        }
+    }
 }
 
 pub struct Run(pub Output);

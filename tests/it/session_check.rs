@@ -1,0 +1,238 @@
+//! The session check fails closed: what it cannot examine is made examinable or moved
+//! aside, it never blocks on a file the agent planted, it still runs when the command is
+//! ended by a signal, a killed session is checked by the next start, and two sessions in
+//! one project at once both work. Also: the "secret already committed" decision never
+//! passes agent-chosen paths through a git subprocess's quoting protocol.
+
+use std::{ffi::OsStr, os::unix::ffi::OsStrExt, path::PathBuf};
+
+use crate::support::{require_bwrap, World};
+
+fn quarantined(world: &World, dir: &str, name: &str) -> bool {
+    fs_err::read_dir(world.path(dir))
+        .expect("readable")
+        .filter_map(Result::ok)
+        .any(|entry| entry.file_name().to_string_lossy().starts_with(&format!("{name}.agent-sandbox-quarantined.")))
+}
+
+#[test]
+fn a_repository_behind_an_unlistable_directory_is_found_and_moved_aside() {
+    require_bwrap!();
+    let world = World::new();
+    // git only needs search permission to reach `vendor/hidden/dep/.git`.
+    let plant = "mkdir -p vendor/hidden/dep && git init -q vendor/hidden/dep \
+                 && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> vendor/hidden/dep/.git/config \
+                 && chmod 111 vendor/hidden";
+    let run = world.sh(&[], plant).run_ok_within_check();
+    assert!(world.path("home/proj/vendor/hidden").exists());
+    assert!(
+        !world.path("home/proj/vendor/hidden/dep/.git").exists(),
+        "the planted repository is still in place:\n{}",
+        run
+    );
+    assert!(quarantined(&world, "home/proj/vendor/hidden/dep", ".git"), "{run}");
+    // The legitimate use beside it: a directory the agent keeps private (0700) is left
+    // as it is, and the next session starts.
+    world.sh(&[], "mkdir -p build/private && chmod 700 build/private && echo x > build/private/f").ok();
+    assert_eq!(world.read("home/proj/build/private/f"), "x\n");
+    world.sh(&[], "true").ok();
+}
+
+trait RunExt {
+    fn run_ok_within_check(self) -> String;
+}
+
+impl RunExt for crate::support::Run {
+    /// Asserts success, returns stderr (where the check reports).
+    #[track_caller]
+    fn run_ok_within_check(self) -> String {
+        self.ok();
+        self.stderr()
+    }
+}
+
+#[test]
+fn fifos_planted_where_the_checks_read_do_not_block_exit_or_the_next_start() {
+    require_bwrap!();
+    let world = World::new();
+    let plant = "mkdir -p sub/.git bare/objects bare/refs wt && mkfifo sub/.git/config && mkfifo bare/HEAD \
+                 && mkfifo sub/.git/HEAD && git worktree add -q ../scratch-wt 2>/dev/null; \
+                 mkdir -p .git/worktrees/x && mkfifo .git/worktrees/x/commondir; true";
+    let run = world.cmd().args(["exec", "--", "sh", "-c", plant]).run_within(60);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(!world.path("home/proj/sub/.git").exists(), "{}", run.stderr());
+    assert!(!world.path("home/proj/.git/worktrees/x/commondir").exists(), "{}", run.stderr());
+    // The next start neither hangs nor trusts anything left.
+    let run = world.cmd().args(["exec", "--", "sh", "-c", "echo next"]).run_within(60);
+    assert_eq!(run.stdout(), "next\n", "{}", run.stderr());
+    // Legitimate: a FIFO the project uses elsewhere is no concern of the check.
+    let run = world.cmd().args(["exec", "--", "sh", "-c", "mkfifo build.pipe && echo ok"]).run_within(60);
+    assert_eq!(run.stdout(), "ok\n", "{}", run.stderr());
+    assert!(world.path("home/proj/build.pipe").exists());
+}
+
+#[test]
+fn a_fifo_as_the_repository_config_stops_the_start_with_the_fix() {
+    require_bwrap!();
+    let world = World::new();
+    let config = world.path("home/proj/.git/config");
+    let saved = fs_err::read(&config).expect("read");
+    fs_err::remove_file(&config).expect("rm");
+    let c_path = std::ffi::CString::new(config.as_os_str().as_bytes()).expect("no NUL");
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let run = world.cmd().args(["exec", "--", "true"]).run_within(60);
+    assert_eq!(run.code(), 125);
+    assert!(run.stderr().contains(".git/config is not a regular file"), "{}", run.stderr());
+    fs_err::remove_file(&config).expect("rm");
+    fs_err::write(&config, saved).expect("restore");
+    world.sh(&[], "true").ok();
+}
+
+#[test]
+fn a_renamed_parent_and_a_crafted_index_entry_do_not_unmask_a_secret() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/app/.env", "SECRET=real\n");
+    // The agent renames the secret's parent to a C-quoted name that git's
+    // `--stdin-paths` would read as `x`, and stages that path with the blob of its own `x`.
+    let attack = r#"printf decoy > x && mv app '"x"' \
+        && git update-index --add --cacheinfo "100644,$(git hash-object -w x),\"x\"/.env""#;
+    world.sh(&[], attack).ok();
+    assert_eq!(world.read("home/proj/\"x\"/.env"), "SECRET=real\n", "the real secret moved with its parent");
+    let run = world.sh(&[], r#"cat '"x"/.env'; echo end"#);
+    assert_eq!(run.stdout(), "end\n", "the secret was readable in the next session:\n{}", run.stderr());
+}
+
+/// Names with every byte git quotes: `"`, `\`, tab, newline, and non-UTF-8.
+fn awkward_names() -> Vec<PathBuf> {
+    let raw: [&[u8]; 5] = [b"q\"uote.key", b"back\\slash.key", b"tab\tbed.key", b"new\nline.key", b"caf\xe9.key"];
+    raw.iter().map(|name| PathBuf::from(OsStr::from_bytes(name))).collect()
+}
+
+#[test]
+fn committed_secrets_with_awkward_names_stay_readable_and_changed_ones_are_masked() {
+    require_bwrap!();
+    let world = World::new();
+    for name in awkward_names() {
+        fs_err::write(world.project.join(&name), b"committed\n").expect("write");
+    }
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "secrets in the repository"]);
+    // One more, with the same committed name but changed since: masked.
+    let changed = world.project.join(OsStr::from_bytes(b"caf\xe9.key"));
+    fs_err::write(&changed, b"changed since\n").expect("write");
+    let script = "for f in *.key; do printf '%s|' \"$(cat \"$f\" 2>/dev/null)\"; done";
+    let run = world.sh(&[], script);
+    let out = run.ok();
+    // Sorted by the shell: back\slash, caf\xe9, new\nline, q"uote, tab\tbed.
+    assert_eq!(out, "committed||committed|committed|committed|", "{}", run.stderr());
+}
+
+#[test]
+fn a_terminated_exec_still_runs_the_exit_check() {
+    require_bwrap!();
+    let world = World::new();
+    let mut cmd = world.cmd();
+    cmd.args([
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p sub/.git && echo '[core]' > sub/.git/config && touch planted && sleep 60",
+    ]);
+    let mut child = cmd.cmd.stderr(std::process::Stdio::piped()).spawn().expect("exec starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !world.path("home/proj/planted").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A SIGINT sent to exec alone (not a terminal's ^C, which the agent gets itself);
+    // SIGTERM is in runtime.rs.
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("exec exits");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    assert!(!world.path("home/proj/sub/.git").exists(), "the exit check did not run after SIGINT");
+    // SIGHUP as well (a closed terminal).
+    let mut cmd = world.cmd();
+    cmd.args(["exec", "--", "sh", "-c", "mkdir -p sub2/.git && touch planted2 && sleep 60"]);
+    let mut child = cmd.cmd.stderr(std::process::Stdio::piped()).spawn().expect("exec starts");
+    while !world.path("home/proj/planted2").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    assert_eq!(child.wait().expect("exits").code(), Some(128 + libc::SIGHUP));
+    assert!(!world.path("home/proj/sub2/.git").exists(), "the exit check did not run after SIGHUP");
+}
+
+#[test]
+fn a_killed_session_is_checked_by_the_next_start() {
+    require_bwrap!();
+    let world = World::new();
+    let mut cmd = world.cmd();
+    cmd.args([
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "mkdir -p sub/.git && echo '[core]' > sub/.git/config && touch planted && sleep 60",
+    ]);
+    let mut child = cmd.cmd.spawn().expect("exec starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !world.path("home/proj/planted").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SIGKILL: no exit check can run (as after a power cut).
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    assert!(world.path("home/proj/sub/.git").exists(), "nothing ran the check yet");
+    let run = world.sh(&[], "ls sub");
+    assert!(run.stderr().contains("ended without its exit check"), "{}", run.stderr());
+    assert!(!world.path("home/proj/sub/.git").exists(), "{}", run.stderr());
+    assert_eq!(run.ok(), "", "the plant was moved aside before the session started");
+    // The user's own work between two sessions that ended normally is never taken for a
+    // plant: a nested repository the user makes on the host stays.
+    world.git_in(&world.project, &["init", "-q", "tools/own"]);
+    world.sh(&[], "true").ok();
+    assert!(world.path("home/proj/tools/own/.git").exists());
+}
+
+#[test]
+fn two_sessions_at_once_share_the_check_and_neither_breaks_the_other() {
+    require_bwrap!();
+    let world = World::new();
+    let mut first = world.cmd();
+    first.args([
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "touch first-up; while [ ! -e second-done ]; do sleep 0.05; done; echo first",
+    ]);
+    let first = first.cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn();
+    let first = first.expect("first starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !world.path("home/proj/first-up").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The second session plants a repository and ends while the first still runs: the
+    // plant is moved aside at its exit, and the first's exit check stays correct.
+    let run = world.sh(&[], "mkdir -p sub/.git && echo '[core]' > sub/.git/config && git commit -q --allow-empty -m two && touch second-done");
+    run.ok();
+    assert!(!world.path("home/proj/sub/.git").exists(), "{}", run.stderr());
+    let out = first.wait_with_output().expect("first ends");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "first\n", "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success());
+    // Both sessions' legitimate work is there, and a third starts cleanly.
+    assert!(world.git(&["log", "--format=%s"]).starts_with("two\n"));
+    world.sh(&[], "true").ok();
+    assert!(
+        !world
+            .path("xdg-state/agent-sandbox/sessions")
+            .read_dir()
+            .expect("dir")
+            .any(|entry| { entry.expect("entry").path().join("baseline.json").exists() }),
+        "no baseline is left once every session has ended"
+    );
+}
