@@ -45,7 +45,7 @@ enum Commands {
     /// An interactive shell over a virtual sandbox (in-memory files; nothing touches the host)
     Vsh(crate::vsh::VshArgs),
     /// Serve a virtual sandbox to an agent as MCP tools on stdio
-    Mcp(crate::mcp::McpArgs),
+    Mcp(crate::vsh::McpArgs),
     /// Run the hook guard (what the installed hooks call)
     #[command(hide = true)]
     Hook {
@@ -176,7 +176,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
             devcontainer_init(path, &base_tag, force)
         }
         Commands::Vsh(args) => crate::vsh::vsh(args),
-        Commands::Mcp(args) => crate::mcp::mcp(args),
+        Commands::Mcp(args) => crate::vsh::mcp(args),
         Commands::Hook { name, args } => match hookinstall::HOOKS.contains(&name.as_str()) {
             true => Ok(hookguard::run(&name, &args)),
             false => {

@@ -6,7 +6,6 @@
 
 mod cli;
 mod exec;
-mod mcp;
 mod vsh;
 
 use std::{ffi::OsString, path::Path};

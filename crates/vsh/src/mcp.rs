@@ -1,15 +1,14 @@
-//! `agent-sandbox mcp`: a Model Context Protocol server on stdio (the official Rust SDK,
-//! `rmcp`) that gives an agent one virtual sandbox as tools: `execute`, `read_file`,
-//! `write_file`, `snapshot`, `restore`, `stats`, `history`. Snapshots taken with the
-//! `snapshot` tool stay in the server's memory under an id; `--snapshot FILE` persists
-//! the sandbox across sessions as for `vsh`. This is the only command that builds a
-//! tokio runtime (rmcp needs one), and it builds it only here: a current-thread runtime,
-//! since tool calls run one at a time on the one sandbox anyway.
+//! The Model Context Protocol server on stdio (the official Rust SDK, `rmcp`) that gives
+//! an agent one virtual sandbox as tools: `execute`, `read_file`, `write_file`,
+//! `snapshot`, `restore`, `stats`, `history`. Snapshots taken with the `snapshot` tool
+//! stay in the server's memory under an id; `--snapshot FILE` persists the sandbox
+//! across sessions as for `vsh`. This is the only code that builds a tokio runtime (rmcp
+//! needs one), and it builds it only here: a current-thread runtime, since tool calls
+//! run one at a time on the one sandbox anyway.
 
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
-use clap::Args;
 use rmcp::{
     handler::server::{router::tool::ToolRouter, wrapper::Parameters},
     model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig},
@@ -18,16 +17,11 @@ use rmcp::{
 use serde::Deserialize;
 use vsandbox::{Sandbox, Snapshot};
 
-use crate::vsh::{close, open, SessionArgs};
+use crate::session::{close, open, SessionOptions};
 
-#[derive(Args, Clone, Debug)]
-pub struct McpArgs {
-    #[command(flatten)]
-    pub session: SessionArgs,
-}
-
-pub fn mcp(args: McpArgs) -> Result<i32> {
-    let (sandbox, notes) = open(&args.session)?;
+/// Serves MCP on stdio until the client disconnects.
+pub fn mcp(session: &SessionOptions) -> Result<i32> {
+    let (sandbox, notes) = open(session)?;
     // stdout is the protocol channel: everything for the user goes to stderr.
     for note in &notes {
         eprintln!("agent-sandbox mcp: {note}");
@@ -41,7 +35,7 @@ pub fn mcp(args: McpArgs) -> Result<i32> {
         anyhow::Ok(())
     })?;
     let state = state.lock().map_err(|_| anyhow::anyhow!("a tool call panicked"))?;
-    for note in close(&state.sandbox, &args.session)? {
+    for note in close(&state.sandbox, session)? {
         eprintln!("agent-sandbox mcp: {note}");
     }
     Ok(0)

@@ -1,0 +1,7 @@
+//! The front ends of the virtual sandbox: `vsh` (a shell for people, a JSON line protocol
+//! for scripts) and `mcp` (the same sandbox as MCP tools for agents), and the session
+//! set-up both share. No OS isolation is involved: see crates/vsandbox.
+
+pub mod mcp;
+pub mod repl;
+pub mod session;
