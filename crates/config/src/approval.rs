@@ -28,7 +28,8 @@ fn record(config: &Path, bytes: &[u8]) -> Vec<u8> {
 
 /// Whether `config` is byte for byte what the user allowed.
 pub fn is_allowed(state_dir: &Path, config: &Path) -> bool {
-    match (std::fs::read(copy_path(state_dir, config)), std::fs::read(config)) {
+    let read = |path: &Path| util::fs::read_regular(path, crate::CONFIG_LIMIT);
+    match (read(&copy_path(state_dir, config)), read(config)) {
         (Ok(stored), Ok(current)) => stored == record(config, &current),
         _ => false,
     }
@@ -36,7 +37,7 @@ pub fn is_allowed(state_dir: &Path, config: &Path) -> bool {
 
 /// Trusts `config` as it is now; returns the bytes that were allowed.
 pub fn allow(state_dir: &Path, config: &Path) -> std::io::Result<Vec<u8>> {
-    let bytes = fs_err::read(config)?;
+    let bytes = util::fs::read_regular(config, crate::CONFIG_LIMIT)?;
     let copy = copy_path(state_dir, config);
     let dir = copy.parent().unwrap_or(state_dir);
     std::fs::DirBuilder::new()

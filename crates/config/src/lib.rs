@@ -312,8 +312,17 @@ pub fn find_config_file(dir: &Path) -> Result<Option<PathBuf>, ConfigError> {
     }
 }
 
+/// No config file is legitimately bigger.
+pub const CONFIG_LIMIT: u64 = 16 * 1024 * 1024;
+
 fn read_layer(path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
-    let text = fs_err::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    // Never blocks: a FIFO planted as a config file is an error, not a hang.
+    let bytes = util::fs::read_regular(path, CONFIG_LIMIT)
+        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let text = String::from_utf8(bytes).map_err(|_| ConfigError::Read {
+        path: path.to_owned(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"),
+    })?;
     parse_layer(&text, path, kind)
 }
 

@@ -398,14 +398,27 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         Err(_) => {
             let mut found = gitcare::walk::Found::default();
             gitcare::walk::walk(&ctx.project_root, &mut found);
+            for dir in &found.repaired {
+                eprintln!(
+                    "agent-sandbox: note: {} was made unreadable inside the sandbox; gave its owner read and search \
+                     permission back so that it could be checked",
+                    dir.display()
+                );
+            }
             found
         }
     };
-    let (_, stuck) =
-        gitcare::session::finish(session, &watch, found_now).context("checking the git metadata after the session")?;
+    let checked = gitcare::session::finish(session, &watch, found_now);
     runtime.remove().context("removing the runtime directory")?;
+    let (_, stuck) = checked.context(
+        "checking the git metadata after the session failed: inspect nested .git entries, .git/config and the hooks \
+         before running git here",
+    )?;
     if stuck > 0 {
-        eprintln!("agent-sandbox: WARNING: {stuck} path(s) above could be neither moved aside nor deleted: do not run git in this project until you have removed them");
+        eprintln!(
+            "agent-sandbox: WARNING: {stuck} path(s) above could be neither moved aside nor deleted: do not run git \
+             in this project until you have removed them"
+        );
     }
     Ok(Outcome::Ran(code?))
 }
