@@ -53,8 +53,7 @@ pub fn layout_rules(root: &Path, hooks_path: Option<&Path>, notes: &mut Vec<Stri
             if admin == layout.git_dir {
                 continue; // this project's own
             }
-            let Ok(dot_git) = std::fs::read_to_string(admin.join("gitdir")) else { continue };
-            let dot_git = PathBuf::from(dot_git.trim_end_matches('\n'));
+            let Some(dot_git) = gitfacts::read_gitlink_record(&admin.join("gitdir")) else { continue };
             if dot_git.is_absolute() && !dot_git.starts_with(root) && dot_git.is_file() {
                 rules.push((Access::Ro, dot_git));
             }
