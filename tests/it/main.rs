@@ -10,6 +10,7 @@ mod files;
 mod git;
 mod gitguard;
 mod hookguard;
+mod host_files;
 mod isolation;
 mod mcp;
 mod next_session;

@@ -60,6 +60,12 @@ pub const LIST_KEYS: &[ListKey] = &[
         config_mut: |config| &mut config.exclude,
     },
     ListKey {
+        key: "filesystem.hostExecuted",
+        layer: |layer| &mut layer.host_executed,
+        config: |config| &config.host_executed,
+        config_mut: |config| &mut config.host_executed,
+    },
+    ListKey {
         key: "secrets.patterns",
         layer: |layer| &mut layer.secret_patterns,
         config: |config| &config.secret_patterns,

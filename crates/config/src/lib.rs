@@ -154,6 +154,9 @@ pub struct Layer {
     pub ro: Vec<Sourced<String>>,
     pub rw: Vec<Sourced<String>>,
     pub exclude: Vec<Sourced<String>>,
+    /// Project files the host runs later (editor tasks, direnv, agents' hooks): read-only
+    /// inside when present, moved aside at exit when the session created them.
+    pub host_executed: Vec<Sourced<String>>,
     pub secret_patterns: Vec<Sourced<String>>,
     pub secret_allow: Vec<Sourced<String>>,
     pub env_secret_patterns: Vec<Sourced<String>>,
@@ -175,6 +178,9 @@ pub struct Config {
     pub ro: Vec<Sourced<String>>,
     pub rw: Vec<Sourced<String>>,
     pub exclude: Vec<Sourced<String>>,
+    /// Project files the host runs later (editor tasks, direnv, agents' hooks): read-only
+    /// inside when present, moved aside at exit when the session created them.
+    pub host_executed: Vec<Sourced<String>>,
     pub secret_patterns: Vec<Sourced<String>>,
     pub secret_allow: Vec<Sourced<String>>,
     pub env_secret_patterns: Vec<Sourced<String>>,
@@ -340,6 +346,7 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         ro: Vec::new(),
         rw: Vec::new(),
         exclude: Vec::new(),
+        host_executed: Vec::new(),
         secret_patterns: Vec::new(),
         secret_allow: Vec::new(),
         env_secret_patterns: Vec::new(),

@@ -284,7 +284,7 @@ fn unknown_keys_in_a_section_suggest_from_the_tables() {
         ("{\"secrets\": {\"zzzzzzzz\": 1}}", "unknown key \"secrets.zzzzzzzz\" (valid keys: patterns, allow)"),
         (
             "{\"filesystem\": {\"zzzzzzzz\": 1}}",
-            "unknown key \"filesystem.zzzzzzzz\" (valid keys: presets, ro, rw, exclude)",
+            "unknown key \"filesystem.zzzzzzzz\" (valid keys: presets, ro, rw, exclude, hostExecuted)",
         ),
         ("{\"env\": {\"zzzzzzzz\": 1}}", "unknown key \"env.zzzzzzzz\" (valid keys: secretPatterns, allow, block)"),
         (

@@ -107,6 +107,15 @@ pub fn diff(watch: &Watch, before: &State, now: &State) -> Vec<Action> {
             actions.push(Action::RestoreCommondir { path: path.clone() });
         }
     }
+    for path in &watch.host_files {
+        if now_of(path).is_some() && now_of(path) != then_of(path) {
+            actions.push(quarantine(
+                path,
+                "is run on the host later (an editor task, direnv, an agent's settings or hooks) and was written \
+                 inside the sandbox",
+            ));
+        }
+    }
     // Also in dependency trees: one `git add` of a clone there makes the project's
     // `git status` run git in it.
     let changed = |known: &std::collections::BTreeMap<PathBuf, Vec<PathBuf>>, entry: &Path, files: &[PathBuf]| {

@@ -49,6 +49,9 @@ pub struct Watch {
     pub common_dir: Option<PathBuf>,
     /// Further paths (a hooks directory configured with `core.hooksPath`).
     pub extra: Vec<PathBuf>,
+    /// Project files the host runs later (`filesystem.hostExecuted`) that did not exist at
+    /// start (those that did are read-only inside): one that appears is moved aside.
+    pub host_files: Vec<PathBuf>,
 }
 
 /// One watched path as found.
@@ -142,6 +145,7 @@ pub fn observe(watch: &Watch, found: &walk::Found) -> State {
     let project_files: BTreeSet<PathBuf> = project_files(root, common).into_iter().collect();
     let mut paths: BTreeSet<PathBuf> = project_files.clone();
     paths.extend(watch.extra.iter().cloned());
+    paths.extend(watch.host_files.iter().cloned());
     for files in nested.values().chain(bare.values()).chain(modules.values()) {
         paths.extend(files.iter().cloned());
     }

@@ -39,6 +39,8 @@ struct Saved {
     project_root: PathBuf,
     common_dir: Option<String>,
     extra: Vec<String>,
+    #[serde(default)]
+    host_files: Vec<String>,
     state: State,
 }
 
@@ -48,6 +50,7 @@ impl Saved {
             project_root: watch.project_root.clone(),
             common_dir: watch.common_dir.as_deref().map(codec::encode),
             extra: watch.extra.iter().map(|path| codec::encode(path)).collect(),
+            host_files: watch.host_files.iter().map(|path| codec::encode(path)).collect(),
             state,
         }
     }
@@ -60,6 +63,7 @@ impl Saved {
                 None => None,
             },
             extra: self.extra.iter().map(|text| codec::decode(text)).collect::<Option<_>>()?,
+            host_files: self.host_files.iter().map(|text| codec::decode(text)).collect::<Option<_>>()?,
         })
     }
 }

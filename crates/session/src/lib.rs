@@ -245,7 +245,18 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     }
     debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
 
+    // Project files the host runs later: read-only (parents pinned) when present; the
+    // absent ones are watched by the exit check.
+    let (host_present, host_absent) = host_executed(&config, &ctx.project_root)?;
+    let mut config = config;
+    for path in &host_present {
+        config.ro.push(config::Sourced {
+            value: path.display().to_string(),
+            origin: config::Origin { layer: config::LayerKind::Default, location: config::Location::Builtin },
+        });
+    }
     let mut policy = policy::resolve(&config, &ctx)?;
+    policy::pin_parents(&mut policy.mounts, &host_present);
     // `.git` entries are reported too (never descended into), and `HEAD` files, for the
     // session check; `.git` before any secret or allow pattern (`.g*`) can claim it.
     let patterns: Vec<String> = config.secret_patterns.iter().map(|item| item.value.clone()).collect();
@@ -386,6 +397,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         project_root: ctx.project_root.clone(),
         common_dir: gitfacts::layout(&ctx.project_root).map(|layout| layout.common_dir),
         extra: ctx.hooks_path.iter().cloned().collect(),
+        host_files: host_absent,
     };
     let session = gitcare::session::begin(&state_dir, &watch, || found.clone())
         .context("recording the git metadata before the session")?;
@@ -421,6 +433,28 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         );
     }
     Ok(Outcome::Ran(code?))
+}
+
+/// `filesystem.hostExecuted` under the project root: those present, and those absent.
+fn host_executed(config: &config::Config, project_root: &Path) -> Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let (mut present, mut absent) = (Vec::new(), Vec::new());
+    for item in &config.host_executed {
+        let rel = Path::new(&item.value);
+        if rel.is_absolute() || rel.components().any(|part| !matches!(part, std::path::Component::Normal(_))) {
+            bail!(
+                "filesystem.hostExecuted: {:?} must be a path relative to the project root, without `..` (from {})",
+                item.value,
+                item.origin
+            );
+        }
+        let path = project_root.join(rel);
+        if path.symlink_metadata().is_ok() {
+            present.push(path);
+        } else {
+            absent.push(path);
+        }
+    }
+    Ok((present, absent))
 }
 
 /// agent-sandbox's own directories exist before the policy is resolved, so that their
