@@ -156,19 +156,22 @@ fn pre_push_stops_what_slipped_past_the_git_guard() {
         // that makes a rewrite look like a fast-forward;
         ("not a fast-forward", "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
           && echo \"$(git rev-parse HEAD) $S\" > /tmp/gr && GIT_GRAFT_FILE=/tmp/gr git push -q origin main"),
-        ("not a fast-forward", "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
+        // (.git/info is read-only inside: the graft cannot even be written.)
+        (READ_ONLY, "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
           && echo \"$(git rev-parse HEAD) $S\" > .git/info/grafts && git push -q origin main"),
         // ...another tree for the failing commit, or a sparse checkout that leaves it out.
         ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
           && git update-ref refs/replace/$(git rev-parse HEAD^{tree}) $(git rev-parse HEAD~1^{tree}) && git push -q origin main"),
-        ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
+        (READ_ONLY, "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
           && printf '/*\\n!BROKEN\\n' > .git/info/sparse-checkout \
           && git -c core.sparseCheckout=true -c core.sparseCheckoutCone=false push -q origin main"),
     ];
+    const READ_ONLY: &str = "Read-only file system";
     for (expected, attack) in attacks {
         let run = world.sh(&rw, &format!("{own_git}{attack}"));
         let err = run.stderr();
-        assert!(err.contains("agent-sandbox: pre-push refused:") && err.contains(expected), "`{attack}`:\n{err}");
+        let refused = expected == READ_ONLY || err.contains("agent-sandbox: pre-push refused:");
+        assert!(refused && err.contains(expected), "`{attack}`:\n{err}");
         assert_eq!(
             (remote_ref(&world, "refs/heads/main"), remote_ref(&world, "refs/heads/feature")),
             (main.clone(), feature.clone()),

@@ -88,8 +88,13 @@ pub fn run(
     // decides what they mean. SIGTERM, SIGHUP, and a SIGINT sent to this process alone
     // (not by a terminal) end the sandbox, after which the caller still runs its exit
     // check; a second such signal aborts at once, saying so (see `on_signal`).
-    CHILD.store(i32::try_from(child.id()).unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
     install_signal_handlers();
+    CHILD.store(i32::try_from(child.id()).unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
+    if RECEIVED.load(std::sync::atomic::Ordering::SeqCst) != 0 {
+        // A signal came before bwrap started: end it at once (the exit check still runs).
+        // SAFETY: kill(2) on the child just spawned.
+        unsafe { libc::kill(i32::try_from(child.id()).unwrap_or(0), libc::SIGKILL) };
+    }
     let status = child.wait().map_err(|err| RunError::Spawn(bwrap.to_owned(), err));
     // Its pid may be reused from now on: later signals must not reach another process.
     CHILD.store(0, std::sync::atomic::Ordering::SeqCst);
@@ -133,8 +138,10 @@ const ABORTED: &[u8] = b"agent-sandbox: aborted by a second signal before the ex
 metadata was not checked; the next `agent-sandbox exec` in this project checks it first\n";
 
 /// Handles SIGTERM, SIGHUP and SIGINT from now on for this process (also while the
-/// caller runs its exit check after [`run`] returns). SIGQUIT is ignored.
-fn install_signal_handlers() {
+/// caller runs its exit check after [`run`] returns). SIGQUIT is ignored. `exec` calls it
+/// first thing, so that a signal during the start is not lost either; [`run`] calls it
+/// again (idempotent).
+pub fn install_signal_handlers() {
     // SAFETY: a zeroed sigaction is valid; the handler only uses async-signal-safe calls
     // (kill, write, _exit) and atomics.
     unsafe {

@@ -184,6 +184,11 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         bail!("this is already inside an agent-sandbox; run the command directly (sandboxes do not nest)");
     }
     let debug = options.debug;
+    if !options.dry_run {
+        // From here on a terminating signal ends the sandbox (once it runs) and the exit
+        // check still runs.
+        sandbox::run::install_signal_handlers();
+    }
     // A session that never ran its exit check is checked before anything reads the
     // repository or the configuration it may have changed.
     if let Ok(home) = home() {
