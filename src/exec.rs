@@ -77,5 +77,9 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
             Ok(0)
         }
         session::Outcome::Ran(code) => Ok(code),
+        session::Outcome::NotFound(why) => {
+            eprintln!("agent-sandbox: {why}");
+            Ok(127)
+        }
     }
 }

@@ -120,7 +120,38 @@ fn bwraps_own_failures_are_told_apart_from_the_commands_status() {
     require_bwrap!();
     let world = World::new();
     assert_eq!(world.sh(&[], "exit 1").code(), 1, "the command's own 1 passes through");
+    // A command that is not there is 127, said before bwrap starts, as a shell says it.
     let run = world.cmd().args(["exec", "--", "/nonexistent-command"]).run();
-    assert_eq!(run.code(), 125);
-    assert!(run.stderr().contains("bwrap could not start the command in the sandbox"), "{}", run.stderr());
+    assert_eq!(run.code(), 127);
+    assert!(run.stderr().contains("/nonexistent-command: no such executable file"), "{}", run.stderr());
+    let run = world.cmd().args(["exec", "--", "no-such-command-anywhere"]).run();
+    assert_eq!(run.code(), 127);
+    assert!(run.stderr().contains("command not found on the sandbox's PATH"), "{}", run.stderr());
+    // The command's own status passes through untouched.
+    let run = world.cmd().args(["exec", "--", "sh", "-c", "exit 3"]).run();
+    assert_eq!(run.code(), 3);
+}
+
+#[test]
+fn a_command_whose_install_is_not_visible_is_named_with_the_flag_that_adds_it() {
+    require_bwrap!();
+    let world = World::new();
+    // A native-installer layout: ~/.local/bin/tool -> ~/.local/share/tool/versions/1/tool.
+    let real = world.write("home/.local/share/tool/versions/1/tool", "#!/bin/sh\necho tool-ran\n");
+    std::fs::set_permissions(&real, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    fs_err::create_dir_all(world.path("home/.local/bin")).expect("mkdir");
+    std::os::unix::fs::symlink(&real, world.path("home/.local/bin/tool")).expect("symlink");
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", world.path("home/.local/bin").display());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "tool"]).run();
+    assert_eq!(run.code(), 127, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("which is not visible inside (show it read-only with --ro")
+            && run.stderr().contains("share/tool/versions/1"),
+        "{}",
+        run.stderr()
+    );
+    // With the flag it names, it runs.
+    let dir = world.path("home/.local/share/tool");
+    let run = world.cmd().env("PATH", &path).args(["exec", "--ro"]).arg(&dir).args(["--", "tool"]).run();
+    assert_eq!(run.ok(), "tool-ran\n");
 }

@@ -161,6 +161,8 @@ pub enum Outcome {
     DryRun { env_names: Vec<String>, argv: Vec<OsString> },
     /// The command ran: its exit status to pass on.
     Ran(i32),
+    /// The command is not there inside the sandbox (exit status 127): why, and the fix.
+    NotFound(String),
 }
 
 /// Options of one `exec`.
@@ -321,6 +323,12 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     };
     let self_exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
     let bwrap = find_bwrap(&ctx, &policy.mounts)?;
+    let wrapped = commands.iter().any(|wrapped| command[0] == *wrapped.name);
+    if !wrapped {
+        if let Err(why) = find_inside(&command[0], path_var.as_deref(), &ctx.cwd, &policy.mounts) {
+            return Ok(Outcome::NotFound(why));
+        }
+    }
 
     if options.dry_run {
         let plan = plan(&policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
@@ -473,6 +481,61 @@ fn prepare_own_dirs(own_dirs: &[PathBuf]) -> Result<()> {
             .with_context(|| format!("creating {}", dir.display()))?;
     }
     Ok(())
+}
+
+/// Whether `command` can be started inside: found on the sandbox's `PATH` (or at its
+/// path), and visible there together with what its symlinks lead to (`~/.local/bin/x`
+/// → `~/.local/share/x/versions/1/x`). The error says what is missing and the flag that
+/// adds it.
+fn find_inside(
+    command: &std::ffi::OsStr,
+    path_var: Option<&std::ffi::OsStr>,
+    cwd: &Path,
+    mounts: &[Mount],
+) -> std::result::Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let name = Path::new(command);
+    let candidates: Vec<PathBuf> = if name.components().count() > 1 || name.is_absolute() {
+        vec![cwd.join(name)]
+    } else {
+        std::env::split_paths(path_var.unwrap_or_default())
+            .filter(|dir| !dir.starts_with(sandbox::plan::RUNTIME_DIR))
+            .map(|dir| cwd.join(dir).join(name))
+            .collect()
+    };
+    let mut hidden = None;
+    for candidate in &candidates {
+        let executable =
+            candidate.metadata().is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+        if !executable {
+            continue;
+        }
+        let real = candidate.canonicalize().unwrap_or_else(|_| candidate.clone());
+        match (policy::is_visible(candidate, mounts), policy::is_visible(&real, mounts)) {
+            (true, true) => return Ok(()),
+            (false, _) => hidden = hidden.or(Some((candidate.clone(), candidate.clone()))),
+            (true, false) => hidden = hidden.or(Some((candidate.clone(), real))),
+        }
+    }
+    let shown = name.display();
+    match hidden {
+        Some((found, missing)) => {
+            let dir = missing.parent().unwrap_or(&missing);
+            let what = if found == missing {
+                format!("{} is not visible inside", found.display())
+            } else {
+                format!("{} leads to {}, which is not visible inside", found.display(), missing.display())
+            };
+            Err(format!(
+                "{shown}: {what} (show it read-only with --ro {}, or add it to filesystem.ro in the config)",
+                dir.display()
+            ))
+        }
+        None if candidates.len() == 1 && !name.is_relative() || name.components().count() > 1 => {
+            Err(format!("{shown}: no such executable file"))
+        }
+        None => Err(format!("{shown}: command not found on the sandbox's PATH")),
+    }
 }
 
 /// bwrap from an absolute `PATH` entry outside the project and outside every writable
