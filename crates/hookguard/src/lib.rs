@@ -131,10 +131,10 @@ fn load_settings(top: &Path) -> Result<Settings, Refusal> {
         return Settings::from_json(&text)
             .ok_or_else(|| refuse(format!("{} is unreadable", snapshot.display()), "restart the sandbox"));
     }
-    let loaded = if sandbox::check::detect() == sandbox::check::Where::Container {
+    let loaded = if runtime_layout::detect() == runtime_layout::Where::Container {
         config::load_for_container()
     } else {
-        let home = sandbox::git::passwd_home().unwrap_or_default();
+        let home = util::passwd_home().unwrap_or_default();
         config::load_for_project(top, &home).map(|(config, unapproved)| {
             if let Some(path) = unapproved {
                 eprintln!(
@@ -236,7 +236,7 @@ impl Repo {
 
 fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     let top = std::env::current_dir().map_err(|err| refuse(format!("no working directory: {err}"), "retry"))?;
-    let inside = sandbox::check::detect() != sandbox::check::Where::Outside;
+    let inside = runtime_layout::detect() != runtime_layout::Where::Outside;
     // Inside, the real git directly: the git guard has already judged this command.
     let real = RuntimeLayout::inside().bin("git");
     let git = if real.exists() { real } else { PathBuf::from("git") };

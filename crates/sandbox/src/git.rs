@@ -239,7 +239,7 @@ fn clean_repo_facts(start: &Path) -> Option<RepoFacts> {
     for name in REDIRECTING_VARS {
         std::env::remove_var(name);
     }
-    if let Some(home) = passwd_home() {
+    if let Some(home) = util::passwd_home() {
         std::env::set_var("HOME", home);
     }
     let facts = repo_facts(start);
@@ -250,17 +250,6 @@ fn clean_repo_facts(start: &Path) -> Option<RepoFacts> {
         }
     }
     facts
-}
-
-/// This user's home directory from `/etc/passwd` (not `$HOME`, which the agent sets).
-pub fn passwd_home() -> Option<PathBuf> {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() }.to_string();
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        (fields.len() > 5 && fields[2] == uid).then(|| PathBuf::from(fields[5]))
-    })
 }
 
 fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args: &[OsString]) -> i32 {

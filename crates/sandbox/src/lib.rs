@@ -1,9 +1,7 @@
 //! Everything between a resolved policy and a running sandbox: the pure bwrap plan,
 //! command wrapper discovery, the runtime directory mounted at `/run/agent-sandbox`,
-//! the executor (with Landlock scoping), and what runs inside: the multicall dispatcher
-//! and sandbox detection.
+//! the executor (with Landlock scoping), and what runs inside: the multicall dispatcher.
 
-pub mod check;
 pub mod commands;
 pub mod git;
 pub mod landlock;

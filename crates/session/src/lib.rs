@@ -180,7 +180,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             "agent-sandbox exec needs Linux: bubblewrap is built on Linux namespaces (elsewhere, use a devcontainer)"
         );
     }
-    if sandbox::check::detect() != sandbox::check::Where::Outside {
+    if runtime_layout::detect() != runtime_layout::Where::Outside {
         bail!("this is already inside an agent-sandbox; run the command directly (sandboxes do not nest)");
     }
     let debug = options.debug;
