@@ -17,6 +17,7 @@ use std::{
     process::Command,
 };
 
+use gitfacts::{repo_facts, repo_facts_of, RepoFacts};
 use gitguard::{ConfigView, GuardOptions, Refusal, Request, Verdict};
 use runtime_layout::RuntimeLayout;
 
@@ -29,37 +30,6 @@ pub const REFUSED: i32 = 1;
 
 /// Git subcommands that run hooks, whose repository is checked before they run.
 const HOOKED: &[&str] = &["commit", "merge", "pull", "am", "rebase", "push", "cherry-pick", "revert"];
-
-/// Where a repository keeps its refs and which hooks git runs for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepoFacts {
-    pub common_dir: PathBuf,
-    /// The effective `core.hooksPath`, absolute; `None` means `<common dir>/hooks`.
-    pub hooks_path: Option<PathBuf>,
-}
-
-/// The facts of the repository git would use from `start`, as git reads its
-/// configuration (system, global, repository, includes, `GIT_DIR` and friends).
-pub fn repo_facts(start: &Path) -> Option<RepoFacts> {
-    let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(start).ok()?.to_thread_local();
-    Some(facts_of(&repo))
-}
-
-fn facts_of(repo: &gix::Repository) -> RepoFacts {
-    let common_dir = canonical(repo.common_dir());
-    // An unresolvable value is kept as its own marker, so that start and now still compare.
-    let hooks_path = match gitfacts::hooks_path(repo) {
-        Ok(gitfacts::HooksPath::Default) => None,
-        Ok(gitfacts::HooksPath::Configured(path)) => Some(path),
-        Ok(gitfacts::HooksPath::Empty) => Some(PathBuf::new()),
-        Err(_) => Some(PathBuf::from("<unresolvable core.hooksPath>")),
-    };
-    RepoFacts { common_dir, hooks_path }
-}
-
-fn canonical(path: &Path) -> PathBuf {
-    path.canonicalize().unwrap_or_else(|_| policy::normalize(path))
-}
 
 /// Serializes the settings for [`OPTIONS_FILE`]: the config's `git.*` and the facts of
 /// the project's repository at start.
@@ -99,7 +69,7 @@ fn check_repository(request: &Request<'_>, start_dir: &Path, project: &RepoFacts
         return None;
     }
     let now = match &parsed.git_dir {
-        Some(git_dir) => facts_of(&gix::open(start_dir.join(git_dir)).ok()?),
+        Some(git_dir) => repo_facts_of(&gix::open(start_dir.join(git_dir)).ok()?),
         None => repo_facts(start_dir)?,
     };
     let what = format!("git {subcommand}");

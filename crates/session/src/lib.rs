@@ -49,7 +49,7 @@ pub struct Loaded {
     /// Config files the agent could have written (the project's, a `-c` file inside the
     /// project), each with whether the user allowed it as it is.
     pub project_config: Vec<(PathBuf, bool)>,
-    pub repo: Option<sandbox::git::RepoFacts>,
+    pub repo: Option<gitfacts::RepoFacts>,
 }
 
 fn home() -> Result<PathBuf> {
@@ -101,7 +101,7 @@ pub fn load(inv: &Invocation) -> Result<Loaded> {
     // opens its config files without O_NONBLOCK: refuse special files first.
     let repo = if project_root.join(".git").symlink_metadata().is_ok() {
         refuse_special_git_files(&project_root)?;
-        sandbox::git::repo_facts(&project_root)
+        gitfacts::repo_facts(&project_root)
     } else {
         None
     };
