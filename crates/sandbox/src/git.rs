@@ -19,11 +19,8 @@ use std::{
 
 use gitfacts::{repo_facts, repo_facts_of, RepoFacts};
 use gitguard::{ConfigView, GuardOptions, Refusal, Request, Verdict};
+use guard_settings::GitGuardSettings;
 use runtime_layout::RuntimeLayout;
-
-/// The guard's settings, written by `exec` into the runtime directory (the name of
-/// [`RuntimeLayout::git_guard_settings`], kept for `exec`).
-pub const OPTIONS_FILE: &str = runtime_layout::GIT_GUARD_SETTINGS;
 
 /// Exit status of a refused git command.
 pub const REFUSED: i32 = 1;
@@ -31,32 +28,16 @@ pub const REFUSED: i32 = 1;
 /// Git subcommands that run hooks, whose repository is checked before they run.
 const HOOKED: &[&str] = &["commit", "merge", "pull", "am", "rebase", "push", "cherry-pick", "revert"];
 
-/// Serializes the settings for [`OPTIONS_FILE`]: the config's `git.*` and the facts of
-/// the project's repository at start.
-pub fn options_json(allow_branch_deletion: bool, allow_plumbing_commits: bool, facts: Option<&RepoFacts>) -> String {
-    serde_json::json!({
-        "allowBranchDeletion": allow_branch_deletion,
-        "allowPlumbingCommits": allow_plumbing_commits,
-        "commonDir": facts.map(|facts| facts.common_dir.clone()),
-        "hooksPath": facts.and_then(|facts| facts.hooks_path.clone()),
-    })
-    .to_string()
-}
-
+/// The settings `exec` wrote into the runtime directory (the strictest when they are
+/// missing or unusable), as the judge's options and the project's facts at start.
 fn load_options(run: &RuntimeLayout) -> (GuardOptions, Option<RepoFacts>) {
-    // Missing or unreadable settings mean the strictest ones.
-    let value: serde_json::Value = std::fs::read_to_string(run.git_guard_settings())
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default();
+    let settings = GitGuardSettings::read(&run.git_guard_settings());
     let options = GuardOptions {
-        allow_branch_deletion: value["allowBranchDeletion"].as_bool().unwrap_or(false),
-        allow_plumbing_commits: value["allowPlumbingCommits"].as_bool().unwrap_or(false),
+        allow_branch_deletion: settings.allow_branch_deletion,
+        allow_plumbing_commits: settings.allow_plumbing_commits,
     };
-    let facts = value["commonDir"].as_str().map(|common_dir| RepoFacts {
-        common_dir: PathBuf::from(common_dir),
-        hooks_path: value["hooksPath"].as_str().map(PathBuf::from),
-    });
+    let hooks_path = settings.hooks_path;
+    let facts = settings.common_dir.map(|common_dir| RepoFacts { common_dir, hooks_path });
     (options, facts)
 }
 
@@ -397,7 +378,13 @@ mod tests {
         let (strict, facts) = load_options(&run);
         assert!(!strict.allow_branch_deletion && !strict.allow_plumbing_commits && facts.is_none());
         let project = RepoFacts { common_dir: "/p/.git".into(), hooks_path: Some("/p/.husky/_".into()) };
-        fs_err::write(run.git_guard_settings(), options_json(true, false, Some(&project))).expect("write");
+        let settings = GitGuardSettings {
+            allow_branch_deletion: true,
+            allow_plumbing_commits: false,
+            common_dir: Some(project.common_dir.clone()),
+            hooks_path: project.hooks_path.clone(),
+        };
+        fs_err::write(run.git_guard_settings(), settings.to_json().expect("json")).expect("write");
         let (loaded, facts) = load_options(&run);
         assert!(loaded.allow_branch_deletion && !loaded.allow_plumbing_commits);
         assert_eq!(facts, Some(project));

@@ -348,12 +348,15 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
                 .with_context(|| format!("preparing the stand-in for {}", dir.path.display()))?;
         }
     }
-    let git_options = sandbox::git::options_json(
-        config.git_allow_branch_deletion.value,
-        config.git_allow_plumbing_commits.value,
-        repo.as_ref(),
-    );
-    let mut hook_settings = hookguard::Settings::from_config(&config);
+    let git_settings = guard_settings::GitGuardSettings {
+        allow_branch_deletion: config.git_allow_branch_deletion.value,
+        allow_plumbing_commits: config.git_allow_plumbing_commits.value,
+        common_dir: repo.as_ref().map(|repo| repo.common_dir.clone()),
+        hooks_path: repo.as_ref().and_then(|repo| repo.hooks_path.clone()),
+    }
+    .to_json()
+    .context("writing the git guard's settings (the repository's path must be UTF-8)")?;
+    let mut hook_settings = guard_settings::HookGuardSettings::from_config(&config);
     hook_settings.masked_paths = masks
         .iter()
         .filter_map(|mask| mask.path.strip_prefix(&ctx.project_root).ok())
@@ -368,8 +371,8 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .as_ref()
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
     let files = [
-        (sandbox::git::OPTIONS_FILE, git_options.as_str()),
-        (hookguard::SETTINGS_FILE, hook_settings.as_str()),
+        (runtime_layout::GIT_GUARD_SETTINGS, git_settings.as_str()),
+        (runtime_layout::HOOK_GUARD_SETTINGS, hook_settings.as_str()),
         (sandbox::runtime::PROFILE_FILE, profile.as_str()),
     ];
     let copies: Vec<&Path> =
