@@ -262,10 +262,10 @@ fn devcontainer_init(path: Option<PathBuf>, base_tag: &str, force: bool) -> anyh
 }
 
 fn check(quiet: bool) -> i32 {
-    let (code, text) = match sandbox::check::detect() {
-        sandbox::check::Where::Bubblewrap => (0, "inside an agent-sandbox (bubblewrap)"),
-        sandbox::check::Where::Container => (0, "inside an agent-sandbox (container)"),
-        sandbox::check::Where::Outside => (1, "not inside an agent-sandbox"),
+    let (code, text) = match runtime_layout::detect() {
+        runtime_layout::Where::Bubblewrap => (0, "inside an agent-sandbox (bubblewrap)"),
+        runtime_layout::Where::Container => (0, "inside an agent-sandbox (container)"),
+        runtime_layout::Where::Outside => (1, "not inside an agent-sandbox"),
     };
     if !quiet {
         println!("{text}");

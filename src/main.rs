@@ -18,14 +18,14 @@ fn main() {
         std::process::exit(hookguard::run(hook, &args[1..]));
     }
     if let Some(name) = argv0.filter(|name| !name.starts_with("agent-sandbox")) {
-        std::process::exit(sandbox::multicall::dispatch(&name, &args[1..]));
+        std::process::exit(inside::multicall::dispatch(&name, &args[1..]));
     }
     if args.get(1).is_some_and(|arg| arg == "multicall") {
         let Some(name) = args.get(2) else {
             eprintln!("agent-sandbox: usage: agent-sandbox multicall <command> [args...]");
             std::process::exit(2);
         };
-        std::process::exit(sandbox::multicall::dispatch(&name.to_string_lossy(), &args[3..]));
+        std::process::exit(inside::multicall::dispatch(&name.to_string_lossy(), &args[3..]));
     }
     std::process::exit(cli::main(args));
 }

@@ -1,9 +1,10 @@
 //! Git's layout rules, in one place: how git reads a gitlink file (`.git` as a file), a
 //! worktree record's `commondir`, what it takes for a repository (`HEAD` + `objects` +
-//! `refs`), where submodules keep their git directories, and which hooks directory it
-//! uses (`core.hooksPath`, with `~` and relative values). The start of a session, the
-//! exit check, the git guard, the hook installer and the `@git` preset all ask here, so
-//! they cannot disagree; every rule is tested against the real git (`tests/`).
+//! `refs`), where submodules keep their git directories, which hooks directory it uses
+//! (`core.hooksPath`, with `~` and relative values), and a repository's [`RepoFacts`]
+//! (common directory and hooks path). The start of a session, the exit check, the git
+//! guard, the hook installer and the `@git` preset all ask here, so they cannot
+//! disagree; every rule is tested against the real git (`tests/`).
 //!
 //! Everything read here may have been written by an agent: files are read with
 //! [`util::fs::read_regular`] (never blocking on a FIFO), and what is found outside the
@@ -210,6 +211,36 @@ pub fn hooks_path(repo: &gix::Repository) -> Result<HooksPath, FactsError> {
         Some(path) => HooksPath::Configured(canonical(&repo.workdir().unwrap_or_else(|| repo.git_dir()).join(path))),
         None => HooksPath::Default,
     })
+}
+
+/// Where a repository keeps its refs and which hooks git runs for it: taken at the start
+/// of a session, and compared by the git guard before every command that runs hooks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoFacts {
+    pub common_dir: PathBuf,
+    /// The effective `core.hooksPath`, absolute; `None` means `<common dir>/hooks`.
+    pub hooks_path: Option<PathBuf>,
+}
+
+/// The facts of the repository git would use from `start`, as git reads its
+/// configuration (system, global, repository, includes, `GIT_DIR` and friends).
+pub fn repo_facts(start: &Path) -> Option<RepoFacts> {
+    let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(start).ok()?.to_thread_local();
+    Some(repo_facts_of(&repo))
+}
+
+/// The facts of an open repository (see [`repo_facts`]).
+pub fn repo_facts_of(repo: &gix::Repository) -> RepoFacts {
+    let common_dir = repo.common_dir();
+    let common_dir = common_dir.canonicalize().unwrap_or_else(|_| normalize(common_dir));
+    // An unresolvable value is kept as its own marker, so that start and now still compare.
+    let hooks_path = match hooks_path(repo) {
+        Ok(HooksPath::Default) => None,
+        Ok(HooksPath::Configured(path)) => Some(path),
+        Ok(HooksPath::Empty) => Some(PathBuf::new()),
+        Err(_) => Some(PathBuf::from("<unresolvable core.hooksPath>")),
+    };
+    RepoFacts { common_dir, hooks_path }
 }
 
 /// The directory git runs hooks from: the configured one, else `<common dir>/hooks`.

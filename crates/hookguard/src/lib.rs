@@ -17,6 +17,7 @@ use std::{
     process::{Command, Output, Stdio},
 };
 
+use guard_settings::HookGuardSettings;
 use runtime_layout::RuntimeLayout;
 pub use tokens::{find as find_secrets, Finding};
 
@@ -49,92 +50,19 @@ fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
     Refusal { why: why.into(), instead: instead.into() }
 }
 
-/// What the guard needs of the configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    pub check_commands: Vec<String>,
-    pub protected_paths: Vec<String>,
-    pub humans: bool,
-    pub secret_patterns: Vec<String>,
-    pub secret_allow: Vec<String>,
-    pub allow_branch_deletion: bool,
-    /// Paths (relative to the work tree) the sandbox masks: the agent sees them empty,
-    /// so a commit must not record them.
-    pub masked_paths: Vec<String>,
-    /// The environment the sandbox started with: the checks run in it, not in whatever
-    /// the agent sets for `git commit` (`PATH`, `LD_PRELOAD`, `BASH_ENV`). Empty outside
-    /// a sandbox, where the checks inherit the environment.
-    pub check_env: Vec<(String, String)>,
-}
-
-/// Where `exec` leaves the guard's settings inside the runtime directory (the name of
-/// `RuntimeLayout::hook_guard_settings`, kept for `exec`).
-pub const SETTINGS_FILE: &str = runtime_layout::HOOK_GUARD_SETTINGS;
-
-impl Settings {
-    pub fn from_config(config: &config::Config) -> Settings {
-        let values = |items: &[config::Sourced<String>]| items.iter().map(|item| item.value.clone()).collect();
-        Settings {
-            check_commands: values(&config.check_commands),
-            protected_paths: values(&config.protected_paths),
-            humans: config.check_humans.value,
-            secret_patterns: values(&config.secret_patterns),
-            secret_allow: values(&config.secret_allow),
-            allow_branch_deletion: config.git_allow_branch_deletion.value,
-            masked_paths: Vec::new(),
-            check_env: Vec::new(),
-        }
-    }
-
-    pub fn to_json(&self) -> String {
-        serde_json::json!({
-            "checkCommands": self.check_commands,
-            "protectedPaths": self.protected_paths,
-            "humans": self.humans,
-            "secretPatterns": self.secret_patterns,
-            "secretAllow": self.secret_allow,
-            "allowBranchDeletion": self.allow_branch_deletion,
-            "maskedPaths": self.masked_paths,
-            "checkEnv": self.check_env.iter().map(|(name, value)| [name, value]).collect::<Vec<_>>(),
-        })
-        .to_string()
-    }
-
-    fn from_json(text: &str) -> Option<Settings> {
-        let value: serde_json::Value = serde_json::from_str(text).ok()?;
-        let strings = |key: &str| -> Option<Vec<String>> {
-            value[key].as_array()?.iter().map(|item| item.as_str().map(str::to_owned)).collect()
-        };
-        Some(Settings {
-            check_commands: strings("checkCommands")?,
-            protected_paths: strings("protectedPaths")?,
-            humans: value["humans"].as_bool()?,
-            secret_patterns: strings("secretPatterns")?,
-            secret_allow: strings("secretAllow")?,
-            allow_branch_deletion: value["allowBranchDeletion"].as_bool()?,
-            masked_paths: strings("maskedPaths")?,
-            check_env: value["checkEnv"]
-                .as_array()?
-                .iter()
-                .map(|pair| Some((pair[0].as_str()?.to_owned(), pair[1].as_str()?.to_owned())))
-                .collect::<Option<Vec<_>>>()?,
-        })
-    }
-}
-
 /// Inside bubblewrap: the snapshot `exec` took at start. In a container: the root-owned
 /// `/etc/agent-sandbox`. Outside any sandbox: the configuration read with the home
 /// directory from the password database.
-fn load_settings(top: &Path) -> Result<Settings, Refusal> {
-    let snapshot = RuntimeLayout::inside().hook_guard_settings();
-    if let Ok(text) = std::fs::read_to_string(&snapshot) {
-        return Settings::from_json(&text)
-            .ok_or_else(|| refuse(format!("{} is unreadable", snapshot.display()), "restart the sandbox"));
+fn load_settings(top: &Path) -> Result<HookGuardSettings, Refusal> {
+    match HookGuardSettings::read(&RuntimeLayout::inside().hook_guard_settings()) {
+        Ok(Some(settings)) => return Ok(settings),
+        Ok(None) => {}
+        Err(err) => return Err(refuse(err.to_string(), "restart the sandbox")),
     }
-    let loaded = if sandbox::check::detect() == sandbox::check::Where::Container {
+    let loaded = if runtime_layout::detect() == runtime_layout::Where::Container {
         config::load_for_container()
     } else {
-        let home = sandbox::git::passwd_home().unwrap_or_default();
+        let home = util::passwd_home().unwrap_or_default();
         config::load_for_project(top, &home).map(|(config, unapproved)| {
             if let Some(path) = unapproved {
                 eprintln!(
@@ -145,7 +73,7 @@ fn load_settings(top: &Path) -> Result<Settings, Refusal> {
             config
         })
     };
-    loaded.map(|config| Settings::from_config(&config)).map_err(|err| {
+    loaded.map(|config| HookGuardSettings::from_config(&config)).map_err(|err| {
         refuse(format!("cannot read the agent-sandbox configuration: {err}"), "fix the configuration file it names")
     })
 }
@@ -154,7 +82,7 @@ struct Repo {
     /// The top of the work tree: git runs hooks there.
     top: PathBuf,
     git: PathBuf,
-    settings: Settings,
+    settings: HookGuardSettings,
     /// Whether git's `GIT_INDEX_FILE` is honoured (pre-commit).
     keep_index: bool,
 }
@@ -236,7 +164,7 @@ impl Repo {
 
 fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     let top = std::env::current_dir().map_err(|err| refuse(format!("no working directory: {err}"), "retry"))?;
-    let inside = sandbox::check::detect() != sandbox::check::Where::Outside;
+    let inside = runtime_layout::detect() != runtime_layout::Where::Outside;
     // Inside, the real git directly: the git guard has already judged this command.
     let real = RuntimeLayout::inside().bin("git");
     let git = if real.exists() { real } else { PathBuf::from("git") };
@@ -551,22 +479,6 @@ mod tests {
     use super::*;
 
     const ZERO: &str = "0000000000000000000000000000000000000000";
-
-    #[test]
-    fn settings_round_trip_and_reject_partial_files() {
-        let settings = Settings {
-            check_commands: vec!["cargo test".into()],
-            protected_paths: vec![".husky".into()],
-            humans: true,
-            secret_patterns: vec![".env".into()],
-            secret_allow: vec![".env.example".into()],
-            allow_branch_deletion: false,
-            masked_paths: vec!["config/prod.key".into()],
-            check_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        };
-        assert_eq!(Settings::from_json(&settings.to_json()), Some(settings));
-        assert_eq!(Settings::from_json(r#"{"checkCommands": []}"#), None);
-    }
 
     #[test]
     fn pre_push_lines_parse() {

@@ -24,9 +24,14 @@
 //!                   stand-in directory takes
 //! ```
 //!
-//! Nothing here touches the filesystem.
+//! Nothing here touches the filesystem, except [`detect`], which asks whether the
+//! markers exist.
+
+mod detect;
 
 use std::path::{Path, PathBuf};
+
+pub use detect::{detect, detect_in, Where};
 
 /// Where the runtime directory appears inside the sandbox.
 pub const INSIDE: &str = "/run/agent-sandbox";

@@ -1,13 +1,10 @@
-//! Everything between a resolved policy and a running sandbox: the pure bwrap plan,
-//! command wrapper discovery, the runtime directory mounted at `/run/agent-sandbox`,
-//! the executor (with Landlock scoping), and what runs inside: the multicall dispatcher
-//! and sandbox detection.
+//! Everything between a resolved policy and a running sandbox, on the host: the pure
+//! bwrap plan, command wrapper discovery, the runtime directory mounted at
+//! `/run/agent-sandbox`, and the executor (with Landlock scoping). What runs inside the
+//! sandbox lives in the `inside` crate.
 
-pub mod check;
 pub mod commands;
-pub mod git;
 pub mod landlock;
-pub mod multicall;
 pub mod plan;
 pub mod run;
 pub mod runtime;

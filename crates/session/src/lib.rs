@@ -49,7 +49,7 @@ pub struct Loaded {
     /// Config files the agent could have written (the project's, a `-c` file inside the
     /// project), each with whether the user allowed it as it is.
     pub project_config: Vec<(PathBuf, bool)>,
-    pub repo: Option<sandbox::git::RepoFacts>,
+    pub repo: Option<gitfacts::RepoFacts>,
 }
 
 fn home() -> Result<PathBuf> {
@@ -101,7 +101,7 @@ pub fn load(inv: &Invocation) -> Result<Loaded> {
     // opens its config files without O_NONBLOCK: refuse special files first.
     let repo = if project_root.join(".git").symlink_metadata().is_ok() {
         refuse_special_git_files(&project_root)?;
-        sandbox::git::repo_facts(&project_root)
+        gitfacts::repo_facts(&project_root)
     } else {
         None
     };
@@ -182,7 +182,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             "agent-sandbox exec needs Linux: bubblewrap is built on Linux namespaces (elsewhere, use a devcontainer)"
         );
     }
-    if sandbox::check::detect() != sandbox::check::Where::Outside {
+    if runtime_layout::detect() != runtime_layout::Where::Outside {
         bail!("this is already inside an agent-sandbox; run the command directly (sandboxes do not nest)");
     }
     let debug = options.debug;
@@ -372,12 +372,15 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
                 .with_context(|| format!("preparing the stand-in for {}", dir.path.display()))?;
         }
     }
-    let git_options = sandbox::git::options_json(
-        config.git_allow_branch_deletion.value,
-        config.git_allow_plumbing_commits.value,
-        repo.as_ref(),
-    );
-    let mut hook_settings = hookguard::Settings::from_config(&config);
+    let git_settings = guard_settings::GitGuardSettings {
+        allow_branch_deletion: config.git_allow_branch_deletion.value,
+        allow_plumbing_commits: config.git_allow_plumbing_commits.value,
+        common_dir: repo.as_ref().map(|repo| repo.common_dir.clone()),
+        hooks_path: repo.as_ref().and_then(|repo| repo.hooks_path.clone()),
+    }
+    .to_json()
+    .context("writing the git guard's settings (the repository's path must be UTF-8)")?;
+    let mut hook_settings = guard_settings::HookGuardSettings::from_config(&config);
     hook_settings.masked_paths = masks
         .iter()
         .filter_map(|mask| mask.path.strip_prefix(&ctx.project_root).ok())
@@ -392,8 +395,8 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .as_ref()
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
     let files = [
-        (sandbox::git::OPTIONS_FILE, git_options.as_str()),
-        (hookguard::SETTINGS_FILE, hook_settings.as_str()),
+        (runtime_layout::GIT_GUARD_SETTINGS, git_settings.as_str()),
+        (runtime_layout::HOOK_GUARD_SETTINGS, hook_settings.as_str()),
         (sandbox::runtime::PROFILE_FILE, profile.as_str()),
     ];
     let copies: Vec<&Path> =

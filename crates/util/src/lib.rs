@@ -1,10 +1,11 @@
 //! Small helpers every other crate needs once: shell quoting, a stable hash, UTC
-//! timestamps, atomic writes, and reading a file that an agent may have replaced by
-//! something else (a FIFO, a device, a symlink) without ever blocking on it.
+//! timestamps, the user's home from the password database, atomic writes, and reading a
+//! file that an agent may have replaced by something else (a FIFO, a device, a symlink)
+//! without ever blocking on it.
 
 pub mod fs;
 
-use std::ffi::OsString;
+use std::{ffi::OsString, path::PathBuf};
 
 /// `text` as one POSIX shell word: unchanged when it has only characters no shell treats
 /// specially, else single-quoted.
@@ -80,6 +81,17 @@ pub fn format_utc(secs: u64, millis: Option<u32>) -> String {
 pub fn now_utc() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     format_utc(secs, None)
+}
+
+/// This user's home directory from `/etc/passwd` (not `$HOME`, which the agent sets).
+pub fn passwd_home() -> Option<PathBuf> {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() }.to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() > 5 && fields[2] == uid).then(|| PathBuf::from(fields[5]))
+    })
 }
 
 #[cfg(test)]

@@ -1,13 +1,16 @@
-//! Sandbox detection for `agent-sandbox check` and for guards that behave differently
-//! inside. Inside bubblewrap the marker is this binary mounted read-only at
-//! `/run/agent-sandbox/agent-sandbox` (under a read-only `/`, so a sandboxed process can
-//! neither remove it nor unmount it: it has no capabilities and cannot create a user
-//! namespace). In a container it is the root-owned `/.agent-sandbox` file.
+//! Sandbox detection: `agent-sandbox check`, the guards that behave differently inside,
+//! and `exec`, which refuses to nest. Both sides ask, so it lives here rather than with
+//! the code that runs inside. Inside bubblewrap the marker is this binary mounted
+//! read-only at `/run/agent-sandbox/agent-sandbox` (under a read-only `/`, so a
+//! sandboxed process can neither remove it nor unmount it: it has no capabilities and
+//! cannot create a user namespace). In a container it is the root-owned
+//! `/.agent-sandbox` file.
 
 use std::path::Path;
 
-use runtime_layout::RuntimeLayout;
+use crate::RuntimeLayout;
 
+/// Where this process runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Where {
     Bubblewrap,
@@ -15,6 +18,7 @@ pub enum Where {
     Outside,
 }
 
+/// Where this process runs, read off the markers under `/`.
 pub fn detect() -> Where {
     detect_in(Path::new("/"))
 }
@@ -39,11 +43,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path();
         assert_eq!(detect_in(root), Where::Outside);
-        fs_err::write(root.join(".agent-sandbox"), "").expect("write");
+        std::fs::write(root.join(".agent-sandbox"), "").expect("write");
         assert_eq!(detect_in(root), Where::Container);
-        fs_err::create_dir_all(root.join("run/agent-sandbox")).expect("mkdir");
+        std::fs::create_dir_all(root.join("run/agent-sandbox")).expect("mkdir");
         assert_eq!(detect_in(root), Where::Container, "the directory alone is not the marker");
-        fs_err::write(root.join("run/agent-sandbox/agent-sandbox"), "").expect("write");
+        std::fs::write(root.join("run/agent-sandbox/agent-sandbox"), "").expect("write");
         assert_eq!(detect_in(root), Where::Bubblewrap);
     }
 }

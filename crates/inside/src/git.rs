@@ -17,12 +17,10 @@ use std::{
     process::Command,
 };
 
+use gitfacts::{repo_facts, repo_facts_of, RepoFacts};
 use gitguard::{ConfigView, GuardOptions, Refusal, Request, Verdict};
+use guard_settings::GitGuardSettings;
 use runtime_layout::RuntimeLayout;
-
-/// The guard's settings, written by `exec` into the runtime directory (the name of
-/// [`RuntimeLayout::git_guard_settings`], kept for `exec`).
-pub const OPTIONS_FILE: &str = runtime_layout::GIT_GUARD_SETTINGS;
 
 /// Exit status of a refused git command.
 pub const REFUSED: i32 = 1;
@@ -30,63 +28,16 @@ pub const REFUSED: i32 = 1;
 /// Git subcommands that run hooks, whose repository is checked before they run.
 const HOOKED: &[&str] = &["commit", "merge", "pull", "am", "rebase", "push", "cherry-pick", "revert"];
 
-/// Where a repository keeps its refs and which hooks git runs for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepoFacts {
-    pub common_dir: PathBuf,
-    /// The effective `core.hooksPath`, absolute; `None` means `<common dir>/hooks`.
-    pub hooks_path: Option<PathBuf>,
-}
-
-/// The facts of the repository git would use from `start`, as git reads its
-/// configuration (system, global, repository, includes, `GIT_DIR` and friends).
-pub fn repo_facts(start: &Path) -> Option<RepoFacts> {
-    let repo = gix::ThreadSafeRepository::discover_with_environment_overrides(start).ok()?.to_thread_local();
-    Some(facts_of(&repo))
-}
-
-fn facts_of(repo: &gix::Repository) -> RepoFacts {
-    let common_dir = canonical(repo.common_dir());
-    // An unresolvable value is kept as its own marker, so that start and now still compare.
-    let hooks_path = match gitfacts::hooks_path(repo) {
-        Ok(gitfacts::HooksPath::Default) => None,
-        Ok(gitfacts::HooksPath::Configured(path)) => Some(path),
-        Ok(gitfacts::HooksPath::Empty) => Some(PathBuf::new()),
-        Err(_) => Some(PathBuf::from("<unresolvable core.hooksPath>")),
-    };
-    RepoFacts { common_dir, hooks_path }
-}
-
-fn canonical(path: &Path) -> PathBuf {
-    path.canonicalize().unwrap_or_else(|_| policy::normalize(path))
-}
-
-/// Serializes the settings for [`OPTIONS_FILE`]: the config's `git.*` and the facts of
-/// the project's repository at start.
-pub fn options_json(allow_branch_deletion: bool, allow_plumbing_commits: bool, facts: Option<&RepoFacts>) -> String {
-    serde_json::json!({
-        "allowBranchDeletion": allow_branch_deletion,
-        "allowPlumbingCommits": allow_plumbing_commits,
-        "commonDir": facts.map(|facts| facts.common_dir.clone()),
-        "hooksPath": facts.and_then(|facts| facts.hooks_path.clone()),
-    })
-    .to_string()
-}
-
+/// The settings `exec` wrote into the runtime directory (the strictest when they are
+/// missing or unusable), as the judge's options and the project's facts at start.
 fn load_options(run: &RuntimeLayout) -> (GuardOptions, Option<RepoFacts>) {
-    // Missing or unreadable settings mean the strictest ones.
-    let value: serde_json::Value = std::fs::read_to_string(run.git_guard_settings())
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default();
+    let settings = GitGuardSettings::read(&run.git_guard_settings());
     let options = GuardOptions {
-        allow_branch_deletion: value["allowBranchDeletion"].as_bool().unwrap_or(false),
-        allow_plumbing_commits: value["allowPlumbingCommits"].as_bool().unwrap_or(false),
+        allow_branch_deletion: settings.allow_branch_deletion,
+        allow_plumbing_commits: settings.allow_plumbing_commits,
     };
-    let facts = value["commonDir"].as_str().map(|common_dir| RepoFacts {
-        common_dir: PathBuf::from(common_dir),
-        hooks_path: value["hooksPath"].as_str().map(PathBuf::from),
-    });
+    let hooks_path = settings.hooks_path;
+    let facts = settings.common_dir.map(|common_dir| RepoFacts { common_dir, hooks_path });
     (options, facts)
 }
 
@@ -99,7 +50,7 @@ fn check_repository(request: &Request<'_>, start_dir: &Path, project: &RepoFacts
         return None;
     }
     let now = match &parsed.git_dir {
-        Some(git_dir) => facts_of(&gix::open(start_dir.join(git_dir)).ok()?),
+        Some(git_dir) => repo_facts_of(&gix::open(start_dir.join(git_dir)).ok()?),
         None => repo_facts(start_dir)?,
     };
     let what = format!("git {subcommand}");
@@ -239,7 +190,7 @@ fn clean_repo_facts(start: &Path) -> Option<RepoFacts> {
     for name in REDIRECTING_VARS {
         std::env::remove_var(name);
     }
-    if let Some(home) = passwd_home() {
+    if let Some(home) = util::passwd_home() {
         std::env::set_var("HOME", home);
     }
     let facts = repo_facts(start);
@@ -250,17 +201,6 @@ fn clean_repo_facts(start: &Path) -> Option<RepoFacts> {
         }
     }
     facts
-}
-
-/// This user's home directory from `/etc/passwd` (not `$HOME`, which the agent sets).
-pub fn passwd_home() -> Option<PathBuf> {
-    // SAFETY: getuid has no preconditions.
-    let uid = unsafe { libc::getuid() }.to_string();
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        (fields.len() > 5 && fields[2] == uid).then(|| PathBuf::from(fields[5]))
-    })
 }
 
 fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args: &[OsString]) -> i32 {
@@ -438,7 +378,13 @@ mod tests {
         let (strict, facts) = load_options(&run);
         assert!(!strict.allow_branch_deletion && !strict.allow_plumbing_commits && facts.is_none());
         let project = RepoFacts { common_dir: "/p/.git".into(), hooks_path: Some("/p/.husky/_".into()) };
-        fs_err::write(run.git_guard_settings(), options_json(true, false, Some(&project))).expect("write");
+        let settings = GitGuardSettings {
+            allow_branch_deletion: true,
+            allow_plumbing_commits: false,
+            common_dir: Some(project.common_dir.clone()),
+            hooks_path: project.hooks_path.clone(),
+        };
+        fs_err::write(run.git_guard_settings(), settings.to_json().expect("json")).expect("write");
         let (loaded, facts) = load_options(&run);
         assert!(loaded.allow_branch_deletion && !loaded.allow_plumbing_commits);
         assert_eq!(facts, Some(project));
