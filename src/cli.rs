@@ -126,7 +126,7 @@ pub struct PolicyArgs {
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Network access: on or off
-    #[arg(long, value_name = "on|off")]
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
     pub network: Option<String>,
     /// Make PATH visible read-only (repeatable)
     #[arg(long, value_name = "PATH")]
@@ -138,7 +138,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "PATH")]
     pub exclude: Vec<String>,
     /// NAME=VALUE: true (unwrapped), false (deny), @git (built-in preset) or a wrapper script path
-    #[arg(long = "cmd", value_name = "NAME=VALUE")]
+    #[arg(long = "cmd", value_name = "NAME=VALUE", value_parser = command_rule)]
     pub cmds: Vec<String>,
 }
 
@@ -152,9 +152,28 @@ pub struct ExecArgs {
     /// Explain each decision on stderr
     #[arg(long)]
     pub debug: bool,
-    /// The command and its arguments
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    /// The command and its arguments (after `--` when they start with `-`)
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+/// `--cmd NAME=VALUE`, checked by clap so that a malformed one is a usage error (exit 2).
+fn command_rule(text: &str) -> Result<String, String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() && !value.is_empty() && !name.contains('/') => Ok(text.to_owned()),
+        _ => Err(format!(
+            "expected NAME=VALUE, e.g. npm=false, git=@git, npm=true or npm=./tools/npm-wrapper (got {text:?})"
+        )),
+    }
+}
+
+/// Commands that change what the host trusts (approvals, hooks) refuse to run inside a
+/// sandbox: there they would act on the sandbox's view, or be the agent's doing.
+fn refuse_inside(what: &str) -> anyhow::Result<()> {
+    if runtime_layout::detect() != runtime_layout::Where::Outside {
+        anyhow::bail!("{what} changes what the host trusts: run it outside the sandbox, in your own shell");
+    }
+    Ok(())
 }
 
 pub fn main(args: Vec<OsString>) -> i32 {
@@ -169,8 +188,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Exec(args) => crate::exec::exec(args),
         Commands::Check { quiet } => Ok(check(quiet)),
         Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
-        Commands::Config(ConfigCommand::Allow { policy }) => crate::exec::config_allow(&policy),
-        Commands::Hooks(command) => hooks(command),
+        Commands::Config(ConfigCommand::Allow { policy }) => {
+            refuse_inside("`agent-sandbox config allow`").and_then(|()| crate::exec::config_allow(&policy))
+        }
+        Commands::Hooks(command) => refuse_inside("`agent-sandbox hooks`").and_then(|()| hooks(command)),
         Commands::Firewall(command) => firewall(command),
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force }) => {
             devcontainer_init(path, &base_tag, force)

@@ -141,3 +141,36 @@ fn a_bwrap_the_agent_could_have_written_is_never_run() {
     assert_eq!(run.ok(), "inside\n");
     assert!(!world.path("home/proj/bin/PLANT-RAN").exists() && !world.path("home/tools/bin/PLANT-RAN").exists());
 }
+
+#[test]
+fn unknown_flags_and_bad_values_are_usage_errors_with_the_fix() {
+    let world = World::new();
+    let cases: [(&[&str], &str); 3] = [
+        (&["exec", "--bogus", "--", "true"], "to pass '--bogus' as a value, use '-- --bogus'"),
+        (&["exec", "--network", "bogus", "--", "true"], "[possible values: on, off]"),
+        (&["exec", "--cmd", "npm", "--", "true"], "expected NAME=VALUE, e.g. npm=false"),
+    ];
+    for (args, fix) in cases {
+        let run = world.cmd().args(args).run();
+        assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr());
+        assert!(run.stderr().contains(fix), "{args:?}: {}", run.stderr());
+    }
+    // The legitimate forms beside them: the command's own flags after it pass through.
+    let run = world.cmd().args(["exec", "--dry-run", "echo", "--resume", "-x"]).run();
+    assert!(run.ok().contains("-- echo --resume -x"), "{}", run.stdout());
+}
+
+#[test]
+fn trust_changing_commands_refuse_inside_and_the_prompt_says_where_you_are() {
+    require_bwrap!();
+    let world = World::new();
+    let script = "agent-sandbox config allow; echo \"allow=$?\"; agent-sandbox hooks install; echo \"hooks=$?\"; \
+                  echo \"$debian_chroot|$PS1\"";
+    let run = world.sh(&[], script);
+    let out = run.ok();
+    assert!(out.contains("allow=125\nhooks=125\nagent-sandbox|(agent-sandbox) $ \n"), "{out}\n{}", run.stderr());
+    assert!(run.stderr().contains("run it outside the sandbox"), "{}", run.stderr());
+    // Outside, they work.
+    world.project_config("{}");
+    world.cmd().args(["hooks", "install"]).run().ok();
+}

@@ -34,7 +34,7 @@ pub enum RunError {
     Spawn(PathBuf, #[source] std::io::Error),
     #[error("setting up the audit relay")]
     Audit(#[source] std::io::Error),
-    #[error("bwrap could not start the command in the sandbox (its message is above)")]
+    #[error("bwrap could not start the command in the sandbox (its message is above){}", diagnose_userns(&read_userns_settings()).map(|fix| format!("; {fix}")).unwrap_or_default())]
     Setup,
 }
 
@@ -113,6 +113,53 @@ pub fn run(
         return Ok(128 + received);
     }
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// The kernel settings that decide whether an unprivileged user may create the user
+/// namespace bwrap needs: (file under /proc/sys, its value), for those that exist.
+pub fn read_userns_settings() -> Vec<(&'static str, String)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Vec::new();
+    }
+    ["kernel/apparmor_restrict_unprivileged_userns", "kernel/unprivileged_userns_clone", "user/max_user_namespaces"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = std::fs::read_to_string(Path::new("/proc/sys").join(name)).ok()?;
+            Some((name, value.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// Why bwrap cannot create a user namespace here, with the exact fix, from
+/// [`read_userns_settings`]; `None` when nothing there explains it.
+pub fn diagnose_userns(settings: &[(&str, String)]) -> Option<String> {
+    let value = |name: &str| settings.iter().find(|(key, _)| *key == name).map(|(_, value)| value.as_str());
+    if value("user/max_user_namespaces") == Some("0") {
+        return Some(
+            "user namespaces are disabled on this machine (user.max_user_namespaces = 0); enable them with: \
+             sudo sysctl -w user.max_user_namespaces=15000"
+                .into(),
+        );
+    }
+    if value("kernel/unprivileged_userns_clone") == Some("0") {
+        return Some(
+            "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0); enable them with: \
+             sudo sysctl -w kernel.unprivileged_userns_clone=1"
+                .into(),
+        );
+    }
+    if value("kernel/apparmor_restrict_unprivileged_userns") == Some("1") {
+        return Some(
+            "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later); give bwrap a profile that \
+             allows them (Ubuntu ships one in the apparmor-profiles package: sudo apt install apparmor-profiles \
+             && sudo ln -s /usr/share/apparmor/extra-profiles/bwrap-userns-restrict /etc/apparmor.d/ \
+             && sudo apparmor_parser -r /etc/apparmor.d/bwrap-userns-restrict), or lift the restriction with: \
+             sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+                .into(),
+        );
+    }
+    None
 }
 
 /// A pipe whose ends are both close-on-exec.
@@ -278,4 +325,31 @@ fn set_nonblocking(fd: i32) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_user_namespace_restriction_is_named_with_its_fix() {
+        let cases: [(&[(&str, &str)], Option<&str>); 5] = [
+            (&[], None),
+            (&[("user/max_user_namespaces", "15000"), ("kernel/apparmor_restrict_unprivileged_userns", "0")], None),
+            (&[("user/max_user_namespaces", "0")], Some("sudo sysctl -w user.max_user_namespaces=15000")),
+            (&[("kernel/unprivileged_userns_clone", "0")], Some("sudo sysctl -w kernel.unprivileged_userns_clone=1")),
+            (
+                &[("kernel/apparmor_restrict_unprivileged_userns", "1")],
+                Some("sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
+            ),
+        ];
+        for (settings, fix) in cases {
+            let settings: Vec<(&str, String)> = settings.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+            let got = diagnose_userns(&settings);
+            match fix {
+                Some(fix) => assert!(got.as_deref().is_some_and(|text| text.contains(fix)), "{settings:?}: {got:?}"),
+                None => assert_eq!(got, None, "{settings:?}"),
+            }
+        }
+    }
 }

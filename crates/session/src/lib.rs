@@ -303,6 +303,13 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     for gone in &dropped {
         policy.notes.push(format!("env: {} dropped ({} {})", gone.name, gone.policy, gone.pattern));
     }
+    // A visible marker in the prompt: Debian's and Ubuntu's bash.bashrc show
+    // `($debian_chroot)`; other shells read PS1.
+    env.retain(|(name, _)| name != "debian_chroot");
+    env.push(("debian_chroot".into(), "agent-sandbox".into()));
+    if !env.iter().any(|(name, _)| name == "PS1") {
+        env.push(("PS1".into(), "(agent-sandbox) $ ".into()));
+    }
     let path_var = env.iter().find(|(name, _)| name == "PATH").map(|(_, value)| value.clone());
     let commands = sandbox::commands::wrap(
         &policy.commands,
