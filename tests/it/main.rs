@@ -17,5 +17,6 @@ mod next_session;
 mod runtime;
 mod secrets;
 mod session_check;
+mod setups;
 mod support;
 mod vsh;

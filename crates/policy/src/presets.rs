@@ -136,14 +136,16 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "agents",
-        summary: "Claude Code and Codex state (read-write), so the agent can log in and keep its settings",
-        ro: &[],
+        summary: "Claude Code and Codex state (read-write), so the agent can log in and keep its settings; \
+                  their programs read-only",
+        // The native installer's versions (`~/.local/bin/claude` points there): a program
+        // the user runs outside the sandbox too, so never the agent's to replace.
+        ro: &[home(".local/share/claude")],
         rw: &[
             home(".claude"),
             home(".claude.json"),
             home(".claude.json.backup"),
             home(".config/claude"),
-            home(".local/share/claude"),
             home(".local/state/claude"),
             home(".codex"),
             home(".config/codex"),
@@ -224,6 +226,31 @@ pub const PRESETS: &[Preset] = &[
 
 /// The names `@all` stands for.
 pub const ALL: &[&str] = &["base", "caches", "agents", "git", "lint"];
+
+/// The `@caches` directories and the tools that fill them: a missing one is created
+/// before the sandbox starts when one of its tools is installed, so that the first
+/// session's downloads are kept (a directory that does not exist is not mounted).
+pub const CACHE_TOOLS: &[(&str, &[&str])] = &[
+    (".cargo/registry", &["cargo"]),
+    (".cargo/git", &["cargo"]),
+    (".npm", &["npm"]),
+    (".pnpm-store", &["pnpm"]),
+    (".yarn/berry/cache", &["yarn"]),
+    (".bun/install/cache", &["bun"]),
+    ("go/pkg/mod", &["go"]),
+    (".m2/repository", &["mvn"]),
+    (".gradle/caches", &["gradle"]),
+    (".nuget/packages", &["dotnet"]),
+    (".cache/pip", &["pip", "pip3"]),
+    (".cache/uv", &["uv"]),
+    (".cache/pypoetry", &["poetry"]),
+    (".cache/yarn", &["yarn"]),
+    (".cache/pnpm", &["pnpm"]),
+    (".cache/node-gyp", &["npm"]),
+    (".cache/ruff", &["ruff"]),
+    (".cache/golangci-lint", &["golangci-lint"]),
+    (".cache/deno", &["deno"]),
+];
 
 /// Applies a `filesystem.presets` list in order and returns the enabled presets
 /// (in catalogue order), each with the origin of the entry that enabled it.

@@ -252,6 +252,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     }
     debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
 
+    create_tool_caches(&config, &ctx.home, debug)?;
     // Project files the host runs later: read-only (parents pinned) when present; the
     // absent ones are watched by the exit check.
     let (host_present, host_absent) = host_executed(&config, &ctx.project_root)?;
@@ -456,6 +457,33 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         );
     }
     Ok(Outcome::Ran(code?))
+}
+
+/// With `@caches` on, creates the cache directories of the tools installed on the host
+/// (`policy::presets::CACHE_TOOLS`) that do not exist yet: a missing directory is not
+/// mounted, so the first session's downloads would vanish with its scratch home.
+fn create_tool_caches(config: &config::Config, home: &Path, debug: &dyn Fn(&str)) -> Result<()> {
+    let enabled = policy::presets::expand(&config.presets)?;
+    if !enabled.iter().any(|(preset, _)| preset.name == "caches") {
+        return Ok(());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let installed =
+        |tool: &str| std::env::split_paths(&path).filter(|dir| dir.is_absolute()).any(|dir| dir.join(tool).is_file());
+    for (rel, tools) in policy::presets::CACHE_TOOLS {
+        let dir = home.join(rel);
+        if dir.symlink_metadata().is_ok() {
+            continue;
+        }
+        let Some(tool) = tools.iter().find(|tool| installed(tool)) else { continue };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("creating {} for {tool}'s downloads", dir.display()))?;
+        debug(&format!("caches: created {} ({tool} is installed) so that its downloads persist", dir.display()));
+    }
+    Ok(())
 }
 
 /// `filesystem.hostExecuted` under the project root: those present, and those absent.

@@ -1,0 +1,65 @@
+//! Tools as people install them: an agent from the native installer (its program
+//! read-only, its state read-write) and package caches that persist from the first
+//! session on.
+
+use std::os::unix::fs::PermissionsExt;
+
+use crate::support::{require_bwrap, World};
+
+#[test]
+fn a_native_installer_agent_runs_but_its_program_cannot_be_replaced() {
+    require_bwrap!();
+    let world = World::new();
+    // ~/.local/bin/claude -> ~/.local/share/claude/versions/2.0.0, as Claude Code's
+    // native installer lays it out.
+    let real = world.write("home/.local/share/claude/versions/2.0.0", "#!/bin/sh\necho agent-ran\n");
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs_err::create_dir_all(world.path("home/.local/bin")).expect("mkdir");
+    std::os::unix::fs::symlink(&real, world.path("home/.local/bin/claude")).expect("symlink");
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", world.path("home/.local/bin").display());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "claude"]).run();
+    assert_eq!(run.ok(), "agent-ran\n");
+    // The attack: replace the program the user runs outside the sandbox too.
+    let versions = world.path("home/.local/share/claude/versions");
+    let attacks = [
+        format!("echo 'echo trojan' > {}/2.0.0", versions.display()),
+        format!("rm -f {0}/2.0.0 && echo 'echo trojan' > {0}/2.0.0", versions.display()),
+        format!("echo 'echo trojan' > /tmp/t && mv /tmp/t {}/2.0.0", versions.display()),
+        format!("ln -sf /tmp/t {}/../../bin/claude", versions.display()),
+    ];
+    for attack in &attacks {
+        let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", attack]).run();
+        assert_ne!(run.code(), 0, "{attack}");
+    }
+    assert_eq!(world.read("home/.local/share/claude/versions/2.0.0"), "#!/bin/sh\necho agent-ran\n");
+    // Its state stays writable and persists.
+    world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", "echo {} > ~/.claude/settings.json"]).run().ok();
+    assert_eq!(world.read("home/.claude/settings.json"), "{}\n");
+}
+
+#[test]
+fn the_first_sessions_downloads_persist_for_installed_tools() {
+    require_bwrap!();
+    let world = World::new();
+    // A `cargo` on PATH, as rustup installs it; no ~/.cargo/registry yet.
+    let bin = world.write("home/.cargo/bin/cargo", "#!/bin/sh\nexit 0\n");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", world.path("home/.cargo/bin").display());
+    let run = world
+        .cmd()
+        .env("PATH", &path)
+        .args([
+            "exec",
+            "--debug",
+            "--",
+            "sh",
+            "-c",
+            "mkdir -p ~/.cargo/registry/cache && echo crate > ~/.cargo/registry/cache/x",
+        ])
+        .run();
+    run.ok();
+    assert!(run.stderr().contains("so that its downloads persist"), "{}", run.stderr());
+    assert_eq!(world.read("home/.cargo/registry/cache/x"), "crate\n");
+    // A tool that is not installed gets no directory.
+    assert!(!world.path("home/.cache/golangci-lint").exists());
+}
