@@ -8,6 +8,21 @@ use std::{ffi::OsStr, os::unix::ffi::OsStrExt, path::PathBuf};
 
 use crate::support::{require_bwrap, World};
 
+/// Starts `exec -- sh -c SCRIPT` and returns once the script has touched `marker` in
+/// the project (the sandbox is up and the plant is in place).
+fn start_until(world: &World, script: &str, marker: &str) -> std::process::Child {
+    let mut cmd = world.cmd();
+    cmd.args(["exec", "--", "sh", "-c", script]);
+    let child = cmd.cmd.stderr(std::process::Stdio::piped()).spawn().expect("exec starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !world.path(&format!("home/proj/{marker}")).exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+const PLANT: &str = "mkdir -p sub/.git && echo '[core]' > sub/.git/config && touch planted && sleep 60";
+
 fn quarantined(world: &World, dir: &str, name: &str) -> bool {
     fs_err::read_dir(world.path(dir))
         .expect("readable")
@@ -133,19 +148,7 @@ fn committed_secrets_with_awkward_names_stay_readable_and_changed_ones_are_maske
 fn a_terminated_exec_still_runs_the_exit_check() {
     require_bwrap!();
     let world = World::new();
-    let mut cmd = world.cmd();
-    cmd.args([
-        "exec",
-        "--",
-        "sh",
-        "-c",
-        "mkdir -p sub/.git && echo '[core]' > sub/.git/config && touch planted && sleep 60",
-    ]);
-    let mut child = cmd.cmd.stderr(std::process::Stdio::piped()).spawn().expect("exec starts");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !world.path("home/proj/planted").exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut child = start_until(&world, PLANT, "planted");
     // A SIGINT sent to exec alone (not a terminal's ^C, which the agent gets itself);
     // SIGTERM is in runtime.rs.
     // SAFETY: kill(2) on the child this test started.
@@ -154,12 +157,7 @@ fn a_terminated_exec_still_runs_the_exit_check() {
     assert_eq!(status.code(), Some(128 + libc::SIGINT));
     assert!(!world.path("home/proj/sub/.git").exists(), "the exit check did not run after SIGINT");
     // SIGHUP as well (a closed terminal).
-    let mut cmd = world.cmd();
-    cmd.args(["exec", "--", "sh", "-c", "mkdir -p sub2/.git && touch planted2 && sleep 60"]);
-    let mut child = cmd.cmd.stderr(std::process::Stdio::piped()).spawn().expect("exec starts");
-    while !world.path("home/proj/planted2").exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut child = start_until(&world, "mkdir -p sub2/.git && touch planted2 && sleep 60", "planted2");
     // SAFETY: as above.
     unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
     assert_eq!(child.wait().expect("exits").code(), Some(128 + libc::SIGHUP));
@@ -170,19 +168,7 @@ fn a_terminated_exec_still_runs_the_exit_check() {
 fn a_killed_session_is_checked_by_the_next_start() {
     require_bwrap!();
     let world = World::new();
-    let mut cmd = world.cmd();
-    cmd.args([
-        "exec",
-        "--",
-        "sh",
-        "-c",
-        "mkdir -p sub/.git && echo '[core]' > sub/.git/config && touch planted && sleep 60",
-    ]);
-    let mut child = cmd.cmd.spawn().expect("exec starts");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !world.path("home/proj/planted").exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut child = start_until(&world, PLANT, "planted");
     // SIGKILL: no exit check can run (as after a power cut).
     child.kill().expect("kill");
     child.wait().expect("reaped");

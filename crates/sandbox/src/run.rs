@@ -333,7 +333,8 @@ mod tests {
 
     #[test]
     fn each_user_namespace_restriction_is_named_with_its_fix() {
-        let cases: [(&[(&str, &str)], Option<&str>); 5] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+        let cases: [Case<'_>; 5] = [
             (&[], None),
             (&[("user/max_user_namespaces", "15000"), ("kernel/apparmor_restrict_unprivileged_userns", "0")], None),
             (&[("user/max_user_namespaces", "0")], Some("sudo sysctl -w user.max_user_namespaces=15000")),

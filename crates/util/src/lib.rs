@@ -4,6 +4,7 @@
 //! without ever blocking on it.
 
 pub mod fs;
+pub mod fuzzing;
 
 use std::{ffi::OsString, path::PathBuf};
 
