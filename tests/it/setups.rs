@@ -63,3 +63,42 @@ fn the_first_sessions_downloads_persist_for_installed_tools() {
     // A tool that is not installed gets no directory.
     assert!(!world.path("home/.cache/golangci-lint").exists());
 }
+
+/// An executable script at `rel` under the world's root.
+fn script(world: &World, rel: &str, body: &str) -> std::path::PathBuf {
+    let path = world.write(rel, body);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+#[test]
+fn tools_installed_under_home_run_inside_read_only() {
+    require_bwrap!();
+    let world = World::new();
+    // `npm install -g --prefix ~/.local pkg`: ~/.local/bin/pkg -> ../lib/node_modules/pkg/cli.js,
+    // which reads a file of its own package (as `require('../lib/cli.js')` does).
+    world.write("home/.local/lib/node_modules/pkg/package.json", "{}");
+    world.write("home/.local/lib/node_modules/pkg/lib/data", "npm-tool-ran\n");
+    script(
+        &world,
+        "home/.local/lib/node_modules/pkg/bin/cli.js",
+        "#!/bin/sh\ncat \"$(dirname \"$(readlink -f \"$0\")\")/../lib/data\"\n",
+    );
+    // `pipx install tool`: ~/.local/bin/tool -> ~/.local/share/pipx/venvs/tool/bin/tool.
+    world.write("home/.local/share/pipx/venvs/tool/pyvenv.cfg", "home = /usr/bin\n");
+    script(&world, "home/.local/share/pipx/venvs/tool/bin/tool", "#!/bin/sh\necho pipx-tool-ran\n");
+    fs_err::create_dir_all(world.path("home/.local/bin")).expect("mkdir");
+    for (link, target) in [("pkg", "../lib/node_modules/pkg/bin/cli.js"), ("tool", "../share/pipx/venvs/tool/bin/tool")]
+    {
+        std::os::unix::fs::symlink(target, world.path(&format!("home/.local/bin/{link}"))).expect("symlink");
+    }
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", world.path("home/.local/bin").display());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", "pkg && tool"]).run();
+    assert_eq!(run.ok(), "npm-tool-ran\npipx-tool-ran\n");
+    // Their programs cannot be changed from inside.
+    let lib = world.path("home/.local/lib/node_modules/pkg/lib/data");
+    let attack = format!("echo trojan > {}", lib.display());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &attack]).run();
+    assert_ne!(run.code(), 0);
+    assert_eq!(world.read("home/.local/lib/node_modules/pkg/lib/data"), "npm-tool-ran\n");
+}

@@ -264,6 +264,20 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         });
     }
     let mut policy = policy::resolve(&config, &ctx)?;
+    // Tools installed under the home directory (`npm --prefix ~/.local`, pipx) are
+    // symlinks in a visible PATH directory to an installation that is not: show those
+    // installations read-only.
+    let installs = hidden_installations(std::env::var_os("PATH").as_deref(), &ctx.home, &policy.mounts);
+    if !installs.is_empty() {
+        for dir in &installs {
+            debug(&format!("tools: {} shown read-only (a PATH entry leads there)", dir.display()));
+            config.ro.push(config::Sourced {
+                value: dir.display().to_string(),
+                origin: config::Origin { layer: config::LayerKind::Default, location: config::Location::Builtin },
+            });
+        }
+        policy = policy::resolve(&config, &ctx)?;
+    }
     policy::pin_parents(&mut policy.mounts, &host_present);
     // `.git` entries are reported too (never descended into), and `HEAD` files, for the
     // session check; `.git` before any secret or allow pattern (`.g*`) can claim it.
@@ -484,6 +498,42 @@ fn create_tool_caches(config: &config::Config, home: &Path, debug: &dyn Fn(&str)
         debug(&format!("caches: created {} ({tool} is installed) so that its downloads persist", dir.display()));
     }
     Ok(())
+}
+
+/// The installation directories of the executables in visible `PATH` directories under
+/// `home` whose symlinks lead to where no mount reaches (and nothing hides on purpose):
+/// the npm package root (`package.json`), the virtual environment (`pyvenv.cfg`), else
+/// the target's own directory.
+fn hidden_installations(path_var: Option<&std::ffi::OsStr>, home: &Path, mounts: &[Mount]) -> Vec<PathBuf> {
+    let covered = |path: &Path| mounts.iter().any(|mount| path.starts_with(&mount.path));
+    let mut found: Vec<PathBuf> = Vec::new();
+    for dir in std::env::split_paths(path_var.unwrap_or_default()) {
+        if !dir.is_absolute() || !dir.starts_with(home) || !policy::is_visible(&dir, mounts) {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            if !entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
+                continue;
+            }
+            let Ok(target) = entry.path().canonicalize() else { continue };
+            // Already shown, or hidden on purpose (an exclude): leave it.
+            if covered(&target) || !target.starts_with(home) {
+                continue;
+            }
+            let install = target
+                .ancestors()
+                .skip(1)
+                .take_while(|ancestor| *ancestor != home)
+                .find(|ancestor| ancestor.join("package.json").is_file() || ancestor.join("pyvenv.cfg").is_file())
+                .or_else(|| target.parent())
+                .map(Path::to_path_buf);
+            if let Some(install) = install.filter(|install| install != home && !found.contains(install)) {
+                found.push(install);
+            }
+        }
+    }
+    found
 }
 
 /// `filesystem.hostExecuted` under the project root: those present, and those absent.
