@@ -29,7 +29,7 @@ pub(crate) fn judge(name: &str, args: &[String], ctx: &Ctx<'_>) -> Option<Refusa
         "rebase" => no_verify(name, &options::table(REBASE), args, VerifyOpt::NoVerify),
         "pull" => no_verify(name, &options::table(PULL), args, VerifyOpt::Verify),
         "push" => push(args, ctx),
-        "config" => config(args),
+        "config" => config(args, ctx.config),
         "update-ref" => update_ref(args, ctx.options),
         "hash-object" => hash_object(args, ctx.options),
         "replace" => replace(args, ctx.options),
@@ -631,7 +631,10 @@ const CONFIG_UNSET: &[&str] = &["--[no-]all", "--[no-]value <pattern>", "--[no-]
 /// only as the first argument (`git config --global set a.b c` is the old syntax with
 /// the key `set`, an error), and every form stops option parsing at the first operand
 /// (`git config a.b --add` sets a.b to "--add").
-fn config(args: &[String]) -> Option<Refusal> {
+fn config(args: &[String], current: &dyn ConfigView) -> Option<Refusal> {
+    if let Some(unchanged) = unchanged_hooks_path(args, current) {
+        return Some(unchanged);
+    }
     let subcommand = args.first().map(String::as_str);
     if let Some(sub @ ("set" | "unset" | "rename-section" | "remove-section" | "edit" | "list" | "get")) = subcommand {
         let table = match sub {
@@ -676,6 +679,26 @@ fn config(args: &[String]) -> Option<Refusal> {
         (None, false, Some(key)) if operands.len() >= 2 => config_key_write("", key),
         _ => None,
     }
+}
+
+/// `git config [set] core.hooksPath VALUE` (no options) where VALUE is what git reads
+/// already: husky's `prepare` does that on every `npm install`. Nothing would change, so
+/// the guard answers for git (see [`crate::UNCHANGED`]).
+fn unchanged_hooks_path(args: &[String], current: &dyn ConfigView) -> Option<Refusal> {
+    let operands = match args {
+        [sub, rest @ ..] if sub == "set" => rest,
+        _ => args,
+    };
+    let [key, value] = operands else { return None };
+    if key.starts_with('-') || config_keys::canonical_key(key) != "core.hookspath" {
+        return None;
+    }
+    (current.get_all("core.hookspath").last() == Some(value)).then(|| Refusal {
+        rule: crate::UNCHANGED,
+        what: format!("git config {}", args.join(" ")),
+        why: "core.hooksPath has that value already".to_owned(),
+        instead: String::new(),
+    })
 }
 
 fn config_key_write(action: &str, key: &str) -> Option<Refusal> {

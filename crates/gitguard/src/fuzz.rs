@@ -178,5 +178,8 @@ fn check_verdict(verdict: &Verdict) {
             assert!(!why.is_empty() && !instead.is_empty(), "a refusal says why and what instead: {refusal:?}");
             assert!(refusal.to_string().contains(what.as_str()));
         }
+        Verdict::Unchanged { what } => {
+            assert!(what.starts_with("git config"), "only a config write can be a no-op: {what:?}");
+        }
     }
 }

@@ -90,7 +90,16 @@ pub enum Verdict {
         notices: Vec<String>,
     },
     Refuse(Refusal),
+    /// Nothing to do: the command would set a protected setting to the value it has
+    /// already (`git config core.hooksPath .husky/_` when it is so). The caller exits 0
+    /// without running git, whose write of the read-only config would fail.
+    Unchanged {
+        what: String,
+    },
 }
+
+/// The internal rule that [`judge`] turns into [`Verdict::Unchanged`].
+pub(crate) const UNCHANGED: &str = "config-unchanged";
 
 /// Why an invocation is refused, written for the agent. `rule` is one of
 /// `no-verify`, `force-push`, `mirror-push`, `branch-delete`, `plumbing-push`,
@@ -148,6 +157,7 @@ pub fn judge(request: &Request<'_>) -> Verdict {
             switch_notices.extend(notices);
             Verdict::Run { strip_env, notices: switch_notices }
         }
+        Err(refusal) if refusal.rule == UNCHANGED => Verdict::Unchanged { what: refusal.what },
         Err(refusal) => Verdict::Refuse(refusal),
     }
 }

@@ -230,6 +230,8 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
             }
             exec_real(real, args, &strip_env)
         }
+        // Silently, as git would have succeeded (husky's `prepare` on every `npm install`).
+        Verdict::Unchanged { .. } => 0,
         Verdict::Refuse(refusal) => {
             if refusal.rule == "no-verify" && spawned_by_git_sequencer(real) {
                 // `git rebase`/`cherry-pick`/`revert` run `git commit -n` themselves.

@@ -180,3 +180,18 @@ fn git_config_reads_and_other_writes_pass() {
         (&["config", "--help"], "run"),
     ]);
 }
+
+#[test]
+fn setting_core_hooks_path_to_the_value_it_has_is_a_silent_no_op() {
+    let husky = |args: &[&str]| git(args).config("core.hookspath", ".husky/_");
+    check(&[
+        // husky's `prepare`, on every `npm install`: nothing changes, nothing is run.
+        (husky(&["config", "core.hooksPath", ".husky/_"]), "unchanged"),
+        (husky(&["config", "set", "core.hooksPath", ".husky/_"]), "unchanged"),
+        // Another value, another location, or no value yet: refused as before.
+        (husky(&["config", "core.hooksPath", "/tmp/hooks"]), "config-write"),
+        (husky(&["config", "--global", "core.hooksPath", ".husky/_"]), "config-write"),
+        (git(&["config", "core.hooksPath", ".husky/_"]), "config-write"),
+        (husky(&["config", "--add", "core.hooksPath", ".husky/_"]), "config-write"),
+    ]);
+}

@@ -7,7 +7,7 @@ use crate::{git, Case};
 fn message(case: Case) -> String {
     match case.verdict() {
         Verdict::Refuse(refusal) => refusal.to_string(),
-        Verdict::Run { .. } => panic!("expected a refusal"),
+        Verdict::Run { .. } | Verdict::Unchanged { .. } => panic!("expected a refusal"),
     }
 }
 

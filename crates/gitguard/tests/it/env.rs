@@ -17,6 +17,7 @@ fn stripped(env: &[(&str, &str)]) -> Vec<String> {
     match run_with(env) {
         Verdict::Run { strip_env, .. } => strip_env,
         Verdict::Refuse(refusal) => panic!("refused: {refusal}"),
+        Verdict::Unchanged { what } => panic!("not run: {what}"),
     }
 }
 

@@ -89,6 +89,7 @@ impl Case {
         match self.verdict() {
             Verdict::Run { .. } => "run".to_owned(),
             Verdict::Refuse(refusal) => refusal.rule.to_owned(),
+            Verdict::Unchanged { .. } => "unchanged".to_owned(),
         }
     }
 
