@@ -492,7 +492,7 @@ fn make_project(root: &Path, packages: usize, files: usize, secrets: usize) -> R
         for file in 0..files {
             std::fs::File::create(dir.join(format!("f{file}.js")))?;
         }
-        if secrets > 0 && pkg % (packages / secrets).max(1) == 0 {
+        if secrets > 0 && pkg.is_multiple_of((packages / secrets).max(1)) {
             std::fs::write(dir.join(".env"), "TOKEN=x\n")?;
         }
         Ok(())
