@@ -266,6 +266,11 @@ struct Captured {
     /// mount points and symlinks (`/etc/localtime`) in the directories bound from it,
     /// so each baseline run starts from this, as each `exec` starts from a new one.
     pristine: std::collections::BTreeSet<PathBuf>,
+    /// The seccomp program, opened anew for each run (bwrap reads it from the shared
+    /// offset), kept open until the next; bwrap gets it as fd 3 as from `exec`.
+    seccomp: std::cell::RefCell<Option<std::fs::File>>,
+    /// The status pipe, bwrap's fd 4, never read (two short lines per run fit).
+    status: (std::os::fd::OwnedFd, std::os::fd::OwnedFd),
 }
 
 impl Captured {
@@ -276,12 +281,23 @@ impl Captured {
             serde_json::from_str(&std::fs::read_to_string(file).context("exec wrote no bwrap command line")?)?;
         let text = |value: &serde_json::Value| value.as_str().map(str::to_owned).context("a string");
         let list = |key: &str| json[key].as_array().cloned().unwrap_or_default();
+        let runtime = PathBuf::from(text(&json["runtime"])?);
+        let mut fds = [-1; 2];
+        // SAFETY: fds has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            bail!("pipe2: {}", std::io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 just created both descriptors; each is owned once.
+        let status =
+            unsafe { (std::os::fd::FromRawFd::from_raw_fd(fds[0]), std::os::fd::FromRawFd::from_raw_fd(fds[1])) };
         Ok(Captured {
+            seccomp: std::cell::RefCell::new(None),
+            status,
             bwrap: text(&json["bwrap"])?,
             args: list("args").iter().map(text).collect::<Result<_>>()?,
             env: list("env").iter().map(|pair| Ok((text(&pair[0])?, text(&pair[1])?))).collect::<Result<_>>()?,
-            runtime: PathBuf::from(text(&json["runtime"])?),
-            pristine: listing(Path::new(text(&json["runtime"])?.as_str())),
+            pristine: listing(&runtime),
+            runtime,
         })
     }
 
@@ -297,12 +313,11 @@ impl Captured {
     /// them (the status pipe is never read: bwrap writes two short lines).
     fn command(&self) -> Command {
         self.reset();
+        use std::os::fd::AsRawFd;
         let seccomp = std::fs::File::open(runtime_layout::RuntimeLayout::host(&self.runtime).seccomp()).ok();
-        let seccomp_fd = seccomp.as_ref().map_or(-1, std::os::fd::AsRawFd::as_raw_fd);
-        let mut fds = [-1; 2];
-        // SAFETY: fds has room for the two descriptors pipe2 writes.
-        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-        let status_fd = fds[1];
+        let seccomp_fd = seccomp.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        self.seccomp.replace(seccomp);
+        let status_fd = self.status.1.as_raw_fd();
         let mut cmd = Command::new(&self.bwrap);
         cmd.args(&self.args).env_clear().envs(self.env.iter().map(|(name, value)| (name, value)));
         // SAFETY: only dup2/fcntl between fork and exec.
@@ -320,8 +335,6 @@ impl Captured {
                 Ok(())
             });
         }
-        // The descriptors stay open for the child; they are few and the bench is short.
-        std::mem::forget(seccomp);
         cmd
     }
 
