@@ -1,10 +1,13 @@
 //! Paths in the saved baseline: JSON strings, with every byte that is not part of valid
-//! UTF-8 (and `%` itself) written `%XX`, so that any path round-trips exactly.
+//! UTF-8 (and `%` itself) written `%XX`, so that any path round-trips exactly. File
+//! contents are written the same way ([`bytes`]): a hooks directory's sample scripts as
+//! arrays of numbers made the baseline ~100 KB, and its writing and reading a
+//! millisecond of every start and exit.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     ffi::OsStr,
-    os::unix::ffi::OsStrExt,
+    os::unix::ffi::{OsStrExt, OsStringExt},
     path::{Path, PathBuf},
 };
 
@@ -55,6 +58,31 @@ pub mod path {
     }
 }
 
+pub mod bytes {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        encode(Path::new(OsStr::from_bytes(bytes))).serialize(serializer)
+    }
+
+    /// Also reads the array of numbers older versions wrote, so that the baseline of a
+    /// session that ended without its exit check is still checked after an upgrade.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Text(String),
+            Numbers(Vec<u8>),
+        }
+        match Form::deserialize(deserializer)? {
+            Form::Text(text) => {
+                decode(&text).map(|path| path.into_os_string().into_vec()).ok_or_else(|| invalid(&text))
+            }
+            Form::Numbers(bytes) => Ok(bytes),
+        }
+    }
+}
+
 pub mod set {
     use super::*;
 
@@ -98,5 +126,18 @@ mod tests {
             let path = PathBuf::from(OsStr::from_bytes(bytes));
             assert_eq!(decode(&encode(&path)).as_ref(), Some(&path), "{path:?}");
         }
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Holder(#[serde(with = "bytes")] Vec<u8>);
+
+    #[test]
+    fn contents_round_trip_and_the_old_form_is_read() {
+        for raw in [&b"#!/bin/sh\n\"%\"\n"[..], b"\xff\x00\x80%25", b""] {
+            let text = serde_json::to_string(&Holder(raw.to_vec())).expect("serialize");
+            assert!(text.starts_with('"'), "{text}");
+            assert_eq!(serde_json::from_str::<Holder>(&text).expect("deserialize").0, raw);
+        }
+        assert_eq!(serde_json::from_str::<Holder>("[104,105]").expect("old form").0, b"hi");
     }
 }

@@ -57,7 +57,7 @@ pub struct Watch {
 /// One watched path as found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Content {
-    Bytes(Vec<u8>),
+    Bytes(#[serde(with = "codec::bytes")] Vec<u8>),
     Link(#[serde(with = "codec::path")] PathBuf),
     /// A directory (`hooks`): each entry's name and content (symlinks followed).
     Dir(#[serde(with = "codec::map")] BTreeMap<PathBuf, Content>),

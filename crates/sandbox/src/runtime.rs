@@ -112,6 +112,12 @@ impl Runtime {
         self.layout().seccomp()
     }
 
+    /// Leaves the directory in place and returns its path: for `cargo xtask bench`
+    /// (see `session::BENCH_ARGV_VAR`), which runs bwrap again on it and removes it.
+    pub fn keep(self) -> PathBuf {
+        self.dir.keep()
+    }
+
     /// Removes the directory (restoring the permissions that removal needs).
     pub fn remove(self) -> std::io::Result<()> {
         let host = self.layout();

@@ -9,10 +9,12 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::SystemTime;
 
@@ -106,7 +108,7 @@ fn walk(
         cache: &cached,
         start: SystemTime::now(),
         queue: Mutex::new(Queue {
-            jobs: vec![Job { dir: root.to_path_buf(), rel: String::new() }],
+            jobs: vec![Job { dir: root.to_path_buf(), rel: String::new(), parent: None }],
             finished: false,
             error: None,
         }),
@@ -154,6 +156,10 @@ struct Job {
     dir: PathBuf,
     /// '/'-joined path relative to the root; only filled when the matcher needs it.
     rel: String,
+    /// The parent directory whose cached listing named this one, held open: stat'ing
+    /// `dir` by its name relative to it spares the kernel a walk of the whole path
+    /// (most of a cached scan's time), and it is the very directory that was checked.
+    parent: Option<Arc<OwnedFd>>,
 }
 
 struct Queue {
@@ -297,19 +303,27 @@ impl<'s, 'a> Worker<'s, 'a> {
         let is_root = job.dir.as_path() == self.shared.root;
         // Stat before listing: a change after this stat changes the ctime recorded
         // next time, so it cannot hide behind this listing.
-        let meta = match fs::symlink_metadata(&job.dir) {
-            Ok(meta) => meta,
+        let stat = match &job.parent {
+            Some(parent) => stat_at(parent, &job.dir),
+            None => fs::symlink_metadata(&job.dir)
+                .map(|meta| (meta.is_dir(), meta.ino(), (meta.ctime(), meta.ctime_nsec()))),
+        };
+        let (is_dir, ino, ctime) = match stat {
+            Ok(stat) => stat,
             Err(e) if e.kind() == io::ErrorKind::NotFound && !is_root => return Ok(()),
             Err(error) => return Err(ScanError::Unreadable { path: job.dir.clone(), error }),
         };
-        if !meta.is_dir() {
+        if !is_dir {
             return Ok(()); // replaced by a symlink or a file since its parent was listed
         }
-        let key = (meta.ino(), (meta.ctime(), meta.ctime_nsec()));
+        let key = (ino, ctime);
         let cache: &'a HashMap<OsString, CachedDir> = self.shared.cache;
         match cache.get_key_value(job.dir.as_os_str()) {
             Some((dir, cached)) if (cached.ino, cached.ctime) == key => {
-                self.replay(job, cached);
+                // Its subdirectories are stat'ed relative to it, held open, when it is
+                // still the directory just checked (else by their whole paths).
+                let this = if cached.subdirs.is_empty() { None } else { open_checked(job, key) };
+                self.replay(job, cached, this);
                 self.reused.push(dir);
                 Ok(())
             }
@@ -318,7 +332,7 @@ impl<'s, 'a> Worker<'s, 'a> {
     }
 
     /// Emits a cached listing's hits and queues its subdirectories.
-    fn replay(&mut self, job: &Job, cached: &CachedDir) {
+    fn replay(&mut self, job: &Job, cached: &CachedDir, this: Option<Arc<OwnedFd>>) {
         for hit in &cached.hits {
             let path = job.dir.join(&hit.name);
             if self.shared.skip.contains(&path) {
@@ -342,7 +356,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             } else {
                 String::new()
             };
-            self.local.push(Job { dir, rel });
+            self.local.push(Job { dir, rel, parent: this.clone() });
         }
     }
 
@@ -412,7 +426,7 @@ impl<'s, 'a> Worker<'s, 'a> {
                     record.subdirs.push(name_os.clone());
                 }
                 if !skipped {
-                    self.local.push(Job { dir, rel: rel.map(str::to_owned).unwrap_or_default() });
+                    self.local.push(Job { dir, rel: rel.map(str::to_owned).unwrap_or_default(), parent: None });
                 }
             }
         }
@@ -423,6 +437,48 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
         Ok(())
     }
+}
+
+/// `lstat` of `path`'s last component relative to the open directory `parent`: whether
+/// it is a directory, its inode and its ctime.
+fn stat_at(parent: &OwnedFd, path: &Path) -> io::Result<(bool, u64, (i64, i64))> {
+    let name = path.file_name().ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let name = std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: a zeroed stat is a valid out-parameter; `name` is NUL-terminated and
+    // `parent` an open descriptor for the duration of the call.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatat(parent.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+    Ok((is_dir, st.st_ino as u64, (st.st_ctime as i64, st.st_ctime_nsec as i64)))
+}
+
+/// The job's directory opened with `O_PATH` (no symlink followed), if it is still the
+/// one with this inode and ctime.
+fn open_checked(job: &Job, key: (u64, (i64, i64))) -> Option<Arc<OwnedFd>> {
+    let (dirfd, name) = match &job.parent {
+        Some(parent) => (parent.as_raw_fd(), std::ffi::CString::new(job.dir.file_name()?.as_bytes()).ok()?),
+        None => (libc::AT_FDCWD, std::ffi::CString::new(job.dir.as_os_str().as_bytes()).ok()?),
+    };
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `name` is NUL-terminated; the descriptor returned is owned once below.
+    let fd = unsafe { libc::openat(dirfd, name.as_ptr(), flags) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: openat just returned this descriptor.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let empty = c"";
+    // SAFETY: as in `stat_at`; AT_EMPTY_PATH stats `fd` itself.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatat(fd.as_raw_fd(), empty.as_ptr(), &mut st, libc::AT_EMPTY_PATH) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let now = (st.st_ino as u64, (st.st_ctime as i64, st.st_ctime_nsec as i64));
+    (now == key).then(|| Arc::new(fd))
 }
 
 #[cfg(test)]

@@ -155,6 +155,15 @@ pub fn config_allow(inv: &Invocation) -> Result<(PathBuf, Vec<Allowed>)> {
     Ok((loaded.ctx.project_root, allowed))
 }
 
+/// Hidden, for `cargo xtask bench` only: when this variable names a file, `exec` does
+/// everything up to running bwrap (the same checks, the same runtime directory), then
+/// writes there, as JSON, the bwrap it would run with the exact arguments and
+/// environment (`{"bwrap", "args", "env", "runtime"}`), leaves the runtime directory in
+/// place and exits 0 without running anything. The bench runs that bwrap as the
+/// baseline of `exec`'s own cost and removes the directory. It changes nothing `exec`
+/// decides or the sandbox enforces; it only stops short of the run.
+pub const BENCH_ARGV_VAR: &str = "AGENT_SANDBOX_BENCH_ARGV";
+
 /// What `exec` did.
 pub enum Outcome {
     /// `--dry-run`: the names of the variables passed and the whole bwrap command line.
@@ -428,6 +437,10 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
+    if let Some(file) = std::env::var_os(BENCH_ARGV_VAR).filter(|file| !file.is_empty()) {
+        write_bench_argv(Path::new(&file), &bwrap, &bwrap_args, &env, runtime.keep())?;
+        return Ok(Outcome::Ran(0));
+    }
 
     // The session check: a baseline now (shared with other sessions running in this
     // project), the comparison when the command has ended, however it ended.
@@ -556,6 +569,24 @@ fn host_executed(config: &config::Config, project_root: &Path) -> Result<(Vec<Pa
         }
     }
     Ok((present, absent))
+}
+
+/// See [`BENCH_ARGV_VAR`].
+fn write_bench_argv(
+    file: &Path,
+    bwrap: &Path,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+    runtime: PathBuf,
+) -> Result<()> {
+    let text = |value: &std::ffi::OsStr| value.to_string_lossy().into_owned();
+    let json = serde_json::json!({
+        "bwrap": text(bwrap.as_os_str()),
+        "args": args.iter().map(|arg| text(arg)).collect::<Vec<_>>(),
+        "env": env.iter().map(|(name, value)| [text(name), text(value)]).collect::<Vec<_>>(),
+        "runtime": text(runtime.as_os_str()),
+    });
+    std::fs::write(file, json.to_string()).with_context(|| format!("writing {}", file.display()))
 }
 
 /// agent-sandbox's own directories exist before the policy is resolved, so that their

@@ -45,9 +45,12 @@ pub struct Masked {
 pub fn decide(facts: &[HitFacts], mounts: &[Mount]) -> (Vec<Masked>, Vec<String>) {
     let mut notes = Vec::new();
     let mut masks: Vec<Masked> = Vec::new();
+    // Each path once (the first hit asking for it wins); a set, not a scan of the list:
+    // a big tree has a thousand `.env` files.
+    let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
     let mut add = |mask: Mask, found: &std::path::Path, hit: &SecretHit, notes: &mut Vec<String>| {
         notes.push(format!("secret {} masked (matches {})", mask.path.display(), hit.pattern));
-        if !masks.iter().any(|known| known.mask.path == mask.path) {
+        if seen.insert(mask.path.clone()) {
             masks.push(Masked { mask, found: found.to_path_buf(), pattern: hit.pattern.clone() });
         }
     };
