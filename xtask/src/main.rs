@@ -180,10 +180,8 @@ sys.exit(1 if bad else 0)
 ";
     let venv = root.join("target/schema-venv");
     let python = venv.join("bin/python3");
-    let ready = Command::new(&python)
-        .args(["-c", "import jsonschema, json5"])
-        .output()
-        .is_ok_and(|out| out.status.success());
+    let ready =
+        Command::new(&python).args(["-c", "import jsonschema, json5"]).output().is_ok_and(|out| out.status.success());
     if !ready {
         eprintln!("xtask: installing python jsonschema and json5 into {}", venv.display());
         run(Command::new("python3").args(["-m", "venv"]).arg(&venv))
