@@ -209,11 +209,17 @@ fn flag(args: &[String], name: &str) -> Result<Option<String>> {
 pub const E2E_TAG: &str = "e2e";
 const DEVCONTAINER_CLI: &str = "@devcontainers/cli@0.89.0";
 
-/// As root: installs and starts the Docker engine, installs the devcontainer CLI,
+/// As root: installs and starts the Docker engine (and compose, for the compose case),
+/// installs the devcontainer CLI,
 /// bootstraps the Debian image and builds `agent-sandbox-base:e2e` (AI CLIs skipped:
 /// the test needs none of them). Returns the CLI's path. Idempotent.
 pub fn prepare_e2e() -> Result<std::path::PathBuf> {
-    crate::ensure_debian_packages(&[("dockerd", "docker.io"), ("debootstrap", "debootstrap"), ("npm", "npm")])?;
+    crate::ensure_debian_packages(&[
+        ("dockerd", "docker.io"),
+        ("docker-compose", "docker-compose"),
+        ("debootstrap", "debootstrap"),
+        ("npm", "npm"),
+    ])?;
     start_dockerd()?;
     let prefix = root().join("target/devcontainer-cli");
     let cli = prefix.join("node_modules/.bin/devcontainer");

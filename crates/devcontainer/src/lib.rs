@@ -108,8 +108,9 @@ pub enum Error {
 
 /// The protected paths of a workspace that exist: [`ALWAYS_PROTECTED`], `hooks_path`
 /// (git's `core.hooksPath`, when it points inside the workspace) and `configured`, each
-/// checked to stay inside. Nothing is created: a path that does not exist is not
-/// mounted (except `.git/hooks`, which `init` creates inside `.git`).
+/// checked to stay inside. Nothing is created in the tree: a path that does not exist
+/// is not mounted (except `.devcontainer`, which `init` writes, and `.git/hooks`, which
+/// it creates inside `.git`).
 pub fn protected_paths(root: &Path, configured: &[String], hooks_path: Option<&str>) -> Result<Vec<String>, Error> {
     let mut out: Vec<String> = Vec::new();
     let mut candidates: Vec<String> = ALWAYS_PROTECTED.iter().map(|s| s.to_string()).collect();
@@ -130,7 +131,10 @@ pub fn protected_paths(root: &Path, configured: &[String], hooks_path: Option<&s
     candidates.extend(configured.iter().cloned());
     for raw in candidates {
         let path = clean_relative(&raw)?;
-        let exists = root.join(&path).exists() || (path == ".git/hooks" && root.join(".git").is_dir());
+        // `.devcontainer` is what init writes; `.git/hooks` init creates inside `.git`.
+        let exists = root.join(&path).exists()
+            || path == ".devcontainer"
+            || (path == ".git/hooks" && root.join(".git").is_dir());
         if exists && !out.contains(&path) {
             out.push(path);
         }

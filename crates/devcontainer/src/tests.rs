@@ -64,13 +64,13 @@ fn protected_paths_are_only_those_that_exist_and_hooks_path_must() {
     fs_err::write(root.path().join(".envrc"), "").expect("write");
     let got = protected_paths(root.path(), &["./tools/ci/".into(), ".envrc".into()], Some(".githooks")).expect("valid");
     // `.git/hooks` is created inside `.git` by init; `tools/ci`, `.husky`... do not exist: not mounted.
-    assert_eq!(got, [".git/hooks", ".git/config", ".envrc", ".githooks"]);
+    assert_eq!(got, [".git/hooks", ".git/config", ".devcontainer", ".envrc", ".githooks"]);
     let absolute = root.path().join(".githooks").display().to_string();
     assert_eq!(
         protected_paths(root.path(), &[], Some(&absolute)).expect("valid").last().map(String::as_str),
         Some(".githooks")
     );
-    assert_eq!(protected_paths(root.path(), &[], Some("/usr/share/hooks")).expect("outside").len(), 3);
+    assert_eq!(protected_paths(root.path(), &[], Some("/usr/share/hooks")).expect("outside").len(), 4);
     assert!(matches!(protected_paths(root.path(), &[], Some(".hooks")), Err(Error::MissingHooksPath(_))));
     for bad in ["/etc", "../up", "a/../../b", "", "a//b"] {
         assert!(matches!(protected_paths(root.path(), &[bad.into()], None), Err(Error::BadPath(_))), "{bad:?}");
