@@ -150,6 +150,38 @@ impl Devcontainer<'_> {
         (got, format!("--- stdout:\n{stdout}\n--- stderr:\n{}", String::from_utf8_lossy(&out.stderr)))
     }
 
+    /// A broken project policy (edited on the host) and a restart: egress closed, the
+    /// allowed host unreachable, `check` and an interactive shell say so; then the fixed
+    /// policy applied through the one sudo rule opens the allowlist again.
+    fn broken_policy_closes(&self, case: &str, good_policy: &str, allowed_url: &str, hello: &str, denied_url: &str) {
+        let policy_path = self.repo.join(".agent-sandbox/firewall.jsonc");
+        std::fs::write(&policy_path, "{\"domains\": [\"not a host\"]}\n").expect("write");
+        let closed = self.restart();
+        assert!(closed.starts_with("firewall: CLOSED: egress is loopback only, because "), "{case}: {closed}");
+        let (got, all) = self.exec(&format!(
+            "curl -sS --max-time 5 {allowed_url} >/dev/null 2>&1; say allowed $?\n\
+             curl -sS --max-time 5 {denied_url} >/dev/null 2>&1; say denied $?\n\
+             agent-sandbox check >/dev/null 2>/tmp/check_err; say check_warned \"$(grep -c 'WARNING: firewall: CLOSED' /tmp/check_err)\"\n\
+             say banner \"$(bash -ic true 2>&1 | grep -c 'firewall: CLOSED')\"\n\
+             say status \"$(agent-sandbox firewall status | head -1 | cut -c1-17)\""
+        ));
+        let want = [
+            ("allowed", "7"),
+            ("denied", "7"),
+            ("check_warned", "1"),
+            ("banner", "1"),
+            ("status", "firewall: CLOSED:"),
+        ];
+        check(&format!("{case}, broken policy"), &got, &want, &all);
+        std::fs::write(&policy_path, good_policy).expect("write");
+        let (got, all) = self.exec(&format!(
+            "sudo -n agent-sandbox firewall apply >/dev/null 2>&1; say apply $?\n\
+             say allowed \"$(curl -sS --max-time 5 {allowed_url} 2>&1)\"\n\
+             curl -sS --max-time 5 {denied_url} >/dev/null 2>&1; say denied $?"
+        ));
+        check(&format!("{case}, policy fixed"), &got, &[("apply", "0"), ("allowed", hello), ("denied", "7")], &all);
+    }
+
     /// `docker restart`, then wait (as the remote user) until the Feature's entrypoint
     /// has applied or closed the firewall.
     fn restart(&self) -> String {
@@ -245,11 +277,12 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     let plain = Devcontainer { cli: &cli, repo: world.path().join("plain") };
     let template = Devcontainer { cli: &cli, repo: world.path().join("template") };
     let compose = Devcontainer { cli: &cli, repo: world.path().join("compose") };
+    let alpine = Devcontainer { cli: &cli, repo: world.path().join("alpine") };
     let web = format!("as-e2e-web-{id}");
     let _cleanup = Cleanup {
         containers: vec![names.dns.clone(), names.allowed.clone(), names.denied.clone(), web.clone()],
         network: names.network.clone(),
-        workspaces: vec![plain.repo.clone(), template.repo.clone(), compose.repo.clone()],
+        workspaces: vec![plain.repo.clone(), template.repo.clone(), compose.repo.clone(), alpine.repo.clone()],
     };
     docker_ok(&[
         "network",
@@ -504,6 +537,9 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     assert_eq!(template.restart(), on);
     let (got, all) = template.exec(&network_script(&names));
     check("template, after docker restart", &got, &network_on, &all);
+    let allowed_url = format!("http://{}:8080/", names.allowed);
+    let denied_url = format!("http://{}.20:8080/", names.v4);
+    template.broken_policy_closes("template", &policy(&names), &allowed_url, &hello, &denied_url);
 
     // History per workspace; Claude Code and Codex config in the shared volumes.
     let mounts = docker(&[
@@ -545,11 +581,8 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     // (c) A compose setup with a second service, which the firewall allows by its
     // service name; the dev container's service is the plain Debian image.
     test_repo(&compose.repo, &names, ".git/hooks");
-    std::fs::write(
-        compose.repo.join(".agent-sandbox/firewall.jsonc"),
-        "{\"domains\": [\"web\"], \"githubMeta\": false, \"verify\": \"web:8080\"}\n",
-    )
-    .expect("policy");
+    let compose_policy = "{\"domains\": [\"web\"], \"githubMeta\": false, \"verify\": \"web:8080\"}\n";
+    std::fs::write(compose.repo.join(".agent-sandbox/firewall.jsonc"), compose_policy).expect("policy");
     std::fs::create_dir_all(compose.repo.join(".devcontainer")).expect("mkdir");
     std::fs::write(
         compose.repo.join(".devcontainer/docker-compose.yml"),
@@ -566,13 +599,13 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     std::fs::write(
         compose.repo.join(".devcontainer/devcontainer.json"),
         "{\n  \"name\": \"app and web\",\n  \"dockerComposeFile\": \"docker-compose.yml\",\n  \"service\": \"app\",\n  \
-         \"workspaceFolder\": \"/workspaces/app\",\n  \"remoteUser\": \"dev\"\n}\n",
+         \"workspaceFolder\": \"/workspaces/app\",\n  \"remoteUser\": \"dev\",\n  \"postCreateCommand\": \"exit 3\"\n}\n",
     )
     .expect("write");
     compose.init(&[]);
     chown_for_container(&compose.repo);
     let (ok, up_text) = compose.up(&[]);
-    assert!(ok, "devcontainer up (compose):\n{up_text}");
+    assert!(!ok && !compose.container().is_empty(), "compose: up with a failing postCreateCommand:\n{up_text}");
     let hostname_web = docker(&["inspect", "-f", "{{.Config.Hostname}}", &web]);
     let hello_web = format!("hello from {hostname_web}");
     let compose_script = format!(
@@ -609,6 +642,33 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     assert_eq!(compose.restart(), on);
     let (got, all) = compose.exec(&compose_script);
     check("compose, after docker restart", &got, &compose_want, &all);
+    compose.broken_policy_closes("compose", &compose_policy, "http://web:8080/", &hello_web, &denied_url);
+
+    // (d) The user's own Dockerfile on an image the Feature cannot serve (one that says
+    // it is Alpine): init merges, and the build stops with the reason.
+    std::fs::create_dir_all(alpine.repo.join(".devcontainer")).expect("mkdir");
+    git(&alpine.repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        alpine.repo.join(".devcontainer/Dockerfile"),
+        format!(
+            "FROM {PLAIN_IMAGE}\nRUN printf 'ID=alpine\\nPRETTY_NAME=\"Alpine Linux v3.20\"\\n' > /etc/os-release\n"
+        ),
+    )
+    .expect("write");
+    std::fs::write(
+        alpine.repo.join(".devcontainer/devcontainer.json"),
+        "{\"build\": {\"dockerfile\": \"Dockerfile\"}, \"remoteUser\": \"dev\"}\n",
+    )
+    .expect("write");
+    alpine.init(&[]);
+    let (ok, up_text) = alpine.up(&[]);
+    assert!(
+        !ok && up_text.contains(
+            "this image is Alpine Linux v3.20: only Debian and Ubuntu based images are supported (not Alpine, distroless or scratch)"
+        ),
+        "alpine:\n{up_text}"
+    );
+    assert!(alpine.container().is_empty());
     eprintln!("devcontainer e2e: done after {:?}", started.elapsed());
 }
 
