@@ -191,7 +191,9 @@ sys.exit(1 if bad else 0)
     let schemas = root.join("xtask/schemas");
     let snapshots = root.join("crates/devcontainer/src/snapshots");
     let mut args: Vec<PathBuf> = Vec::new();
-    for name in ["devcontainer.json", "merged-build.jsonc", "merged-image.jsonc", "merged-compose.jsonc"] {
+    for name in
+        ["devcontainer.json", "merged-build.jsonc", "merged-image.jsonc", "merged-compose.jsonc", "migrated.jsonc"]
+    {
         args.extend([schemas.join("devContainer.base.schema.json"), snapshots.join(name)]);
     }
     args.extend([

@@ -233,6 +233,22 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
         (Source::Image, None) => "/workspaces/${localWorkspaceFolderBasename}".to_owned(),
     };
     let context = Context { user: user.clone(), workspace, source: source.clone(), options: options.clone() };
+    if !matches!(source, Source::Compose { .. }) {
+        let ours = context.mounts();
+        for mount in parsed["mounts"].as_array().into_iter().flatten() {
+            let Some(target) = mount_target(mount) else { continue };
+            let protected = context.read_only().into_iter().find(|(_, ro_target)| *ro_target == target);
+            if let Some((path, _)) = protected {
+                if !ours.iter().any(|our| Value::String(our.clone()) == *mount) {
+                    plan.accepted_risks
+                        .push(format!("mount {mount}: mounts over {target}, which must be the read-only {path}"));
+                }
+            }
+        }
+        if !plan.accepted_risks.is_empty() && !options.force {
+            return Err(Error::Risky { path: json_rel, risks: std::mem::take(&mut plan.accepted_risks) });
+        }
+    }
 
     let text = match &existing {
         None => {
@@ -240,7 +256,8 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
             document(&context)
         }
         Some(text) => {
-            let merged = merge(text, &context, &json_rel)?;
+            let exists = |rel: &str| read(Path::new(rel)).is_some();
+            let merged = merge(text, &context, &json_rel, &exists)?;
             if &merged == text {
                 plan.lines.push(format!("{} already has every setting", json_rel.display()));
             } else {
@@ -469,13 +486,26 @@ fn compose_override(service: &str, project_dir: &Path, context: &Context) -> Str
 /// key by key, arrays gain the elements they lack, the user's scalars stay (their
 /// `remoteUser`, `name`, image or build); only `build.args.BASE_IMAGE_TAG` of the
 /// template is set when a tag is given.
-fn merge(existing: &str, context: &Context, path: &Path) -> Result<String, Error> {
+fn merge(existing: &str, context: &Context, path: &Path, exists: &dyn Fn(&str) -> bool) -> Result<String, Error> {
     let root = CstRootNode::parse(existing, &Default::default())
         .map_err(|err| Error::Parse { path: path.to_path_buf(), message: err.to_string() })?;
     let Some(theirs) = root.object_value() else {
         return Err(Error::Parse { path: path.to_path_buf(), message: "the top level is not an object".into() });
     };
-    let Value::Object(ours) = context.settings() else { unreachable!("settings are an object") };
+    let Value::Object(mut ours) = context.settings() else { unreachable!("settings are an object") };
+    let stale = |source: &str| !exists(source) && !context.options.protected.iter().any(|p| p == source);
+    migrate(&theirs, &stale);
+    // A target the user already mounts keeps their mount (e.g. their own config volume).
+    let their_targets: Vec<String> = theirs
+        .array_value("mounts")
+        .map(|array| array.elements().iter().filter_map(|node| node.to_serde_value()).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(mount_target)
+        .collect();
+    if let Some(Value::Array(mounts)) = ours.get_mut("mounts") {
+        mounts.retain(|mount| mount_target(mount).is_none_or(|target| !their_targets.contains(&target)));
+    }
     if let Some(prop) = theirs.get("dockerComposeFile") {
         if let Some(files) = ours.get("dockerComposeFile") {
             if prop.value().and_then(|v| v.to_serde_value()).as_ref() != Some(files) {
@@ -501,6 +531,71 @@ fn merge(existing: &str, context: &Context, path: &Path) -> Result<String, Error
         }
     }
     Ok(root.to_string())
+}
+
+/// What an earlier `init` generated and this one replaces: the `initializeCommand` that
+/// created empty directories in the user's tree, the firewall as a `postStartCommand`
+/// (the Feature's entrypoint applies it now), and read-only binds of paths that are
+/// `stale` (no longer there: they would stop `up`).
+fn migrate(theirs: &CstObject, stale: &dyn Fn(&str) -> bool) {
+    // A removed property takes the comment lines written above it along.
+    let remove = |prop: jsonc_parser::cst::CstObjectProp| {
+        let comments: Vec<CstNode> =
+            prop.previous_siblings().take_while(CstNode::is_trivia).filter(CstNode::is_comment).collect();
+        for comment in comments {
+            comment.remove();
+        }
+        prop.remove();
+    };
+    if let Some(prop) = theirs.get("initializeCommand") {
+        let command = prop.value().and_then(|v| v.to_serde_value());
+        let words: Vec<String> = command
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if words.len() > 2 && words[..2] == ["mkdir", "-p"] && words.iter().any(|word| word == ".devcontainer") {
+            remove(prop);
+        }
+    }
+    if let Some(post_start) = theirs.object_value("postStartCommand") {
+        if let Some(ours) = post_start.get("agent-sandbox-firewall") {
+            ours.remove();
+            if let Some(wait_for) = theirs.get("waitFor") {
+                remove(wait_for);
+            }
+            if post_start.properties().is_empty() {
+                if let Some(prop) = theirs.get("postStartCommand") {
+                    remove(prop);
+                }
+            }
+        }
+    }
+    if let Some(mounts) = theirs.array_value("mounts") {
+        for node in mounts.elements() {
+            let Some(Value::String(mount)) = node.to_serde_value() else { continue };
+            let source = mount.split(',').find_map(|part| part.strip_prefix("source=${localWorkspaceFolder}/"));
+            if let Some(source) = source.filter(|_| mount.ends_with(",type=bind,readonly")) {
+                if stale(source) {
+                    node.remove();
+                }
+            }
+        }
+    }
+}
+
+/// Where a `mounts` entry (string or object form) mounts to.
+fn mount_target(mount: &Value) -> Option<String> {
+    match mount {
+        Value::String(text) => text.split(',').find_map(|part| {
+            let (key, value) = part.split_once('=')?;
+            ["target", "dst", "destination"].contains(&key.trim()).then(|| value.trim().to_owned())
+        }),
+        Value::Object(map) => map.get("target").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    }
 }
 
 fn merge_object(theirs: &CstObject, ours: &serde_json::Map<String, Value>) {

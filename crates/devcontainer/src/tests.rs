@@ -204,6 +204,41 @@ fn risky_settings_are_refused_with_the_list_and_kept_under_force() {
 }
 
 #[test]
+fn a_file_from_the_previous_init_is_migrated_and_keeps_its_config_volumes() {
+    // The previous init's output, where `.husky`, `.agent-precommit` and `tools/ci` were
+    // empty directories its initializeCommand created; the user has since removed them.
+    let old = include_str!("snapshots/old-generated.jsonc");
+    let exists = [".devcontainer/Dockerfile", ".git/hooks", ".git/config", ".devcontainer", ".agent-sandbox"];
+    let tree: BTreeMap<String, String> = exists
+        .iter()
+        .map(|p| (p.to_string(), String::new()))
+        .chain([(".devcontainer/devcontainer.json".to_owned(), old.to_owned())])
+        .collect();
+    let opts = Options { protected: exists[1..].iter().map(|p| p.to_string()).collect(), ..options() };
+    let plan = plan(&|path: &Path| tree.get(&path.display().to_string()).cloned(), &opts).expect("plan");
+    let migrated = written(&plan, ".devcontainer/devcontainer.json");
+    snapshot(include_str!("snapshots/migrated.jsonc"), migrated, "migrated.jsonc");
+    let migrated = value(migrated);
+    for gone in ["initializeCommand", "postStartCommand", "waitFor"] {
+        assert!(migrated.get(gone).is_none(), "{gone} kept");
+    }
+    let mounts = migrated["mounts"].to_string();
+    assert!(!mounts.contains(".husky") && !mounts.contains("tools/ci"), "{mounts}");
+    // Their per-workspace config volumes stay where their logins are; no second mount there.
+    assert!(mounts.contains("agent-sandbox-claude-${devcontainerId}") && !mounts.contains(CLAUDE_VOLUME), "{mounts}");
+}
+
+#[test]
+fn a_users_mount_over_a_protected_path_is_a_risk() {
+    let user = "{\"image\": \"debian\", \"workspaceFolder\": \"/src\", \"mounts\": [\"source=hooks-vol,target=/src/.git/hooks,type=volume\"]}";
+    let err = plan_for(&[(".devcontainer/devcontainer.json", user)], &options()).expect_err("risky").to_string();
+    assert!(
+        err.contains("mount \"source=hooks-vol,target=/src/.git/hooks,type=volume\": mounts over /src/.git/hooks, which must be the read-only .git/hooks"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_base_tag_changes_without_force_and_stays_without_the_flag() {
     let first = plan_for(&[], &Options { base_tag: Some("2026-11-01".into()), ..options() }).expect("plan");
     let json = written(&first, ".devcontainer/devcontainer.json").to_owned();
