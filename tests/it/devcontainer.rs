@@ -642,7 +642,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     assert_eq!(compose.restart(), on);
     let (got, all) = compose.exec(&compose_script);
     check("compose, after docker restart", &got, &compose_want, &all);
-    compose.broken_policy_closes("compose", &compose_policy, "http://web:8080/", &hello_web, &denied_url);
+    compose.broken_policy_closes("compose", compose_policy, "http://web:8080/", &hello_web, &denied_url);
 
     // (d) The user's own Dockerfile on an image the Feature cannot serve (one that says
     // it is Alpine): init merges, and the build stops with the reason.
