@@ -241,9 +241,8 @@ fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
                     }
                 }
                 Err(err) => {
-                    eprintln!("agent-sandbox: error: {err}");
                     eprintln!("{}", firewall::health().banner());
-                    return Ok(1);
+                    return Err(err.into());
                 }
             }
         }

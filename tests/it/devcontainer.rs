@@ -56,7 +56,8 @@ impl Drop for Cleanup {
                 ]);
                 let _ = Command::new("docker").args(["rm", "-f", id]).output();
                 // The workspace's own history volume; the shared config volumes stay.
-                for volume in volumes.split_whitespace().filter(|v| v.starts_with("agent-sandbox-history-")) {
+                // (compose prefixes it with the project's name)
+                for volume in volumes.split_whitespace().filter(|v| v.contains("agent-sandbox-history-")) {
                     let _ = Command::new("docker").args(["volume", "rm", volume]).output();
                 }
             }
@@ -474,6 +475,8 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         iptables -P OUTPUT ACCEPT 2>/dev/null; say plain_iptables $?
         dig +time=2 +tries=1 @{v4}.20 probe.test >/dev/null 2>&1; say dns_other $?
         dig +time=2 +tries=1 @{v4}.53 probe.test >/dev/null 2>&1; say dns_upstream_direct $?
+        say diag_resolv "$(grep nameserver /etc/resolv.conf | tr '\n' ' ')"
+        say diag_state "$(agent-sandbox firewall status | grep -E '^(DNS|last)' | tr '\n' ' ')"
         say dns_resolver "$(dig +time=3 +tries=1 probe.test 2>&1 | grep -o 'status: [A-Z]*')"
         sudo -n agent-sandbox firewall status | grep '^live' > /tmp/before
         sudo -n agent-sandbox firewall apply >/tmp/apply 2>&1; say reapply $?
@@ -642,6 +645,18 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     assert_eq!(compose.restart(), on);
     let (got, all) = compose.exec(&compose_script);
     check("compose, after docker restart", &got, &compose_want, &all);
+    // The shared config volumes are the same ones as the template's, not the compose
+    // project's own copies.
+    let compose_mounts = docker(&[
+        "inspect",
+        "-f",
+        "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}}>{{.Destination}} {{end}}{{end}}",
+        &compose.container(),
+    ]);
+    for shared in ["agent-sandbox-claude-code-config>/home/dev/.claude", "agent-sandbox-codex-config>/home/dev/.codex"]
+    {
+        assert!(compose_mounts.split_whitespace().any(|mount| mount == shared), "{shared}: {compose_mounts}");
+    }
     compose.broken_policy_closes("compose", compose_policy, "http://web:8080/", &hello_web, &denied_url);
 
     // (d) The user's own Dockerfile on an image the Feature cannot serve (one that says

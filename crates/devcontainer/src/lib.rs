@@ -340,17 +340,26 @@ impl Context {
         format!("/home/{}", self.user)
     }
 
+    /// The shared config volumes go into the compose override instead: compose would
+    /// prefix a `mounts` volume with the project's name, and they would not be shared.
+    fn shared_config_in_compose(&self) -> bool {
+        matches!(self.source, Source::Compose { .. }) && !self.options.per_workspace_config
+    }
+
     fn volumes(&self) -> Vec<String> {
+        let mut volumes =
+            vec!["source=agent-sandbox-history-${devcontainerId},target=/commandhistory,type=volume".to_owned()];
+        if self.shared_config_in_compose() {
+            return volumes;
+        }
         let (claude, codex) = if self.options.per_workspace_config {
             (format!("{CLAUDE_VOLUME}-${{devcontainerId}}"), format!("{CODEX_VOLUME}-${{devcontainerId}}"))
         } else {
             (CLAUDE_VOLUME.to_owned(), CODEX_VOLUME.to_owned())
         };
-        vec![
-            "source=agent-sandbox-history-${devcontainerId},target=/commandhistory,type=volume".to_owned(),
-            format!("source={claude},target={}/.claude,type=volume", self.home()),
-            format!("source={codex},target={}/.codex,type=volume", self.home()),
-        ]
+        volumes.push(format!("source={claude},target={}/.claude,type=volume", self.home()));
+        volumes.push(format!("source={codex},target={}/.codex,type=volume", self.home()));
+        volumes
     }
 
     /// The read-only binds: every protected path, and the project's `.agent-sandbox`
@@ -478,6 +487,16 @@ fn compose_override(service: &str, project_dir: &Path, context: &Context) -> Str
     );
     for (path, target) in context.read_only() {
         text.push_str(&format!("      - {}\n", quote(&format!("{up}{path}:{target}:ro"))));
+    }
+    if context.shared_config_in_compose() {
+        // Named as they are, not prefixed with the compose project's name: shared.
+        let home = context.home();
+        text.push_str(&format!("      - {}\n", quote(&format!("{CLAUDE_VOLUME}:{home}/.claude"))));
+        text.push_str(&format!("      - {}\n", quote(&format!("{CODEX_VOLUME}:{home}/.codex"))));
+        text.push_str("volumes:\n");
+        for volume in [CLAUDE_VOLUME, CODEX_VOLUME] {
+            text.push_str(&format!("  {volume}:\n    name: {volume}\n"));
+        }
     }
     text
 }
