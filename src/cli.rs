@@ -63,20 +63,29 @@ enum FirewallCommand {
     Apply,
     /// Show the policy, what was applied last and (as root) the live address sets
     Status,
+    /// Apply at container start (the Feature's entrypoint, as root): loopback only until done, closed on failure
+    #[command(hide = true)]
+    Start,
+    /// Wait until the entrypoint has applied (or closed) the firewall, then say which (at most 60 s)
+    #[command(hide = true)]
+    Wait,
 }
 
 #[derive(Subcommand)]
 enum DevcontainerCommand {
-    /// Write .devcontainer/devcontainer.json and its Dockerfile (merging into existing files)
+    /// Add the agent-sandbox Feature to .devcontainer/ (merging into your image, Dockerfile or compose setup)
     Init {
         /// The workspace (default: the current directory)
         path: Option<PathBuf>,
-        /// The base image tag the Dockerfile builds on (agent-sandbox-base:<tag>)
-        #[arg(long, default_value = "latest", value_name = "TAG")]
-        base_tag: String,
-        /// Replace conflicting settings and a foreign Dockerfile (a backup of each is kept)
+        /// The base image tag of agent-sandbox's template (agent-sandbox-base:<tag>); sets it in an existing file too
+        #[arg(long, value_name = "TAG")]
+        base_tag: Option<String>,
+        /// Keep settings that defeat a guard rail (the Docker socket, credentials, secrets, privileged, root)
         #[arg(long)]
         force: bool,
+        /// Claude Code and Codex config in volumes of this workspace, not the shared ones
+        #[arg(long)]
+        per_workspace_config: bool,
     },
 }
 
@@ -193,8 +202,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
         Commands::Hooks(command) => refuse_inside("`agent-sandbox hooks`").and_then(|()| hooks(command)),
         Commands::Firewall(command) => firewall(command),
-        Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force }) => {
-            devcontainer_init(path, &base_tag, force)
+        Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force, per_workspace_config }) => {
+            devcontainer_init(path, base_tag, force, per_workspace_config)
         }
         Commands::Vsh(args) => crate::vsh::vsh(args),
         Commands::Mcp(args) => crate::vsh::mcp(args),
@@ -238,27 +247,54 @@ fn hooks(command: HooksCommand) -> anyhow::Result<i32> {
 
 fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
     let paths: Vec<&std::path::Path> = firewall::POLICY_FILES.iter().map(std::path::Path::new).collect();
-    let policy = firewall::load(&paths)?;
     match command {
-        FirewallCommand::Apply => {
-            let report = firewall::apply(&policy)?;
-            for line in &report.lines {
-                println!("firewall: {line}");
-            }
-            for warning in &report.warnings {
-                eprintln!("firewall: warning: {warning}");
+        // Fail closed: whatever goes wrong, egress ends up loopback only and the
+        // error says so.
+        FirewallCommand::Apply | FirewallCommand::Start => {
+            let starting = matches!(command, FirewallCommand::Start);
+            match firewall::apply_or_close(&paths, starting) {
+                Ok(report) => {
+                    for line in &report.lines {
+                        println!("firewall: {line}");
+                    }
+                    for warning in &report.warnings {
+                        eprintln!("firewall: warning: {warning}");
+                    }
+                }
+                Err(err) => {
+                    eprintln!("{}", firewall::health().banner());
+                    return Err(err.into());
+                }
             }
         }
-        FirewallCommand::Status => {
-            for line in firewall::status(&policy) {
-                println!("{line}");
+        FirewallCommand::Status => match firewall::load(&paths) {
+            Ok(policy) => {
+                for line in firewall::status(&policy) {
+                    println!("{line}");
+                }
             }
+            Err(err) => {
+                println!("{}", firewall::health().banner());
+                println!("policy: does not load: {err}");
+            }
+        },
+        FirewallCommand::Wait => {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while firewall::health() == firewall::Health::NotApplied && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            println!("{}", firewall::health().banner());
         }
     }
     Ok(0)
 }
 
-fn devcontainer_init(path: Option<PathBuf>, base_tag: &str, force: bool) -> anyhow::Result<i32> {
+fn devcontainer_init(
+    path: Option<PathBuf>,
+    base_tag: Option<String>,
+    force: bool,
+    per_workspace_config: bool,
+) -> anyhow::Result<i32> {
     use anyhow::Context as _;
     let root = match path {
         Some(path) => path,
@@ -272,24 +308,45 @@ fn devcontainer_init(path: Option<PathBuf>, base_tag: &str, force: bool) -> anyh
     let sources = config::Sources { global_dir: None, project_dir: Some(root.join(".agent-sandbox")), explicit: None };
     let (config, _) = config::load(&sources, config::Layer::default())?;
     let configured: Vec<String> = config.protected_paths.iter().map(|p| p.value.clone()).collect();
+    let hooks_path = std::process::Command::new("git")
+        .arg("config")
+        .arg("--file")
+        .arg(root.join(".git/config"))
+        .args(["--get", "core.hooksPath"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|hooks| !hooks.is_empty());
     let options = devcontainer::Options {
-        base_tag: base_tag.to_owned(),
-        protected: devcontainer::protected_paths(&root, &configured)?,
+        base_tag,
+        protected: devcontainer::protected_paths(&root, &configured, hooks_path.as_deref())?,
+        per_workspace_config,
+        force,
     };
-    for line in devcontainer::init(&root, &options, force)?.lines {
+    let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
+    for line in devcontainer::init(&root, &options, &binary)?.lines {
         println!("{line}");
     }
     Ok(0)
 }
 
 fn check(quiet: bool) -> i32 {
-    let (code, text) = match runtime_layout::detect() {
+    let place = runtime_layout::detect();
+    let (code, text) = match place {
         runtime_layout::Where::Bubblewrap => (0, "inside an agent-sandbox (bubblewrap)"),
         runtime_layout::Where::Container => (0, "inside an agent-sandbox (container)"),
         runtime_layout::Where::Outside => (1, "not inside an agent-sandbox"),
     };
     if !quiet {
         println!("{text}");
+    }
+    // In a container, a firewall that is not in force is said loudly (stderr, always).
+    if matches!(place, runtime_layout::Where::Container) {
+        let health = firewall::health();
+        if health != firewall::Health::Applied {
+            eprintln!("agent-sandbox: WARNING: {}", health.banner());
+        }
     }
     code
 }

@@ -1,16 +1,31 @@
-//! End to end: `devcontainer init` a test repository, bring it up with the real
+//! End to end: `devcontainer init` test repositories, bring them up with the real
 //! `@devcontainers/cli` against a real Docker engine, and attack every guard from
-//! inside as the remote user. The network side uses only what this test creates: a
-//! private dual-stack network with an allowed host, a denied host (which also answers
-//! DNS) and the container's resolver; nothing else is ever addressed.
+//! inside as the remote user, each attack beside the legitimate use that keeps
+//! working. Three dev containers: (a) a user's own plain Debian image (no agent-sandbox
+//! in it) with `core.hooksPath` and a failing `postCreateCommand`, and (b) a repository
+//! without a dev container, which gets the template on `agent-sandbox-base`, and (c)
+//! a compose setup (see below). In each,
+//! the firewall holds after `docker restart`, and a broken project policy leaves
+//! egress closed. The network side uses only what this test creates: a private
+//! dual-stack network with an allowed host, a denied host (which also answers DNS)
+//! and the containers' resolver; nothing else is ever addressed. (c) is a compose
+//! setup whose second service is the only host its firewall allows.
 //!
-//! `cargo xtask test` prepares the engine, the CLI and `agent-sandbox-base:e2e` and
-//! sets `AGENT_SANDBOX_E2E_BASE_TAG`; the unprivileged rerun has no Docker access and
-//! says so.
+//! `cargo xtask test` prepares the engine, the CLI, the bootstrapped Debian image and
+//! `agent-sandbox-base:e2e` and sets `AGENT_SANDBOX_E2E_BASE_TAG`; the unprivileged
+//! rerun has no Docker access and says so.
 
-use std::{path::Path, process::Command};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
 
 use crate::support::BIN;
+
+/// The plain Debian image `cargo xtask test` bootstraps (no agent-sandbox in it).
+const PLAIN_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
 
 struct Names {
     network: String,
@@ -25,15 +40,14 @@ struct Names {
 struct Cleanup {
     containers: Vec<String>,
     network: String,
-    workspace: std::path::PathBuf,
+    workspaces: Vec<PathBuf>,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let label = format!("label=devcontainer.local_folder={}", self.workspace.display());
-        let out = Command::new("docker").args(["ps", "-aq", "--filter", &label]).output();
-        if let Ok(out) = out {
-            for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+        for workspace in &self.workspaces {
+            let label = format!("label=devcontainer.local_folder={}", workspace.display());
+            for id in docker(&["ps", "-aq", "--filter", &label]).split_whitespace() {
                 let volumes = docker(&[
                     "inspect",
                     "-f",
@@ -41,7 +55,9 @@ impl Drop for Cleanup {
                     id,
                 ]);
                 let _ = Command::new("docker").args(["rm", "-f", id]).output();
-                for volume in volumes.split_whitespace().filter(|v| v.starts_with("agent-sandbox-")) {
+                // The workspace's own history volume; the shared config volumes stay.
+                // (compose prefixes it with the project's name)
+                for volume in volumes.split_whitespace().filter(|v| v.contains("agent-sandbox-history-")) {
                     let _ = Command::new("docker").args(["volume", "rm", volume]).output();
                 }
             }
@@ -80,8 +96,161 @@ fn start_host(image: &str, names: &Names, name: &str, last: u8, dns: bool) {
     docker_ok(&args);
 }
 
+struct Devcontainer<'a> {
+    cli: &'a str,
+    repo: PathBuf,
+}
+
+impl Devcontainer<'_> {
+    fn init(&self, extra: &[&str]) -> String {
+        let out = Command::new(BIN.as_str())
+            .args(["devcontainer", "init"])
+            .args(extra)
+            .arg(&self.repo)
+            .output()
+            .expect("agent-sandbox");
+        assert!(
+            out.status.success(),
+            "init: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `devcontainer up`; its stdout (the CLI's JSON outcome) and stderr.
+    fn up(&self, env: &[(&str, &str)]) -> (bool, String) {
+        let up = Command::new(self.cli)
+            .args(["up", "--workspace-folder"])
+            .arg(&self.repo)
+            .envs(env.iter().copied())
+            .output()
+            .expect("devcontainer CLI");
+        let text = format!("{}\n{}", String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
+        (up.status.success() && text.contains("\"outcome\":\"success\""), text)
+    }
+
+    fn container(&self) -> String {
+        docker(&["ps", "-q", "--filter", &format!("label=devcontainer.local_folder={}", self.repo.display())])
+    }
+
+    /// Runs `script` as the remote user; its `key=value` lines, and the whole output.
+    fn exec(&self, script: &str) -> (BTreeMap<String, String>, String) {
+        let out = Command::new(self.cli)
+            .args(["exec", "--workspace-folder"])
+            .arg(&self.repo)
+            .args(["bash", "-c", &format!("say() {{ echo \"$1=$2\"; }}\n{script}")])
+            .output()
+            .expect("devcontainer exec");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let got = stdout
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(key, value)| (key.to_owned(), value.to_owned()))
+            .collect();
+        (got, format!("--- stdout:\n{stdout}\n--- stderr:\n{}", String::from_utf8_lossy(&out.stderr)))
+    }
+
+    /// A broken project policy (edited on the host) and a restart: egress closed, the
+    /// allowed host unreachable, `check` and an interactive shell say so; then the fixed
+    /// policy applied through the one sudo rule opens the allowlist again.
+    fn broken_policy_closes(&self, case: &str, good_policy: &str, allowed_url: &str, hello: &str, denied_url: &str) {
+        let policy_path = self.repo.join(".agent-sandbox/firewall.jsonc");
+        std::fs::write(&policy_path, "{\"domains\": [\"not a host\"]}\n").expect("write");
+        let closed = self.restart();
+        assert!(closed.starts_with("firewall: CLOSED: egress is loopback only, because "), "{case}: {closed}");
+        let (got, all) = self.exec(&format!(
+            "curl -sS --max-time 5 {allowed_url} >/dev/null 2>&1; say allowed $?\n\
+             curl -sS --max-time 5 {denied_url} >/dev/null 2>&1; say denied $?\n\
+             agent-sandbox check >/dev/null 2>/tmp/check_err; say check_warned \"$(grep -c 'WARNING: firewall: CLOSED' /tmp/check_err)\"\n\
+             say banner \"$(bash -ic true 2>&1 | grep -c 'firewall: CLOSED')\"\n\
+             say status \"$(agent-sandbox firewall status | head -1 | cut -c1-17)\""
+        ));
+        let want = [
+            ("allowed", "7"),
+            ("denied", "7"),
+            ("check_warned", "1"),
+            ("banner", "1"),
+            ("status", "firewall: CLOSED:"),
+        ];
+        check(&format!("{case}, broken policy"), &got, &want, &all);
+        std::fs::write(&policy_path, good_policy).expect("write");
+        let (got, all) = self.exec(&format!(
+            "sudo -n agent-sandbox firewall apply >/dev/null 2>&1; say apply $?\n\
+             say allowed \"$(curl -sS --max-time 5 {allowed_url} 2>&1)\"\n\
+             curl -sS --max-time 5 {denied_url} >/dev/null 2>&1; say denied $?"
+        ));
+        check(&format!("{case}, policy fixed"), &got, &[("apply", "0"), ("allowed", hello), ("denied", "7")], &all);
+    }
+
+    /// `docker restart`, then wait (as the remote user) until the Feature's entrypoint
+    /// has applied or closed the firewall.
+    fn restart(&self) -> String {
+        docker_ok(&["restart", "-t", "1", &self.container()]);
+        let (got, all) = self.exec("say wait \"$(agent-sandbox firewall wait)\"");
+        got.get("wait").cloned().unwrap_or(all)
+    }
+}
+
+fn check(case: &str, got: &BTreeMap<String, String>, want: &[(&str, &str)], all: &str) {
+    let mismatches: Vec<String> = want
+        .iter()
+        .filter(|(key, value)| got.get(*key).map(String::as_str) != Some(*value))
+        .map(|(key, value)| format!("{key}: want {value:?}, got {:?}", got.get(*key)))
+        .collect();
+    assert!(mismatches.is_empty(), "{case}:\n{}\n{all}", mismatches.join("\n"));
+}
+
+fn git(repo: &Path, args: &[&str]) {
+    let out = Command::new("git").args(args).current_dir(repo).output().expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A repository with a passing pre-commit hook at `hooks` and the project's allowlist.
+fn test_repo(path: &Path, names: &Names, hooks: &str) {
+    std::fs::create_dir_all(path).expect("mkdir");
+    git(path, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(path.join(hooks)).expect("mkdir");
+    std::fs::write(path.join(hooks).join("pre-commit"), "#!/bin/sh\necho repo-check-ran >&2\n").expect("hook");
+    set_mode(&path.join(hooks).join("pre-commit"), 0o755);
+    if hooks != ".git/hooks" {
+        git(path, &["config", "core.hooksPath", hooks]);
+    }
+    std::fs::create_dir_all(path.join(".agent-sandbox")).expect("mkdir");
+    std::fs::write(path.join(".agent-sandbox/firewall.jsonc"), policy(names)).expect("policy");
+    std::fs::write(path.join("README"), "test\n").expect("write");
+    git(path, &["add", "."]);
+    git(path, &["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "init"]);
+}
+
+fn policy(names: &Names) -> String {
+    format!(
+        "// test hosts only\n{{\"domains\": [\"{}\"], \"githubMeta\": false, \"verify\": \"{}:8080\"}}\n",
+        names.allowed, names.allowed
+    )
+}
+
+/// The network probes every case runs: the allowed host by name (v4 and v6), the
+/// denied one by address and by name.
+fn network_script(names: &Names) -> String {
+    format!(
+        r#"
+        say allowed4 "$(curl -4 -sS --max-time 5 http://{allowed}:8080/ 2>&1)"
+        say allowed6 "$(curl -6 -sS --max-time 5 http://{allowed}:8080/ 2>&1 || curl -sS --max-time 5 'http://[{v6}::10]:8080/' 2>&1)"
+        curl -sS --max-time 5 http://{v4}.20:8080/ >/dev/null 2>&1; say denied4 $?
+        curl -sS --max-time 5 'http://[{v6}::20]:8080/' >/dev/null 2>&1; say denied6 $?
+        curl -sS --max-time 5 http://{denied}:8080/ >/dev/null 2>&1; say denied_name $?
+        say status "$(agent-sandbox firewall status | head -1)"
+        "#,
+        allowed = names.allowed,
+        denied = names.denied,
+        v4 = names.v4,
+        v6 = names.v6,
+    )
+}
+
 #[test]
-fn a_devcontainer_from_init_holds_every_guard_from_inside() {
+fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     let Ok(tag) = std::env::var("AGENT_SANDBOX_E2E_BASE_TAG") else {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
@@ -92,6 +261,7 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         eprintln!("skipped: the devcontainer end-to-end test needs Docker and the base image (run `cargo xtask test` as root; the unprivileged rerun has no Docker access)");
         return;
     };
+    let started = Instant::now();
     let cli = std::env::var("AGENT_SANDBOX_DEVCONTAINER_CLI").expect("xtask sets the devcontainer CLI path");
     let image = format!("agent-sandbox-base:{tag}");
     let id = std::process::id();
@@ -105,11 +275,15 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         v6: format!("fd00:a5e2:{subnet:x}"),
     };
     let world = tempfile::tempdir().expect("tempdir");
-    let repo = world.path().join("repo");
+    let plain = Devcontainer { cli: &cli, repo: world.path().join("plain") };
+    let template = Devcontainer { cli: &cli, repo: world.path().join("template") };
+    let compose = Devcontainer { cli: &cli, repo: world.path().join("compose") };
+    let alpine = Devcontainer { cli: &cli, repo: world.path().join("alpine") };
+    let web = format!("as-e2e-web-{id}");
     let _cleanup = Cleanup {
-        containers: vec![names.dns.clone(), names.allowed.clone(), names.denied.clone()],
+        containers: vec![names.dns.clone(), names.allowed.clone(), names.denied.clone(), web.clone()],
         network: names.network.clone(),
-        workspace: repo.clone(),
+        workspaces: vec![plain.repo.clone(), template.repo.clone(), compose.repo.clone(), alpine.repo.clone()],
     };
     docker_ok(&[
         "network",
@@ -124,84 +298,156 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
     start_host(&image, &names, &names.dns, 53, true);
     start_host(&image, &names, &names.allowed, 10, false);
     start_host(&image, &names, &names.denied, 20, true);
+    let hostname_allowed = docker(&["inspect", "-f", "{{.Config.Hostname}}", &names.allowed]);
+    let hello = format!("hello from {hostname_allowed}");
+    let run_args = format!("[\"--network={}\", \"--dns={}.53\"]", names.network, names.v4);
+    let on = "firewall: on (only the allowlist is reachable)";
+    let network_on: Vec<(&str, &str)> = vec![
+        ("allowed4", hello.as_str()),
+        ("allowed6", hello.as_str()),
+        ("denied4", "7"),
+        ("denied6", "7"),
+        ("denied_name", "7"),
+        ("status", on),
+    ];
 
-    // The test repository: a passing pre-commit hook, the project's allowlist.
-    std::fs::create_dir_all(&repo).expect("mkdir");
-    let git = |args: &[&str]| {
-        let out = Command::new("git").args(args).current_dir(&repo).output().expect("git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    git(&["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join(".git/hooks/pre-commit"), "#!/bin/sh\necho repo-check-ran >&2\n").expect("hook");
-    set_mode(&repo.join(".git/hooks/pre-commit"), 0o755);
-    std::fs::create_dir_all(repo.join(".agent-sandbox")).expect("mkdir");
-    std::fs::write(
-        repo.join(".agent-sandbox/firewall.jsonc"),
-        format!(
-            "// test hosts only\n{{\"domains\": [\"{}\"], \"githubMeta\": false, \"verify\": \"{}:8080\"}}\n",
-            names.allowed, names.allowed
-        ),
-    )
-    .expect("policy");
-    std::fs::write(repo.join("README"), "test\n").expect("write");
-    git(&["add", "."]);
-    git(&["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "init"]);
+    // (a) A user's own plain Debian image, their own remote user, core.hooksPath, and a
+    // postCreateCommand that fails (the CLI then skips every later lifecycle command).
+    test_repo(&plain.repo, &names, ".githooks");
+    std::fs::create_dir_all(plain.repo.join(".devcontainer")).expect("mkdir");
+    let user_json = format!(
+        "// the user's own dev container\n{{\n  \"image\": \"{PLAIN_IMAGE}\",\n  \"remoteUser\": \"dev\",\n  \
+         \"runArgs\": {run_args},\n  // their setup, broken today\n  \"postCreateCommand\": \"echo setting up; exit 3\"\n}}\n"
+    );
+    std::fs::write(plain.repo.join(".devcontainer/devcontainer.json"), &user_json).expect("write");
+    // A risky setting is refused with nothing written; without it, init merges.
+    let risky = user_json.replace("\"remoteUser\": \"dev\"", "\"remoteUser\": \"root\"");
+    std::fs::write(plain.repo.join(".devcontainer/devcontainer.json"), &risky).expect("write");
+    let out = Command::new(BIN.as_str()).args(["devcontainer", "init"]).arg(&plain.repo).output().expect("init");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("\"remoteUser\": \"root\": the agent would work as root"),
+        "{stderr}"
+    );
+    assert!(!plain.repo.join(".devcontainer/agent-sandbox").exists(), "a refused init wrote the Feature");
+    assert_eq!(std::fs::read_to_string(plain.repo.join(".devcontainer/devcontainer.json")).expect("read"), risky);
+    std::fs::write(plain.repo.join(".devcontainer/devcontainer.json"), &user_json).expect("write");
+    plain.init(&[]);
+    assert!(!plain.repo.join(".husky").exists() && !plain.repo.join(".agent-precommit").exists(), "empty dirs created");
+    chown_for_container(&plain.repo);
+    let (ok, up_text) = plain.up(&[]);
+    assert!(!ok && up_text.contains("setting up"), "the user's postCreateCommand should have failed:\n{up_text}");
+    assert!(!plain.container().is_empty(), "the container is up despite the failing postCreateCommand:\n{up_text}");
+    let guards = r#"
+        agent-sandbox firewall wait >/dev/null
+        say user "$(id -un)"
+        say check "$(agent-sandbox check 2>/tmp/check_err)"
+        say check_warned "$(grep -c WARNING /tmp/check_err)"
+        test -e /.agent-sandbox; say marker $?
+        echo change >> README && git add README
+        git -c user.name=a -c user.email=a@b.invalid commit -q --no-verify -m bypass 2>/dev/null; say no_verify $?
+        git -c user.name=a -c user.email=a@b.invalid -c core.hooksPath=/dev/null commit -q -m bypass 2>/dev/null; say hooks_path $?
+        (echo 'curl evil' >> .githooks/pre-commit) 2>/dev/null; say write_hook $?
+        (echo x > .githooks/post-checkout) 2>/dev/null; say new_hook $?
+        (echo x >> .git/config) 2>/dev/null; say git_config $?
+        (echo x >> .devcontainer/devcontainer.json) 2>/dev/null; say devcontainer_json $?
+        git -c user.name=a -c user.email=a@b.invalid commit -q -m legit 2>/tmp/hook; say commit $?
+        say hook_ran "$(grep -c repo-check-ran /tmp/hook)"
+        sudo -n iptables -F 2>/dev/null; say sudo_flush $?
+        sudo -n /bin/sh -c true 2>/dev/null; say sudo_shell $?
+        "#;
+    let (got, all) = plain.exec(&format!("{guards}{}", network_script(&names)));
+    let mut want = network_on.clone();
+    want.extend([
+        ("user", "dev"),
+        ("check", "inside an agent-sandbox (container)"),
+        ("check_warned", "0"),
+        ("marker", "0"),
+        ("no_verify", "1"),
+        ("hooks_path", "1"),
+        ("write_hook", "1"),
+        ("new_hook", "1"),
+        ("git_config", "1"),
+        ("devcontainer_json", "1"),
+        ("commit", "0"),
+        ("hook_ran", "1"),
+        ("sudo_flush", "1"),
+        ("sudo_shell", "1"),
+    ]);
+    check("plain image, first start", &got, &want, &all);
+    assert_eq!(
+        std::fs::read_to_string(plain.repo.join(".githooks/pre-commit")).expect("hook"),
+        "#!/bin/sh\necho repo-check-ran >&2\n"
+    );
+    assert!(!plain.repo.join(".githooks/post-checkout").exists());
 
-    // init, the user's own addition (network and resolver), init again: nothing changes.
-    let init = || {
-        let out = Command::new(BIN.as_str())
-            .args(["devcontainer", "init", "--base-tag", &tag])
-            .arg(&repo)
-            .output()
-            .expect("agent-sandbox");
-        assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    init();
-    let json_path = repo.join(".devcontainer/devcontainer.json");
+    // A plain `docker restart`: the Feature's entrypoint applies the firewall again.
+    assert_eq!(plain.restart(), on);
+    let (got, all) = plain.exec(&network_script(&names));
+    check("plain image, after docker restart", &got, &network_on, &all);
+
+    // A broken project policy (the human edits it on the host): after a restart egress
+    // is closed, and every shell says so.
+    std::fs::write(plain.repo.join(".agent-sandbox/firewall.jsonc"), "{\"domains\": [\"not a host\"]}\n")
+        .expect("write");
+    let closed = plain.restart();
+    assert!(closed.starts_with("firewall: CLOSED: egress is loopback only, because "), "{closed}");
+    let (got, all) = plain.exec(&format!(
+        "{}\nagent-sandbox check >/dev/null 2>/tmp/check_err; say check_warned \"$(grep -c 'WARNING: firewall: CLOSED' /tmp/check_err)\"\n\
+         say banner \"$(bash -ic true 2>&1 | grep -c 'firewall: CLOSED')\"",
+        network_script(&names)
+    ));
+    let closed_status = got.get("status").cloned().unwrap_or_default();
+    assert!(closed_status.starts_with("firewall: CLOSED"), "{all}");
+    let want_closed: Vec<(&str, &str)> = vec![
+        ("denied4", "7"),
+        ("denied6", "7"),
+        ("denied_name", "7"),
+        ("check_warned", "1"),
+        ("banner", "1"),
+        ("status", closed_status.as_str()),
+    ];
+    check("plain image, broken policy", &got, &want_closed, &all);
+    assert!(got.get("allowed4").is_some_and(|text| !text.contains("hello")), "closed, yet allowed4 answered:\n{all}");
+    assert!(got.get("allowed6").is_some_and(|text| !text.contains("hello")), "closed, yet allowed6 answered:\n{all}");
+    // Fixed on the host, applied again through the one sudo rule: open to the allowlist.
+    std::fs::write(plain.repo.join(".agent-sandbox/firewall.jsonc"), policy(&names)).expect("write");
+    let (got, all) = plain.exec(&format!(
+        "sudo -n agent-sandbox firewall apply >/dev/null 2>&1; say apply $?\n{}",
+        network_script(&names)
+    ));
+    let mut want = network_on.clone();
+    want.push(("apply", "0"));
+    check("plain image, policy fixed", &got, &want, &all);
+    eprintln!("devcontainer e2e: plain image done after {:?}", started.elapsed());
+
+    // (b) No dev container yet: the template on agent-sandbox-base, then the user's edit.
+    test_repo(&template.repo, &names, ".git/hooks");
+    std::fs::create_dir_all(template.repo.join(".husky")).expect("mkdir");
+    std::fs::write(template.repo.join(".husky/pre-commit"), "npm test\n").expect("write");
+    template.init(&["--base-tag", &tag]);
+    let json_path = template.repo.join(".devcontainer/devcontainer.json");
     let generated = std::fs::read_to_string(&json_path).expect("generated");
     let edited = generated.replacen(
         "{\n",
-        &format!(
-            "{{\n  // the test's private network and resolver\n  \"runArgs\": [\"--network={}\", \"--dns={}.53\"],\n",
-            names.network, names.v4
-        ),
+        &format!("{{\n  // the test's private network and resolver\n  \"runArgs\": {run_args},\n"),
         1,
     );
     std::fs::write(&json_path, &edited).expect("edit");
-    let again = init();
+    let again = template.init(&[]);
     assert!(again.contains("already has every setting"), "{again}");
     assert_eq!(std::fs::read_to_string(&json_path).expect("read"), edited);
-    // The workspace belongs to the host user the container's `node` stands for.
-    let out = Command::new("chown").args(["-R", "1000:1000"]).arg(world.path()).output().expect("chown");
-    assert!(out.status.success());
-
+    chown_for_container(&template.repo);
     // A secret in the environment of whoever brings the container up stays outside.
-    let up = Command::new(&cli)
-        .args(["up", "--workspace-folder"])
-        .arg(&repo)
-        .env("AGENT_SANDBOX_E2E_HOST_SECRET", "s3cret-from-the-host")
-        .output()
-        .expect("devcontainer CLI");
-    let up_out = String::from_utf8_lossy(&up.stdout);
-    assert!(
-        up.status.success() && up_out.contains("\"outcome\":\"success\""),
-        "devcontainer up:\n{up_out}\n{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
-
-    let allowed_v6 = format!("[{}::10]", names.v6);
-    let denied_v4 = format!("{}.20", names.v4);
-    let denied_v6 = format!("[{}::20]", names.v6);
+    let (ok, up_text) = template.up(&[("AGENT_SANDBOX_E2E_HOST_SECRET", "s3cret-from-the-host")]);
+    assert!(ok, "devcontainer up:\n{up_text}");
     let script = format!(
         r#"
-        say() {{ echo "$1=$2"; }}
         say user "$(id -un)"
         say host_secret_pid1 "$(tr '\0' '\n' < /proc/1/environ | grep -c s3cret-from-the-host)"
         say host_secret_env "$(env | grep -c s3cret-from-the-host)"
         touch /commandhistory/.bash_history /home/node/.claude/x /home/node/.codex/x; say volumes_writable $?
         say check "$(agent-sandbox check)"
-        test -e /.agent-sandbox; say marker $?
         rm -f /.agent-sandbox 2>/dev/null; say marker_rm $?
         chmod 666 /.agent-sandbox 2>/dev/null; say marker_chmod $?
         sudo -n rm -f /.agent-sandbox 2>/dev/null; say marker_sudo_rm $?
@@ -212,11 +458,10 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         git -c user.name=a -c user.email=a@b.invalid commit -q --no-verify -m bypass 2>/tmp/nv; say no_verify $?
         say no_verify_msg "$(grep -c refused /tmp/nv)"
         git -c user.name=a -c user.email=a@b.invalid commit -q -n -m bypass 2>/dev/null; say no_verify_short $?
-        git -c user.name=a -c user.email=a@b.invalid -c core.hooksPath=/dev/null commit -q -m bypass 2>/dev/null; say hooks_path $?
         git -c user.name=a -c user.email=a@b.invalid commit -q -m legit 2>/tmp/hook; say commit $?
         say hook_ran "$(grep -c repo-check-ran /tmp/hook)"
         say log "$(git log -1 --format=%s)"
-        for path in .git/hooks/pre-commit .git/hooks/post-checkout .git/config .husky/pre-commit .agent-sandbox/firewall.jsonc .agent-sandbox/config.jsonc .devcontainer/devcontainer.json .agent-precommit/user-context.json; do
+        for path in .git/hooks/pre-commit .git/hooks/post-checkout .git/config .husky/pre-commit .agent-sandbox/firewall.jsonc .agent-sandbox/config.jsonc .devcontainer/devcontainer.json .devcontainer/agent-sandbox/install.sh; do
             (echo x >> "$path") 2>/dev/null; echo "write:$path=$?"
         done
         rm -rf .git/hooks 2>/dev/null; say rm_hooks $?
@@ -228,76 +473,22 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         sudo -n agent-sandbox firewall apply --help >/dev/null 2>&1; say sudo_args $?
         sudo -n /bin/sh -c true 2>/dev/null; say sudo_shell $?
         iptables -P OUTPUT ACCEPT 2>/dev/null; say plain_iptables $?
-        say allowed4 "$(curl -4 -sS --max-time 5 http://{allowed}:8080/ 2>&1)"
-        say allowed6 "$(curl -6 -sS --max-time 5 http://{allowed}:8080/ 2>&1 || curl -sS --max-time 5 'http://{allowed_v6}:8080/' 2>&1)"
-        curl -sS --max-time 5 http://{denied_v4}:8080/ >/dev/null 2>&1; say denied4 $?
-        curl -sS --max-time 5 'http://{denied_v6}:8080/' >/dev/null 2>&1; say denied6 $?
-        curl -sS --max-time 5 http://{denied}:8080/ >/dev/null 2>&1; say denied_name $?
-        dig +time=2 +tries=1 @{denied_v4} probe.test >/dev/null 2>&1; say dns_other $?
+        dig +time=2 +tries=1 @{v4}.20 probe.test >/dev/null 2>&1; say dns_other $?
         dig +time=2 +tries=1 @{v4}.53 probe.test >/dev/null 2>&1; say dns_upstream_direct $?
+        say diag_resolv "$(grep nameserver /etc/resolv.conf | tr '\n' ' ')"
+        say diag_state "$(agent-sandbox firewall status | grep -E '^(DNS|last)' | tr '\n' ' ')"
         say dns_resolver "$(dig +time=3 +tries=1 probe.test 2>&1 | grep -o 'status: [A-Z]*')"
-        # Everything above ran under the rules applied at start; applying again is idempotent.
         sudo -n agent-sandbox firewall status | grep '^live' > /tmp/before
         sudo -n agent-sandbox firewall apply >/tmp/apply 2>&1; say reapply $?
         say reapply_verified "$(grep -c 'verified:' /tmp/apply)"
         sudo -n agent-sandbox firewall status | grep '^live' > /tmp/after
         grep -q '^live agent-sandbox-allow4: .*{v4}.10' /tmp/after && cmp -s /tmp/before /tmp/after; say status_same $?
-        "#,
+        {network}"#,
         v4 = names.v4,
-        allowed = names.allowed,
-        denied = names.denied,
+        network = network_script(&names),
     );
-    let exec = Command::new(&cli)
-        .args(["exec", "--workspace-folder"])
-        .arg(&repo)
-        .args(["bash", "-c", &script])
-        .output()
-        .expect("devcontainer exec");
-    let stdout = String::from_utf8_lossy(&exec.stdout).into_owned();
-    let got: std::collections::BTreeMap<&str, &str> = stdout.lines().filter_map(|line| line.split_once('=')).collect();
-    let hostname_allowed = docker(&["inspect", "-f", "{{.Config.Hostname}}", &names.allowed]);
-    let want_hello = format!("hello from {hostname_allowed}");
-    let mut want: Vec<(String, &str)> = vec![
-        ("user".into(), "node"),
-        ("host_secret_pid1".into(), "0"),
-        ("host_secret_env".into(), "0"),
-        ("volumes_writable".into(), "0"),
-        ("check".into(), "inside an agent-sandbox (container)"),
-        ("marker".into(), "0"),
-        ("marker_rm".into(), "1"),
-        ("marker_chmod".into(), "1"),
-        ("marker_sudo_rm".into(), "1"),
-        ("marker_after".into(), "0"),
-        ("git_config_write".into(), "4"),
-        ("no_verify".into(), "1"),
-        ("no_verify_msg".into(), "1"),
-        ("no_verify_short".into(), "1"),
-        ("hooks_path".into(), "1"),
-        ("commit".into(), "0"),
-        ("hook_ran".into(), "1"),
-        ("log".into(), "legit"),
-        ("rm_hooks".into(), "1"),
-        ("mv_devcontainer".into(), "1"),
-        ("legit_write".into(), "0"),
-        ("sudo_flush".into(), "1"),
-        ("sudo_v6".into(), "1"),
-        ("sudo_ipset".into(), "1"),
-        ("sudo_args".into(), "1"),
-        ("sudo_shell".into(), "1"),
-        ("plain_iptables".into(), "4"),
-        ("reapply".into(), "0"),
-        ("reapply_verified".into(), "3"),
-        ("status_same".into(), "0"),
-        ("allowed4".into(), want_hello.as_str()),
-        ("allowed6".into(), want_hello.as_str()),
-        ("denied4".into(), "7"),
-        ("denied6".into(), "7"),
-        ("denied_name".into(), "7"),
-        ("dns_other".into(), "9"),
-        ("dns_upstream_direct".into(), "9"),
-        ("dns_resolver".into(), "status: NXDOMAIN"),
-    ];
-    for path in [
+    let (got, all) = template.exec(&script);
+    let protected_writes: Vec<String> = [
         ".git/hooks/pre-commit",
         ".git/hooks/post-checkout",
         ".git/config",
@@ -305,36 +496,69 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         ".agent-sandbox/firewall.jsonc",
         ".agent-sandbox/config.jsonc",
         ".devcontainer/devcontainer.json",
-        ".agent-precommit/user-context.json",
-    ] {
-        want.push((format!("write:{path}"), "1"));
-    }
-    let mismatches: Vec<String> = want
-        .iter()
-        .filter(|(key, value)| got.get(key.as_str()) != Some(value))
-        .map(|(key, value)| format!("{key}: want {value:?}, got {:?}", got.get(key.as_str())))
-        .collect();
-    assert!(
-        mismatches.is_empty(),
-        "{}\n--- stdout:\n{stdout}\n--- stderr:\n{}",
-        mismatches.join("\n"),
-        String::from_utf8_lossy(&exec.stderr)
-    );
+        ".devcontainer/agent-sandbox/install.sh",
+    ]
+    .iter()
+    .map(|path| format!("write:{path}"))
+    .collect();
+    let mut want = network_on.clone();
+    want.extend([
+        ("user", "node"),
+        ("host_secret_pid1", "0"),
+        ("host_secret_env", "0"),
+        ("volumes_writable", "0"),
+        ("check", "inside an agent-sandbox (container)"),
+        ("marker_rm", "1"),
+        ("marker_chmod", "1"),
+        ("marker_sudo_rm", "1"),
+        ("marker_after", "0"),
+        ("git_config_write", "4"),
+        ("no_verify", "1"),
+        ("no_verify_msg", "1"),
+        ("no_verify_short", "1"),
+        ("commit", "0"),
+        ("hook_ran", "1"),
+        ("log", "legit"),
+        ("rm_hooks", "1"),
+        ("mv_devcontainer", "1"),
+        ("legit_write", "0"),
+        ("sudo_flush", "1"),
+        ("sudo_v6", "1"),
+        ("sudo_ipset", "1"),
+        ("sudo_args", "1"),
+        ("sudo_shell", "1"),
+        ("plain_iptables", "4"),
+        ("dns_other", "9"),
+        ("dns_upstream_direct", "9"),
+        ("dns_resolver", "status: NXDOMAIN"),
+        ("reapply", "0"),
+        ("reapply_verified", "3"),
+        ("status_same", "0"),
+    ]);
+    want.extend(protected_writes.iter().map(|key| (key.as_str(), "1")));
+    check("template on the base image", &got, &want, &all);
+    assert_eq!(template.restart(), on);
+    let (got, all) = template.exec(&network_script(&names));
+    check("template, after docker restart", &got, &network_on, &all);
+    let allowed_url = format!("http://{}:8080/", names.allowed);
+    let denied_url = format!("http://{}.20:8080/", names.v4);
+    template.broken_policy_closes("template", &policy(&names), &allowed_url, &hello, &denied_url);
 
-    // History and the agents' configuration live in named volumes of this workspace.
-    let label = format!("label=devcontainer.local_folder={}", repo.display());
-    let container = docker(&["ps", "-q", "--filter", &label]);
+    // History per workspace; Claude Code and Codex config in the shared volumes.
     let mounts = docker(&[
         "inspect",
         "-f",
         "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}}>{{.Destination}} {{end}}{{end}}",
-        &container,
+        &template.container(),
     ]);
-    let volumes: Vec<&str> = mounts.split_whitespace().collect();
-    let mut targets: Vec<&str> = volumes.iter().filter_map(|v| v.split_once('>')).map(|(_, target)| target).collect();
-    targets.sort();
-    assert_eq!(targets, ["/commandhistory", "/home/node/.claude", "/home/node/.codex"], "{mounts}");
-    assert!(volumes.iter().all(|v| v.starts_with("agent-sandbox-")), "{mounts}");
+    let mut volumes: Vec<&str> = mounts.split_whitespace().collect();
+    volumes.sort();
+    assert_eq!(volumes.len(), 3, "{mounts}");
+    assert_eq!(
+        volumes[..2],
+        ["agent-sandbox-claude-code-config>/home/node/.claude", "agent-sandbox-codex-config>/home/node/.codex"]
+    );
+    assert!(volumes[2].starts_with("agent-sandbox-history-") && volumes[2].ends_with(">/commandhistory"), "{mounts}");
 
     // The refusals above are the firewall's: the same requests from a container
     // without it, on the same network, succeed.
@@ -344,18 +568,130 @@ fn a_devcontainer_from_init_holds_every_guard_from_inside() {
         full.extend(&args[1..]);
         Command::new("docker").args(&full).output().expect("docker").status.success()
     };
-    assert!(control(&["curl", "-sS", "--max-time", "5", &format!("http://{denied_v4}:8080/")]), "denied host down?");
-    assert!(
-        control(&["curl", "-sS", "--max-time", "5", &format!("http://{denied_v6}:8080/")]),
-        "denied host (v6) down?"
-    );
-    assert!(control(&["dig", "+time=2", "+tries=1", &format!("@{denied_v4}"), "probe.test"]), "denied DNS down?");
+    let denied_v4 = format!("http://{}.20:8080/", names.v4);
+    let denied_v6 = format!("http://[{}::20]:8080/", names.v6);
+    assert!(control(&["curl", "-sS", "--max-time", "5", &denied_v4]), "denied host down?");
+    assert!(control(&["curl", "-sS", "--max-time", "5", &denied_v6]), "denied host (v6) down?");
+    assert!(control(&["dig", "+time=2", "+tries=1", &format!("@{}.20", names.v4), "probe.test"]), "denied DNS down?");
     // Nothing leaked back to the host: the protected files are as they were.
     assert_eq!(
-        std::fs::read_to_string(repo.join(".git/hooks/pre-commit")).expect("hook"),
+        std::fs::read_to_string(template.repo.join(".git/hooks/pre-commit")).expect("hook"),
         "#!/bin/sh\necho repo-check-ran >&2\n"
     );
-    assert!(!Path::new(&repo.join(".git/hooks/post-checkout")).exists());
+    assert!(!template.repo.join(".git/hooks/post-checkout").exists());
+    eprintln!("devcontainer e2e: template done after {:?}", started.elapsed());
+
+    // (c) A compose setup with a second service, which the firewall allows by its
+    // service name; the dev container's service is the plain Debian image.
+    test_repo(&compose.repo, &names, ".git/hooks");
+    let compose_policy = "{\"domains\": [\"web\"], \"githubMeta\": false, \"verify\": \"web:8080\"}\n";
+    std::fs::write(compose.repo.join(".agent-sandbox/firewall.jsonc"), compose_policy).expect("policy");
+    std::fs::create_dir_all(compose.repo.join(".devcontainer")).expect("mkdir");
+    std::fs::write(
+        compose.repo.join(".devcontainer/docker-compose.yml"),
+        format!(
+            "services:\n  app:\n    image: {PLAIN_IMAGE}\n    command: sleep infinity\n    volumes:\n      - ..:/workspaces/app:cached\n    \
+             dns: [\"{v4}.53\"]\n    networks: [e2e]\n  web:\n    image: {image}\n    container_name: {web}\n    user: root\n    \
+             entrypoint: [\"node\", \"-e\", {server}]\n    networks: [e2e]\nnetworks:\n  e2e:\n    external: true\n    name: {network}\n",
+            v4 = names.v4,
+            server = serde_json::Value::String(SERVER_JS.to_owned()),
+            network = names.network,
+        ),
+    )
+    .expect("compose");
+    std::fs::write(
+        compose.repo.join(".devcontainer/devcontainer.json"),
+        "{\n  \"name\": \"app and web\",\n  \"dockerComposeFile\": \"docker-compose.yml\",\n  \"service\": \"app\",\n  \
+         \"workspaceFolder\": \"/workspaces/app\",\n  \"remoteUser\": \"dev\",\n  \"postCreateCommand\": \"exit 3\"\n}\n",
+    )
+    .expect("write");
+    compose.init(&[]);
+    chown_for_container(&compose.repo);
+    let (ok, up_text) = compose.up(&[]);
+    assert!(!ok && !compose.container().is_empty(), "compose: up with a failing postCreateCommand:\n{up_text}");
+    let hostname_web = docker(&["inspect", "-f", "{{.Config.Hostname}}", &web]);
+    let hello_web = format!("hello from {hostname_web}");
+    let compose_script = format!(
+        r#"
+        say user "$(id -un)"
+        say web "$(curl -sS --max-time 5 http://web:8080/ 2>&1)"
+        curl -sS --max-time 5 http://{v4}.20:8080/ >/dev/null 2>&1; say denied4 $?
+        curl -sS --max-time 5 'http://[{v6}::20]:8080/' >/dev/null 2>&1; say denied6 $?
+        curl -sS --max-time 5 http://{allowed}:8080/ >/dev/null 2>&1; say not_listed $?
+        (echo x >> .git/hooks/pre-commit) 2>/dev/null; say write_hook $?
+        (echo x >> .devcontainer/docker-compose.yml) 2>/dev/null; say write_compose $?
+        echo ok > notes.txt; say legit_write $?
+        git -c user.name=a -c user.email=a@b.invalid commit -q --no-verify -m bypass 2>/dev/null; say no_verify $?
+        say status "$(agent-sandbox firewall status | head -1)"
+        "#,
+        v4 = names.v4,
+        v6 = names.v6,
+        allowed = names.allowed,
+    );
+    let compose_want: Vec<(&str, &str)> = vec![
+        ("user", "dev"),
+        ("web", hello_web.as_str()),
+        ("denied4", "7"),
+        ("denied6", "7"),
+        ("not_listed", "7"),
+        ("write_hook", "1"),
+        ("write_compose", "1"),
+        ("legit_write", "0"),
+        ("no_verify", "1"),
+        ("status", on),
+    ];
+    let (got, all) = compose.exec(&compose_script);
+    check("compose", &got, &compose_want, &all);
+    assert_eq!(compose.restart(), on);
+    let (got, all) = compose.exec(&compose_script);
+    check("compose, after docker restart", &got, &compose_want, &all);
+    // The shared config volumes are the same ones as the template's, not the compose
+    // project's own copies.
+    let compose_mounts = docker(&[
+        "inspect",
+        "-f",
+        "{{range .Mounts}}{{if eq .Type \"volume\"}}{{.Name}}>{{.Destination}} {{end}}{{end}}",
+        &compose.container(),
+    ]);
+    for shared in ["agent-sandbox-claude-code-config>/home/dev/.claude", "agent-sandbox-codex-config>/home/dev/.codex"]
+    {
+        assert!(compose_mounts.split_whitespace().any(|mount| mount == shared), "{shared}: {compose_mounts}");
+    }
+    compose.broken_policy_closes("compose", compose_policy, "http://web:8080/", &hello_web, &denied_url);
+
+    // (d) The user's own Dockerfile on an image the Feature cannot serve (one that says
+    // it is Alpine): init merges, and the build stops with the reason.
+    std::fs::create_dir_all(alpine.repo.join(".devcontainer")).expect("mkdir");
+    git(&alpine.repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        alpine.repo.join(".devcontainer/Dockerfile"),
+        format!(
+            "FROM {PLAIN_IMAGE}\nRUN printf 'ID=alpine\\nPRETTY_NAME=\"Alpine Linux v3.20\"\\n' > /etc/os-release\n"
+        ),
+    )
+    .expect("write");
+    std::fs::write(
+        alpine.repo.join(".devcontainer/devcontainer.json"),
+        "{\"build\": {\"dockerfile\": \"Dockerfile\"}, \"remoteUser\": \"dev\"}\n",
+    )
+    .expect("write");
+    alpine.init(&[]);
+    let (ok, up_text) = alpine.up(&[]);
+    assert!(
+        !ok && up_text.contains(
+            "this image is Alpine Linux v3.20: only Debian and Ubuntu based images are supported (not Alpine, distroless or scratch)"
+        ),
+        "alpine:\n{up_text}"
+    );
+    assert!(alpine.container().is_empty());
+    eprintln!("devcontainer e2e: done after {:?}", started.elapsed());
+}
+
+/// The workspace belongs to the host user the container's remote user stands for
+/// (uid 1000), as a developer's checkout would.
+fn chown_for_container(repo: &Path) {
+    let out = Command::new("chown").args(["-R", "1000:1000"]).arg(repo).output().expect("chown");
+    assert!(out.status.success());
 }
 
 fn set_mode(path: &Path, mode: u32) {

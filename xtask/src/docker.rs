@@ -4,7 +4,8 @@
 //!   (debootstrap + import), for hosts that reach no registry;
 //! - `build-base [--tag T] [--from IMAGE] [--claude-code-version V] [--codex-version V]
 //!   [--git-delta-version V] [--ast-grep-version V]`: `agent-sandbox-base:<tag>` from
-//!   `devcontainer/base/` and the release binary, `latest` resolved first so Docker's
+//!   `devcontainer/base/`, the Feature `devcontainer/feature/agent-sandbox/` (the same
+//!   one `devcontainer init` adds to any image) and the release binary, `latest` resolved first so Docker's
 //!   layer cache holds, progress streamed.
 
 use std::{collections::HashMap, path::Path, process::Command};
@@ -166,23 +167,26 @@ fn resolve_npm_latest(package: &str) -> Result<String> {
     Ok(version)
 }
 
-/// `devcontainer/base/*` and the release binary as a tar archive with fixed metadata,
-/// so that an unchanged tree gives an unchanged context (and a fully cached build).
+/// `devcontainer/base/*`, the Feature's folder as `feature/` and the release binary in
+/// it, as a tar archive with fixed metadata, so that an unchanged tree gives an
+/// unchanged context (and a fully cached build).
 fn build_context(root: &Path) -> Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
-    let base = root.join("devcontainer/base");
-    let mut entries: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(&base)
-        .with_context(|| format!("reading {}", base.display()))?
-        .filter_map(|entry| entry.ok())
-        .map(|entry| (entry.file_name().to_string_lossy().into_owned(), entry.path()))
-        .collect();
-    entries.push(("agent-sandbox".into(), root.join("target/release/agent-sandbox")));
+    let mut entries: Vec<(String, std::path::PathBuf)> = Vec::new();
+    for (dir, prefix) in [("devcontainer/base", ""), ("devcontainer/feature/agent-sandbox", "feature/")] {
+        let dir = root.join(dir);
+        for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+            let entry = entry?;
+            entries.push((format!("{prefix}{}", entry.file_name().to_string_lossy()), entry.path()));
+        }
+    }
+    entries.push(("feature/agent-sandbox".into(), root.join("target/release/agent-sandbox")));
     entries.sort();
     for (name, path) in entries {
         let data = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         let mut header = tar::Header::new_gnu();
         header.set_size(data.len() as u64);
-        header.set_mode(if name == "agent-sandbox" || name.ends_with(".sh") { 0o755 } else { 0o644 });
+        header.set_mode(if name.ends_with("/agent-sandbox") || name.ends_with(".sh") { 0o755 } else { 0o644 });
         header.set_mtime(0);
         header.set_cksum();
         builder.append_data(&mut header, &name, data.as_slice())?;
@@ -205,11 +209,17 @@ fn flag(args: &[String], name: &str) -> Result<Option<String>> {
 pub const E2E_TAG: &str = "e2e";
 const DEVCONTAINER_CLI: &str = "@devcontainers/cli@0.89.0";
 
-/// As root: installs and starts the Docker engine, installs the devcontainer CLI,
+/// As root: installs and starts the Docker engine (and compose, for the compose case),
+/// installs the devcontainer CLI,
 /// bootstraps the Debian image and builds `agent-sandbox-base:e2e` (AI CLIs skipped:
 /// the test needs none of them). Returns the CLI's path. Idempotent.
 pub fn prepare_e2e() -> Result<std::path::PathBuf> {
-    crate::ensure_debian_packages(&[("dockerd", "docker.io"), ("debootstrap", "debootstrap"), ("npm", "npm")])?;
+    crate::ensure_debian_packages(&[
+        ("dockerd", "docker.io"),
+        ("docker-compose", "docker-compose"),
+        ("debootstrap", "debootstrap"),
+        ("npm", "npm"),
+    ])?;
     start_dockerd()?;
     let prefix = root().join("target/devcontainer-cli");
     let cli = prefix.join("node_modules/.bin/devcontainer");

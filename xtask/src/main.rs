@@ -158,7 +158,51 @@ fn gates(root: &Path) -> Result<()> {
     run(Command::new("cargo")
         .args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
         .current_dir(root))
-    .context("clippy found warnings (each is an error in CI)")
+    .context("clippy found warnings (each is an error in CI)")?;
+    schema_check(root)
+}
+
+/// What `devcontainer init` generates, checked against the devcontainer spec's JSON
+/// schemas (vendored in `xtask/schemas/` from devcontainers/spec, MIT; the CLI itself
+/// validates nothing): every devcontainer.json snapshot and the Feature's metadata.
+/// Runs python `jsonschema` + `json5` from a venv in `target/` (installed once).
+fn schema_check(root: &Path) -> Result<()> {
+    const VALIDATE: &str = "import sys, json, json5, jsonschema
+args, bad = sys.argv[1:], 0
+for schema_path, doc_path in zip(args[::2], args[1::2]):
+    schema = json.load(open(schema_path))
+    doc = json5.load(open(doc_path))
+    errors = sorted(jsonschema.validators.validator_for(schema)(schema).iter_errors(doc), key=str)
+    for err in errors:
+        print(f'{doc_path}: at /{\"/\".join(map(str, err.absolute_path))}: {err.message}')
+    bad += len(errors)
+sys.exit(1 if bad else 0)
+";
+    let venv = root.join("target/schema-venv");
+    let python = venv.join("bin/python3");
+    let ready =
+        Command::new(&python).args(["-c", "import jsonschema, json5"]).output().is_ok_and(|out| out.status.success());
+    if !ready {
+        eprintln!("xtask: installing python jsonschema and json5 into {}", venv.display());
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))
+            .context("python3 -m venv (install with: apt-get install -y python3-venv)")?;
+        run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "jsonschema>=4.18,<5", "json5>=0.9,<1"]))?;
+    }
+    let schemas = root.join("xtask/schemas");
+    let snapshots = root.join("crates/devcontainer/src/snapshots");
+    let mut args: Vec<PathBuf> = Vec::new();
+    for name in
+        ["devcontainer.json", "merged-build.jsonc", "merged-image.jsonc", "merged-compose.jsonc", "migrated.jsonc"]
+    {
+        args.extend([schemas.join("devContainer.base.schema.json"), snapshots.join(name)]);
+    }
+    args.extend([
+        schemas.join("devContainerFeature.schema.json"),
+        root.join("devcontainer/feature/agent-sandbox/devcontainer-feature.json"),
+    ]);
+    eprintln!("xtask: the generated devcontainer.json files and the Feature against the spec's JSON schemas");
+    run(Command::new(&python).args(["-c", VALIDATE]).args(&args))
+        .context("a generated file does not match the devcontainer spec's schema")
 }
 
 /// Adds up libtest's `test result:` lines while passing all output through.

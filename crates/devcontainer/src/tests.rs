@@ -1,22 +1,53 @@
-//! Whole-document snapshots (`UPDATE_SNAPSHOTS=1 cargo test -p devcontainer` rewrites
-//! them after a deliberate change; compiled in, so the tests run from any directory) and merges into real-world-shaped files.
+//! Whole-document snapshots of what `init` writes for real-world-shaped dev containers
+//! (`UPDATE_SNAPSHOTS=1 cargo test -p devcontainer` rewrites them after a deliberate
+//! change; compiled in, so the tests run from any directory), the refusals, and the
+//! executor's all-or-nothing writes.
 
-use std::path::Path;
+use std::{collections::BTreeMap, path::Path};
 
 use super::*;
 
 fn options() -> Options {
-    let root = tempfile::tempdir().expect("tempdir");
-    fs_err::create_dir_all(root.path().join(".git/hooks")).expect("mkdir");
-    fs_err::write(root.path().join(".git/config"), "").expect("write");
-    let configured: Vec<String> =
-        [".husky", ".agent-sandbox", ".agent-precommit/user-context.json", "tools/ci"].map(String::from).to_vec();
-    Options { base_tag: "latest".into(), protected: protected_paths(root.path(), &configured).expect("valid") }
+    Options {
+        base_tag: None,
+        protected: [".git/hooks", ".git/config", ".devcontainer", ".agent-sandbox", ".githooks"]
+            .map(String::from)
+            .to_vec(),
+        per_workspace_config: false,
+        force: false,
+    }
+}
+
+/// Plans against an in-memory tree.
+fn plan_for(files: &[(&str, &str)], options: &Options) -> Result<Plan, Error> {
+    let tree: BTreeMap<String, String> = files.iter().map(|(p, c)| (p.to_string(), c.to_string())).collect();
+    plan(&|path: &Path| tree.get(&path.display().to_string()).cloned(), options)
+}
+
+fn written<'a>(plan: &'a Plan, path: &str) -> &'a str {
+    plan.files
+        .iter()
+        .find(|(p, _, _)| p == Path::new(path))
+        .map(|(_, c, _)| c.as_str())
+        .unwrap_or_else(|| panic!("{path} not planned: {:?}", plan.files.iter().map(|f| &f.0).collect::<Vec<_>>()))
+}
+
+fn value(text: &str) -> Value {
+    jsonc_parser::parse_to_serde_value(text, &Default::default()).expect("valid")
 }
 
 #[test]
-fn generated_devcontainer_json() {
-    snapshot(include_str!("snapshots/devcontainer.json"), &document(&options()), "devcontainer.json");
+fn a_repository_without_a_dev_container_gets_the_template_and_the_feature() {
+    let plan = plan_for(&[], &options()).expect("plan");
+    snapshot(
+        include_str!("snapshots/devcontainer.json"),
+        written(&plan, ".devcontainer/devcontainer.json"),
+        "devcontainer.json",
+    );
+    assert_eq!(written(&plan, ".devcontainer/Dockerfile"), REPO_DOCKERFILE);
+    assert_eq!(written(&plan, ".devcontainer/agent-sandbox/.gitignore"), "/agent-sandbox\n");
+    assert!(written(&plan, ".devcontainer/agent-sandbox/install.sh").starts_with("#!/bin/sh"));
+    assert_eq!(plan.binary, Path::new(".devcontainer/agent-sandbox/agent-sandbox"));
 }
 
 #[test]
@@ -25,29 +56,39 @@ fn generated_dockerfile_is_seed_002s_template() {
 }
 
 #[test]
-fn protected_paths_stay_inside_the_workspace_and_files_are_mounted_as_files() {
+fn protected_paths_are_only_those_that_exist_and_hooks_path_must() {
     let root = tempfile::tempdir().expect("tempdir");
-    fs_err::create_dir_all(root.path().join(".agent-precommit")).expect("mkdir");
-    fs_err::write(root.path().join(".agent-precommit/user-context.json"), "{}").expect("write");
-    let got = protected_paths(root.path(), &[".agent-precommit/user-context.json".into(), "./.husky/".into()])
-        .expect("valid");
-    let got: Vec<(&str, bool)> = got.iter().map(|p| (p.path.as_str(), p.create_dir)).collect();
-    // No `.git` directory: git's entries are left out rather than created.
-    assert_eq!(got, [(".devcontainer", true), (".agent-precommit/user-context.json", false), (".husky", true)]);
+    fs_err::create_dir_all(root.path().join(".git")).expect("mkdir");
+    fs_err::write(root.path().join(".git/config"), "").expect("write");
+    fs_err::create_dir_all(root.path().join(".githooks")).expect("mkdir");
+    fs_err::write(root.path().join(".envrc"), "").expect("write");
+    let got = protected_paths(root.path(), &["./tools/ci/".into(), ".envrc".into()], Some(".githooks")).expect("valid");
+    // `.git/hooks` is created inside `.git` by init; `tools/ci`, `.husky`... do not exist: not mounted.
+    assert_eq!(got, [".git/hooks", ".git/config", ".devcontainer", ".envrc", ".githooks"]);
+    let absolute = root.path().join(".githooks").display().to_string();
+    assert_eq!(
+        protected_paths(root.path(), &[], Some(&absolute)).expect("valid").last().map(String::as_str),
+        Some(".githooks")
+    );
+    assert_eq!(protected_paths(root.path(), &[], Some("/usr/share/hooks")).expect("outside").len(), 4);
+    assert!(matches!(protected_paths(root.path(), &[], Some(".hooks")), Err(Error::MissingHooksPath(_))));
     for bad in ["/etc", "../up", "a/../../b", "", "a//b"] {
-        assert!(matches!(protected_paths(root.path(), &[bad.into()]), Err(Error::BadPath(_))), "{bad:?}");
+        assert!(matches!(protected_paths(root.path(), &[bad.into()], None), Err(Error::BadPath(_))), "{bad:?}");
     }
+    // Nothing was created in the tree.
+    assert!(!root.path().join(".git/hooks").exists() && !root.path().join("tools").exists());
 }
 
 /// The shape of Microsoft's Node.js template after a user's edits: comments
-/// everywhere, trailing commas, features, a string postStartCommand.
-const USER_FILE: &str = r#"// For format details, see https://aka.ms/devcontainer.json. For config options, see the
+/// everywhere, trailing commas, features, their own Dockerfile, `remoteUser: node`.
+const USER_BUILD: &str = r#"// For format details, see https://aka.ms/devcontainer.json. For config options, see the
 // README at: https://github.com/devcontainers/templates/tree/main/src/javascript-node
 {
 	"name": "my-app",
 	// Or use a Dockerfile or Docker Compose file. More info: https://containers.dev/guide/dockerfile
 	"build": {
-		"dockerfile": "Dockerfile", // ours too
+		"dockerfile": "Dockerfile", // theirs: FROM node:20 AS build ... FROM debian
+		"context": "..",
 	},
 
 	// Features to add to the dev container. More info: https://containers.dev/features.
@@ -69,80 +110,224 @@ const USER_FILE: &str = r#"// For format details, see https://aka.ms/devcontaine
 			"settings": { "editor.formatOnSave": true }
 		}
 	},
+	"remoteUser": "node",
 }
 "#;
 
 #[test]
-fn merge_keeps_the_users_comments_keys_and_formatting() {
-    let ours = document(&options());
-    let (merged, replaced) = merge(USER_FILE, &ours, false, Path::new("devcontainer.json")).expect("no conflicts");
-    assert_eq!(replaced, Vec::<String>::new());
-    snapshot(include_str!("snapshots/merged.jsonc"), &merged, "merged.jsonc");
-    for kept in ["// README at:", "/* warm the cache */", "// keep me", "\"forwardPorts\": [3000]", "// ours too"] {
+fn a_build_with_the_users_dockerfile_keeps_it_and_gains_the_feature() {
+    let files = [
+        (".devcontainer/devcontainer.json", USER_BUILD),
+        (".devcontainer/Dockerfile", "FROM node:20 AS build\nFROM debian:bookworm\n"),
+    ];
+    let plan = plan_for(&files, &options()).expect("plan");
+    let merged = written(&plan, ".devcontainer/devcontainer.json");
+    snapshot(include_str!("snapshots/merged-build.jsonc"), merged, "merged-build.jsonc");
+    for kept in ["// README at:", "/* warm the cache */", "// keep me", "\"forwardPorts\": [3000]", "// theirs:"] {
         assert!(merged.contains(kept), "{kept} lost");
     }
-    // Every one of our settings is in force, the user's command runs beside ours.
-    let value: Value = jsonc_parser::parse_to_serde_value(&merged, &Default::default()).expect("valid");
-    assert_eq!(value["postStartCommand"]["user"], "npm run warm");
-    assert_eq!(value["postStartCommand"]["agent-sandbox-firewall"], FIREWALL_APPLY);
-    assert_eq!(value["customizations"]["vscode"]["extensions"][0], "dbaeumer.vscode-eslint");
-    assert_eq!(value["customizations"]["vscode"]["extensions"].as_array().map(Vec::len), Some(3));
-    let ours_value: Value = jsonc_parser::parse_to_serde_value(&ours, &Default::default()).expect("valid");
-    for mount in ours_value["mounts"].as_array().expect("mounts") {
-        assert!(value["mounts"].as_array().expect("mounts").contains(mount), "{mount}");
-    }
-    // A second merge changes nothing.
-    let (again, _) = merge(&merged, &ours, false, Path::new("devcontainer.json")).expect("no conflicts");
-    assert_eq!(again, merged);
+    // Their Dockerfile is not touched, nor is their postStartCommand.
+    assert!(!plan.files.iter().any(|(p, _, _)| p == Path::new(".devcontainer/Dockerfile")));
+    let merged_value = value(merged);
+    assert_eq!(merged_value["postStartCommand"], "npm run warm");
+    assert_eq!(merged_value["build"]["dockerfile"], "Dockerfile");
+    assert!(merged_value["features"].get("./agent-sandbox").is_some());
+    // A second run changes nothing.
+    let again = plan_for(&[(".devcontainer/devcontainer.json", merged)], &options()).expect("plan");
+    assert_eq!(written(&again, ".devcontainer/devcontainer.json"), merged);
+    assert!(again.lines[0].ends_with("already has every setting"), "{:?}", again.lines);
 }
 
 #[test]
-fn a_conflicting_setting_is_refused_without_force_and_replaced_with_it() {
-    let user = "{\n  // prebuilt\n  \"image\": \"mcr.microsoft.com/devcontainers/base:bookworm\",\n  \"remoteUser\": \"root\"\n}\n";
-    let ours = document(&options());
-    let err = merge(user, &ours, false, Path::new("d.json")).expect_err("conflicts").to_string();
+fn an_image_with_a_vscode_user_keeps_both() {
+    let user = "{\n  // prebuilt\n  \"image\": \"mcr.microsoft.com/devcontainers/base:bookworm\",\n  \"remoteUser\": \"vscode\",\n  \"workspaceFolder\": \"/src\"\n}\n";
+    let plan = plan_for(&[(".devcontainer/devcontainer.json", user)], &options()).expect("plan");
+    snapshot(
+        include_str!("snapshots/merged-image.jsonc"),
+        written(&plan, ".devcontainer/devcontainer.json"),
+        "merged-image.jsonc",
+    );
+}
+
+#[test]
+fn compose_keeps_the_users_services_and_adds_a_read_only_override() {
+    let user = "{\n  \"name\": \"app+db\",\n  \"dockerComposeFile\": \"docker-compose.yml\",\n  \"service\": \"app\",\n  \"workspaceFolder\": \"/workspaces/app\",\n  \"remoteUser\": \"dev\"\n}\n";
+    let compose = "services:\n  app:\n    build: .\n    volumes:\n      - ..:/workspaces/app:cached\n  db:\n    image: postgres\n";
+    let files = [(".devcontainer/devcontainer.json", user), (".devcontainer/docker-compose.yml", compose)];
+    let plan = plan_for(&files, &options()).expect("plan");
+    snapshot(
+        include_str!("snapshots/merged-compose.jsonc"),
+        written(&plan, ".devcontainer/devcontainer.json"),
+        "merged-compose.jsonc",
+    );
+    snapshot(
+        include_str!("snapshots/agent-sandbox.compose.yml"),
+        written(&plan, ".devcontainer/agent-sandbox.compose.yml"),
+        "agent-sandbox.compose.yml",
+    );
+    let again = plan_for(
+        &[(".devcontainer/devcontainer.json", written(&plan, ".devcontainer/devcontainer.json")), files[1]],
+        &options(),
+    )
+    .expect("plan");
+    assert!(again.lines[0].ends_with("already has every setting"), "{:?}", again.lines);
+}
+
+#[test]
+fn risky_settings_are_refused_with_the_list_and_kept_under_force() {
+    let user = r#"{
+  "image": "mcr.microsoft.com/devcontainers/base:bookworm",
+  "remoteUser": "root",
+  "mounts": ["source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind", "source=${localEnv:HOME}/.ssh,target=/root/.ssh,type=bind"],
+  "containerEnv": { "GITHUB_TOKEN": "${localEnv:GITHUB_TOKEN}" },
+  "runArgs": ["--privileged", "--network=host"]
+}
+"#;
+    let files = [(".devcontainer/devcontainer.json", user)];
+    let err = plan_for(&files, &options()).expect_err("risky").to_string();
     assert_eq!(
         err,
-        "d.json: \"image\" is set, and agent-sandbox's guard rails need its own image (\"build\"); \
-         \"remoteUser\" is \"root\", agent-sandbox needs \"node\" (run again with --force to replace these; a backup is kept)"
+        ".devcontainer/devcontainer.json: these settings defeat a guard rail:
+  - mount \"source=/var/run/docker.sock,target=/var/run/docker.sock,type=bind\": the Docker socket gives whoever is inside root on the host
+  - mount \"source=${localEnv:HOME}/.ssh,target=/root/.ssh,type=bind\": mounts the host's .ssh (credentials) where the agent reads it
+  - runArgs --privileged: the agent can reach every device and disable the firewall
+  - runArgs --network=host: the host's network, where the container's firewall rules would change the host's
+  - \"remoteUser\": \"root\": the agent would work as root and could turn the firewall off
+  - ${localEnv:GITHUB_TOKEN}: passes a secret of the host's environment into the container, where the agent reads it
+(remove them, or run again with --force to keep them; nothing was written)"
     );
-    let (merged, replaced) = merge(user, &ours, true, Path::new("d.json")).expect("forced");
-    assert_eq!(replaced.len(), 2);
-    let value: Value = jsonc_parser::parse_to_serde_value(&merged, &Default::default()).expect("valid");
-    assert_eq!(value["remoteUser"], "node");
-    assert!(value.get("image").is_none());
-    assert!(merged.contains("// prebuilt"));
+    let forced = plan_for(&files, &Options { force: true, ..options() }).expect("forced");
+    assert_eq!(forced.accepted_risks.len(), 6);
+    let merged = value(written(&forced, ".devcontainer/devcontainer.json"));
+    assert_eq!(merged["image"], "mcr.microsoft.com/devcontainers/base:bookworm");
+    assert_eq!(merged["remoteUser"], "root");
 }
 
 #[test]
-fn init_writes_once_merges_with_a_backup_and_never_overwrites_without_force() {
+fn a_file_from_the_previous_init_is_migrated_and_keeps_its_config_volumes() {
+    // The previous init's output, where `.husky`, `.agent-precommit` and `tools/ci` were
+    // empty directories its initializeCommand created; the user has since removed them.
+    let old = include_str!("snapshots/old-generated.jsonc");
+    let exists = [".devcontainer/Dockerfile", ".git/hooks", ".git/config", ".devcontainer", ".agent-sandbox"];
+    let tree: BTreeMap<String, String> = exists
+        .iter()
+        .map(|p| (p.to_string(), String::new()))
+        .chain([(".devcontainer/devcontainer.json".to_owned(), old.to_owned())])
+        .collect();
+    let opts = Options { protected: exists[1..].iter().map(|p| p.to_string()).collect(), ..options() };
+    let plan = plan(&|path: &Path| tree.get(&path.display().to_string()).cloned(), &opts).expect("plan");
+    let migrated = written(&plan, ".devcontainer/devcontainer.json");
+    snapshot(include_str!("snapshots/migrated.jsonc"), migrated, "migrated.jsonc");
+    let migrated = value(migrated);
+    for gone in ["initializeCommand", "postStartCommand", "waitFor"] {
+        assert!(migrated.get(gone).is_none(), "{gone} kept");
+    }
+    let mounts = migrated["mounts"].to_string();
+    assert!(!mounts.contains(".husky") && !mounts.contains("tools/ci"), "{mounts}");
+    // Their per-workspace config volumes stay where their logins are; no second mount there.
+    assert!(mounts.contains("agent-sandbox-claude-${devcontainerId}") && !mounts.contains(CLAUDE_VOLUME), "{mounts}");
+}
+
+#[test]
+fn a_users_mount_over_a_protected_path_is_a_risk() {
+    let user = "{\"image\": \"debian\", \"workspaceFolder\": \"/src\", \"mounts\": [\"source=hooks-vol,target=/src/.git/hooks,type=volume\"]}";
+    let err = plan_for(&[(".devcontainer/devcontainer.json", user)], &options()).expect_err("risky").to_string();
+    assert!(
+        err.contains("mount \"source=hooks-vol,target=/src/.git/hooks,type=volume\": mounts over /src/.git/hooks, which must be the read-only .git/hooks"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_base_tag_changes_without_force_and_stays_without_the_flag() {
+    let first = plan_for(&[], &Options { base_tag: Some("2026-11-01".into()), ..options() }).expect("plan");
+    let json = written(&first, ".devcontainer/devcontainer.json").to_owned();
+    let files = [(".devcontainer/devcontainer.json", json.as_str()), (".devcontainer/Dockerfile", REPO_DOCKERFILE)];
+    let kept = plan_for(&files, &options()).expect("plan");
+    assert_eq!(
+        value(written(&kept, ".devcontainer/devcontainer.json"))["build"]["args"]["BASE_IMAGE_TAG"],
+        "2026-11-01"
+    );
+    let bumped = plan_for(&files, &Options { base_tag: Some("2026-11-21".into()), ..options() }).expect("plan");
+    let bumped_json = written(&bumped, ".devcontainer/devcontainer.json");
+    assert_eq!(bumped_json, json.replace("2026-11-01", "2026-11-21"));
+}
+
+#[test]
+fn per_workspace_config_names_the_volumes_after_the_workspace() {
+    let plan = plan_for(&[], &Options { per_workspace_config: true, ..options() }).expect("plan");
+    let mounts = value(written(&plan, ".devcontainer/devcontainer.json"))["mounts"].to_string();
+    assert!(
+        mounts.contains("source=agent-sandbox-claude-code-config-${devcontainerId},target=/home/node/.claude"),
+        "{mounts}"
+    );
+    assert!(
+        mounts.contains("source=agent-sandbox-codex-config-${devcontainerId},target=/home/node/.codex"),
+        "{mounts}"
+    );
+}
+
+#[test]
+fn init_writes_everything_or_nothing_and_creates_no_empty_directory() {
     let root = tempfile::tempdir().expect("tempdir");
+    let binary = root.path().join("fake-binary");
+    fs_err::write(&binary, "#!/bin/sh\n").expect("write");
+    fs_err::create_dir_all(root.path().join(".git")).expect("mkdir");
     let dir = root.path().join(".devcontainer");
-    let opts = options();
-    let first = init(root.path(), &opts, false).expect("init");
-    assert_eq!(first.lines.len(), 2, "{:?}", first.lines);
+    fs_err::create_dir_all(&dir).expect("mkdir");
+    let risky = "{\"image\": \"debian\", \"privileged\": true}\n";
+    fs_err::write(dir.join("devcontainer.json"), risky).expect("write");
+    let opts = Options { protected: protected_paths(root.path(), &[], None).expect("paths"), ..Options::default() };
+    let err = init(root.path(), &opts, &binary).expect_err("risky");
+    assert!(err.to_string().contains("nothing was written"), "{err}");
+    let mut listing: Vec<String> = walk(root.path());
+    assert_eq!(listing, [".devcontainer/devcontainer.json", ".git/", "fake-binary"]);
+    assert_eq!(fs_err::read_to_string(dir.join("devcontainer.json")).expect("read"), risky);
+
+    fs_err::write(dir.join("devcontainer.json"), "{\"image\": \"debian\"}\n").expect("write");
+    init(root.path(), &opts, &binary).expect("init");
+    listing = walk(root.path());
+    assert_eq!(
+        listing,
+        [
+            ".devcontainer/agent-sandbox/.gitignore",
+            ".devcontainer/agent-sandbox/README.md",
+            ".devcontainer/agent-sandbox/agent-sandbox",
+            ".devcontainer/agent-sandbox/bashrc",
+            ".devcontainer/agent-sandbox/devcontainer-feature.json",
+            ".devcontainer/agent-sandbox/entrypoint.sh",
+            ".devcontainer/agent-sandbox/firewall.jsonc",
+            ".devcontainer/agent-sandbox/install.sh",
+            ".devcontainer/devcontainer.json",
+            ".devcontainer/devcontainer.json.bak",
+            ".git/hooks/",
+            "fake-binary",
+        ]
+    );
     let json = fs_err::read_to_string(dir.join("devcontainer.json")).expect("read");
-    assert_eq!(json, document(&opts));
-    assert_eq!(fs_err::read_to_string(dir.join("Dockerfile")).expect("read"), REPO_DOCKERFILE);
-
-    // Twice: nothing changes, no backup appears.
-    init(root.path(), &opts, false).expect("init again");
+    init(root.path(), &opts, &binary).expect("again");
     assert_eq!(fs_err::read_to_string(dir.join("devcontainer.json")).expect("read"), json);
-    assert!(!dir.join("devcontainer.json.bak").exists());
+}
 
-    // A user's file: merged, the original kept as a backup.
-    fs_err::write(dir.join("devcontainer.json"), USER_FILE).expect("write");
-    init(root.path(), &opts, false).expect("merge");
-    assert_eq!(fs_err::read_to_string(dir.join("devcontainer.json.bak")).expect("backup"), USER_FILE);
-
-    // A user's own Dockerfile is not replaced without --force, and kept with it.
-    fs_err::write(dir.join("Dockerfile"), "FROM node:20\n").expect("write");
-    let err = init(root.path(), &opts, false).expect_err("differs").to_string();
-    assert!(err.ends_with("Dockerfile exists and differs from agent-sandbox's template (run again with --force to replace it; a backup is kept)"), "{err}");
-    assert_eq!(fs_err::read_to_string(dir.join("Dockerfile")).expect("read"), "FROM node:20\n");
-    init(root.path(), &opts, true).expect("forced");
-    assert_eq!(fs_err::read_to_string(dir.join("Dockerfile")).expect("read"), REPO_DOCKERFILE);
-    assert_eq!(fs_err::read_to_string(dir.join("Dockerfile.bak")).expect("backup"), "FROM node:20\n");
+/// Files (and empty directories, with a trailing slash) under `root`, sorted.
+fn walk(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries: Vec<_> = fs_err::read_dir(&dir).expect("read_dir").filter_map(Result::ok).collect();
+        if entries.is_empty() && dir != root {
+            out.push(format!("{}/", dir.strip_prefix(root).expect("inside").display()));
+        }
+        for entry in entries {
+            if entry.path().is_dir() {
+                stack.push(entry.path());
+            } else {
+                out.push(entry.path().strip_prefix(root).expect("inside").display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Compares `actual` with the snapshot compiled in; rewrites the file under

@@ -3,6 +3,11 @@
 //! the state file `status` reads. Failing to resolve a domain or to fetch GitHub's
 //! ranges is a warning (the rest of the allowlist still applies); a firewall that
 //! lets the probe address through is an error.
+//!
+//! [`apply_or_close`] is what the commands call: whatever goes wrong (a policy that
+//! does not load, a tool that fails, a probe that gets through), egress ends up
+//! closed (loopback only) and the state file says why; [`health`] reads it back for
+//! `status`, `check` and the shell banner, and knows a state left by an earlier start.
 
 use std::{
     io::Write as _,
@@ -15,7 +20,114 @@ use std::{
 
 use serde_json::json;
 
-use crate::{plan, Cidr, Error, Policy, Resolved, PROBE_V4, PROBE_V6, SET_V4, SET_V6, STATE_FILE};
+use crate::{
+    load,
+    plan::{self, closed_tables, starting_tables},
+    Cidr, Error, Policy, Resolved, PROBE_V4, PROBE_V6, SET_V4, SET_V6, STATE_FILE,
+};
+
+/// Where the firewall stands in this container since it (last) started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// The allowlist is in force.
+    Applied,
+    /// Egress is loopback only, because of the reason given.
+    Closed(String),
+    /// Not even the closed rules could be installed: egress is open.
+    Open(String),
+    /// Nothing was applied since this container started (a restart without the
+    /// Feature's entrypoint, or it is still working).
+    NotApplied,
+}
+
+impl Health {
+    /// The line every shell, `check` and `status` print; loud unless all is well.
+    pub fn banner(&self) -> String {
+        match self {
+            Health::Applied => "firewall: on (only the allowlist is reachable)".into(),
+            Health::Closed(reason) => format!(
+                "firewall: CLOSED: egress is loopback only, because {reason} (fix it, then: sudo agent-sandbox firewall apply)"
+            ),
+            Health::Open(reason) => format!("firewall: OPEN: NO RULES COULD BE INSTALLED ({reason}); egress is not restricted"),
+            Health::NotApplied => "firewall: NOT APPLIED since this container started: egress may be OPEN (run: sudo agent-sandbox firewall apply)".into(),
+        }
+    }
+}
+
+/// Reads the state file and tells whether it belongs to this start of the container.
+pub fn health() -> Health {
+    let Some(state) =
+        std::fs::read_to_string(STATE_FILE).ok().and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    else {
+        return Health::NotApplied;
+    };
+    if state["boot"].as_str() != Some(boot_id().as_str()) {
+        return Health::NotApplied;
+    }
+    let reason = state["reason"].as_str().unwrap_or("unknown").to_owned();
+    match state["state"].as_str() {
+        Some("applied") => Health::Applied,
+        Some("closed") => Health::Closed(reason),
+        Some("open") => Health::Open(reason),
+        _ => Health::NotApplied,
+    }
+}
+
+/// Identifies this start of the container: PID 1's start time (a restart gives a new
+/// PID namespace and a new PID 1), so a state file from an earlier start is not trusted.
+fn boot_id() -> String {
+    let stat = std::fs::read_to_string("/proc/1/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+    // Fields after the name start at field 3 (state); starttime is field 22.
+    after_name.split_whitespace().nth(19).unwrap_or("unknown").to_owned()
+}
+
+/// Loads the policy from `paths` and applies it; on any failure closes egress (loopback
+/// only), records why and returns the original error. With `starting` (the Feature's
+/// entrypoint, at every start), the agent has loopback only from the first moment:
+/// root's own lookups are the only traffic until the allowlist is in force.
+pub fn apply_or_close(paths: &[&Path], starting: bool) -> Result<Report, Error> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Error::NotRoot);
+    }
+    if starting {
+        let (v4, v6) = starting_tables();
+        if let Err(err) = restore_tables(&v4, &v6) {
+            write_outcome("open", &err.to_string());
+            return Err(err);
+        }
+    }
+    let result = load(paths).and_then(|policy| apply(&policy));
+    if let Err(err) = &result {
+        let reason = err.to_string();
+        let (v4, v6) = closed_tables();
+        match restore_tables(&v4, &v6) {
+            Ok(()) => write_outcome("closed", &reason),
+            Err(close_err) => write_outcome("open", &format!("{reason}; then closing failed too: {close_err}")),
+        }
+    }
+    result
+}
+
+fn restore_tables(v4: &str, v6: &str) -> Result<(), Error> {
+    run_with_input(&mut Command::new("iptables-restore"), v4)?;
+    run_with_input(&mut Command::new("ip6tables-restore"), v6)
+}
+
+fn write_outcome(state: &str, reason: &str) {
+    write_state_value(json!({
+        "version": 2,
+        "state": state,
+        "reason": reason,
+        "boot": boot_id(),
+        "appliedAt": now(),
+    }));
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
 
 /// What `apply` did, in the words it prints.
 #[derive(Debug, Default)]
@@ -53,7 +165,7 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
     }
     let resolvers = resolvers(Path::new("/etc/resolv.conf"));
     let resolved = Resolved { allowed, resolvers };
-    let plan = plan(&resolved);
+    let plan = plan::plan(&resolved);
     for dup in &plan.duplicates {
         report.warnings.push(format!("{dup} is allowed more than once (kept once)"));
     }
@@ -99,10 +211,11 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
 
 /// What was applied last (from the state file) and, as root, the live sets.
 pub fn status(policy: &Policy) -> Vec<String> {
-    let mut lines = vec![format!(
+    let mut lines = vec![health().banner()];
+    lines.push(format!(
         "policy: {}",
         policy.sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-    )];
+    ));
     lines.push(format!("domains: {}", policy.domains.join(" ")));
     if !policy.cidrs.is_empty() {
         lines.push(format!("ranges: {}", policy.cidrs.iter().map(Cidr::to_string).collect::<Vec<_>>().join(" ")));
@@ -235,19 +348,28 @@ fn run_with_input(cmd: &mut Command, input: &str) -> Result<(), Error> {
 }
 
 fn write_state(policy: &Policy, resolved: &Resolved, report: &Report) {
-    let state = json!({
-        "version": 1,
-        "appliedAt": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+    write_state_value(json!({
+        "version": 2,
+        "state": "applied",
+        "boot": boot_id(),
+        "appliedAt": now(),
         "sources": policy.sources,
         "allowed": resolved.allowed.iter().map(Cidr::to_string).collect::<Vec<_>>(),
         "resolvers": resolved.resolvers.iter().map(IpAddr::to_string).collect::<Vec<_>>(),
         "warnings": report.warnings,
-    });
+    }));
+}
+
+fn write_state_value(state: serde_json::Value) {
     let path = Path::new(STATE_FILE);
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let _ = std::fs::write(path, format!("{state:#}\n"));
+    // Written aside and renamed, so a reader never sees half a state.
+    let next = path.with_extension("json.next");
+    if std::fs::write(&next, format!("{state:#}\n")).is_ok() {
+        let _ = std::fs::rename(&next, path);
+    }
 }
 
 #[cfg(test)]

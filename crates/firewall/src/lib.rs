@@ -14,8 +14,8 @@ mod policy;
 
 use std::path::PathBuf;
 
-pub use apply::{apply, status, Report};
-pub use plan::{plan, Cidr, Plan, Resolved, SET_V4, SET_V6};
+pub use apply::{apply, apply_or_close, health, status, Health, Report};
+pub use plan::{closed_tables, plan, starting_tables, Cidr, Plan, Resolved, SET_V4, SET_V6};
 pub use policy::{load, parse, trust, Policy};
 
 /// The policy files, in order: the image's (root-owned) and the project's (the

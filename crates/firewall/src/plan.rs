@@ -100,6 +100,28 @@ pub fn plan(resolved: &Resolved) -> Plan {
     Plan { ipset, iptables: filter_table(resolved, true), ip6tables: filter_table(resolved, false), duplicates }
 }
 
+/// The tables while `start` works the allowlist out: loopback, replies, and root's own
+/// connections (its resolver lookups, GitHub's ranges). The agent is never root, so it
+/// has loopback only until the allowlist is in force. `(iptables, ip6tables)`.
+pub fn starting_tables() -> (String, String) {
+    let root_only =
+        "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n-A OUTPUT -m owner --uid-owner 0 -j ACCEPT\n";
+    (minimal_table(true, root_only), minimal_table(false, root_only))
+}
+
+/// Fail closed: loopback only, for everyone. `(iptables, ip6tables)`.
+pub fn closed_tables() -> (String, String) {
+    (minimal_table(true, ""), minimal_table(false, ""))
+}
+
+fn minimal_table(v4: bool, extra: &str) -> String {
+    let reject = if v4 { "icmp-admin-prohibited" } else { "icmp6-adm-prohibited" };
+    format!(
+        "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT DROP [0:0]\n-A OUTPUT -o lo -j ACCEPT\n{extra}\
+         -A OUTPUT -p tcp -j REJECT --reject-with tcp-reset\n-A OUTPUT -j REJECT --reject-with {reject}\nCOMMIT\n"
+    )
+}
+
 fn filter_table(resolved: &Resolved, v4: bool) -> String {
     let mut rules = String::from("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT DROP [0:0]\n");
     rules.push_str("-A OUTPUT -o lo -j ACCEPT\n");
@@ -199,6 +221,25 @@ COMMIT
 -A OUTPUT -j REJECT --reject-with icmp6-adm-prohibited
 COMMIT
 "
+        );
+    }
+
+    #[test]
+    fn closed_is_loopback_only_and_starting_adds_only_root() {
+        let (v4, v6) = closed_tables();
+        assert_eq!(
+            v4,
+            "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT DROP [0:0]\n-A OUTPUT -o lo -j ACCEPT\n\
+             -A OUTPUT -p tcp -j REJECT --reject-with tcp-reset\n-A OUTPUT -j REJECT --reject-with icmp-admin-prohibited\nCOMMIT\n"
+        );
+        assert!(v6.ends_with("-A OUTPUT -j REJECT --reject-with icmp6-adm-prohibited\nCOMMIT\n"), "{v6}");
+        let (start4, _) = starting_tables();
+        assert_eq!(
+            start4.replace(
+                "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n-A OUTPUT -m owner --uid-owner 0 -j ACCEPT\n",
+                ""
+            ),
+            v4
         );
     }
 

@@ -1,0 +1,91 @@
+#!/bin/sh
+# The agent-sandbox Dev Container Feature, run as root while the image is built.
+# Adds to a Debian or Ubuntu based image: the agent-sandbox binary (the host's own,
+# which `agent-sandbox devcontainer init` puts next to this file), the git guard in
+# front of every git entry point, the /.agent-sandbox marker, the firewall with its
+# image policy and its one sudo rule, the entrypoint that applies it at every start,
+# and the remote user's shell setup. Running it twice changes nothing.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+user=${_REMOTE_USER:-node}
+container_user=${_CONTAINER_USER:-$user}
+fail() { echo "agent-sandbox Feature: $*" >&2; exit 1; }
+
+[ -r /etc/os-release ] || fail "no /etc/os-release: only Debian and Ubuntu based images are supported (not Alpine, distroless or scratch)"
+. /etc/os-release
+case " ${ID:-} ${ID_LIKE:-} " in
+  *" debian "* | *" ubuntu "*) ;;
+  *) fail "this image is ${PRETTY_NAME:-${ID:-unknown}}: only Debian and Ubuntu based images are supported (not Alpine, distroless or scratch)" ;;
+esac
+[ -x "$here/agent-sandbox" ] || fail "the agent-sandbox binary is not in the Feature's folder ($here): run 'agent-sandbox devcontainer init' on the host, which puts its own binary there (it is ignored by git)"
+"$here/agent-sandbox" --version >/dev/null 2>&1 || fail "the agent-sandbox binary in the Feature's folder does not run in this image (another architecture, or an older C library than the host's)"
+[ "$user" != root ] || fail "remoteUser is root: the agent could turn the firewall off (set remoteUser to a non-root user)"
+
+# What the guard and the firewall need, installed only when missing.
+missing=""
+for pair in git:git iptables:iptables ip6tables:iptables ipset:ipset sudo:sudo curl:curl; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+done
+[ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$missing ca-certificates"
+if [ -n "$missing" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  rm -rf /var/lib/apt/lists/*
+fi
+
+# The remote user (created when the image has none of that name).
+if ! id "$user" >/dev/null 2>&1; then
+  if getent passwd 1000 >/dev/null; then
+    useradd --create-home --user-group --shell /bin/bash "$user"
+  else
+    useradd --create-home --uid 1000 --user-group --shell /bin/bash "$user"
+  fi
+fi
+home=$(getent passwd "$user" | cut -d: -f6)
+
+# The binary, on PATH and in front of every git entry point; the real git moves to the
+# fixed root-owned path the guard execs.
+install -m 0755 "$here/agent-sandbox" /usr/local/bin/agent-sandbox
+mkdir -p /usr/libexec/agent-sandbox /etc/agent-sandbox/project /var/lib/agent-sandbox /usr/local/share/agent-sandbox
+git_path=$(command -v git)
+if [ ! -e /usr/libexec/agent-sandbox/git ]; then
+  cp -p "$(readlink -f "$git_path")" /usr/libexec/agent-sandbox/git
+fi
+for entry in /usr/bin/git /usr/local/bin/git "$git_path"; do
+  [ -e "$entry" ] || [ -L "$entry" ] || continue
+  [ "$entry" = /usr/local/bin/agent-sandbox ] && continue
+  rm -f "$entry" && ln -s /usr/local/bin/agent-sandbox "$entry"
+done
+exec_path=$(/usr/libexec/agent-sandbox/git --exec-path 2>/dev/null || true)
+if [ -n "$exec_path" ] && [ -e "$exec_path/git" ]; then
+  rm -f "$exec_path/git" && ln -s /usr/local/bin/agent-sandbox "$exec_path/git"
+fi
+touch /.agent-sandbox && chmod 0444 /.agent-sandbox
+
+# The image's firewall policy (root-owned), the entrypoint, the one sudo rule.
+install -m 0644 "$here/firewall.jsonc" /etc/agent-sandbox/firewall.jsonc
+install -m 0644 "$here/bashrc" /etc/agent-sandbox/bashrc
+install -m 0755 "$here/entrypoint.sh" /usr/local/share/agent-sandbox/entrypoint.sh
+sudoers=/etc/sudoers.d/agent-sandbox
+{
+  echo "# The agent may apply and show the firewall, nothing else, with exactly these"
+  echo "# arguments: the policy comes from root-owned files, never from the caller."
+  for who in $(printf '%s\n%s\n' "$user" "$container_user" | grep -vx root | sort -u); do
+    echo "Defaults:$who env_reset"
+    echo "$who ALL=(root) NOPASSWD: /usr/local/bin/agent-sandbox firewall apply, /usr/local/bin/agent-sandbox firewall status, /usr/local/bin/agent-sandbox firewall start"
+  done
+} > "$sudoers.next"
+chmod 0440 "$sudoers.next"
+visudo -c -q -f "$sudoers.next" >/dev/null || fail "the sudo rule does not parse"
+mv "$sudoers.next" "$sudoers"
+
+# Persistent paths (named volumes copy this ownership when first mounted) and the
+# remote user's shell setup.
+mkdir -p /commandhistory "$home/.claude" "$home/.codex"
+touch /commandhistory/.bash_history
+chown -R "$user:" /commandhistory "$home/.claude" "$home/.codex"
+grep -qx '. /etc/agent-sandbox/bashrc' "$home/.bashrc" 2>/dev/null || echo '. /etc/agent-sandbox/bashrc' >> "$home/.bashrc"
+chown "$user:" "$home/.bashrc"
+echo "agent-sandbox Feature: installed for $user ($("$here/agent-sandbox" --version))"
