@@ -102,3 +102,18 @@ fn tools_installed_under_home_run_inside_read_only() {
     assert_ne!(run.code(), 0);
     assert_eq!(world.read("home/.local/lib/node_modules/pkg/lib/data"), "npm-tool-ran\n");
 }
+
+#[test]
+fn a_symlink_planted_in_a_writable_path_directory_shows_nothing_next_time() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/Documents/private.txt", "PRIVATE\n");
+    // The user has the project's `bin/` on PATH; the agent plants a link there.
+    let bin = world.path("home/proj/bin");
+    let plant = format!("mkdir -p bin && ln -s {} bin/notes", world.path("home/Documents/private.txt").display());
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &plant]).run().ok();
+    let read = format!("cat {} 2>/dev/null; echo end", world.path("home/Documents/private.txt").display());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &read]).run();
+    assert_eq!(run.ok(), "end\n");
+}

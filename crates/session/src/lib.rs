@@ -519,9 +519,18 @@ fn create_tool_caches(config: &config::Config, home: &Path, debug: &dyn Fn(&str)
 /// the target's own directory.
 fn hidden_installations(path_var: Option<&std::ffi::OsStr>, home: &Path, mounts: &[Mount]) -> Vec<PathBuf> {
     let covered = |path: &Path| mounts.iter().any(|mount| path.starts_with(&mount.path));
+    // Only directories the sandbox cannot write: a symlink the agent plants in a writable
+    // one (the project's `bin/`) must not show it another part of the home next time.
+    let read_only = |dir: &Path| {
+        mounts
+            .iter()
+            .filter(|mount| dir.starts_with(&mount.path))
+            .max_by_key(|mount| mount.path.components().count())
+            .is_some_and(|mount| mount.access == policy::Access::Ro)
+    };
     let mut found: Vec<PathBuf> = Vec::new();
     for dir in std::env::split_paths(path_var.unwrap_or_default()) {
-        if !dir.is_absolute() || !dir.starts_with(home) || !policy::is_visible(&dir, mounts) {
+        if !dir.is_absolute() || !dir.starts_with(home) || !read_only(&dir) {
             continue;
         }
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
