@@ -48,9 +48,21 @@ pub(crate) fn install(start: &Path, agent_sandbox: &Path, force: bool) -> Result
             // the shims go, chaining husky's `_/pre-commit`; but its `prepare` script
             // (`npm install`) rewrites every file in `.husky/_`, the shims included, after
             // which `hooks install` must be run again and lands here, since the old
-            // `pre-commit.agent-sandbox-chained` is still there. `hooks uninstall` sees the
-            // regenerated hook is identical to that copy and drops it
-            // (`UninstallPlan::DropRegeneratedCopy`); then `hooks install` works again.
+            // `pre-commit.agent-sandbox-chained` is still there.
+            // ...unless the hook there is byte- and mode-identical to the kept copy: husky
+            // regenerated it, so the copy already holds it and the shim goes back in front.
+            Current::Other if found.chained_exists && same_file(&path, &chained)? => {
+                actions.push(format!(
+                    "{hook}: {} was regenerated identical to the hook kept at {} (as husky does on `npm install`); \
+                     put the guard shim back in front of it",
+                    path.display(),
+                    chained.display()
+                ));
+                let previous = read(&path)?;
+                let mode = lstat(&path)?.map_or(0o755, |meta| meta.permissions().mode());
+                steps.push(Step::WriteShim { path, text: shim.clone(), previous: Some((previous, mode)) });
+                HookRecord { chained: true, shim }
+            }
             _ if found.chained_exists => return Err(InstallError::ChainedExists { hook: path, chained }),
             Current::Other => {
                 actions.push(format!(

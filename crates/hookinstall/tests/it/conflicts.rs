@@ -208,16 +208,32 @@ fn uninstall_without_the_state_file_still_finds_the_shims() {
 }
 
 #[test]
-fn husky_regenerating_its_hooks_is_detected_and_uninstall_clears_the_way() {
+fn husky_regenerating_its_hooks_is_detected_and_install_or_uninstall_clears_the_way() {
     let sandbox = Sandbox::new();
     let repo = sandbox.init("repo");
     husky_layout(&sandbox, &repo, "npm test\n");
     let hooks = repo.join(".husky/_");
     let before = snapshot(&sandbox.root);
     hookinstall::install(&repo, &unused_binary(), false).expect("install");
+    let installed = snapshot(&sandbox.root);
 
-    // `npm install` rewrites .husky/_, shims included.
+    // `npm install` rewrites .husky/_, shims included; running install again (as README
+    // says) puts the shims back in front of the regenerated hooks.
     husky_regenerate(&repo);
+    let report = hookinstall::install(&repo, &unused_binary(), false).expect("install after husky");
+    assert_eq!(
+        report.actions[0],
+        format!(
+            "pre-commit: {} was regenerated identical to the hook kept at {} (as husky does on `npm install`); put the guard shim back in front of it",
+            hooks.join("pre-commit").display(),
+            chained(&hooks, "pre-commit").display()
+        )
+    );
+    assert_same_tree(&installed, &snapshot(&sandbox.root));
+
+    // A hook that differs from the kept copy is still never clobbered.
+    husky_regenerate(&repo);
+    std::fs::write(hooks.join("pre-commit"), "#!/bin/sh\necho edited\n").expect("edit");
     let err = hookinstall::install(&repo, &unused_binary(), true).expect_err("conflict");
     assert!(
         matches!(&err, InstallError::ChainedExists { hook, chained: chained_path }
@@ -225,7 +241,8 @@ fn husky_regenerating_its_hooks_is_detected_and_uninstall_clears_the_way() {
         "{err}"
     );
 
-    // The advice works: uninstall sees the regenerated copies and drops the duplicates…
+    // Uninstall after a regeneration drops the duplicates and restores the tree.
+    husky_regenerate(&repo);
     let report = hookinstall::uninstall(&repo).expect("uninstall");
     assert_eq!(
         report.actions[0],
@@ -236,7 +253,4 @@ fn husky_regenerating_its_hooks_is_detected_and_uninstall_clears_the_way() {
         )
     );
     assert_same_tree(&before, &snapshot(&sandbox.root));
-    // …and install works again.
-    hookinstall::install(&repo, &unused_binary(), false).expect("install again");
-    assert!(chained(&hooks, "pre-push").exists());
 }
