@@ -222,3 +222,24 @@ fn two_sessions_at_once_share_the_check_and_neither_breaks_the_other() {
         "no baseline is left once every session has ended"
     );
 }
+
+#[test]
+fn a_plant_put_back_while_another_session_ends_is_still_caught() {
+    require_bwrap!();
+    let world = World::new();
+    // Session B plants a repository, and for a while puts it back whenever it is moved.
+    let keep_planting = "mkdir -p sub/.git && echo '[core]' > sub/.git/config && touch b-up; \
+        end=$(( $(date +%s) + 6 )); while [ $(date +%s) -lt $end ]; do \
+          [ -e sub/.git ] || { mkdir -p sub/.git && echo '[core]' > sub/.git/config; }; done";
+    let b = start_until(&world, keep_planting, "b-up");
+    // Session A ends meanwhile with a finding of its own, so its check moves things.
+    let run = world.sh(&[], "mkdir -p .vscode && echo {} > .vscode/tasks.json");
+    run.ok();
+    let out = b.wait_with_output().expect("b ends");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !world.path("home/proj/sub/.git").exists(),
+        "the plant put back after A's check survived B's:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

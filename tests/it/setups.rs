@@ -117,3 +117,22 @@ fn a_symlink_planted_in_a_writable_path_directory_shows_nothing_next_time() {
     let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &read]).run();
     assert_eq!(run.ok(), "end\n");
 }
+
+#[test]
+fn a_link_the_agent_writes_into_the_users_tool_chain_shows_nothing_next_time() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/.config/rclone/rclone.conf", "SECRET_TOKEN=hunter2\n");
+    // The user's own dev build on PATH: ~/.local/bin/mytool -> the project's build output.
+    script(&world, "home/proj/target/release/mytool", "#!/bin/sh\necho mine\n");
+    fs_err::create_dir_all(world.path("home/.local/bin")).expect("mkdir");
+    std::os::unix::fs::symlink(world.path("home/proj/target/release/mytool"), world.path("home/.local/bin/mytool"))
+        .expect("symlink");
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", world.path("home/.local/bin").display());
+    let rclone = world.path("home/.config/rclone");
+    let plant = format!("rm target/release/mytool && ln -s {} target/release/mytool", rclone.display());
+    world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &plant]).run().ok();
+    let read = format!("cat {}/rclone.conf 2>/dev/null; echo end", rclone.display());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &read]).run();
+    assert_eq!(run.ok(), "end\n", "{}", run.stderr());
+}

@@ -174,11 +174,11 @@ pub fn apply(actions: &[Action]) -> usize {
             Action::Quarantine { path, why } => stuck += usize::from(!quarantine(path, why)),
             Action::RestoreCommondir { path } => {
                 if std::fs::write(path, gitfacts::STANDARD_COMMONDIR).is_ok() {
-                    eprintln!("  (restored {} as it was)", path.display());
+                    util::say!("  (restored {} as it was)", path.display());
                 }
             }
-            Action::Warn(text) => eprintln!("agent-sandbox: WARNING: {text}"),
-            Action::Note(text) => eprintln!("agent-sandbox: note: {text}"),
+            Action::Warn(text) => util::say!("agent-sandbox: WARNING: {text}"),
+            Action::Note(text) => util::say!("agent-sandbox: note: {text}"),
         }
     }
     stuck
@@ -205,9 +205,9 @@ fn quarantine(path: &Path, why: &str) -> bool {
         Err(err) if gone => format!("could not move it aside ({err}), so it was deleted"),
         Err(err) => format!("could not move it aside or delete it ({err}): delete it before running git here"),
     };
-    eprintln!("agent-sandbox: WARNING: {} {why}; {outcome}", path.display());
+    util::say!("agent-sandbox: WARNING: {} {why}; {outcome}", path.display());
     if gone && aside.symlink_metadata().is_ok() {
-        eprintln!("  (to restore it after inspection: mv '{}' '{}')", aside.display(), path.display());
+        util::say!("  (to restore it after inspection: mv '{}' '{}')", aside.display(), path.display());
     }
     let event =
         audit::Event::new("git", "write", &path.display().to_string(), "blocked", "git-plant", Some(why.to_owned()));

@@ -94,7 +94,7 @@ fn check_stale(dir: &Path, project_root: &Path) -> (Vec<Action>, usize) {
         return (Vec::new(), 0);
     }
     let Some(saved) = load(&baseline) else {
-        eprintln!(
+        util::say!(
             "agent-sandbox: WARNING: {} cannot be read: the last session's exit check may not have run; inspect the \
              project's git metadata (nested .git entries, .git/config, hooks) before trusting it",
             baseline.display()
@@ -112,7 +112,7 @@ fn check_stale(dir: &Path, project_root: &Path) -> (Vec<Action>, usize) {
     let actions = diff(&watch, &saved.state, &now);
     let mut stuck = 0;
     if !actions.is_empty() {
-        eprintln!(
+        util::say!(
             "agent-sandbox: WARNING: the last session in {} ended without its exit check (it was killed, or the \
              machine restarted); checking its git metadata now",
             project_root.display()
@@ -150,7 +150,11 @@ pub fn begin(state_dir: &Path, watch: &Watch, found: impl Fn() -> Found) -> std:
 /// The exit check: compares the work tree now (`found_now`) with the shared baseline,
 /// carries out what it finds, and ends the session. Returns the actions and how many
 /// paths could be neither moved aside nor deleted.
-pub fn finish(session: Session, watch: &Watch, found_now: impl Fn() -> Found) -> std::io::Result<(Vec<Action>, usize)> {
+pub fn finish(
+    session: Session,
+    watch: &Watch,
+    found_now: impl FnOnce() -> Found,
+) -> std::io::Result<(Vec<Action>, usize)> {
     let _lock = lock(&session.dir.join("lock"), true)?.expect("a blocking lock is always taken");
     let baseline = session.dir.join("baseline.json");
     let saved = load(&baseline).ok_or_else(|| {
@@ -163,11 +167,12 @@ pub fn finish(session: Session, watch: &Watch, found_now: impl Fn() -> Found) ->
     let Session { dir, live, _live_lock } = session;
     let _ = std::fs::remove_file(&live);
     drop(_live_lock);
+    // With other sessions still running the baseline stays as it is: a second look now
+    // would take in what their agents wrote meanwhile (a plant put back right after this
+    // check moved it). What this check accepted is accepted again by theirs, by the same
+    // rules.
     if live_sessions(&dir)? == 0 {
         std::fs::remove_file(&baseline)?;
-    } else if !actions.is_empty() {
-        // What is left now has passed the check: the others are checked against it.
-        save(&baseline, &Saved::new(&old_watch, crate::observe(&old_watch, &found_now())))?;
     }
     Ok((actions, stuck))
 }

@@ -212,14 +212,19 @@ extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
     if signal == libc::SIGINT && code == libc::SI_KERNEL {
         return;
     }
-    if SIGNALLED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+    let first = !SIGNALLED.swap(true, std::sync::atomic::Ordering::SeqCst);
+    // A hangup comes twice (from the kernel and again from the shell that owned the
+    // terminal): only a second INT or TERM is someone asking to abort.
+    if !first && signal != libc::SIGHUP {
         // SAFETY: write(2) and _exit(2) are async-signal-safe.
         unsafe {
             libc::write(2, ABORTED.as_ptr().cast(), ABORTED.len());
             libc::_exit(128 + signal);
         }
     }
-    RECEIVED.store(signal, std::sync::atomic::Ordering::SeqCst);
+    if first {
+        RECEIVED.store(signal, std::sync::atomic::Ordering::SeqCst);
+    }
     let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
     if pid > 0 {
         // bwrap is pid 1's parent in the sandbox's pid namespace, with

@@ -29,6 +29,21 @@ pub fn shell_line(argv: &[OsString]) -> String {
     argv.iter().map(|arg| shell_word(&arg.to_string_lossy())).collect::<Vec<_>>().join(" ")
 }
 
+/// Prints a line on stderr and never panics: after a terminal hangup stderr fails with
+/// `EIO`, and `eprintln!` would panic half-way through an exit check.
+pub fn say(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// [`say`] with `format!` arguments.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::say(&format!($($arg)*))
+    };
+}
+
 /// FNV-1a, 64 bits: stable across runs and builds (unlike std's hasher), for file names
 /// derived from paths and for cache fingerprints. Not a cryptographic hash.
 #[derive(Debug, Clone, Copy)]
