@@ -146,6 +146,9 @@ pub struct PolicyArgs {
     /// Hide PATH (repeatable)
     #[arg(long, value_name = "PATH")]
     pub exclude: Vec<String>,
+    /// The whole project read-only (a read-only agent; /tmp stays writable)
+    #[arg(long)]
+    pub read_only: bool,
     /// NAME=VALUE: true (unwrapped), false (deny), @git (built-in preset) or a wrapper script path
     #[arg(long = "cmd", value_name = "NAME=VALUE", value_parser = command_rule)]
     pub cmds: Vec<String>,

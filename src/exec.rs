@@ -16,6 +16,7 @@ fn invocation(args: &PolicyArgs) -> session::Invocation {
         rw: args.rw.clone(),
         exclude: args.exclude.clone(),
         cmds: args.cmds.clone(),
+        read_only: args.read_only,
     }
 }
 

@@ -151,3 +151,24 @@ fn a_grant_inside_an_excluded_directory_is_visible_and_scanned() {
     assert_eq!(out, "public\nwrote\n");
     assert_eq!(world.read("home/proj/data/public/readme.txt"), "public\nmore\n");
 }
+
+#[test]
+fn a_read_only_agent_cannot_change_the_project_but_can_read_it_and_use_tmp() {
+    require_bwrap!();
+    let world = World::new();
+    let attacks = ["echo x > README.md", "rm README.md", "mkdir new", "touch .git/index.lock", "mv README.md R"];
+    for attack in attacks {
+        let run = world.sh(&["--read-only"], attack);
+        assert_ne!(run.code(), 0, "{attack} succeeded in a read-only session");
+    }
+    assert_eq!(world.read("home/proj/README.md"), "hello\n");
+    let run = world.sh(&["--read-only"], "cat README.md && echo scratch > /tmp/x && cat /tmp/x");
+    assert_eq!(run.ok(), "hello\nscratch\n");
+    // The same from the project's config, and `config show` says where it came from.
+    world.project_config("{ \"project\": \"ro\" }");
+    assert_ne!(world.sh(&[], "echo x > README.md").code(), 0);
+    let show = world.cmd().args(["config", "show"]).run().ok();
+    assert!(show.lines().any(|line| line.starts_with("project") && line.contains("ro")), "{show}");
+    // Sessions still start and end normally.
+    world.sh(&[], "true").ok();
+}

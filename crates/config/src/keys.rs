@@ -9,7 +9,8 @@ use crate::{Config, Layer, Sourced};
 /// The top-level keys of a config file, in the order error messages list them. Every one
 /// but `network`, `commands` and `$schema` is a section holding [`LIST_KEYS`] and
 /// [`BOOL_KEYS`].
-pub const TOP_KEYS: &[&str] = &["network", "filesystem", "secrets", "env", "commands", "git", "checks", "$schema"];
+pub const TOP_KEYS: &[&str] =
+    &["network", "project", "filesystem", "secrets", "env", "commands", "git", "checks", "$schema"];
 
 /// A list of strings. Every list accumulates across layers.
 pub struct ListKey {

@@ -150,6 +150,8 @@ impl fmt::Display for CommandRule {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Layer {
     pub network: Option<Sourced<Network>>,
+    /// `"project": "ro"`: the whole project read-only (a read-only agent).
+    pub project_read_only: Option<Sourced<bool>>,
     pub presets: Vec<Sourced<String>>,
     pub ro: Vec<Sourced<String>>,
     pub rw: Vec<Sourced<String>>,
@@ -174,6 +176,8 @@ pub struct Layer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub network: Sourced<Network>,
+    /// `"project": "ro"` (or `--read-only`): the project is mounted read-only.
+    pub project_read_only: Sourced<bool>,
     pub presets: Vec<Sourced<String>>,
     pub ro: Vec<Sourced<String>>,
     pub rw: Vec<Sourced<String>>,
@@ -337,6 +341,7 @@ pub fn merge(layers: Vec<Layer>) -> Config {
     let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
     let mut config = Config {
         network: Sourced { value: Network::On, origin: builtin.clone() },
+        project_read_only: Sourced { value: false, origin: builtin.clone() },
         git_allow_branch_deletion: Sourced { value: false, origin: builtin.clone() },
         git_allow_plumbing_commits: Sourced { value: false, origin: builtin.clone() },
         check_commands: Vec::new(),
@@ -357,6 +362,9 @@ pub fn merge(layers: Vec<Layer>) -> Config {
     for mut layer in layers {
         if let Some(network) = layer.network.take() {
             config.network = network;
+        }
+        if let Some(project) = layer.project_read_only.take() {
+            config.project_read_only = project;
         }
         config.commands.extend(std::mem::take(&mut layer.commands));
         for list_key in LIST_KEYS {
@@ -384,6 +392,10 @@ impl Config {
             let value = match *top_key {
                 "$schema" => continue,
                 "network" => sourced(json!(self.network.value.as_str()), &self.network.origin),
+                "project" => sourced(
+                    json!(if self.project_read_only.value { "ro" } else { "rw" }),
+                    &self.project_read_only.origin,
+                ),
                 "commands" => self
                     .commands
                     .iter()
@@ -424,6 +436,7 @@ impl Config {
             writeln!(out, "{key:<26} {value:<40} # {origin}").expect("writing to a String cannot fail");
         };
         line("network", self.network.value.as_str(), &self.network.origin);
+        line("project", if self.project_read_only.value { "ro" } else { "rw" }, &self.project_read_only.origin);
         for list_key in LIST_KEYS {
             for item in (list_key.config)(self) {
                 line(list_key.key, &item.value, &item.origin);

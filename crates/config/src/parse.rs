@@ -49,6 +49,19 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                 })?;
                 layer.network = Some(reader.sourced(&prop.value, network));
             }
+            "project" => {
+                let text = reader.string(&prop.value, "project")?;
+                let read_only = match text {
+                    "ro" => true,
+                    "rw" => false,
+                    _ => {
+                        return Err(
+                            reader.error(&prop.value, format!("project: expected \"ro\" or \"rw\", got {text:?}"))
+                        )
+                    }
+                };
+                layer.project_read_only = Some(reader.sourced(&prop.value, read_only));
+            }
             "commands" => {
                 let object = reader.object(&prop.value, "commands")?;
                 for prop in &object.properties {

@@ -128,15 +128,17 @@ fn layer_rank(kind: &LayerKind) -> u8 {
 pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
     let mut notes = Vec::new();
     let mut rules: Vec<Rule> = Vec::new();
-    let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
 
+    // `"project": "ro"` / `--read-only`: a read-only agent; the kernel refuses every write
+    // to the project (grants inside it still apply).
+    let project_access = if config.project_read_only.value { Access::Ro } else { Access::Rw };
     rules.push(Rule {
         path: ctx.project_root.clone(),
-        access: Access::Rw,
+        access: project_access,
         exact: true,
         layer: 0,
         written: "<project root>".into(),
-        origin: builtin.clone(),
+        origin: config.project_read_only.origin.clone(),
     });
 
     let enabled = presets::expand(&config.presets)?;

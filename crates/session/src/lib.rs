@@ -33,6 +33,8 @@ pub struct Invocation {
     pub rw: Vec<String>,
     pub exclude: Vec<String>,
     pub cmds: Vec<String>,
+    /// `--read-only`: the whole project read-only.
+    pub read_only: bool,
 }
 
 /// The configuration and the facts of where it runs.
@@ -89,6 +91,15 @@ pub fn load(inv: &Invocation) -> Result<Loaded> {
         })
         .collect();
     let (mut config, files) = config::load(&sources, cli)?;
+    if inv.read_only {
+        config.project_read_only = config::Sourced {
+            value: true,
+            origin: config::Origin {
+                layer: config::LayerKind::Cli,
+                location: config::Location::Flag("--read-only".into()),
+            },
+        };
+    }
     // agent-sandbox's own files stay out of reach even when a parent is granted: the
     // sandbox must not loosen the next run's config, nor poison its scan cache, nor
     // rewrite the audit log or the session baselines.
