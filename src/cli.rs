@@ -46,6 +46,14 @@ enum Commands {
     Vsh(crate::vsh::VshArgs),
     /// Serve a virtual sandbox to an agent as MCP tools on stdio
     Mcp(crate::vsh::McpArgs),
+    /// Print the shell completion script (e.g. `agent-sandbox completions bash > /etc/bash_completion.d/agent-sandbox`)
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff); `cargo xtask man` writes it to target/man/
+    #[command(hide = true)]
+    Man,
     /// Run the hook guard (what the installed hooks call)
     #[command(hide = true)]
     Hook {
@@ -207,6 +215,18 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Firewall(command) => firewall(command),
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force, per_workspace_config }) => {
             devcontainer_init(path, base_tag, force, per_workspace_config)
+        }
+        Commands::Completions { shell } => {
+            use clap::CommandFactory as _;
+            clap_complete::generate(shell, &mut Cli::command(), "agent-sandbox", &mut std::io::stdout());
+            Ok(0)
+        }
+        Commands::Man => {
+            use clap::CommandFactory as _;
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut std::io::stdout())
+                .map(|()| 0)
+                .map_err(|err| anyhow::anyhow!("writing the man page: {err}"))
         }
         Commands::Vsh(args) => crate::vsh::vsh(args),
         Commands::Mcp(args) => crate::vsh::mcp(args),

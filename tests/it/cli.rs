@@ -174,3 +174,17 @@ fn trust_changing_commands_refuse_inside_and_the_prompt_says_where_you_are() {
     world.project_config("{}");
     world.cmd().args(["hooks", "install"]).run().ok();
 }
+
+#[test]
+fn completions_and_the_man_page_come_from_the_same_definitions() {
+    let world = World::new();
+    for (shell, marker) in
+        [("bash", "complete -F"), ("zsh", "#compdef agent-sandbox"), ("fish", "complete -c agent-sandbox")]
+    {
+        let out = world.cmd().args(["completions", shell]).run().ok();
+        assert!(out.contains(marker) && out.contains("exec") && out.contains("read-only"), "{shell}: {out}");
+    }
+    let man = world.cmd().arg("man").run().ok();
+    assert!(man.contains(".TH agent-sandbox 1") && man.contains("exec"), "{man}");
+    assert_eq!(world.cmd().args(["completions", "nope"]).run().code(), 2);
+}

@@ -24,10 +24,30 @@ fn main() -> Result<()> {
         Some("bench") if args.get(1).map(String::as_str) == Some("docker") => bench::docker_part(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "vsandbox") => bench::run_vsandbox_bench(),
         Some("bench") => bench::run_bench().and_then(|()| bench::run_vsandbox_bench()),
+        Some("man") => man(),
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
-        _ => bail!("usage: cargo xtask <test|bench [docker|vsandbox]|build-base|bootstrap-image>"),
+        _ => bail!("usage: cargo xtask <test|bench [docker|vsandbox]|man|build-base|bootstrap-image>"),
     }
+}
+
+/// `cargo xtask man`: target/man/agent-sandbox.1, generated from the clap definitions by
+/// the binary itself (`agent-sandbox man`), so it cannot drift from `--help`.
+fn man() -> Result<()> {
+    let root = root();
+    run(Command::new("cargo").args(["build", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
+    let out = Command::new(root.join("target/debug/agent-sandbox"))
+        .arg("man")
+        .output()
+        .context("running agent-sandbox man")?;
+    if !out.status.success() {
+        bail!("agent-sandbox man failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let dir = root.join("target/man");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("agent-sandbox.1"), &out.stdout)?;
+    eprintln!("xtask: wrote {}", dir.join("agent-sandbox.1").display());
+    Ok(())
 }
 
 pub fn root() -> PathBuf {
