@@ -57,25 +57,27 @@ pub fn walk(dir: &Path, found: &mut Found) {
     }
 }
 
-/// Gives the owner read and search permission on `dir` if this process owns it (or is
-/// root); says whether it changed anything.
+/// Makes `dir` listable again for the check: its owner's read and search permission,
+/// if this process owns it; says whether it changed anything.
 pub fn repair(dir: &Path) -> bool {
-    let Ok(meta) = dir.symlink_metadata() else { return false };
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if !meta.is_dir() || (meta.uid() != euid && euid != 0) || meta.mode() & 0o500 == 0o500 {
-        return false;
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode((meta.mode() & 0o7777) | 0o700)).is_ok()
+    give_owner(dir, 0o500)
 }
 
 /// Gives the owner write and search permission on `dir` if this process owns it, so that
 /// an entry in it can be moved aside.
 pub fn repair_writable(dir: &Path) {
-    let Ok(meta) = dir.symlink_metadata() else { return };
+    give_owner(dir, 0o300);
+}
+
+/// Adds `bits` (and the rest of rwx) for the owner of the directory `dir` when this process
+/// owns it and some of `bits` are missing; says whether it changed anything. (As root,
+/// which reads and writes regardless, there is nothing to repair.)
+fn give_owner(dir: &Path, bits: u32) -> bool {
+    let Ok(meta) = dir.symlink_metadata() else { return false };
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
-    if meta.is_dir() && meta.uid() == euid && meta.mode() & 0o300 != 0o300 {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode((meta.mode() & 0o7777) | 0o700));
+    if !meta.is_dir() || meta.uid() != euid || meta.mode() & bits == bits {
+        return false;
     }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode((meta.mode() & 0o7777) | 0o700)).is_ok()
 }
