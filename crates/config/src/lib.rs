@@ -60,6 +60,13 @@ pub struct Origin {
     pub location: Location,
 }
 
+impl Origin {
+    /// What agent-sandbox itself adds (the defaults layer, built in).
+    pub fn builtin() -> Origin {
+        Origin { layer: LayerKind::Default, location: Location::Builtin }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
     File { path: PathBuf, line: usize, column: usize },
@@ -338,7 +345,7 @@ fn read_layer(path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
 
 /// Merges layers, lowest first.
 pub fn merge(layers: Vec<Layer>) -> Config {
-    let builtin = Origin { layer: LayerKind::Default, location: Location::Builtin };
+    let builtin = Origin::builtin();
     let mut config = Config {
         network: Sourced { value: Network::On, origin: builtin.clone() },
         project_read_only: Sourced { value: false, origin: builtin.clone() },

@@ -357,7 +357,7 @@ pub fn pin_parents(mounts: &mut Vec<Mount>, targets: &[PathBuf]) {
             kind: Kind::Dir,
             link: None,
             rule: "pinned: parent of a path that must stay".into(),
-            origin: Origin { layer: LayerKind::Default, location: Location::Builtin },
+            origin: Origin::builtin(),
         });
     }
     mounts.sort_by(|a, b| {

@@ -54,6 +54,11 @@ pub struct Loaded {
     pub repo: Option<gitfacts::RepoFacts>,
 }
 
+/// A path entry agent-sandbox adds itself (`config show` cites it as built in).
+fn builtin_path(path: &Path) -> config::Sourced<String> {
+    config::Sourced { value: path.display().to_string(), origin: config::Origin::builtin() }
+}
+
 fn home() -> Result<PathBuf> {
     std::env::var_os("HOME")
         .filter(|home| !home.is_empty())
@@ -103,11 +108,9 @@ pub fn load(inv: &Invocation) -> Result<Loaded> {
     // agent-sandbox's own files stay out of reach even when a parent is granted: the
     // sandbox must not loosen the next run's config, nor poison its scan cache, nor
     // rewrite the audit log or the session baselines.
-    let builtin = config::Origin { layer: config::LayerKind::Default, location: config::Location::Builtin };
-    let own = |dir: &Path| config::Sourced { value: dir.display().to_string(), origin: builtin.clone() };
-    config.ro.push(own(&global_dir));
-    config.exclude.push(own(&cache_dir));
-    config.exclude.push(own(&state_dir));
+    config.ro.push(builtin_path(&global_dir));
+    config.exclude.push(builtin_path(&cache_dir));
+    config.exclude.push(builtin_path(&state_dir));
     // The repository as git sees it (every config file), for @git and the guard. gix
     // opens its config files without O_NONBLOCK: refuse special files first.
     let repo = if project_root.join(".git").symlink_metadata().is_ok() {
@@ -277,12 +280,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     // absent ones are watched by the exit check.
     let (host_present, host_absent) = host_executed(&config, &ctx.project_root)?;
     let mut config = config;
-    for path in &host_present {
-        config.ro.push(config::Sourced {
-            value: path.display().to_string(),
-            origin: config::Origin { layer: config::LayerKind::Default, location: config::Location::Builtin },
-        });
-    }
+    config.ro.extend(host_present.iter().map(|path| builtin_path(path)));
     let mut policy = policy::resolve(&config, &ctx)?;
     // Tools installed under the home directory (`npm --prefix ~/.local`, pipx) are
     // symlinks in a visible PATH directory to an installation that is not: show those
@@ -291,10 +289,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     if !installs.is_empty() {
         for dir in &installs {
             debug(&format!("tools: {} shown read-only (a PATH entry leads there)", dir.display()));
-            config.ro.push(config::Sourced {
-                value: dir.display().to_string(),
-                origin: config::Origin { layer: config::LayerKind::Default, location: config::Location::Builtin },
-            });
+            config.ro.push(builtin_path(dir));
         }
         policy = policy::resolve(&config, &ctx)?;
     }
