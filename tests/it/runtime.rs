@@ -139,7 +139,7 @@ fn a_command_whose_install_is_not_visible_is_named_with_the_flag_that_adds_it() 
     // ~/.local/bin/tool -> an installation outside the home directory that no preset
     // shows (installations under home are shown by themselves: see setups.rs).
     let real = world.write("opt-tools/tool/versions/1/tool", "#!/bin/sh\necho tool-ran\n");
-    std::fs::set_permissions(&real, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    world.chmod("opt-tools/tool/versions/1/tool", 0o755);
     fs_err::create_dir_all(world.path("home/.local/bin")).expect("mkdir");
     std::os::unix::fs::symlink(&real, world.path("home/.local/bin/tool")).expect("symlink");
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", world.path("home/.local/bin").display());

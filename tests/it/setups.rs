@@ -2,8 +2,6 @@
 //! read-only, its state read-write) and package caches that persist from the first
 //! session on.
 
-use std::os::unix::fs::PermissionsExt;
-
 use crate::support::{require_bwrap, World};
 
 #[test]
@@ -12,8 +10,7 @@ fn a_native_installer_agent_runs_but_its_program_cannot_be_replaced() {
     let world = World::new();
     // ~/.local/bin/claude -> ~/.local/share/claude/versions/2.0.0, as Claude Code's
     // native installer lays it out.
-    let real = world.write("home/.local/share/claude/versions/2.0.0", "#!/bin/sh\necho agent-ran\n");
-    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let real = script(&world, "home/.local/share/claude/versions/2.0.0", "#!/bin/sh\necho agent-ran\n");
     fs_err::create_dir_all(world.path("home/.local/bin")).expect("mkdir");
     std::os::unix::fs::symlink(&real, world.path("home/.local/bin/claude")).expect("symlink");
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", world.path("home/.local/bin").display());
@@ -42,8 +39,7 @@ fn the_first_sessions_downloads_persist_for_installed_tools() {
     require_bwrap!();
     let world = World::new();
     // A `cargo` on PATH, as rustup installs it; no ~/.cargo/registry yet.
-    let bin = world.write("home/.cargo/bin/cargo", "#!/bin/sh\nexit 0\n");
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script(&world, "home/.cargo/bin/cargo", "#!/bin/sh\nexit 0\n");
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", world.path("home/.cargo/bin").display());
     let run = world
         .cmd()
@@ -67,7 +63,7 @@ fn the_first_sessions_downloads_persist_for_installed_tools() {
 /// An executable script at `rel` under the world's root.
 fn script(world: &World, rel: &str, body: &str) -> std::path::PathBuf {
     let path = world.write(rel, body);
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    world.chmod(rel, 0o755);
     path
 }
 
