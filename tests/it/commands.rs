@@ -62,3 +62,66 @@ fn a_missing_wrapper_is_an_error_before_anything_runs() {
     );
     assert!(!world.path("home/proj/ran").exists());
 }
+
+/// Script-based commands (npm, npx, yarn, pnpm, npm-installed CLIs) load files relative
+/// to themselves; wrapped, they still find them, because the real command runs from its
+/// whole installation. README's wrapper example over the machine's own npm, and over a
+/// CLI installed with `npm install -g --prefix ~/.local` whose bin script requires
+/// `../lib/…`.
+#[test]
+fn a_wrapper_over_a_script_based_command_runs_it_from_its_installation() {
+    require_bwrap!();
+    if std::process::Command::new("npm").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "npm is part of CI's machine (xtask installs it)");
+        eprintln!("skipping: npm not found (install nodejs and npm)");
+        return;
+    }
+    let world = World::new();
+    let guard = world.write(
+        "home/bin/npm-guard",
+        "#!/bin/sh\ncase \"$1\" in publish|unpublish) echo \"publishing is not allowed here\" >&2; exit 1;; esac\n\
+         exec \"$AGENT_SANDBOX_REAL\" \"$@\"\n",
+    );
+    world.chmod("home/bin/npm-guard", 0o755);
+    // A CLI as npm installs it: ~/.local/bin/hello -> ../lib/node_modules/hello/bin/hello.js,
+    // which requires ../lib/greet.js.
+    world.write(
+        "home/src/hello/package.json",
+        r#"{"name": "hello", "version": "1.0.0", "bin": {"hello": "bin/hello.js"}}"#,
+    );
+    world.write(
+        "home/src/hello/bin/hello.js",
+        "#!/usr/bin/env node\nconsole.log(require('../lib/greet.js')(process.argv[2]));\n",
+    );
+    world.write("home/src/hello/lib/greet.js", "module.exports = (who) => `hello ${who}`;\n");
+    let npm = |args: &[&str]| {
+        let out = std::process::Command::new("npm")
+            .args(args)
+            .current_dir(world.home.join("src"))
+            .env("HOME", &world.home)
+            .output()
+            .expect("npm");
+        assert!(out.status.success(), "npm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    // Packed first: installing a directory would only link to it, as `npm link` does.
+    npm(&["pack", "--silent", "./hello"]);
+    let prefix = world.home.join(".local");
+    let prefix = prefix.to_str().expect("utf-8");
+    npm(&["install", "-g", "--offline", "--no-audit", "--no-fund", "--prefix", prefix, "./hello-1.0.0.tgz"]);
+    let hello_guard = world.write("home/bin/hello-guard", "#!/bin/sh\nexec \"$AGENT_SANDBOX_REAL\" \"$@\"\n");
+    world.chmod("home/bin/hello-guard", 0o755);
+    // A local dependency, so `npm install` needs no registry.
+    world.write("home/proj/dep/package.json", r#"{"name": "dep", "version": "1.0.0"}"#);
+    world.write("home/proj/package.json", r#"{"name": "proj", "version": "1.0.0", "dependencies": {"dep": "file:./dep"}}"#);
+    let npm_flag = format!("npm={}", guard.display());
+    let hello_flag = format!("hello={}", hello_guard.display());
+    let path = format!("{}/.local/bin:/usr/local/bin:/usr/bin:/bin", world.home.display());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--cmd", &npm_flag, "--cmd", &hello_flag, "--", "sh", "-c",
+        "npm --version >/dev/null && echo version-ok; \
+         npm install --offline --no-audit --no-fund >/dev/null && test -f node_modules/dep/package.json && echo install-ok; \
+         npm publish; echo publish=$?; \
+         hello world; \
+         case \"$(command -v hello)\" in */.local/bin/hello) echo on-path;; esac"]).run();
+    assert_eq!(run.ok(), "version-ok\ninstall-ok\npublish=1\nhello world\non-path\n", "{}", run.stderr());
+    assert!(run.stderr().contains("publishing is not allowed here"), "{}", run.stderr());
+}

@@ -4,7 +4,8 @@
 //! `/run/agent-sandbox` says what to do with `<cmd>`:
 //! 1. `wrappers/<cmd>` exists: exec it with the original arguments,
 //!    `AGENT_SANDBOX_CMD=<cmd>` and `AGENT_SANDBOX_REAL=/run/agent-sandbox/bin/<cmd>`
-//!    (empty if there is no real binary);
+//!    resolved (`packages/<cmd>/…` for a command that is part of an installation;
+//!    empty if there is no real binary);
 //! 2. `presets/<cmd>` names a built-in preset: `deny` refuses, `git` runs the git guard.
 
 use std::{ffi::OsString, os::unix::process::CommandExt, path::Path, process::Command};
@@ -41,7 +42,13 @@ fn dispatch_as(run: &RuntimeLayout, name: &str, args: &[OsString]) -> i32 {
     let real = run.bin(name);
     let wrapper = run.wrapper(name);
     if wrapper.exists() {
-        let real_text: OsString = if real.exists() { real.into_os_string() } else { OsString::new() };
+        // Resolved: for a command that is part of an installation, `bin/<name>` links into
+        // the whole installation's mount, and scripts that find their files through `$0`
+        // (yarn's, npm-installed CLIs) need the path inside it.
+        let real_text: OsString = match real.canonicalize() {
+            Ok(resolved) => resolved.into_os_string(),
+            Err(_) => OsString::new(),
+        };
         let err = Command::new(&wrapper)
             .args(args)
             .env("AGENT_SANDBOX_CMD", name)

@@ -15,7 +15,10 @@
 //! git-guard.json    the git guard's settings (`git.*` in the config)
 //! hook-guard.json   the hook guard's settings, so it never reads them through the
 //!                   agent's HOME or XDG_CONFIG_HOME
-//! bin/<cmd>         mount points for real executables
+//! bin/<cmd>         mount point for the real executable, or, when it belongs to an
+//!                   installation (npm's `npm-cli.js` requires `../lib/cli.js`), a
+//!                   symlink to it in packages/<cmd>/
+//! packages/<cmd>/   mount point for that installation's directory, mounted whole
 //! presets/<cmd>     which built-in preset handles <cmd> (`git`, `deny`)
 //! wrappers/<cmd>    mount points for wrapper scripts
 //! shims/<cmd>       `exec /run/agent-sandbox/agent-sandbox multicall <cmd> "$@"`
@@ -51,6 +54,7 @@ const BIN: &str = "bin";
 const PRESETS: &str = "presets";
 const WRAPPERS: &str = "wrappers";
 const SHIMS: &str = "shims";
+const PACKAGES: &str = "packages";
 const COPIED: &str = "copied";
 const GIT_EXEC_REAL: &str = "git-exec-real";
 
@@ -128,6 +132,12 @@ impl RuntimeLayout {
         self.root.join(BIN).join(name)
     }
 
+    /// Where the installation directory of wrapped command `name` is mounted whole, when
+    /// its real executable is part of one (a script that loads files beside it).
+    pub fn package(&self, name: &str) -> PathBuf {
+        self.root.join(PACKAGES).join(name)
+    }
+
     /// Which built-in preset handles `name` (its content: `git`, `deny`).
     pub fn preset(&self, name: &str) -> PathBuf {
         self.root.join(PRESETS).join(name)
@@ -144,9 +154,9 @@ impl RuntimeLayout {
     }
 
     /// The directories holding one entry per wrapped command (`bin`, `presets`,
-    /// `wrappers`, `shims`).
-    pub fn command_dirs(&self) -> [PathBuf; 4] {
-        [BIN, PRESETS, WRAPPERS, SHIMS].map(|dir| self.root.join(dir))
+    /// `wrappers`, `shims`, `packages`).
+    pub fn command_dirs(&self) -> [PathBuf; 5] {
+        [BIN, PRESETS, WRAPPERS, SHIMS, PACKAGES].map(|dir| self.root.join(dir))
     }
 
     /// Where the copies of the files granted in the absolute directory `dir` are.
@@ -179,6 +189,7 @@ mod tests {
             (inside.git_guard_settings(), "/run/agent-sandbox/git-guard.json"),
             (inside.hook_guard_settings(), "/run/agent-sandbox/hook-guard.json"),
             (inside.bin("git"), "/run/agent-sandbox/bin/git"),
+            (inside.package("npm"), "/run/agent-sandbox/packages/npm"),
             (inside.preset("git"), "/run/agent-sandbox/presets/git"),
             (inside.wrapper("npm"), "/run/agent-sandbox/wrappers/npm"),
             (inside.shim("python3"), "/run/agent-sandbox/shims/python3"),
@@ -195,7 +206,8 @@ mod tests {
                 "/run/agent-sandbox/bin",
                 "/run/agent-sandbox/presets",
                 "/run/agent-sandbox/wrappers",
-                "/run/agent-sandbox/shims"
+                "/run/agent-sandbox/shims",
+                "/run/agent-sandbox/packages"
             ]
         );
     }

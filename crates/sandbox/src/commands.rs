@@ -92,16 +92,40 @@ pub fn wrap(
                 dir.entries.len()
             ));
         }
+        let package = real.as_deref().and_then(installation_of);
+        if let (Some(real), Some(package)) = (&real, &package) {
+            notes.push(format!(
+                "command {name}: its real {} is run from its installation {}, mounted whole",
+                real.display(),
+                package.display()
+            ));
+        }
         wrapped.push(WrappedCommand {
             name: name.clone(),
             rule: rule.value.clone(),
             targets,
             real,
+            package,
             wrapper,
             exec_dirs,
         });
     }
     Ok(wrapped)
+}
+
+/// The installation a real executable belongs to, when it is a package that loads
+/// files relative to itself (npm's `bin/npm-cli.js` requires `../lib/cli.js`; yarn,
+/// pnpm, corepack and npm-installed CLIs likewise): the nearest directory at most four
+/// levels above it that holds a `package.json`, never a top-level directory such as
+/// `/usr/lib` or a home directory. A lone binary or a Python console script (which finds
+/// its modules through its interpreter) has none and is mounted alone.
+pub fn installation_of(real: &Path) -> Option<PathBuf> {
+    real.ancestors()
+        .skip(1)
+        .take(4)
+        .take_while(|dir| dir.components().count() >= 4)
+        .find(|dir| dir.join("package.json").is_file())
+        .map(Path::to_path_buf)
 }
 
 /// The directories git runs its own programs from, found without running git: next to
@@ -221,4 +245,38 @@ pub fn find_on_path(name: &str, path_var: Option<&OsStr>) -> Vec<PathBuf> {
 
 fn is_executable(path: &Path) -> bool {
     path.metadata().is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn installation_of_finds_the_package_a_script_belongs_to() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let at = |relative: &str| root.path().join(relative);
+        for file in [
+            "usr/lib/node_modules/npm/bin/npm-cli.js",
+            "usr/lib/node_modules/npm/package.json",
+            "h/.local/lib/node_modules/@openai/codex/bin/codex.js",
+            "h/.local/lib/node_modules/@openai/codex/package.json",
+            "h/.local/lib/node_modules/deep/a/b/c/d/tool.js",
+            "h/.local/lib/node_modules/deep/package.json",
+            "usr/bin/pip",
+            "package.json",
+        ] {
+            fs_err::create_dir_all(at(file).parent().expect("parent")).expect("mkdir");
+            fs_err::write(at(file), "").expect("write");
+        }
+        let found = |relative: &str| installation_of(&at(relative));
+        assert_eq!(found("usr/lib/node_modules/npm/bin/npm-cli.js"), Some(at("usr/lib/node_modules/npm")));
+        assert_eq!(
+            found("h/.local/lib/node_modules/@openai/codex/bin/codex.js"),
+            Some(at("h/.local/lib/node_modules/@openai/codex"))
+        );
+        // Farther than four levels up, or at the top of the tree: not an installation.
+        assert_eq!(found("h/.local/lib/node_modules/deep/a/b/c/d/tool.js"), None);
+        assert_eq!(found("usr/bin/pip"), None);
+        assert_eq!(installation_of(Path::new("/package.json/x")), None);
+    }
 }

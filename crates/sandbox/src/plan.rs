@@ -43,6 +43,11 @@ pub struct WrappedCommand {
     /// The real executable, mounted at `/run/agent-sandbox/bin/<name>` for presets and
     /// wrapper scripts that call it.
     pub real: Option<PathBuf>,
+    /// The installation `real` belongs to (the nearest directory above it with a
+    /// `package.json`), mounted whole at `/run/agent-sandbox/packages/<name>` so that a
+    /// script finds the files it loads relative to itself; `bin/<name>` is then a
+    /// symlink into it (see `runtime`).
+    pub package: Option<PathBuf>,
     /// The wrapper script (for [`CommandRule::Wrapper`]), resolved on the host.
     pub wrapper: Option<PathBuf>,
     /// For git: the directories it runs its own programs from (`git --exec-path`), each
@@ -138,13 +143,19 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
 
     args.bind("--ro-bind", host.root(), inside.root());
     args.bind("--ro-bind", plan.self_exe, &inside.marker());
+    // The real executables first: an installation mounted whole must be copied before
+    // any launcher is laid over a file in it (mounts made later do not reach the copy).
     for command in plan.commands {
-        if let Some(real) = &command.real {
-            args.bind("--ro-bind", real, &inside.bin(&command.name));
+        match (&command.real, &command.package) {
+            (Some(_), Some(package)) => args.bind("--ro-bind", package, &inside.package(&command.name)),
+            (Some(real), None) => args.bind("--ro-bind", real, &inside.bin(&command.name)),
+            (None, _) => {}
         }
         if let Some(wrapper) = &command.wrapper {
             args.bind("--ro-bind", wrapper, &inside.wrapper(&command.name));
         }
+    }
+    for command in plan.commands {
         for (index, dir) in command.exec_dirs.iter().enumerate() {
             args.bind("--ro-bind", &dir.path, &inside.git_exec_real(index));
             args.bind("--ro-bind", &dir.stand_in, &dir.path);
@@ -267,6 +278,7 @@ mod tests {
                 rule: CommandRule::Preset("git".into()),
                 targets: vec!["/usr/bin/git".into()],
                 real: Some("/usr/bin/git".into()),
+                package: None,
                 wrapper: None,
                 exec_dirs: vec![ExecDir {
                     path: "/usr/lib/git-core".into(),
@@ -279,14 +291,16 @@ mod tests {
                 rule: CommandRule::Deny,
                 targets: vec!["/usr/bin/python3.11".into()],
                 real: None,
+                package: None,
                 wrapper: None,
                 exec_dirs: Vec::new(),
             },
             WrappedCommand {
                 name: "npm".into(),
                 rule: CommandRule::Wrapper("/home/u/npm-guard".into()),
-                targets: vec!["/usr/bin/npm".into()],
+                targets: vec!["/usr/share/nodejs/npm/bin/npm-cli.js".into()],
                 real: Some("/usr/share/nodejs/npm/bin/npm-cli.js".into()),
+                package: Some("/usr/share/nodejs/npm".into()),
                 wrapper: Some("/home/u/npm-guard".into()),
                 exec_dirs: Vec::new(),
             },
@@ -356,6 +370,12 @@ mod tests {
             "/usr/bin/git",
             "/run/agent-sandbox/bin/git",
             "--ro-bind",
+            "/usr/share/nodejs/npm",
+            "/run/agent-sandbox/packages/npm",
+            "--ro-bind",
+            "/home/u/npm-guard",
+            "/run/agent-sandbox/wrappers/npm",
+            "--ro-bind",
             "/usr/lib/git-core",
             "/run/agent-sandbox/git-exec-real/0",
             "--ro-bind",
@@ -368,14 +388,8 @@ mod tests {
             "/tmp/rt/shims/python3",
             "/usr/bin/python3.11",
             "--ro-bind",
+            "/tmp/rt/shims/npm",
             "/usr/share/nodejs/npm/bin/npm-cli.js",
-            "/run/agent-sandbox/bin/npm",
-            "--ro-bind",
-            "/home/u/npm-guard",
-            "/run/agent-sandbox/wrappers/npm",
-            "--ro-bind",
-            "/opt/as/agent-sandbox",
-            "/usr/bin/npm",
             "--remount-ro",
             "/",
             "--chdir",

@@ -69,8 +69,14 @@ impl Runtime {
                 fs_err::create_dir_all(host.git_exec_real(index))?;
             }
             let name = &command.name;
-            if command.real.is_some() {
-                fs_err::write(host.bin(name), "")?;
+            match (&command.real, &command.package) {
+                (Some(real), Some(package)) => {
+                    fs_err::create_dir(host.package(name))?;
+                    let relative = real.strip_prefix(package).unwrap_or(real);
+                    fs_err::os::unix::fs::symlink(inside.package(name).join(relative), host.bin(name))?;
+                }
+                (Some(_), None) => fs_err::write(host.bin(name), "")?,
+                (None, _) => {}
             }
             if command.wrapper.is_some() {
                 fs_err::write(host.wrapper(name), "")?;
@@ -152,12 +158,16 @@ mod tests {
             rule,
             targets: Vec::new(),
             real: Some("/usr/bin/true".into()),
+            package: None,
             wrapper: Some("/usr/bin/true".into()),
             exec_dirs: Vec::new(),
         };
         let mut git = command("git", CommandRule::Preset("git".into()));
         git.exec_dirs = vec![ExecDir { path: "/x".into(), entries: Vec::new(), stand_in: "/y".into() }];
-        let commands = [git, command("npm", CommandRule::Deny)];
+        let mut npm = command("npm", CommandRule::Wrapper("/usr/bin/true".into()));
+        npm.real = Some("/usr/lib/node_modules/npm/bin/npm-cli.js".into());
+        npm.package = Some("/usr/lib/node_modules/npm".into());
+        let commands = [git, npm, command("sh", CommandRule::Deny)];
         let runtime = Runtime::create(&commands, &[(runtime_layout::GIT_GUARD_SETTINGS, "{}")], &[]).expect("runtime");
         let host = runtime.layout();
         for path in [
@@ -170,12 +180,17 @@ mod tests {
             host.git_guard_settings(),
             host.bin("git"),
             host.wrapper("npm"),
+            host.package("npm"),
             host.git_exec_real(0),
         ] {
             assert!(path.exists(), "{}", path.display());
         }
+        assert_eq!(
+            fs_err::read_link(host.bin("npm")).expect("npm's real is a link into its package"),
+            Path::new("/run/agent-sandbox/packages/npm/bin/npm-cli.js")
+        );
         assert_eq!(fs_err::read_to_string(host.preset("git")).expect("preset"), "git");
-        assert_eq!(fs_err::read_to_string(host.preset("npm")).expect("preset"), "deny");
+        assert_eq!(fs_err::read_to_string(host.preset("sh")).expect("preset"), "deny");
         assert_eq!(
             fs_err::read_to_string(host.shim("npm")).expect("shim"),
             "#!/bin/sh\nexec /run/agent-sandbox/agent-sandbox multicall npm \"$@\"\n"
