@@ -112,7 +112,10 @@ fn a_wrapper_over_a_script_based_command_runs_it_from_its_installation() {
     world.chmod("home/bin/hello-guard", 0o755);
     // A local dependency, so `npm install` needs no registry.
     world.write("home/proj/dep/package.json", r#"{"name": "dep", "version": "1.0.0"}"#);
-    world.write("home/proj/package.json", r#"{"name": "proj", "version": "1.0.0", "dependencies": {"dep": "file:./dep"}}"#);
+    world.write(
+        "home/proj/package.json",
+        r#"{"name": "proj", "version": "1.0.0", "dependencies": {"dep": "file:./dep"}}"#,
+    );
     let npm_flag = format!("npm={}", guard.display());
     let hello_flag = format!("hello={}", hello_guard.display());
     let path = format!("{}/.local/bin:/usr/local/bin:/usr/bin:/bin", world.home.display());

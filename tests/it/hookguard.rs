@@ -302,3 +302,78 @@ fn an_exec_step_of_a_rebase_gets_no_sequencer_exemption() {
     // Ordinary exec steps and the sequencer's own commits still work.
     world.sh(&[], "git rebase --abort 2>/dev/null; git rebase -q -x 'git log -1 --format=%s' HEAD~1").ok();
 }
+
+/// Pre-push checks only what is new: a human's own old commit that would fail the
+/// checks (made outside with `--no-verify`, never pushed) does not block the agent's
+/// push; a commit an agent slipped past pre-commit in an earlier session is still
+/// checked when a later session pushes it.
+#[test]
+fn pre_push_skips_the_humans_own_history_but_not_an_earlier_sessions_commits() {
+    require_bwrap!();
+    let world = guarded_world();
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    world.write("home/proj/BROKEN", "");
+    world.git(&["add", "BROKEN"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "human: wip, checks fail"]);
+    world.git(&["rm", "-q", "BROKEN"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "human: fixed"]);
+    let run = world.sh(&rw, "echo agent >> src.txt && git commit -qam agent && git push -q origin main && echo pushed");
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/main"), head(&world));
+
+    // Session 1: the agent commits a failing change past pre-commit (its own git) and
+    // hides it under a later commit; it does not push.
+    let sneaky = "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN \
+                  && /tmp/g commit -qn -m sneaky && git rm -q BROKEN && git commit -qm cleanup && echo committed";
+    assert_eq!(world.sh(&[], sneaky).ok(), "committed\n");
+    let before = remote_ref(&world, "refs/heads/main");
+    // Session 2: its push is checked commit by commit, the earlier session's included.
+    let run = world.sh(&rw, "git push -q origin main");
+    assert!(
+        run.stderr().contains("agent-sandbox: pre-push refused:") && run.stderr().contains("failed"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(remote_ref(&world, "refs/heads/main"), before);
+}
+
+/// Checks run where the project's dependencies are: in place for the checked-out clean
+/// HEAD, and in a temporary worktree that links the ignored dependency directories for
+/// the commits before it.
+#[test]
+fn pre_push_checks_see_the_projects_dependencies() {
+    require_bwrap!();
+    let world = guarded_world();
+    world.project_config(r#"{ "checks": { "commands": ["test -f node_modules/dep/index.js && test -f .venv/ok && test ! -e BROKEN"] } }"#);
+    world.write("home/proj/.gitignore", "node_modules/\n.venv/\n");
+    world.write("home/proj/node_modules/dep/index.js", "module.exports = 1;\n");
+    world.write("home/proj/.venv/ok", "");
+    world.git(&["add", ".gitignore", ".agent-sandbox"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "ignore deps"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let run = world.sh(
+        &rw,
+        "echo a >> src.txt && git commit -qam one && echo b >> src.txt && git commit -qam two \
+         && git push -q origin main && echo pushed",
+    );
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/main"), head(&world));
+    // The same with a dirty work tree: every commit in a worktree, none refused for want
+    // of dependencies, and a failing one still stopped.
+    let run = world.sh(
+        &rw,
+        "echo c >> src.txt && git commit -qam three && echo dirty >> src.txt && git push -q origin main && echo pushed",
+    );
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    let before = remote_ref(&world, "refs/heads/main");
+    let run = world.sh(
+        &rw,
+        "git checkout -q -- src.txt && cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN \
+         && /tmp/g commit -qn -m sneaky && git push -q origin main",
+    );
+    assert!(run.stderr().contains("agent-sandbox: pre-push refused:"), "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/main"), before);
+}

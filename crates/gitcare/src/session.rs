@@ -6,7 +6,15 @@
 //!   lock            flock'ed around every start and exit check
 //!   baseline.json   the watch and the state every running session is checked against
 //!   <pid>-<n>.live  one per running session, flock'ed for its whole life
+//!   agent-commits   every commit made while sessions ran (when tracked: the project has
+//!                   checks), one id a line; kept across sessions
+//!   pending-tips    the ref tips at the start of sessions whose commits were never
+//!                   recorded (killed): the next start begins from them
 //! ```
+//!
+//! Tracked commits let pre-push tell a human's own commits (reachable from the refs when
+//! the sandbox started, and never made in a session) from an agent's: the first are not
+//! checked again, the second always are, in whichever later session they are pushed.
 //!
 //! Overlapping sessions share one baseline: the state when the first of them started, as
 //! amended by each exit check (whose quarantines leave only accepted changes). When the
@@ -31,7 +39,16 @@ pub struct Session {
     dir: PathBuf,
     live: PathBuf,
     _live_lock: File,
+    /// With commit tracking: the ref tips before the earliest running session started
+    /// (none known: empty, so nothing is exempt).
+    pub known_commits: Vec<String>,
+    /// With commit tracking: the commits earlier sessions made.
+    pub agent_commits: Vec<String>,
 }
+
+/// How long reading the repository's refs may take: a ref the agent replaced with a FIFO
+/// must not hold up the start or the exit check.
+const REFS_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Serialize, Deserialize)]
 struct Saved {
@@ -41,6 +58,9 @@ struct Saved {
     extra: Vec<String>,
     #[serde(default)]
     host_files: Vec<String>,
+    /// The ref tips at the baseline's start, when commits are tracked.
+    #[serde(default)]
+    ref_tips: Option<Vec<String>>,
     state: State,
 }
 
@@ -51,6 +71,7 @@ impl Saved {
             common_dir: watch.common_dir.as_deref().map(codec::encode),
             extra: watch.extra.iter().map(|path| codec::encode(path)).collect(),
             host_files: watch.host_files.iter().map(|path| codec::encode(path)).collect(),
+            ref_tips: None,
             state,
         }
     }
@@ -119,13 +140,55 @@ fn check_stale(dir: &Path, project_root: &Path) -> (Vec<Action>, usize) {
         );
         stuck = crate::apply(&actions);
     }
+    // Its commits were never recorded: the next tracked start begins from its tips.
+    if let Some(tips) = &saved.ref_tips {
+        if !dir.join(PENDING_TIPS).exists() {
+            let _ = util::fs::atomic_write(&dir.join(PENDING_TIPS), tips.join("\n").as_bytes(), 0o600);
+        }
+    }
     let _ = std::fs::remove_file(&baseline);
     (actions, stuck)
 }
 
+const AGENT_COMMITS: &str = "agent-commits";
+const PENDING_TIPS: &str = "pending-tips";
+
+fn read_ids(path: &Path) -> Vec<String> {
+    let bytes = util::fs::read_regular(path, 1 << 30).unwrap_or_default();
+    String::from_utf8_lossy(&bytes).lines().filter(|line| !line.is_empty()).map(str::to_owned).collect()
+}
+
+/// Records the commits made since `tips` in `agent-commits`. Returns false when the
+/// repository could not be read in time (the tips then stay pending).
+fn record_commits(dir: &Path, project_root: &Path, tips: Vec<String>) -> bool {
+    let root = project_root.to_path_buf();
+    let Some(new) = util::within(REFS_LIMIT, move || gitfacts::new_commits(&root, &tips)) else {
+        return false;
+    };
+    if !new.is_empty() {
+        let mut all = read_ids(&dir.join(AGENT_COMMITS));
+        all.extend(new);
+        all.sort();
+        all.dedup();
+        let mut text = all.join("\n");
+        text.push('\n');
+        if util::fs::atomic_write(&dir.join(AGENT_COMMITS), text.as_bytes(), 0o600).is_err() {
+            return false;
+        }
+    }
+    true
+}
+
 /// Registers a session for `watch.project_root` and, unless other sessions are running
 /// there (whose baseline it shares), saves the baseline of the work tree as `found`.
-pub fn begin(state_dir: &Path, watch: &Watch, found: impl Fn() -> Found) -> std::io::Result<Session> {
+/// With `track_commits`, the session also learns which commits are the user's
+/// ([`Session::known_commits`], [`Session::agent_commits`]).
+pub fn begin(
+    state_dir: &Path,
+    watch: &Watch,
+    found: impl Fn() -> Found,
+    track_commits: bool,
+) -> std::io::Result<Session> {
     let dir = sessions_dir(state_dir, &watch.project_root);
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let _lock = lock(&dir.join("lock"), true)?.expect("a blocking lock is always taken");
@@ -138,13 +201,30 @@ pub fn begin(state_dir: &Path, watch: &Watch, found: impl Fn() -> Found) -> std:
             crate::walk::walk(&watch.project_root, &mut fresh);
             fresh
         };
-        save(&dir.join("baseline.json"), &Saved::new(watch, crate::observe(watch, &found)))?;
+        let mut saved = Saved::new(watch, crate::observe(watch, &found));
+        if track_commits {
+            let pending = dir.join(PENDING_TIPS);
+            saved.ref_tips = if pending.exists() {
+                Some(read_ids(&pending))
+            } else {
+                let root = watch.project_root.clone();
+                // Unreadable in time: none known, so every commit counts as the agent's.
+                Some(util::within(REFS_LIMIT, move || gitfacts::ref_tips(&root)).unwrap_or_default())
+            };
+        }
+        save(&dir.join("baseline.json"), &saved)?;
     }
+    let (known_commits, agent_commits) = if track_commits {
+        let known = load(&dir.join("baseline.json")).and_then(|saved| saved.ref_tips).unwrap_or_default();
+        (known, read_ids(&dir.join(AGENT_COMMITS)))
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let live = dir.join(format!("{}-{stamp}.live", std::process::id()));
     std::fs::write(&live, b"")?;
     let live_lock = lock(&live, false)?.ok_or_else(|| std::io::Error::other("a new session file is locked"))?;
-    Ok(Session { dir, live, _live_lock: live_lock })
+    Ok(Session { dir, live, _live_lock: live_lock, known_commits, agent_commits })
 }
 
 /// The exit check: compares the work tree now (`found_now`) with the shared baseline,
@@ -164,7 +244,7 @@ pub fn finish(
     let now = crate::observe(&old_watch, &found_now());
     let actions = diff(&old_watch, &saved.state, &now);
     let stuck = crate::apply(&actions);
-    let Session { dir, live, _live_lock } = session;
+    let Session { dir, live, _live_lock, .. } = session;
     let _ = std::fs::remove_file(&live);
     drop(_live_lock);
     // With other sessions still running the baseline stays as it is: a second look now
@@ -172,6 +252,14 @@ pub fn finish(
     // check moved it). What this check accepted is accepted again by theirs, by the same
     // rules.
     if live_sessions(&dir)? == 0 {
+        if let Some(tips) = saved.ref_tips {
+            let pending = dir.join(PENDING_TIPS);
+            if record_commits(&dir, &old_watch.project_root, tips.clone()) {
+                let _ = std::fs::remove_file(&pending);
+            } else if !pending.exists() {
+                util::fs::atomic_write(&pending, tips.join("\n").as_bytes(), 0o600)?;
+            }
+        }
         std::fs::remove_file(&baseline)?;
     }
     Ok((actions, stuck))

@@ -243,6 +243,38 @@ pub fn repo_facts_of(repo: &gix::Repository) -> RepoFacts {
     RepoFacts { common_dir, hooks_path }
 }
 
+/// The objects the repository's refs (every one under `refs/`, loose or packed) and
+/// `HEAD` point at, as hex ids, sorted and deduplicated: what `git rev-parse HEAD --all`
+/// prints. Empty when there is no repository; symbolic refs count through their target.
+pub fn ref_tips(start: &Path) -> Vec<String> {
+    let Ok(repo) = discover(start) else { return Vec::new() };
+    let mut tips: Vec<String> = repo.head_id().ok().map(|id| id.to_string()).into_iter().collect();
+    if let Ok(platform) = repo.references() {
+        if let Ok(all) = platform.all() {
+            tips.extend(all.flatten().filter_map(|reference| reference.target().try_id().map(|id| id.to_string())));
+        }
+    }
+    tips.sort();
+    tips.dedup();
+    tips
+}
+
+/// The commits reachable from the repository's refs now ([`ref_tips`]) and from none of
+/// `then` (an earlier [`ref_tips`]): what was committed in between. Tips that are not
+/// commits (tags are peeled; a tag of a tree is skipped) and unknown ids are ignored.
+pub fn new_commits(start: &Path, then: &[String]) -> Vec<String> {
+    let Ok(repo) = discover(start) else { return Vec::new() };
+    let peel = |text: &String| -> Option<gix::ObjectId> {
+        let id = gix::ObjectId::from_hex(text.as_bytes()).ok()?;
+        let object = repo.find_object(id).ok()?.peel_tags_to_end().ok()?;
+        (object.kind == gix::object::Kind::Commit).then_some(object.id)
+    };
+    let now: Vec<gix::ObjectId> = ref_tips(start).iter().filter_map(peel).collect();
+    let hidden: Vec<gix::ObjectId> = then.iter().filter_map(peel).collect();
+    let Ok(walk) = repo.rev_walk(now).with_hidden(hidden).all() else { return Vec::new() };
+    walk.filter_map(|info| info.ok().map(|info| info.id.to_string())).collect()
+}
+
 /// The directory git runs hooks from: the configured one, else `<common dir>/hooks`.
 /// `None` for an empty `core.hooksPath` (no hooks run).
 pub fn hooks_dir(repo: &gix::Repository) -> Result<Option<PathBuf>, FactsError> {

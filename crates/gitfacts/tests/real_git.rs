@@ -155,3 +155,50 @@ fn with_home<T>(home: &Path, f: impl FnOnce() -> T) -> T {
     }
     out
 }
+
+#[test]
+fn ref_tips_are_what_git_lists() {
+    let (_dir, root) = tmp();
+    let work = repo(&root.join("work"));
+    assert_eq!(gitfacts::ref_tips(&root.join("nothing")), Vec::<String>::new());
+    git(&work, &["commit", "-q", "--allow-empty", "-m", "two"]).expect("commit");
+    git(&work, &["branch", "old", "HEAD~1"]).expect("branch");
+    git(&work, &["tag", "-a", "-m", "annotated", "v1", "HEAD~1"]).expect("tag");
+    git(&work, &["update-ref", "refs/remotes/origin/main", "HEAD~1"]).expect("remote ref");
+    git(&work, &["symbolic-ref", "refs/remotes/origin/HEAD", "refs/remotes/origin/main"]).expect("symref");
+    git(&work, &["pack-refs", "--all"]).expect("pack");
+    git(&work, &["checkout", "-q", "--detach", "HEAD"]).expect("detach");
+    git(&work, &["commit", "-q", "--allow-empty", "-m", "detached"]).expect("commit");
+    let by_git = git(&work, &["rev-parse", "HEAD", "--all"]).expect("rev-parse");
+    let mut by_git: Vec<String> = by_git.lines().map(str::to_owned).collect();
+    by_git.sort();
+    by_git.dedup();
+    assert_eq!(gitfacts::ref_tips(&work), by_git);
+    assert_eq!(by_git.len(), 4, "detached HEAD, main, old (= origin/main), the tag object: {by_git:?}");
+}
+
+#[test]
+fn new_commits_are_what_rev_list_finds() {
+    let (_dir, root) = tmp();
+    let work = repo(&root.join("work"));
+    git(&work, &["tag", "-a", "-m", "annotated", "v1"]).expect("tag");
+    let then = gitfacts::ref_tips(&work);
+    assert_eq!(gitfacts::new_commits(&work, &then), Vec::<String>::new());
+    git(&work, &["commit", "-q", "--allow-empty", "-m", "two"]).expect("commit");
+    git(&work, &["checkout", "-q", "-b", "side", "HEAD~1"]).expect("branch");
+    git(&work, &["commit", "-q", "--allow-empty", "-m", "three"]).expect("commit");
+    let mut ours = gitfacts::new_commits(&work, &then);
+    ours.sort();
+    let by_git = git(&work, &["rev-list", "--all", "--not", "v1"]).expect("rev-list");
+    let mut by_git: Vec<String> = by_git.lines().map(str::to_owned).collect();
+    by_git.sort();
+    assert_eq!(ours, by_git);
+    assert_eq!(ours.len(), 2);
+    // From an empty repository: everything is new.
+    let empty = root.join("empty");
+    std::fs::create_dir_all(&empty).expect("mkdir");
+    git(&empty, &["init", "-q"]).expect("init");
+    let then = gitfacts::ref_tips(&empty);
+    git(&empty, &["commit", "-q", "--allow-empty", "-m", "first"]).expect("commit");
+    assert_eq!(gitfacts::new_commits(&empty, &then).len(), 1);
+}

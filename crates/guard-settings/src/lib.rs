@@ -64,6 +64,14 @@ pub struct HookGuardSettings {
     /// a sandbox, where the checks inherit the environment. On disk: `[name, value]`
     /// pairs.
     pub check_env: Vec<(String, String)>,
+    /// The commits the repository's refs pointed at when the sandbox started: their
+    /// history was there before the agent, so pre-push does not check it again (a
+    /// human's own old `--no-verify` commit does not block the agent's push). Empty
+    /// outside a sandbox.
+    pub known_commits: Vec<String>,
+    /// Commits earlier sessions made (gitcare's record): checked at push even when the
+    /// refs already reached them at the start.
+    pub agent_commits: Vec<String>,
 }
 
 impl HookGuardSettings {
@@ -79,6 +87,8 @@ impl HookGuardSettings {
             allow_branch_deletion: config.git_allow_branch_deletion.value,
             masked_paths: Vec::new(),
             check_env: Vec::new(),
+            known_commits: Vec::new(),
+            agent_commits: Vec::new(),
         }
     }
 
@@ -138,6 +148,8 @@ mod tests {
             allow_branch_deletion: false,
             masked_paths: vec!["config/prod.key".into()],
             check_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            known_commits: vec!["0123456789abcdef0123456789abcdef01234567".into()],
+            agent_commits: vec!["89abcdef0123456789abcdef0123456789abcdef".into()],
         }
     }
 
@@ -204,6 +216,8 @@ mod tests {
                 "allowBranchDeletion": false,
                 "maskedPaths": ["config/prod.key"],
                 "checkEnv": [["PATH", "/usr/bin:/bin"]],
+                "knownCommits": ["0123456789abcdef0123456789abcdef01234567"],
+                "agentCommits": ["89abcdef0123456789abcdef0123456789abcdef"],
             })
         );
     }

@@ -373,9 +373,10 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
     let remote = args.first().map(|arg| arg.to_string_lossy().into_owned()).unwrap_or_else(|| "origin".into());
     let url = args.get(1).map(|arg| arg.to_string_lossy().into_owned()).unwrap_or_else(|| remote.clone());
     let stdin = String::from_utf8_lossy(stdin);
-    // What the remote has, asked once if a new branch needs it: its own advertisement,
-    // not local remote-tracking refs, which the agent can set to anything.
-    let mut advertised: Option<Vec<u8>> = None;
+    // What the remote has, asked once: its own advertisement, not local remote-tracking
+    // refs, which the agent can set to anything.
+    let mut advertised: Option<Result<Vec<String>, Refusal>> = None;
+    let mut checked: Vec<String> = Vec::new();
     for update in parse_updates(&stdin) {
         if is_zero(update.local_sha) {
             if repo.settings.allow_branch_deletion {
@@ -386,9 +387,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
                 "leave remote branches alone (or ask the user to allow git.allowBranchDeletion)",
             ));
         }
-        let range = if is_zero(update.remote_sha) {
-            None
-        } else {
+        if !is_zero(update.remote_sha) {
             let out = repo.git(&["merge-base", "--is-ancestor", update.remote_sha, update.local_sha])?;
             match out.status.code() {
                 Some(0) => {}
@@ -412,44 +411,85 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
                     ))
                 }
             }
-            Some(format!("{}..{}", update.remote_sha, update.local_sha))
-        };
+        }
         if repo.settings.check_commands.is_empty() {
             continue;
         }
-        let commits = match range {
-            Some(range) => repo.git_ok(&["rev-list", "--reverse", &range])?,
-            None => {
-                if advertised.is_none() {
-                    let listing = repo.git_ok(&["ls-remote", "--", &url]).map_err(|refusal| {
-                        refuse(
-                            format!("cannot ask {remote} which commits it has ({})", refusal.why),
-                            "check the remote is reachable, then push again",
-                        )
-                    })?;
-                    // `^sha`: `--not` on the command line does not reach what --stdin reads.
-                    let shas: Vec<u8> = String::from_utf8_lossy(&listing)
-                        .lines()
-                        .filter_map(|line| line.split_whitespace().next())
-                        .flat_map(|sha| format!("^{sha}\n").into_bytes())
-                        .collect();
-                    advertised = Some(shas);
-                }
-                let known = advertised.as_deref().unwrap_or_default();
-                let args = ["rev-list", "--reverse", "--ignore-missing", update.local_sha, "--stdin"];
-                repo.git_with_input(&args, known)?
+        // Not new: what the remote has on this branch and on any other.
+        let mut on_remote: Vec<String> = Vec::new();
+        if !is_zero(update.remote_sha) {
+            on_remote.push(update.remote_sha.to_owned());
+        }
+        let listing = advertised.get_or_insert_with(|| ls_remote(repo, &remote, &url));
+        match listing {
+            Ok(shas) => on_remote.extend(shas.iter().cloned()),
+            // Without the remote's answer, a branch that exists there is checked from its
+            // tip there (more, never less); a new one cannot be.
+            Err(_) if !is_zero(update.remote_sha) => {}
+            Err(refusal) => return Err(refuse(refusal.why.clone(), refusal.instead.clone())),
+        }
+        for commit in new_commits(repo, update.local_sha, &on_remote)? {
+            if !checked.contains(&commit) {
+                check_commit(repo, &commit, update.local_ref)?;
+                checked.push(commit);
             }
-        };
-        let commits = String::from_utf8_lossy(&commits).into_owned();
-        for commit in commits.lines() {
-            check_commit(repo, commit, update.local_ref)?;
         }
     }
     Ok(())
 }
 
-/// Runs the checks on `commit` in a temporary worktree of it.
+fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<String>, Refusal> {
+    let listing = repo.git_ok(&["ls-remote", "--", url]).map_err(|refusal| {
+        refuse(
+            format!("cannot ask {remote} which commits it has ({})", refusal.why),
+            "check the remote is reachable, then push again",
+        )
+    })?;
+    Ok(String::from_utf8_lossy(&listing)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The commits of `tip` to check, oldest first: those the remote does not have, less the
+/// user's own history (reachable from the refs when the sandbox started) unless a
+/// session made them.
+fn new_commits(repo: &Repo, tip: &str, on_remote: &[String]) -> Result<Vec<String>, Refusal> {
+    // `^sha` on stdin: `--not` on the command line does not reach what --stdin reads.
+    let rev_list = |exclude: &mut dyn Iterator<Item = &String>| -> Result<Vec<String>, Refusal> {
+        let input: Vec<u8> = exclude.flat_map(|sha| format!("^{sha}\n").into_bytes()).collect();
+        let args = ["rev-list", "--reverse", "--ignore-missing", tip, "--stdin"];
+        let out = repo.git_with_input(&args, &input)?;
+        Ok(String::from_utf8_lossy(&out).lines().map(str::to_owned).collect())
+    };
+    let mut commits = rev_list(&mut on_remote.iter())?;
+    let settings = &repo.settings;
+    if !settings.known_commits.is_empty() {
+        let not_known = rev_list(&mut on_remote.iter().chain(&settings.known_commits))?;
+        commits.retain(|commit| not_known.contains(commit) || settings.agent_commits.contains(commit));
+    }
+    Ok(commits)
+}
+
+/// Ignored directories holding a project's dependencies, shown to checks that run in a
+/// temporary worktree (as links to the project's own).
+const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"];
+
+/// Runs the checks on `commit`: in place when it is the checked-out HEAD and the work
+/// tree is clean (the project's dependencies are there), else in a temporary worktree of
+/// it that links to the project's dependency directories.
 fn check_commit(repo: &Repo, commit: &str, local_ref: &str) -> Result<(), Refusal> {
+    let short = &commit[..12.min(commit.len())];
+    let what = format!("commit {short} of {local_ref}");
+    let head = repo.git_ok(&["rev-parse", "--verify", "-q", "HEAD"]).unwrap_or_default();
+    if String::from_utf8_lossy(&head).trim() == commit {
+        let status =
+            repo.git_ok(&["status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none"])?;
+        if status.is_empty() {
+            return run_checks(repo, &repo.top, &what);
+        }
+    }
     let tmp = tempfile::Builder::new()
         .prefix("agent-sandbox-check-")
         .tempdir()
@@ -467,11 +507,34 @@ fn check_commit(repo: &Repo, commit: &str, local_ref: &str) -> Result<(), Refusa
         &worktree_text,
         commit,
     ])?;
-    let short = &commit[..12.min(commit.len())];
-    let result = run_checks(repo, &worktree, &format!("commit {short} of {local_ref}"));
+    link_dependencies(repo, &worktree);
+    let result = run_checks(repo, &worktree, &what);
     let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
     let _ = repo.git(&["worktree", "prune"]);
     result
+}
+
+/// Links each ignored dependency directory of the work tree (`node_modules`, `.venv`, …,
+/// at any depth git lists them) into `worktree`, where the commit has nothing there.
+fn link_dependencies(repo: &Repo, worktree: &Path) {
+    let Ok(listing) = repo.git_ok(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
+    else {
+        return;
+    };
+    for entry in listing.split(|b| *b == 0) {
+        let entry = String::from_utf8_lossy(entry);
+        let Some(dir) = entry.strip_suffix('/') else { continue };
+        let is_dependency =
+            Path::new(dir).file_name().is_some_and(|name| DEPENDENCY_DIRS.iter().any(|dep| name == *dep));
+        let target = worktree.join(dir);
+        if !is_dependency || target.symlink_metadata().is_ok() {
+            continue;
+        }
+        if let Some(parent) = target.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let _ = std::os::unix::fs::symlink(repo.top.join(dir), &target);
+    }
 }
 
 #[cfg(test)]

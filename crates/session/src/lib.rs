@@ -425,7 +425,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .collect();
     hook_settings.check_env =
         env.iter().filter_map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned()))).collect();
-    let hook_settings = hook_settings.to_json();
+    let hook_json = hook_settings.to_json();
     // Login shells get the sandbox's PATH back (not the host's, which may name what the
     // env filter dropped).
     let profile = path_var
@@ -433,7 +433,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
     let files = [
         (runtime_layout::GIT_GUARD_SETTINGS, git_settings.as_str()),
-        (runtime_layout::HOOK_GUARD_SETTINGS, hook_settings.as_str()),
+        (runtime_layout::HOOK_GUARD_SETTINGS, hook_json.as_str()),
         (sandbox::runtime::PROFILE_FILE, profile.as_str()),
     ];
     let copies: Vec<&Path> =
@@ -456,8 +456,16 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         extra: ctx.hooks_path.iter().cloned().collect(),
         host_files: host_absent,
     };
-    let session = gitcare::session::begin(&state_dir, &watch, || found.clone())
+    // With checks to run, pre-push needs to know which commits are the user's own.
+    let track_commits = !hook_settings.check_commands.is_empty() && repo.is_some();
+    let session = gitcare::session::begin(&state_dir, &watch, || found.clone(), track_commits)
         .context("recording the git metadata before the session")?;
+    if track_commits {
+        hook_settings.known_commits = session.known_commits.clone();
+        hook_settings.agent_commits = session.agent_commits.clone();
+        std::fs::write(runtime.layout().hook_guard_settings(), hook_settings.to_json())
+            .context("writing the hook guard's settings")?;
+    }
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
     // What the session left behind, listed the same (cached) way; when the scan fails (a
     // directory made unreadable), the fail-closed walk, which makes it readable again or

@@ -100,6 +100,20 @@ pub fn now_utc() -> String {
 }
 
 /// This user's home directory from `/etc/passwd` (not `$HOME`, which the agent sets).
+/// `work` on a thread of its own, waited for at most `limit`: `None` when it does not
+/// finish in time (or panics). For reads of files an agent may have replaced with a FIFO
+/// where the reader (gix, git) cannot be given `O_NONBLOCK`: the caller goes on, failing
+/// closed, and the stuck thread ends with the process.
+pub fn within<T: Send + 'static>(limit: std::time::Duration, work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .spawn(move || {
+            let _ = send.send(work());
+        })
+        .ok()?;
+    receive.recv_timeout(limit).ok()
+}
+
 pub fn passwd_home() -> Option<PathBuf> {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() }.to_string();
@@ -113,6 +127,13 @@ pub fn passwd_home() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn within_gives_up_on_work_that_does_not_finish() {
+        let short = std::time::Duration::from_millis(50);
+        assert_eq!(within(std::time::Duration::from_secs(5), || 7), Some(7));
+        assert_eq!(within(short, || std::thread::sleep(std::time::Duration::from_secs(3600))), None);
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc() {
