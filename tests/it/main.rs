@@ -14,6 +14,7 @@ mod host_files;
 mod isolation;
 mod mcp;
 mod next_session;
+mod projects;
 mod runtime;
 mod secrets;
 mod session_check;

@@ -67,8 +67,15 @@ pub fn is_root() -> bool {
 }
 
 /// Debian packages the suite needs, by the command that shows each is present.
-const PACKAGES: &[(&str, &str)] =
-    &[("bwrap", "bubblewrap"), ("python3", "python3"), ("runuser", "util-linux"), ("ps", "procps"), ("git", "git")];
+/// pipx installs the pre-commit framework the way Python users do (tests/it/projects.rs).
+const PACKAGES: &[(&str, &str)] = &[
+    ("bwrap", "bubblewrap"),
+    ("python3", "python3"),
+    ("runuser", "util-linux"),
+    ("ps", "procps"),
+    ("git", "git"),
+    ("pipx", "pipx"),
+];
 
 pub fn ensure_packages() -> Result<()> {
     ensure_debian_packages(PACKAGES)

@@ -1,0 +1,170 @@
+//! Three real projects, set up the way their users do it, with the hook guard in front of
+//! their own hooks: npm + husky, Python with the pre-commit framework installed by pipx,
+//! and cargo. In each, the agent's commits pass the checks where the project's
+//! dependencies are and its push lands; a failing commit it slipped past pre-commit is
+//! stopped at push. The tools come from the package registries, as users install them.
+
+use std::{path::Path, process::Command};
+
+use crate::support::{is_root, require_bwrap, World};
+
+/// `program args` on the host, as the world's user (its HOME, `~/.local/bin` on PATH).
+fn host(world: &World, dir: &Path, program: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &world.home)
+        .env("PATH", path(world))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .map_err(|err| format!("{program}: {err}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn path(world: &World) -> String {
+    let cargo = std::env::var_os("HOME").map(|home| Path::new(&home).join(".cargo/bin"));
+    let cargo = cargo.filter(|dir| dir.is_dir()).map(|dir| format!(":{}", dir.display())).unwrap_or_default();
+    format!("{}/.local/bin:/usr/local/bin:/usr/bin:/bin{cargo}", world.home.display())
+}
+
+/// An installation from a registry: CI reaches them, so there it must work; elsewhere a
+/// failure skips the test with the reason.
+fn install(result: Result<String, String>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(err) => {
+            assert!(std::env::var_os("CI").is_none(), "installing from the registry failed in CI: {err}");
+            eprintln!("skipping: cannot install from the registry here: {err}");
+            false
+        }
+    }
+}
+
+/// Commits what the user set up (outside, as the user), pushes it to a new bare remote,
+/// installs the hook guard.
+fn publish(world: &World) {
+    world.git(&["add", "-A"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "project setup"]);
+    let remote = world.path("home/remote.git");
+    world.git_in(&world.root, &["init", "-q", "--bare", remote.to_str().expect("utf-8")]);
+    world.git(&["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    world.cmd().args(["hooks", "install"]).run().ok();
+}
+
+fn remote_main(world: &World) -> String {
+    let remote = world.path("home/remote.git");
+    world.git_in(&world.root, &["--git-dir", remote.to_str().expect("utf-8"), "rev-parse", "main"]).trim().to_owned()
+}
+
+/// In the sandbox: two good commits and a push land; then a commit that fails the
+/// checks, made past pre-commit with a copy of the real git, is refused at push.
+/// `toolchain`: directories outside the world's home to show read-only, with the
+/// variables that name them (cargo's, which rustup installed in the real home).
+fn agent_round(world: &World, toolchain: &[(&str, &Path)], good: &str, bad: &str) {
+    let remote = world.path("home/remote.git");
+    let path = path(world);
+    let exec = |script: &str| {
+        let mut cmd = world.cmd();
+        cmd.env("PATH", &path).args(["exec", "--rw", remote.to_str().expect("utf-8")]);
+        for (name, dir) in toolchain {
+            cmd.env(name, dir).arg("--ro").arg(dir);
+        }
+        cmd.args(["--", "sh", "-c", script]).run()
+    };
+    let run = exec(&format!("{good} one && git commit -qam one && {good} two && git commit -qam two && git push -q origin main && echo pushed"));
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    assert_eq!(remote_main(world), world.git(&["rev-parse", "HEAD"]).trim());
+    let before = remote_main(world);
+    let run = exec(&format!(
+        "cp /run/agent-sandbox/bin/git /tmp/g && {bad} && /tmp/g commit -qn -am sneaky && git push -q origin main"
+    ));
+    assert!(run.stderr().contains("agent-sandbox: pre-push refused:"), "{}", run.stderr());
+    assert_eq!(remote_main(world), before);
+}
+
+#[test]
+fn npm_with_husky() {
+    require_bwrap!();
+    let world = World::new();
+    let proj = world.project.clone();
+    world.write(
+        "home/proj/package.json",
+        r#"{"name": "proj", "version": "1.0.0", "private": true,
+            "scripts": {"prepare": "husky", "test": "node test.js"},
+            "devDependencies": {"husky": "^9"}}"#,
+    );
+    // The test needs the installed dependency: checks without node_modules fail.
+    world.write(
+        "home/proj/test.js",
+        "const fs = require('fs');\nfs.accessSync('node_modules/husky/package.json');\n\
+         if (fs.readFileSync('src.txt', 'utf8').includes('bad')) { console.error('src.txt is bad'); process.exit(1); }\n",
+    );
+    world.write("home/proj/src.txt", "fine\n");
+    world.write("home/proj/.gitignore", "node_modules/\n");
+    world.write("home/proj/.husky/pre-commit", "npm test\n");
+    world.project_config(r#"{ "checks": { "commands": ["npm test --silent"] } }"#);
+    if !install(host(&world, &proj, "npm", &["install", "--no-audit", "--no-fund"])) {
+        return;
+    }
+    assert_eq!(world.git(&["config", "core.hooksPath"]).trim(), ".husky/_", "husky's prepare set its hooks");
+    publish(&world);
+    agent_round(&world, &[], "echo >> src.txt", "echo bad >> src.txt");
+}
+
+#[test]
+fn python_with_the_pre_commit_framework_from_pipx() {
+    require_bwrap!();
+    let world = World::new();
+    let proj = world.project.clone();
+    if Command::new("pipx").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "pipx is part of CI's machine (xtask installs it)");
+        eprintln!("skipping: pipx not found (apt install pipx)");
+        return;
+    }
+    if !install(host(&world, &world.home, "pipx", &["install", "pre-commit"])) {
+        return;
+    }
+    world.write(
+        "home/proj/.pre-commit-config.yaml",
+        "repos:\n- repo: local\n  hooks:\n  - id: not-bad\n    name: src.py is not bad\n    language: system\n    \
+         entry: sh -c '! grep -q bad src.py'\n    pass_filenames: false\n    always_run: true\n",
+    );
+    world.write("home/proj/src.py", "print('fine')\n");
+    world.project_config(r#"{ "checks": { "commands": ["pre-commit run --all-files"] } }"#);
+    host(&world, &proj, "pre-commit", &["install"]).expect("pre-commit install");
+    publish(&world);
+    agent_round(&world, &[], "echo '#' >> src.py", "echo '# bad' >> src.py");
+}
+
+#[test]
+fn cargo() {
+    require_bwrap!();
+    if Command::new("cargo").arg("--version").env("PATH", path(&World::bare())).output().is_err() {
+        assert!(!(is_root() && std::env::var_os("CI").is_some()), "cargo is on root's PATH in CI");
+        eprintln!("skipping: cargo is not installed for this user");
+        return;
+    }
+    let world = World::new();
+    world.write("home/proj/Cargo.toml", "[package]\nname = \"proj\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    world.write(
+        "home/proj/src/lib.rs",
+        "pub fn value() -> u32 { 1 }\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn value() { assert_eq!(super::value(), 1); }\n}\n",
+    );
+    world.write("home/proj/.gitignore", "target/\n");
+    world.project_config(r#"{ "checks": { "commands": ["cargo test --offline --quiet"] } }"#);
+    publish(&world);
+    // rustup's toolchain, as installed in the real home (the world's user has none).
+    let real_home = std::env::var_os("HOME").map(std::path::PathBuf::from).expect("HOME");
+    let (cargo_home, rustup_home) = (real_home.join(".cargo"), real_home.join(".rustup"));
+    let toolchain = [("CARGO_HOME", cargo_home.as_path()), ("RUSTUP_HOME", rustup_home.as_path())];
+    agent_round(&world, &toolchain, "echo >> src/lib.rs //", "sed -i 's/{ 1 }/{ 2 }/' src/lib.rs");
+}
