@@ -132,3 +132,36 @@ fn a_link_the_agent_writes_into_the_users_tool_chain_shows_nothing_next_time() {
     let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &read]).run();
     assert_eq!(run.ok(), "end\n", "{}", run.stderr());
 }
+
+/// Claude Code's `~/.claude.json`, replaced the way Claude Code does it (a new file
+/// renamed over it): the replace works inside, the change reaches `~/.claude.json`, a
+/// file first created inside is kept, and a change made outside meanwhile wins.
+#[test]
+fn claude_json_survives_atomic_replace_and_first_creation() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/.claude/settings.json", "{}\n");
+    // As Claude Code writes its state file: beside it, then renamed over it.
+    let save = |content: &str| {
+        format!(
+            "f=\"${{CLAUDE_CONFIG_DIR:-$HOME}}/.claude.json\" && printf '{content}' > \"$f.tmp\" && mv \"$f.tmp\" \"$f\" \
+             && cat \"$f\""
+        )
+    };
+    // First creation.
+    let run = world.sh(&[], &save("{\"first\": 1}"));
+    assert_eq!(run.ok(), "{\"first\": 1}", "{}", run.stderr());
+    assert_eq!(world.read("home/.claude.json"), "{\"first\": 1}");
+    // Read back and replaced in a later session.
+    let run = world.sh(&[], &format!("cat \"$CLAUDE_CONFIG_DIR/.claude.json\" && echo && {}", save("{\"second\": 2}")));
+    assert_eq!(run.ok(), "{\"first\": 1}\n{\"second\": 2}", "{}", run.stderr());
+    assert_eq!(world.read("home/.claude.json"), "{\"second\": 2}");
+    // Changed outside during the session: the user's version stays, the warning says where
+    // the sandbox's is.
+    let outside = world.path("home/.claude.json");
+    let script = format!("printf '{{\"user\": 3}}' > {} && {}", outside.display(), save("{\"agent\": 4}"));
+    let run = world.sh(&["--rw", outside.to_str().expect("utf-8")], &script);
+    assert!(run.stderr().contains("changed outside the sandbox during the session"), "{}", run.stderr());
+    assert_eq!(world.read("home/.claude.json"), "{\"user\": 3}");
+    assert_eq!(world.read("home/.claude/.claude.json"), "{\"agent\": 4}");
+}

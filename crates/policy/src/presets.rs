@@ -142,9 +142,9 @@ pub const PRESETS: &[Preset] = &[
         // the user runs outside the sandbox too, so never the agent's to replace.
         ro: &[home(".local/share/claude")],
         rw: &[
+            // `~/.claude.json` lives in `~/.claude` inside (session's claude_state): Claude
+            // Code renames over it, which a single-file mount refuses.
             home(".claude"),
-            home(".claude.json"),
-            home(".claude.json.backup"),
             home(".config/claude"),
             home(".local/state/claude"),
             home(".codex"),

@@ -10,6 +10,7 @@
 //! `gitcare::diff`. The gathering reads files an agent may have written, always with
 //! never-blocking reads of regular files only.
 
+mod claude_state;
 pub mod index;
 pub mod masks;
 
@@ -276,6 +277,8 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
 
     create_tool_caches(&config, &ctx.home, debug)?;
+    let user_config_dir = std::env::var_os(claude_state::CONFIG_DIR_VAR).is_some_and(|dir| !dir.is_empty());
+    let mut claude_state = claude_state::ClaudeState::plan(&config, &ctx.home, user_config_dir)?;
     // Project files the host runs later: read-only (parents pinned) when present; the
     // absent ones are watched by the exit check.
     let (host_present, host_absent) = host_executed(&config, &ctx.project_root)?;
@@ -340,6 +343,15 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     if !env.iter().any(|(name, _)| name == "PS1") {
         env.push(("PS1".into(), "(agent-sandbox) $ ".into()));
     }
+    if let Some(state) = &claude_state {
+        env.retain(|(name, _)| name != claude_state::CONFIG_DIR_VAR);
+        env.push((claude_state::CONFIG_DIR_VAR.into(), state.config_dir.clone().into_os_string()));
+        policy.notes.push(format!(
+            "agents: Claude Code keeps ~/.claude.json in {} inside ({}), copied back at the end",
+            state.config_dir.display(),
+            claude_state::CONFIG_DIR_VAR
+        ));
+    }
     let path_var = env.iter().find(|(name, _)| name == "PATH").map(|(_, value)| value.clone());
     let commands = sandbox::commands::wrap(
         &policy.commands,
@@ -375,6 +387,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         return Ok(Outcome::DryRun { env_names, argv });
     }
 
+    if let Some(state) = &mut claude_state {
+        state.seed()?;
+    }
     let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
     record(&agent, &masked, &dropped);
     if !dropped.is_empty() && options.terminal {
@@ -486,6 +501,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         }
     };
     let checked = gitcare::session::finish(session, &watch, found_now);
+    if let Some(state) = claude_state {
+        state.finish();
+    }
     runtime.remove().context("removing the runtime directory")?;
     let (_, stuck) = checked.context(
         "checking the git metadata after the session failed: inspect nested .git entries, .git/config and the hooks \
