@@ -165,3 +165,79 @@ fn claude_json_survives_atomic_replace_and_first_creation() {
     assert_eq!(world.read("home/.claude.json"), "{\"user\": 3}");
     assert_eq!(world.read("home/.claude/.claude.json"), "{\"agent\": 4}");
 }
+
+/// The agent CLIs installed for real, as their users do: `npm install -g --prefix
+/// ~/.local @anthropic-ai/claude-code @openai/codex`, and Claude Code's native binary laid
+/// out as its native installer does (`~/.local/bin/claude` ->
+/// `~/.local/share/claude/versions/V`). Each runs inside; its program cannot be
+/// modified, replaced or deleted from inside; its state persists.
+#[test]
+fn the_agent_clis_installed_for_real_run_inside_and_stay_the_users() {
+    require_bwrap!();
+    let world = World::new();
+    let prefix = world.home.join(".local");
+    // The runner's own npm cache: the second run (and the unprivileged one) reuse it.
+    let cache = std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".npm")).expect("HOME");
+    let out = std::process::Command::new("npm")
+        .args(["install", "-g", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .args(["@anthropic-ai/claude-code", "@openai/codex"])
+        .env("HOME", &world.home)
+        .env("npm_config_cache", &cache)
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {}
+        other => {
+            let why = match other {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(err) => err.to_string(),
+            };
+            assert!(std::env::var_os("CI").is_none(), "installing the agent CLIs from npm failed in CI: {why}");
+            eprintln!("skipping: cannot install the agent CLIs from npm here: {why}");
+            return;
+        }
+    }
+    let path = format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display());
+    let exec = |script: &str| world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", script]).run();
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "claude", "--version"]).run();
+    assert!(run.ok().contains("Claude Code"), "{}", run.stderr());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "codex", "--version"]).run();
+    assert!(run.ok().contains("codex"), "{}", run.stderr());
+
+    // Attacks on each program: overwrite, delete, replace by rename, redirect the link.
+    let attack = |program: &std::path::Path, link: &std::path::Path| {
+        let before = fs_err::read(program).expect("program");
+        let p = program.display();
+        for attack in [
+            format!("echo trojan > {p}"),
+            format!("rm {p}"),
+            format!("echo trojan > /tmp/t && mv /tmp/t {p}"),
+            format!("mv {p} {p}.old"),
+            format!("ln -sfn /tmp/t {}", link.display()),
+        ] {
+            let run = exec(&attack);
+            assert_ne!(run.code(), 0, "`{attack}` succeeded");
+        }
+        assert_eq!(fs_err::read(program).expect("program"), before, "{p} changed");
+    };
+    let npm_claude = std::fs::canonicalize(prefix.join("bin/claude")).expect("claude's binary");
+    attack(&npm_claude, &prefix.join("bin/claude"));
+    attack(&std::fs::canonicalize(prefix.join("bin/codex")).expect("codex's script"), &prefix.join("bin/codex"));
+
+    // The native installer's layout, with the real native binary from the npm package;
+    // as the native installer does, it takes over `~/.local/bin/claude`.
+    let versions = world.home.join(".local/share/claude/versions");
+    fs_err::create_dir_all(&versions).expect("mkdir");
+    fs_err::copy(&npm_claude, versions.join("2.1.0")).expect("copy");
+    fs_err::remove_file(prefix.join("bin/claude")).expect("unlink");
+    std::os::unix::fs::symlink(versions.join("2.1.0"), prefix.join("bin/claude")).expect("symlink");
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "claude", "--version"]).run();
+    assert!(run.ok().contains("Claude Code"), "{}", run.stderr());
+    attack(&versions.join("2.1.0"), &prefix.join("bin/claude"));
+
+    // State persists: what the agents write in their state directories is there after.
+    let run = exec("echo kept > ~/.claude/state-check && echo kept > ~/.codex/state-check && echo ok");
+    assert_eq!(run.ok(), "ok\n", "{}", run.stderr());
+    assert_eq!(world.read("home/.claude/state-check"), "kept\n");
+    assert_eq!(world.read("home/.codex/state-check"), "kept\n");
+}
