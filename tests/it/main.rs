@@ -11,6 +11,7 @@ mod git;
 mod gitguard;
 mod hookguard;
 mod host_files;
+mod install;
 mod isolation;
 mod mcp;
 mod next_session;
