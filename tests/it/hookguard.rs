@@ -62,6 +62,12 @@ fn pre_commit_refuses_protected_paths_secret_files_secret_contents_and_failing_c
         ("private key", "printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\\nb3Blbn\\n' > notes.txt && git add notes.txt"),
         ("failed", "touch BROKEN && git add BROKEN"),
         ("AWS access key id", "echo 'k.txt -diff' > .gitattributes && echo AKIAIOSFODNN7EXAMPLE > k.txt && git add .gitattributes k.txt"),
+        // The work tree no longer holds what is staged: the staged blob is what counts.
+        ("AWS access key id", "echo 'k = \"AKIAIOSFODNN7EXAMPLE\"' > s.py && git add s.py && echo 'k = 1' > s.py"),
+        // A name that is not UTF-8.
+        ("AWS access key id", "f=$(printf 'n\\377.py') && echo AKIAIOSFODNN7EXAMPLE > \"$f\" && git add \"$f\""),
+        // A changed file, not a new one.
+        ("AWS access key id", "echo 'AKIAIOSFODNN7EXAMPLE' >> src.txt && git add src.txt"),
     ];
     for (expected, stage) in attacks {
         let run = world.sh(&[], &format!("{stage} && git commit -q -m attempt"));

@@ -12,6 +12,9 @@
 //!   the same loop with `--cmd git=true` (target 1.3×), with its floor: the unguarded
 //!   loop plus one exec of `/bin/true` per call; and a realistic loop (`status`, `diff`,
 //!   `add`, `commit` in a 5,000-file repository), target 1.05×;
+//! - the pre-commit guard (`run_precommit_bench`, alone: `cargo xtask bench precommit`):
+//!   `git commit` of 10,000 new files with the guard against the same commit with hooks
+//!   off, target at most 150 ms more;
 //! - the virtual sandbox (`run_vsandbox_bench`, absolute figures since it has no
 //!   baseline): simple commands per second (target ≥ 50,000) and snapshot + restore of
 //!   a 10,000-node tree (target ≤ 20 ms), measured in process by a release build of
@@ -169,7 +172,8 @@ fn bench_in(bin: &Path, dir: &Path) -> Result<()> {
     raw_small.remove();
     raw_huge.remove();
     result?;
-    git_bench(bin, &small, &repo, &state)
+    git_bench(bin, &small, &repo, &state)?;
+    precommit_bench(bin, &dir.join("precommit-bench"))
 }
 
 /// The git guard's loops, each through the guard and with `--cmd git=true`.
@@ -235,6 +239,97 @@ fn git_bench(bin: &Path, small: &Path, repo: &Path, state: &Path) -> Result<()> 
     println!("  through the guard                   {work_guarded_ms:8.2} ms");
     println!("  --cmd git=true (unguarded)          {work_unguarded_ms:8.2} ms");
     report("guarded / unguarded", work_guarded_ms / work_unguarded_ms, 1.05);
+    Ok(())
+}
+
+const PRECOMMIT_RUNS: usize = 15;
+
+/// `cargo xtask bench precommit`: only the pre-commit guard's figure.
+pub fn run_precommit_bench() -> Result<()> {
+    let root = root();
+    run(Command::new("cargo").args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
+    let dir = std::env::temp_dir().join(format!("agent-sandbox-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let result = precommit_bench(&root.join("target/release/agent-sandbox"), &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// The pre-commit guard's own cost: `git commit` of 10,000 new files with the guard
+/// installed in front of the hooks (`checks.humans`, so it runs as it does inside a
+/// sandbox, with no check commands: only the guard) against the same commit with hooks
+/// off. Each commit is undone (`reset --soft`) before the next.
+fn precommit_bench(bin: &Path, dir: &Path) -> Result<()> {
+    let repo = dir.join("precommit");
+    let home = dir.join("precommit-home");
+    std::fs::create_dir_all(repo.join(".agent-sandbox"))?;
+    std::fs::create_dir_all(&home)?;
+    let with_env = |mut cmd: Command| {
+        cmd.current_dir(&repo)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_STATE_HOME", home.join(".state"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "bench")
+            .env("GIT_AUTHOR_EMAIL", "bench@example.invalid")
+            .env("GIT_COMMITTER_NAME", "bench")
+            .env("GIT_COMMITTER_EMAIL", "bench@example.invalid")
+            .stdout(Stdio::null());
+        cmd
+    };
+    let git = |args: &[&str]| {
+        let mut cmd = Command::new("git");
+        cmd.args(args);
+        with_env(cmd)
+    };
+    run(&mut git(&["init", "-q", "-b", "main"]))?;
+    std::fs::write(repo.join(".agent-sandbox/config.jsonc"), "{ \"checks\": { \"humans\": true } }\n")?;
+    let mut allow = Command::new(bin);
+    allow.args(["config", "allow"]);
+    run(&mut with_env(allow))?;
+    run(&mut git(&["add", "-A"]))?;
+    run(&mut git(&["-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "config"]))?;
+    let mut install = Command::new(bin);
+    install.args(["hooks", "install"]);
+    run(&mut with_env(install))?;
+    for d in 0..100 {
+        let sub = repo.join(format!("src{d}"));
+        std::fs::create_dir_all(&sub)?;
+        for f in 0..100 {
+            let text = format!("// file {d}/{f}\npub fn f{f}() -> u32 {{ {f} }}\nconst NAME: &str = \"n{d}-{f}\";\n");
+            std::fs::write(sub.join(format!("f{f}.rs")), text)?;
+        }
+    }
+    run(&mut git(&["add", "-A"]))?;
+    let commit = |guarded: bool| -> Result<Duration> {
+        let mut cmd = if guarded {
+            git(&["commit", "-q", "-m", "x"])
+        } else {
+            git(&["-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "x"])
+        };
+        cmd.stderr(Stdio::null());
+        let took = time(cmd)?;
+        run(&mut git(&["reset", "-q", "--soft", "HEAD~1"]))?;
+        Ok(took)
+    };
+    let mut series: [Vec<Duration>; 2] = Default::default();
+    for round in 0..PRECOMMIT_RUNS + 2 {
+        let times = [commit(true)?, commit(false)?];
+        if round >= 2 {
+            for (all, one) in series.iter_mut().zip(times) {
+                all.push(one);
+            }
+        }
+    }
+    let [guarded_ms, plain_ms] = series.map(median_ms);
+    println!("pre-commit guard: `git commit` of 10,000 new files, median of {PRECOMMIT_RUNS} interleaved runs");
+    println!("  with the guard                      {guarded_ms:8.2} ms");
+    println!("  hooks off                           {plain_ms:8.2} ms");
+    println!(
+        "  the guard's own cost                {:8.2} ms  (target: at most 150 ms: {})",
+        guarded_ms - plain_ms,
+        verdict(guarded_ms - plain_ms <= 150.0)
+    );
     Ok(())
 }
 

@@ -23,11 +23,12 @@ fn main() -> Result<()> {
         Some("test") => test(),
         Some("bench") if args.get(1).map(String::as_str) == Some("docker") => bench::docker_part(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "vsandbox") => bench::run_vsandbox_bench(),
+        Some("bench") if args.get(1).is_some_and(|arg| arg == "precommit") => bench::run_precommit_bench(),
         Some("bench") => bench::run_bench().and_then(|()| bench::run_vsandbox_bench()),
         Some("man") => man(),
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
-        _ => bail!("usage: cargo xtask <test|bench [docker|vsandbox]|man|build-base|bootstrap-image>"),
+        _ => bail!("usage: cargo xtask <test|bench [docker|vsandbox|precommit]|man|build-base|bootstrap-image>"),
     }
 }
 

@@ -13,6 +13,7 @@ mod tokens;
 use std::{
     ffi::OsString,
     io::{Read, Write},
+    os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},
 };
@@ -209,8 +210,9 @@ fn chain(repo: &Repo, hook: &str, args: &[OsString], stdin: &[u8]) -> Result<i32
 }
 
 fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
-    let staged = repo.git_ok(&["diff", "--cached", "--name-status", "-z", "--no-renames"])?;
-    let staged = parse_name_status(&staged);
+    let (entries, findings) = scan_staged(repo)?;
+    let staged: Vec<(String, String)> =
+        entries.iter().map(|entry| (entry.status.clone(), entry.path.clone())).collect();
     let protected = protected_paths(repo);
     for (status, path) in &staged {
         if let Some(rule) = protected.iter().find(|rule| path == *rule || path.starts_with(&format!("{rule}/"))) {
@@ -244,9 +246,7 @@ fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
             }
         }
     }
-    // --text and --no-textconv: `.gitattributes` (the agent's) cannot hide content as binary.
-    let diff = repo.git_ok(&["diff", "--cached", "-U0", "--no-color", "--no-ext-diff", "--text", "--no-textconv"])?;
-    if let Some((path, finding)) = secrets_in_diff(&String::from_utf8_lossy(&diff)).into_iter().next() {
+    if let Some((path, finding)) = findings.into_iter().next() {
         return Err(refuse(
             format!("the commit adds {} {} to {path}", article(finding.kind), finding.kind),
             "remove the credential (read it from the environment or a secret store) and stage the file again",
@@ -263,11 +263,189 @@ fn article(word: &str) -> &'static str {
     }
 }
 
-/// (status letter, path) pairs from `git diff --name-status -z`.
-fn parse_name_status(bytes: &[u8]) -> Vec<(String, String)> {
-    let fields: Vec<String> =
-        bytes.split(|b| *b == 0).filter(|f| !f.is_empty()).map(|f| String::from_utf8_lossy(f).into_owned()).collect();
-    fields.chunks(2).filter(|pair| pair.len() == 2).map(|pair| (pair[0].clone(), pair[1].clone())).collect()
+/// Credentials found, with the file each is in.
+type Findings = Vec<(String, Finding)>;
+
+/// One staged change, from `git diff --cached --raw -z --no-abbrev`.
+#[derive(Debug, PartialEq, Eq)]
+struct Staged {
+    status: String,
+    /// For messages and matching (lossy).
+    path: String,
+    /// As git wrote it, for reading the file and naming it to git again.
+    raw_path: Vec<u8>,
+    /// The staged mode and blob (`100644`, `100755`, `120000` symlink, `160000` gitlink).
+    mode: String,
+    blob: String,
+}
+
+/// One record of `git diff --raw -z`: the header `:old_mode new_mode old_id new_id
+/// status` and the path.
+fn parse_record(header: &[u8], path: &[u8]) -> Option<Staged> {
+    let header = String::from_utf8_lossy(header);
+    let parts: Vec<&str> = header.trim_start_matches(':').split(' ').collect();
+    let [_, mode, _, blob, status] = parts[..] else { return None };
+    Some(Staged {
+        status: status.to_owned(),
+        path: String::from_utf8_lossy(path).into_owned(),
+        raw_path: path.to_vec(),
+        mode: mode.to_owned(),
+        blob: blob.to_owned(),
+    })
+}
+
+/// A regular file's bytes in four system calls (open without following a symlink and
+/// without blocking on a FIFO, fstat, read, close): the pre-commit guard reads every
+/// new file of a commit. Whatever it returns is checked against the staged blob's hash.
+fn read_file(path: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > 1 << 30 {
+        return None;
+    }
+    // Exactly the size fstat gave (a file that changed meanwhile fails the hash check).
+    let mut bytes = vec![0; meta.len() as usize];
+    file.read_exact(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// The staged changes (`git diff --cached --raw`) and the credentials on the lines they
+/// add. An added regular file is read from the work tree when its bytes hash to the
+/// staged blob (no stat or index field is trusted: the agent can write `.git/index`),
+/// which spares git inflating and diffing every new file of a big commit; the files are
+/// read by two threads while git is still listing. Everything else (changed files,
+/// other content than staged, symlinks) goes through one `git diff --cached -U0`
+/// limited to those paths.
+fn scan_staged(repo: &Repo) -> Result<(Vec<Staged>, Findings), Refusal> {
+    let mut child = repo
+        .command(&["diff", "--cached", "--raw", "-z", "--no-abbrev", "--no-renames"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|err| refuse(format!("cannot run git: {err}"), "check that git is installed"))?;
+    let stdout = child.stdout.take().ok_or_else(|| refuse("git gave no output", "retry"))?;
+    let (send, receive) = std::sync::mpsc::channel::<(Vec<u8>, String, String)>();
+    let receive = std::sync::Mutex::new(receive);
+    let worker = || {
+        let (mut found, mut rest) = (Vec::new(), Vec::new());
+        loop {
+            let next = receive.lock().map_err(|_| ()).and_then(|queue| queue.recv().map_err(|_| ()));
+            let Ok((raw_path, path, blob)) = next else { break };
+            match scan_added_file(repo, &raw_path, &path, &blob) {
+                Some(findings) => found.extend(findings),
+                None => rest.push(raw_path),
+            }
+        }
+        (found, rest)
+    };
+    let (entries, mut found, mut rest) = std::thread::scope(|scope| {
+        let workers = [scope.spawn(worker), scope.spawn(worker)];
+        let mut entries = Vec::new();
+        let mut rest = Vec::new();
+        let mut reader = std::io::BufReader::new(stdout);
+        let (mut header, mut path) = (Vec::new(), Vec::new());
+        let mut complete = true;
+        loop {
+            header.clear();
+            path.clear();
+            match std::io::BufRead::read_until(&mut reader, 0, &mut header) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(_) => {
+                    complete = false;
+                    break;
+                }
+            }
+            let read = std::io::BufRead::read_until(&mut reader, 0, &mut path);
+            let record = match (read, header.pop(), path.pop()) {
+                (Ok(_), Some(b'\0'), Some(b'\0')) => parse_record(&header, &path),
+                _ => None,
+            };
+            // A record that cannot be read is a change nobody checked: refuse.
+            let Some(entry) = record else {
+                complete = false;
+                break;
+            };
+            if entry.status == "A" && matches!(entry.mode.as_str(), "100644" | "100755") {
+                let _ = send.send((entry.raw_path.clone(), entry.path.clone(), entry.blob.clone()));
+            } else if entry.status != "D" {
+                rest.push(entry.raw_path.clone());
+            }
+            entries.push(entry);
+        }
+        drop(send);
+        if !complete {
+            entries.clear();
+        }
+        let mut found = Vec::new();
+        for handle in workers {
+            match handle.join() {
+                Ok((findings, unread)) => {
+                    found.extend(findings);
+                    rest.extend(unread);
+                }
+                Err(_) => return (entries, found, None),
+            }
+        }
+        (entries, found, complete.then_some(rest))
+    });
+    let out = child.wait_with_output().map_err(|err| refuse(format!("git: {err}"), "retry"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(refuse(format!("`git diff --cached --raw` failed: {}", stderr.trim()), "fix the repository"));
+    }
+    if entries.is_empty() && rest.is_none() {
+        return Err(refuse("cannot read the list of staged changes from git", "retry the commit"));
+    }
+    // A scanning thread that died leaves every added file to git.
+    let rest = rest.take().unwrap_or_else(|| {
+        entries.iter().filter(|entry| entry.status != "D").map(|entry| entry.raw_path.clone()).collect()
+    });
+    // --text and --no-textconv: `.gitattributes` (the agent's) cannot hide content as
+    // binary; literal pathspecs: a name is never a pattern. In batches: command lines
+    // have a size limit (`git diff` takes no pathspec file).
+    for batch in rest.chunks(1000) {
+        let mut command = repo.command(&[
+            "--literal-pathspecs",
+            "diff",
+            "--cached",
+            "-U0",
+            "--no-color",
+            "--no-ext-diff",
+            "--text",
+            "--no-textconv",
+            "--",
+        ]);
+        command.args(batch.iter().map(|path| std::ffi::OsStr::from_bytes(path)));
+        let out = command
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|err| refuse(format!("cannot run git: {err}"), "check that git is installed"))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(refuse(format!("`git diff --cached` failed: {}", stderr.trim()), "fix the repository"));
+        }
+        found.extend(secrets_in_diff(&String::from_utf8_lossy(&out.stdout)));
+    }
+    Ok((entries, found))
+}
+
+/// The credentials in an added file, when the work tree holds exactly the staged blob;
+/// `None` when it does not (git must show the staged content).
+fn scan_added_file(repo: &Repo, raw_path: &[u8], path: &str, blob: &str) -> Option<Findings> {
+    let bytes = read_file(&repo.top.join(std::ffi::OsStr::from_bytes(raw_path)))?;
+    let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &bytes).ok()?;
+    if gix::ObjectId::from_hex(blob.as_bytes()).ok()? != id {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    Some(tokens::find(&text).into_iter().map(|finding| (path.to_owned(), finding)).collect())
 }
 
 /// `checks.protectedPaths`, plus the hooks directory when it lives in the work tree.
@@ -563,10 +741,26 @@ mod tests {
     }
 
     #[test]
-    fn name_status_pairs() {
+    fn raw_diff_entries() {
+        let raw = b":000000 100644 0000000000000000000000000000000000000000 e69de29bb2d1d6434b8b29ae775ad8c2e48c5391 A\0we ird\0\
+:100755 000000 1111111111111111111111111111111111111111 0000000000000000000000000000000000000000 D\0.husky/pre-commit\0\
+:100644 120000 2222222222222222222222222222222222222222 3333333333333333333333333333333333333333 T\0link\xff\0";
+        let entry = |status: &str, path: &[u8], mode: &str, blob: &str| Staged {
+            status: status.into(),
+            path: String::from_utf8_lossy(path).into_owned(),
+            raw_path: path.to_vec(),
+            mode: mode.into(),
+            blob: blob.into(),
+        };
+        let fields: Vec<&[u8]> = raw.split(|b| *b == 0).collect();
+        let parsed: Vec<Staged> = fields.chunks(2).filter_map(|pair| parse_record(pair[0], pair.get(1)?)).collect();
         assert_eq!(
-            parse_name_status(b"M\0src/a.rs\0D\0.husky/pre-commit\0A\0we ird\0"),
-            [("M".into(), "src/a.rs".into()), ("D".into(), ".husky/pre-commit".into()), ("A".into(), "we ird".into())]
+            parsed,
+            [
+                entry("A", b"we ird", "100644", "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"),
+                entry("D", b".husky/pre-commit", "000000", "0000000000000000000000000000000000000000"),
+                entry("T", b"link\xff", "120000", "3333333333333333333333333333333333333333"),
+            ]
         );
     }
 

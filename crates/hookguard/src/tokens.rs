@@ -68,26 +68,27 @@ pub fn find(text: &str) -> Vec<Finding> {
     findings
 }
 
+/// One pass over the line: only where a token can start (a word boundary, on the first
+/// byte of some prefix) are the formats tried. Big commits are scanned whole, so this is
+/// on the pre-commit guard's critical path.
 fn find_token(line: &[u8]) -> Option<&'static str> {
-    for format in FORMATS {
-        let prefix = format.prefix.as_bytes();
-        let mut start = 0;
-        while let Some(pos) = find_bytes(&line[start..], prefix) {
-            let at = start + pos;
-            // A token starts at a word boundary: `xAKIA…` is not an AWS key id.
-            let boundary = at == 0 || !token(line[at - 1]);
+    for at in 0..line.len() {
+        if at > 0 && token(line[at - 1]) {
+            continue; // `xAKIA…` is not an AWS key id
+        }
+        let first = line[at];
+        for format in FORMATS {
+            let prefix = format.prefix.as_bytes();
+            if prefix[0] != first || !line[at..].starts_with(prefix) {
+                continue;
+            }
             let run = line[at + prefix.len()..].iter().take_while(|b| (format.charset)(**b)).count();
-            if boundary && run >= format.min_len {
+            if run >= format.min_len {
                 return Some(format.kind);
             }
-            start = at + 1;
         }
     }
     None
-}
-
-fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
 }
 
 #[cfg(test)]
