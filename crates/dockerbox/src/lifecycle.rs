@@ -1,0 +1,268 @@
+//! The commands of the lifecycle, each in three steps: gather the facts (the workspace,
+//! its settings, whether a per-repo Dockerfile exists), decide (names, plan), carry out
+//! (the engine). The caller passes what belongs to other crates (the protected paths,
+//! the binary that goes into the base image) and prints what comes back.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context as _, Result};
+
+use crate::{
+    context,
+    engine::{Engine, Listed},
+    names::{base_image, Workspace, CLAUDE_VOLUME, CODEX_VOLUME},
+    plan::{self, ContainerPlan, Mode, Request, Settings},
+};
+
+/// The workspace a command acts on.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub root: PathBuf,
+    pub workspace: Workspace,
+    pub mode: Mode,
+}
+
+impl Target {
+    /// `path` (default: the current directory), which must be a directory.
+    pub fn new(path: Option<&Path>, branch: Option<&str>) -> Result<Target> {
+        let path = match path {
+            Some(path) => path.to_path_buf(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        let root = fs_err::canonicalize(&path)
+            .with_context(|| format!("{} does not exist (give the workspace directory)", path.display()))?;
+        if !root.is_dir() {
+            bail!("{} is not a directory (give the workspace directory)", root.display());
+        }
+        let mode = match branch {
+            Some(branch) => Mode::Branch(branch.to_owned()),
+            None => Mode::Bind,
+        };
+        Ok(Target { workspace: Workspace::new(&root), root, mode })
+    }
+
+    fn dockerfile(&self) -> PathBuf {
+        self.root.join(".agent-sandbox/Dockerfile")
+    }
+
+    /// The per-repo image when the workspace has `.agent-sandbox/Dockerfile`, else the base.
+    pub fn image(&self, base_tag: &str) -> String {
+        match self.dockerfile().is_file() {
+            true => self.workspace.image(),
+            false => base_image(base_tag),
+        }
+    }
+
+    pub fn settings(&self) -> Result<Settings> {
+        let path = self.root.join(".agent-sandbox/settings.json");
+        match fs_err::read_to_string(&path) {
+            Ok(text) => Settings::parse(&text).map_err(|err| anyhow::anyhow!("{}: {err}", path.display())),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// The container plan (`protected`: the existing paths to mount read-only).
+    pub fn plan(&self, base_tag: &str, protected: &[String]) -> Result<ContainerPlan> {
+        let request = Request {
+            workspace: self.workspace.clone(),
+            mode: self.mode.clone(),
+            image: self.image(base_tag),
+            protected: protected.to_vec(),
+            settings: self.settings()?,
+        };
+        Ok(plan::plan(&request)?)
+    }
+}
+
+/// The options of `start` and `shell`.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    pub base_tag: String,
+    pub build: bool,
+    pub protected: Vec<String>,
+}
+
+/// `init`: writes `.agent-sandbox/Dockerfile` (seed 002's template) and `settings.json`
+/// when missing (`force` rewrites the Dockerfile and removes the workspace's containers;
+/// the directory's other files, the guard configuration among them, stay), builds the
+/// image and creates the workspace's volumes. Its report lines.
+pub fn init(engine: &Engine, target: &Target, base_tag: &str, force: bool) -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    let dir = target.root.join(".agent-sandbox");
+    fs_err::create_dir_all(&dir)?;
+    if force {
+        for listed in engine.list(Some(&target.workspace.path))? {
+            engine.remove(&listed.name)?;
+            lines.push(format!("removed the container {}", listed.name));
+        }
+    }
+    let files =
+        [("Dockerfile", devcontainer::REPO_DOCKERFILE, force), ("settings.json", context::DEFAULT_SETTINGS, false)];
+    for (name, content, overwrite) in files {
+        let path = dir.join(name);
+        if path.exists() && !overwrite {
+            lines.push(format!("kept {} (--force rewrites the Dockerfile)", path.display()));
+        } else {
+            util::fs::atomic_write(&path, content.as_bytes(), 0o644)
+                .with_context(|| format!("writing {}", path.display()))?;
+            lines.push(format!("wrote {}", path.display()));
+        }
+    }
+    build(engine, target, base_tag)?;
+    lines.push(format!("built {}", target.workspace.image()));
+    for volume in [CLAUDE_VOLUME.to_owned(), CODEX_VOLUME.to_owned(), target.workspace.history_volume()] {
+        engine.ensure_volume(&volume)?;
+    }
+    lines.push(format!(
+        "volumes: {CLAUDE_VOLUME} {CODEX_VOLUME} {} (next: agent-sandbox shell)",
+        target.workspace.history_volume()
+    ));
+    Ok(lines)
+}
+
+/// `build`: the per-repo image from `.agent-sandbox/` with `BASE_IMAGE_TAG`.
+pub fn build(engine: &Engine, target: &Target, base_tag: &str) -> Result<()> {
+    if !target.dockerfile().is_file() {
+        bail!("{} does not exist (create it with: agent-sandbox init)", target.dockerfile().display());
+    }
+    require_image(engine, &base_image(base_tag))?;
+    let context = context::repo_context(&target.root.join(".agent-sandbox"))?;
+    let args = HashMap::from([("BASE_IMAGE_TAG".to_owned(), base_tag.to_owned())]);
+    engine.build(&target.workspace.image(), context, &args)
+}
+
+/// `build-base`: `agent-sandbox-base:<tag>` from the context built into the binary.
+pub fn build_base(engine: &Engine, tag: &str, build_args: &HashMap<String, String>, binary: &Path) -> Result<String> {
+    let bytes = fs_err::read(binary).context("reading the agent-sandbox binary for the image")?;
+    let image = base_image(tag);
+    engine.build(&image, context::base_context(&bytes)?, build_args)?;
+    Ok(image)
+}
+
+fn require_image(engine: &Engine, image: &str) -> Result<()> {
+    if engine.image_exists(image)? {
+        return Ok(());
+    }
+    match image.strip_prefix("agent-sandbox-base:") {
+        Some("latest") => bail!("the image {image} does not exist: build it with `agent-sandbox build-base`"),
+        Some(tag) => bail!("the image {image} does not exist: build it with `agent-sandbox build-base --tag {tag}`"),
+        None => bail!("the image {image} does not exist: build it with `agent-sandbox build` (or `start --build`)"),
+    }
+}
+
+/// `start`: the container of the plan, created when missing, started when stopped;
+/// returns the plan and the firewall's state line once the entrypoint has applied it
+/// (or closed egress).
+pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result<(ContainerPlan, String)> {
+    if options.build {
+        build(engine, target, &options.base_tag)?;
+    }
+    let plan = target.plan(&options.base_tag, &options.protected)?;
+    require_image(engine, &plan.image)?;
+    // The hooks directory exists before the read-only mount covers it, so that the agent
+    // cannot create one the host's git would run.
+    if target.root.join(".git").is_dir() {
+        fs_err::create_dir_all(target.root.join(".git/hooks"))?;
+    }
+    match engine.container_state(&plan.name)? {
+        Some(true) => {}
+        Some(false) => engine.start(&plan.name)?,
+        None => {
+            engine.create(&plan)?;
+            engine.start(&plan.name)?;
+        }
+    }
+    let firewall = firewall_state(engine, &plan.name)?;
+    Ok((plan, firewall))
+}
+
+/// Waits for the entrypoint's firewall (applied, or closed on failure) and returns its
+/// state line.
+fn firewall_state(engine: &Engine, name: &str) -> Result<String> {
+    let (code, text) = engine.output(name, &["agent-sandbox", "firewall", "wait"], plan::USER)?;
+    if code != 0 {
+        bail!(
+            "`agent-sandbox firewall wait` failed in {name} (status {code}): the image is not an agent-sandbox image"
+        );
+    }
+    Ok(text.trim().to_owned())
+}
+
+/// `shell`: starts when needed, then bash (login, or `-c command`) in the workdir.
+pub fn shell(engine: &Engine, target: &Target, options: &StartOptions, command: Option<&str>) -> Result<(i32, String)> {
+    let (plan, firewall) = start(engine, target, options)?;
+    let argv: Vec<String> = match command {
+        Some(command) => vec!["bash".into(), "-c".into(), command.into()],
+        None => vec!["bash".into(), "-l".into()],
+    };
+    use std::io::IsTerminal as _;
+    let tty = command.is_none() && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    let code = engine.exec(&plan.name, &argv, &plan.user, &plan.workdir, tty)?;
+    Ok((code, firewall))
+}
+
+/// `stop`: whether there was a running container.
+pub fn stop(engine: &Engine, target: &Target) -> Result<bool> {
+    let name = target.workspace.container(target.mode.branch());
+    match engine.container_state(&name)? {
+        Some(true) => {
+            engine.stop(&name)?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// `list --json`: one object per sandbox container.
+pub fn list_json(listed: &[Listed]) -> serde_json::Value {
+    let label = |item: &Listed, key: &str| item.labels.get(key).cloned().map(serde_json::Value::String);
+    serde_json::Value::Array(
+        listed
+            .iter()
+            .map(|item| {
+                serde_json::json!({
+                    "name": item.name,
+                    "repo": label(item, plan::LABEL_REPO),
+                    "workspace": label(item, plan::LABEL_WORKSPACE),
+                    "mode": label(item, plan::LABEL_MODE),
+                    "branch": label(item, plan::LABEL_BRANCH),
+                    "workdir": label(item, plan::LABEL_WORKDIR),
+                    "volumes": item.volumes,
+                    "state": item.state,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// `list`: one line per sandbox container.
+pub fn list_lines(listed: &[Listed]) -> Vec<String> {
+    let mut lines = vec!["NAME\tSTATE\tMODE\tWORKDIR\tREPO\tVOLUMES".to_owned()];
+    for item in listed {
+        let label = |key: &str| item.labels.get(key).cloned().unwrap_or_else(|| "-".into());
+        lines.push(format!(
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            item.name,
+            item.state,
+            label(plan::LABEL_MODE),
+            label(plan::LABEL_WORKDIR),
+            label(plan::LABEL_WORKSPACE),
+            item.volumes.join(",")
+        ));
+    }
+    lines
+}
+
+/// `volume`: the volumes a workspace's sandboxes use, with what each holds.
+pub fn volumes(workspace: &Workspace) -> Vec<(&'static str, String)> {
+    vec![
+        ("claude-code-config", CLAUDE_VOLUME.to_owned()),
+        ("codex-config", CODEX_VOLUME.to_owned()),
+        ("history", workspace.history_volume()),
+        ("repo-shelf", workspace.repo_shelf_volume()),
+    ]
+}

@@ -1,0 +1,250 @@
+//! The Docker sandbox lifecycle of seed 002 (`init`, `build`, `build-base`, `start`,
+//! `stop`, `restart`, `shell`, `show-run`, `list`, `volume`): their flags, and the
+//! facts from other crates they need (the protected paths); the work is in
+//! crates/dockerbox.
+
+use std::{collections::HashMap, path::PathBuf};
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use dockerbox::{
+    engine::Engine,
+    lifecycle::{self, StartOptions, Target},
+};
+
+/// The workspace argument every command takes.
+#[derive(Args, Clone, Debug)]
+pub struct WorkspaceArg {
+    /// The workspace (default: the current directory)
+    pub path: Option<PathBuf>,
+}
+
+/// The base image tag (`agent-sandbox-base:<tag>`).
+#[derive(Args, Clone, Debug)]
+pub struct BaseTagArg {
+    /// The base image tag: agent-sandbox-base:<TAG>
+    #[arg(long, value_name = "TAG", default_value = "latest")]
+    pub base_tag: String,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct InitArgs {
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub base: BaseTagArg,
+    /// Rewrite .agent-sandbox/Dockerfile and remove the workspace's containers
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub base: BaseTagArg,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct BuildBaseArgs {
+    /// The tag to build: agent-sandbox-base:<TAG>
+    #[arg(long, value_name = "TAG", default_value = "latest")]
+    pub tag: String,
+    /// The image to build on (default: the Dockerfile's, node:20-bookworm-slim; Debian or Ubuntu based)
+    #[arg(long, value_name = "IMAGE")]
+    pub from: Option<String>,
+    /// Claude Code's version (`latest` is resolved with npm first; `none` leaves it out)
+    #[arg(long, value_name = "V")]
+    pub claude_code_version: Option<String>,
+    /// Codex's version (`latest` is resolved with npm first; `none` leaves it out)
+    #[arg(long, value_name = "V")]
+    pub codex_version: Option<String>,
+    /// git-delta's version (`none` leaves it out)
+    #[arg(long, value_name = "V")]
+    pub git_delta_version: Option<String>,
+    /// ast-grep's version (`latest` is resolved with npm first; `none` leaves it out)
+    #[arg(long, value_name = "V")]
+    pub ast_grep_version: Option<String>,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct StartArgs {
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub base: BaseTagArg,
+    /// Build the per-repo image first
+    #[arg(long)]
+    pub build: bool,
+}
+
+#[derive(Args, Clone, Debug, Default)]
+pub struct ShellArgs {
+    /// The workspace (default: the current directory)
+    pub path: Option<PathBuf>,
+    /// The base image tag: agent-sandbox-base:<TAG>
+    #[arg(long, value_name = "TAG", default_value = "latest")]
+    pub base_tag: String,
+    /// Build the per-repo image first
+    #[arg(long)]
+    pub build: bool,
+    /// Run this command with bash -c instead of an interactive shell
+    #[arg(short = 'c', value_name = "COMMAND")]
+    pub command: Option<String>,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct ListArgs {
+    /// Print JSON instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn target(path: Option<&std::path::Path>) -> Result<Target> {
+    Target::new(path, None)
+}
+
+/// The workspace's protected paths that exist (the devcontainer's list: git's hooks,
+/// config and info, the guard configuration, `core.hooksPath`'s directory, the
+/// project's `checks.protectedPaths`).
+fn protected(target: &Target) -> Result<Vec<String>> {
+    let paths = crate::cli::protected_paths(&target.root)?;
+    Ok(paths.into_iter().filter(|path| path == ".git/hooks" || target.root.join(path).exists()).collect())
+}
+
+fn start_options(target: &Target, base_tag: &str, build: bool) -> Result<StartOptions> {
+    Ok(StartOptions { base_tag: base_tag.to_owned(), build, protected: protected(target)? })
+}
+
+fn say_firewall(line: &str) {
+    if line.starts_with("firewall: on") {
+        eprintln!("agent-sandbox: {line}");
+    } else {
+        eprintln!("agent-sandbox: WARNING: {line}");
+    }
+}
+
+pub fn init(args: InitArgs) -> Result<i32> {
+    let target = target(args.workspace.path.as_deref())?;
+    let engine = Engine::connect()?;
+    for line in lifecycle::init(&engine, &target, &args.base.base_tag, args.force)? {
+        println!("{line}");
+    }
+    Ok(0)
+}
+
+pub fn build(args: BuildArgs) -> Result<i32> {
+    let target = target(args.workspace.path.as_deref())?;
+    let engine = Engine::connect()?;
+    lifecycle::build(&engine, &target, &args.base.base_tag)?;
+    println!("built {}", target.workspace.image());
+    Ok(0)
+}
+
+pub fn build_base(args: BuildBaseArgs) -> Result<i32> {
+    let mut build_args: HashMap<String, String> = HashMap::new();
+    if let Some(from) = args.from {
+        build_args.insert("FROM_IMAGE".into(), from);
+    }
+    let versions = [args.claude_code_version, args.codex_version, args.ast_grep_version, args.git_delta_version];
+    for ((flag, arg, package), version) in dockerbox::context::TOOLS.iter().zip(versions) {
+        let Some(version) = version else { continue };
+        let version = match (version.as_str(), package) {
+            ("latest", Some(package)) => resolve_npm_latest(package)?,
+            ("latest", None) => bail!("{flag} latest cannot be resolved offline: give a release (e.g. {flag} 0.18.2)"),
+            _ => version,
+        };
+        build_args.insert((*arg).into(), version);
+    }
+    let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
+    let engine = Engine::connect()?;
+    let image = lifecycle::build_base(&engine, &args.tag, &build_args, &binary)?;
+    println!("built {image}");
+    Ok(0)
+}
+
+/// `latest` as a concrete version, so that Docker's layer cache holds.
+fn resolve_npm_latest(package: &str) -> Result<String> {
+    let out = std::process::Command::new("npm")
+        .args(["view", &format!("{package}@latest"), "version"])
+        .output()
+        .context("running npm to resolve a latest version (install Node.js and npm, or give a version)")?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || version.is_empty() {
+        bail!("cannot resolve {package}@latest: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    eprintln!("agent-sandbox: {package}@latest is {version}");
+    Ok(version)
+}
+
+pub fn start(args: StartArgs) -> Result<i32> {
+    let target = target(args.workspace.path.as_deref())?;
+    let engine = Engine::connect()?;
+    let options = start_options(&target, &args.base.base_tag, args.build)?;
+    let (plan, firewall) = lifecycle::start(&engine, &target, &options)?;
+    say_firewall(&firewall);
+    println!("{} running (workdir {}; open a shell with: agent-sandbox shell)", plan.name, plan.workdir);
+    Ok(0)
+}
+
+pub fn stop(args: WorkspaceArg) -> Result<i32> {
+    let target = target(args.path.as_deref())?;
+    let engine = Engine::connect()?;
+    let name = target.workspace.container(None);
+    match lifecycle::stop(&engine, &target)? {
+        true => println!("stopped {name}"),
+        false => println!("{name} is not running"),
+    }
+    Ok(0)
+}
+
+pub fn restart(args: StartArgs) -> Result<i32> {
+    let target = target(args.workspace.path.as_deref())?;
+    let engine = Engine::connect()?;
+    lifecycle::stop(&engine, &target)?;
+    let options = start_options(&target, &args.base.base_tag, args.build)?;
+    let (plan, firewall) = lifecycle::start(&engine, &target, &options)?;
+    say_firewall(&firewall);
+    println!("{} restarted", plan.name);
+    Ok(0)
+}
+
+pub fn shell(args: ShellArgs) -> Result<i32> {
+    let target = target(args.path.as_deref())?;
+    let engine = Engine::connect()?;
+    let options = start_options(&target, &args.base_tag, args.build)?;
+    let (code, firewall) = lifecycle::shell(&engine, &target, &options, args.command.as_deref())?;
+    if !firewall.starts_with("firewall: on") {
+        say_firewall(&firewall);
+    }
+    Ok(code)
+}
+
+pub fn show_run(args: BuildArgs) -> Result<i32> {
+    let target = target(args.workspace.path.as_deref())?;
+    let plan = target.plan(&args.base.base_tag, &protected(&target)?)?;
+    println!("{}", dockerbox::plan::docker_run_line(&plan));
+    Ok(0)
+}
+
+pub fn list(args: ListArgs) -> Result<i32> {
+    let engine = Engine::connect()?;
+    let listed = engine.list(None)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&lifecycle::list_json(&listed))?);
+    } else {
+        for line in lifecycle::list_lines(&listed) {
+            println!("{line}");
+        }
+    }
+    Ok(0)
+}
+
+pub fn volume(args: WorkspaceArg) -> Result<i32> {
+    let target = target(args.path.as_deref())?;
+    for (what, name) in lifecycle::volumes(&target.workspace) {
+        println!("{what}\t{name}");
+    }
+    Ok(0)
+}
