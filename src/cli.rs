@@ -52,13 +52,15 @@ enum Commands {
     /// Docker sandbox: create or start the workspace's container (the firewall is applied before it counts as started)
     Start(crate::docker::StartArgs),
     /// Docker sandbox: stop the workspace's container
-    Stop(crate::docker::WorkspaceArg),
+    Stop(crate::docker::ModeArgs),
     /// Docker sandbox: stop and start again (the firewall is applied again)
     Restart(crate::docker::StartArgs),
     /// Docker sandbox: a shell in the workspace's container, started if needed (the default command)
     Shell(crate::docker::ShellArgs),
     /// Docker sandbox: print the `docker run` command that creates the workspace's container
-    ShowRun(crate::docker::BuildArgs),
+    ShowRun(crate::docker::ModeArgs),
+    /// Docker sandbox: provision the repo shelf and a branch's worktree (no container start)
+    Checkout(crate::docker::CheckoutArgs),
     /// Docker sandbox: every sandbox container (repo, mode, workdir, volumes, state)
     List(crate::docker::ListArgs),
     /// Docker sandbox: the volumes of the workspace's sandboxes (config, history, repo shelf)
@@ -241,6 +243,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Shell(args) => crate::docker::shell(args),
         Commands::ShowRun(args) => crate::docker::show_run(args),
         Commands::List(args) => crate::docker::list(args),
+        Commands::Checkout(args) => crate::docker::checkout(args),
         Commands::Volume(args) => crate::docker::volume(args),
         Commands::Exec(args) => crate::exec::exec(args),
         Commands::Check { quiet } => Ok(check(quiet)),

@@ -27,6 +27,14 @@ pub struct BaseTagArg {
     pub base_tag: String,
 }
 
+/// Branch mode.
+#[derive(Args, Clone, Debug, Default)]
+pub struct BranchArg {
+    /// Branch mode: work in a worktree of BRANCH in the repository's shared repo-shelf volume
+    #[arg(long, value_name = "BRANCH")]
+    pub branch: Option<String>,
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct InitArgs {
     #[command(flatten)]
@@ -73,6 +81,8 @@ pub struct StartArgs {
     #[command(flatten)]
     pub workspace: WorkspaceArg,
     #[command(flatten)]
+    pub branch: BranchArg,
+    #[command(flatten)]
     pub base: BaseTagArg,
     /// Build the per-repo image first
     #[arg(long)]
@@ -83,6 +93,8 @@ pub struct StartArgs {
 pub struct ShellArgs {
     /// The workspace (default: the current directory)
     pub path: Option<PathBuf>,
+    #[command(flatten)]
+    pub branch: BranchArg,
     /// The base image tag: agent-sandbox-base:<TAG>
     #[arg(long, value_name = "TAG", default_value = "latest")]
     pub base_tag: String,
@@ -92,6 +104,27 @@ pub struct ShellArgs {
     /// Run this command with bash -c instead of an interactive shell
     #[arg(short = 'c', value_name = "COMMAND")]
     pub command: Option<String>,
+}
+
+/// `show-run`, `stop`: a workspace and a mode.
+#[derive(Args, Clone, Debug)]
+pub struct ModeArgs {
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub branch: BranchArg,
+    #[command(flatten)]
+    pub base: BaseTagArg,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct CheckoutArgs {
+    /// The branch whose worktree to provision in the repo shelf
+    pub branch_name: String,
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub base: BaseTagArg,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -105,6 +138,10 @@ fn target(path: Option<&std::path::Path>) -> Result<Target> {
     Target::new(path, None)
 }
 
+fn branch_target(path: Option<&std::path::Path>, branch: &BranchArg) -> Result<Target> {
+    Target::new(path, branch.branch.as_deref())
+}
+
 /// The workspace's protected paths that exist (the devcontainer's list: git's hooks,
 /// config and info, the guard configuration, `core.hooksPath`'s directory, the
 /// project's `checks.protectedPaths`).
@@ -114,7 +151,13 @@ fn protected(target: &Target) -> Result<Vec<String>> {
 }
 
 fn start_options(target: &Target, base_tag: &str, build: bool) -> Result<StartOptions> {
-    Ok(StartOptions { base_tag: base_tag.to_owned(), build, protected: protected(target)? })
+    let home = std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+        .or_else(util::passwd_home)
+        .context("HOME is not set (set HOME)")?;
+    let lock_dir = config::approval::state_dir(&home).join("docker");
+    Ok(StartOptions { base_tag: base_tag.to_owned(), build, protected: protected(target)?, lock_dir })
 }
 
 fn say_firewall(line: &str) {
@@ -179,7 +222,7 @@ fn resolve_npm_latest(package: &str) -> Result<String> {
 }
 
 pub fn start(args: StartArgs) -> Result<i32> {
-    let target = target(args.workspace.path.as_deref())?;
+    let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
     let engine = Engine::connect()?;
     let options = start_options(&target, &args.base.base_tag, args.build)?;
     let (plan, firewall) = lifecycle::start(&engine, &target, &options)?;
@@ -188,10 +231,10 @@ pub fn start(args: StartArgs) -> Result<i32> {
     Ok(0)
 }
 
-pub fn stop(args: WorkspaceArg) -> Result<i32> {
-    let target = target(args.path.as_deref())?;
+pub fn stop(args: ModeArgs) -> Result<i32> {
+    let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
     let engine = Engine::connect()?;
-    let name = target.workspace.container(None);
+    let name = target.workspace.container(target.mode.branch());
     match lifecycle::stop(&engine, &target)? {
         true => println!("stopped {name}"),
         false => println!("{name} is not running"),
@@ -200,7 +243,7 @@ pub fn stop(args: WorkspaceArg) -> Result<i32> {
 }
 
 pub fn restart(args: StartArgs) -> Result<i32> {
-    let target = target(args.workspace.path.as_deref())?;
+    let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
     let engine = Engine::connect()?;
     lifecycle::stop(&engine, &target)?;
     let options = start_options(&target, &args.base.base_tag, args.build)?;
@@ -211,7 +254,7 @@ pub fn restart(args: StartArgs) -> Result<i32> {
 }
 
 pub fn shell(args: ShellArgs) -> Result<i32> {
-    let target = target(args.path.as_deref())?;
+    let target = branch_target(args.path.as_deref(), &args.branch)?;
     let engine = Engine::connect()?;
     let options = start_options(&target, &args.base_tag, args.build)?;
     let (code, firewall) = lifecycle::shell(&engine, &target, &options, args.command.as_deref())?;
@@ -221,10 +264,18 @@ pub fn shell(args: ShellArgs) -> Result<i32> {
     Ok(code)
 }
 
-pub fn show_run(args: BuildArgs) -> Result<i32> {
-    let target = target(args.workspace.path.as_deref())?;
+pub fn show_run(args: ModeArgs) -> Result<i32> {
+    let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
     let plan = target.plan(&args.base.base_tag, &protected(&target)?)?;
     println!("{}", dockerbox::plan::docker_run_line(&plan));
+    Ok(0)
+}
+
+pub fn checkout(args: CheckoutArgs) -> Result<i32> {
+    let target = target(args.workspace.path.as_deref())?;
+    let engine = Engine::connect()?;
+    let options = start_options(&target, &args.base.base_tag, false)?;
+    println!("{}", lifecycle::checkout(&engine, &target, &args.branch_name, &options)?);
     Ok(0)
 }
 

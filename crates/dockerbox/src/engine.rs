@@ -186,6 +186,38 @@ impl Engine {
         Ok(())
     }
 
+    /// Creates the container of `plan`, runs it to its end and removes it; its exit
+    /// status and output (stdout and stderr in order).
+    pub fn run_to_end(&self, plan: &ContainerPlan) -> Result<(i64, String)> {
+        if self.container_state(&plan.name)?.is_some() {
+            self.remove(&plan.name)?; // left by an interrupted run
+        }
+        self.create(plan)?;
+        let result = self.runtime.block_on(async {
+            self.docker.start_container(&plan.name, None).await.with_context(|| format!("starting {}", plan.name))?;
+            let mut code = 0;
+            let mut waiting = self.docker.wait_container(&plan.name, None);
+            while let Some(status) = waiting.next().await {
+                match status {
+                    Ok(status) => code = status.status_code,
+                    Err(bollard::errors::Error::DockerContainerWaitError { code: failed, .. }) => code = failed,
+                    Err(err) => return Err(err).with_context(|| format!("waiting for {}", plan.name)),
+                }
+            }
+            let options = bollard::query_parameters::LogsOptionsBuilder::default().stdout(true).stderr(true).build();
+            let mut logs = self.docker.logs(&plan.name, Some(options));
+            let mut text = Vec::new();
+            while let Some(chunk) = logs.next().await {
+                text.extend_from_slice(
+                    &chunk.with_context(|| format!("reading the output of {}", plan.name))?.into_bytes(),
+                );
+            }
+            anyhow::Ok((code, String::from_utf8_lossy(&text).into_owned()))
+        });
+        self.remove(&plan.name)?;
+        result
+    }
+
     pub fn start(&self, name: &str) -> Result<()> {
         self.runtime.block_on(self.docker.start_container(name, None)).with_context(|| format!("starting {name}"))
     }

@@ -84,6 +84,8 @@ pub struct StartOptions {
     pub base_tag: String,
     pub build: bool,
     pub protected: Vec<String>,
+    /// Where branch mode's provisioning lock lives (agent-sandbox's state directory).
+    pub lock_dir: PathBuf,
 }
 
 /// `init`: writes `.agent-sandbox/Dockerfile` (seed 002's template) and `settings.json`
@@ -172,12 +174,76 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
         Some(true) => {}
         Some(false) => engine.start(&plan.name)?,
         None => {
+            if let Some(branch) = target.mode.branch() {
+                checkout(engine, target, branch, options)?;
+            }
             engine.create(&plan)?;
             engine.start(&plan.name)?;
         }
     }
     let firewall = firewall_state(engine, &plan.name)?;
     Ok((plan, firewall))
+}
+
+/// `checkout` (and `start --branch` before it creates the container): the repo shelf
+/// and the branch's worktree, provisioned by a short-lived container (idempotent).
+/// Provisioning of one repository is serialized by a lock on the host, so that two
+/// sandboxes started at once both succeed. Its report line.
+pub fn checkout(engine: &Engine, target: &Target, branch: &str, options: &StartOptions) -> Result<String> {
+    let request = Request {
+        workspace: target.workspace.clone(),
+        mode: Mode::Branch(branch.to_owned()),
+        image: target.image(&options.base_tag),
+        protected: Vec::new(),
+        settings: target.settings()?,
+    };
+    require_image(engine, &request.image)?;
+    let origin = origin_url(&target.root);
+    let plan = plan::provision_plan(&request, branch, origin.as_deref())?;
+    fs_err::create_dir_all(&options.lock_dir)?;
+    let lock_path = options.lock_dir.join(format!("{}.lock", target.workspace.repo_shelf_volume()));
+    let _lock = Lock::take(&lock_path)?;
+    engine.ensure_volume(&target.workspace.repo_shelf_volume())?;
+    let (code, output) = engine.run_to_end(&plan)?;
+    if code != 0 {
+        bail!("provisioning the worktree of {branch:?} failed (status {code}):\n{}", output.trim_end());
+    }
+    Ok(output.lines().rfind(|line| !line.is_empty()).unwrap_or_default().to_owned())
+}
+
+/// The host repository's `origin` URL, read from its config file.
+fn origin_url(root: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("config")
+        .arg("--file")
+        .arg(root.join(".git/config"))
+        .args(["--get", "remote.origin.url"])
+        .output()
+        .ok()?;
+    let url = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !url.is_empty()).then_some(url)
+}
+
+/// An exclusive `flock` on a file, released when dropped (or when the process dies).
+struct Lock {
+    _file: std::fs::File,
+}
+
+impl Lock {
+    fn take(path: &Path) -> Result<Lock> {
+        use std::os::fd::AsRawFd as _;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("opening the lock {}", path.display()))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("locking {}", path.display()));
+        }
+        Ok(Lock { _file: file })
+    }
 }
 
 /// Waits for the entrypoint's firewall (applied, or closed on failure) and returns its

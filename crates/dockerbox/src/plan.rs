@@ -205,6 +205,83 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
     })
 }
 
+/// The label of the short-lived provisioning container (never listed as a sandbox).
+pub const LABEL_PROVISION: &str = "agent-sandbox.provision";
+
+/// Branch mode's provisioning, idempotent, as the seed's steps, run by
+/// [`provision_plan`]'s container: as root only to hand the fresh volume to the user,
+/// then as the user with the real git. The shelf is the agent's to write (its hooks
+/// and config may be the agent's): this container has no more than a sandbox has, the
+/// host's checkout read-only and the same firewall.
+/// The host's checkout is the clone's source and the `host` remote (read-only here);
+/// `origin` is set to the host's origin URL when it has one.
+pub const PROVISION_SCRIPT: &str = r#"set -eu
+chown node:node /repo-shelf
+exec runuser -u node -- sh -eu -c '
+git() { /usr/libexec/agent-sandbox/git -c safe.directory="*" "$@"; }
+host="file://$HOST_PATH"
+if [ ! -e /repo-shelf/repo/.git ]; then git clone -q --no-checkout "$host" /repo-shelf/repo; fi
+cd /repo-shelf/repo
+git remote add host "$host" 2>/dev/null || git remote set-url host "$host"
+git fetch -q --prune host
+if [ -n "$ORIGIN_URL" ]; then
+  git remote set-url origin "$ORIGIN_URL"
+  git fetch -q --prune origin || echo "agent-sandbox: warning: cannot fetch origin ($ORIGIN_URL); worktrees start from the host" >&2
+fi
+if [ -e "$BR_DIR/.git" ]; then echo "worktree $BR_DIR exists"; exit 0; fi
+mkdir -p /repo-shelf/worktrees
+for start in "origin/$BRANCH" "host/$BRANCH"; do
+  if git rev-parse -q --verify "refs/remotes/$start" >/dev/null; then
+    git worktree add -q -B "$BRANCH" "$BR_DIR" "$start"; echo "worktree $BR_DIR from $start"; exit 0
+  fi
+done
+for start in origin/main host/main; do
+  if git rev-parse -q --verify "refs/remotes/$start" >/dev/null; then
+    git worktree add -q -b "$BRANCH" "$BR_DIR" "$start"; echo "worktree $BR_DIR: new branch from $start"; exit 0
+  fi
+done
+git fetch -q host HEAD
+git worktree add -q -b "$BRANCH" "$BR_DIR" FETCH_HEAD; echo "worktree $BR_DIR: new branch from the host HEAD"
+'
+"#;
+
+/// The short-lived container that provisions `branch` in the repo shelf: the sandbox's
+/// image, network and firewall, the host checkout read-only and the shelf, nothing else.
+pub fn provision_plan(request: &Request, branch: &str, origin_url: Option<&str>) -> Result<ContainerPlan, PlanError> {
+    let sandbox = plan(&Request { mode: Mode::Branch(branch.to_owned()), ..request.clone() })?;
+    let workspace = &request.workspace;
+    let mut labels = BTreeMap::new();
+    labels.insert(LABEL_PROVISION.to_owned(), workspace.path.clone());
+    Ok(ContainerPlan {
+        name: format!("{}-provision", sandbox.name),
+        user: "root".to_owned(),
+        workdir: "/".to_owned(),
+        mounts: vec![
+            Mount {
+                kind: MountKind::Bind,
+                source: workspace.path.clone(),
+                target: workspace.mount_point(),
+                read_only: true,
+            },
+            Mount {
+                kind: MountKind::Volume,
+                source: workspace.repo_shelf_volume(),
+                target: REPO_SHELF.into(),
+                read_only: false,
+            },
+        ],
+        env: vec![
+            ("HOST_PATH".to_owned(), workspace.mount_point()),
+            ("ORIGIN_URL".to_owned(), origin_url.unwrap_or_default().to_owned()),
+            ("BRANCH".to_owned(), branch.to_owned()),
+            ("BR_DIR".to_owned(), worktree_dir(branch)),
+        ],
+        labels,
+        command: vec!["sh".to_owned(), "-c".to_owned(), PROVISION_SCRIPT.to_owned()],
+        ..sandbox
+    })
+}
+
 /// `docker run`'s arguments (after `docker`) that create the container of `plan`.
 pub fn docker_run_args(plan: &ContainerPlan) -> Vec<String> {
     let mut args: Vec<String> = ["run", "--detach", "--init", "--name"].map(String::from).to_vec();
@@ -345,6 +422,46 @@ mod tests {
             let got = plan(&request).expect("a named network is fine");
             assert_eq!((got.network.as_deref(), got.dns), (Some(good), vec!["10.0.0.53".to_owned()]));
         }
+    }
+
+    #[test]
+    fn provisioning_plan_mounts_the_host_read_only_and_only_the_shelf_beside_it() {
+        let mut request = request(Mode::Bind);
+        request.settings.network = Some("none".into());
+        let got = provision_plan(&request, "feature/x", Some("https://example.invalid/app.git")).expect("plan");
+        let hash = &request.workspace.hash;
+        let want = ContainerPlan {
+            name: format!("agent-sandbox-app-feature__x-{hash}-provision"),
+            image: "agent-sandbox-base:latest".into(),
+            user: "root".into(),
+            workdir: "/".into(),
+            mounts: vec![
+                Mount {
+                    kind: MountKind::Bind,
+                    source: "/src/app".into(),
+                    target: "/workspace/app".into(),
+                    read_only: true,
+                },
+                Mount {
+                    kind: MountKind::Volume,
+                    source: format!("agent-sbx-repo-{hash}"),
+                    target: "/repo-shelf".into(),
+                    read_only: false,
+                },
+            ],
+            env: vec![
+                ("HOST_PATH".into(), "/workspace/app".into()),
+                ("ORIGIN_URL".into(), "https://example.invalid/app.git".into()),
+                ("BRANCH".into(), "feature/x".into()),
+                ("BR_DIR".into(), "/repo-shelf/worktrees/feature__x".into()),
+            ],
+            labels: [(LABEL_PROVISION.to_owned(), "/src/app".to_owned())].into_iter().collect(),
+            cap_add: vec!["NET_ADMIN".into(), "NET_RAW".into()],
+            network: Some("none".into()),
+            dns: vec![],
+            command: vec!["sh".into(), "-c".into(), PROVISION_SCRIPT.into()],
+        };
+        assert_eq!(got, want);
     }
 
     #[test]
