@@ -1,0 +1,329 @@
+//! End to end: seed 002's Docker lifecycle (`init`, `shell`, `start --branch`,
+//! `list`, `show-run`, `stop`) against the real engine, checked with the docker CLI.
+//! Each test repository's `.agent-sandbox/settings.json` puts its containers on the
+//! `none` network: nothing leaves them (the firewall still applies, with nothing to
+//! resolve). `cargo xtask test` builds `agent-sandbox-base:e2e` and sets
+//! `AGENT_SANDBOX_E2E_BASE_TAG`; the unprivileged rerun has no Docker access and says so.
+
+use std::{
+    io::{Read as _, Write as _},
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use crate::support::BIN;
+
+/// The base image tag, or `None` (skip, with the reason printed) outside CI.
+fn base_tag() -> Option<String> {
+    match std::env::var("AGENT_SANDBOX_E2E_BASE_TAG") {
+        Ok(tag) => Some(tag),
+        Err(_) => {
+            // SAFETY: geteuid has no preconditions.
+            let root = unsafe { libc::geteuid() } == 0;
+            assert!(
+                std::env::var_os("CI").is_none() || !root,
+                "CI must run the Docker lifecycle end-to-end tests: run the suite through `cargo xtask test`"
+            );
+            eprintln!("skipped: the Docker lifecycle tests need Docker and the base image (run `cargo xtask test` as root, or set AGENT_SANDBOX_E2E_BASE_TAG=<tag of agent-sandbox-base>)");
+            None
+        }
+    }
+}
+
+/// A git repository owned by the container's user (uid 1000), on the `none` network.
+struct Repo {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    tag: String,
+}
+
+impl Repo {
+    fn new(tag: &str) -> Repo {
+        let dir = tempfile::Builder::new().prefix("as-dbx-").tempdir().expect("tempdir");
+        let path = dir.path().canonicalize().expect("canonical").join("proj");
+        std::fs::create_dir_all(path.join(".agent-sandbox")).expect("mkdir");
+        git(&path, &["init", "-q", "-b", "main"]);
+        std::fs::write(path.join("README"), "hello\n").expect("write");
+        std::fs::write(path.join(".agent-sandbox/settings.json"), "{\"network\": \"none\"}\n").expect("write");
+        git(&path, &["add", "."]);
+        git(&path, &["commit", "-q", "-m", "init"]);
+        // The container's user must be able to write the checkout (as a user's own is).
+        let status = Command::new("chown").args(["-R", "1000:1000"]).arg(dir.path()).status().expect("chown");
+        assert!(status.success());
+        Repo { _dir: dir, path, tag: tag.to_owned() }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN.as_str());
+        cmd.args(args).current_dir(&self.path).env("AGENT_SANDBOX_E2E_HOST_SECRET", "s3cret-from-the-host");
+        cmd
+    }
+
+    /// `agent-sandbox ARGS --base-tag TAG`, which must succeed; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).args(["--base-tag", &self.tag]).output().expect("agent-sandbox");
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Repo {
+    fn drop(&mut self) {
+        let label = format!("label=agent-sandbox.workspace={}", self.path.display());
+        for id in docker(&["ps", "-aq", "--filter", &label]).split_whitespace() {
+            docker(&["rm", "-f", id]);
+        }
+        let hash = docker_volume_hash(&self.path);
+        docker(&["volume", "rm", &format!("agent-sandbox-{hash}-history"), &format!("agent-sbx-repo-{hash}")]);
+        docker(&["image", "rm", &format!("agent-sandbox-proj-{hash}:latest")]);
+    }
+}
+
+/// The workspace hash as the seed defines it, computed here with the real `md5sum`.
+fn docker_volume_hash(path: &Path) -> String {
+    let mut child = Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("md5sum");
+    child.stdin.take().expect("stdin").write_all(path.to_string_lossy().as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("md5sum");
+    String::from_utf8_lossy(&out.stdout)[..12].to_owned()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "safe.directory=*"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker").args(args).output().expect("docker client");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// What makes two containers the same sandbox, from `docker inspect`; the environment
+/// sorted and capabilities without `CAP_` (the docker CLI reorders and renames both).
+fn shape(container: &str) -> serde_json::Value {
+    let all: serde_json::Value = serde_json::from_str(&docker(&["inspect", container])).expect("inspect is JSON");
+    let info = &all[0];
+    let mut env: Vec<String> = info["Config"]["Env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().to_owned())
+        .collect();
+    env.sort();
+    let caps: Vec<String> = info["HostConfig"]["CapAdd"]
+        .as_array()
+        .expect("caps")
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().trim_start_matches("CAP_").to_owned())
+        .collect();
+    serde_json::json!({
+        "image": info["Config"]["Image"],
+        "user": info["Config"]["User"],
+        "workdir": info["Config"]["WorkingDir"],
+        "env": env,
+        "labels": info["Config"]["Labels"],
+        "cmd": info["Config"]["Cmd"],
+        "init": info["HostConfig"]["Init"],
+        "caps": caps,
+        "network": info["HostConfig"]["NetworkMode"],
+        "mounts": info["HostConfig"]["Mounts"],
+    })
+}
+
+#[test]
+fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let hash = docker_volume_hash(&repo.path);
+    let name = format!("agent-sandbox-proj-{hash}");
+
+    let init = repo.ok(&["init"]);
+    assert!(init.contains(&format!("built agent-sandbox-proj-{hash}:latest")), "{init}");
+    assert_eq!(
+        std::fs::read_to_string(repo.path.join(".agent-sandbox/Dockerfile")).expect("Dockerfile"),
+        include_str!("../../devcontainer/repo/Dockerfile")
+    );
+
+    // Inside: the marker, the unprivileged user, the firewall, no host environment; each
+    // attack beside the legitimate use.
+    let script = r#"
+        agent-sandbox check; echo "check=$?"
+        echo "uid=$(id -u)"
+        echo "pwd=$(pwd)"
+        echo "secret=$(env | grep -c s3cret)"
+        agent-sandbox firewall status | head -1
+        touch .git/hooks/pre-commit 2>/dev/null; echo "hooks_write=$?"
+        echo changed >> README; echo "readme_write=$?"
+        export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
+        git commit -qam bypass --no-verify 2>/dev/null; echo "no_verify=$?"
+        git commit -qam legit; echo "commit=$?"
+        sudo -n true 2>/dev/null; echo "sudo=$?"
+    "#;
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", script]).output().expect("shell");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", text(&out));
+    for want in [
+        "inside an agent-sandbox (container)",
+        "check=0",
+        "uid=1000",
+        "pwd=/workspace/proj",
+        "secret=0",
+        "firewall: on",
+        "hooks_write=1",
+        "readme_write=0",
+        "no_verify=1",
+        "commit=0",
+        "sudo=1",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in:\n{}", text(&out));
+    }
+    assert_eq!(git(&repo.path, &["log", "-1", "--format=%s"]).trim(), "legit");
+    // The exit status of the command is the shell's.
+    let status = repo.cmd(&["shell", "--base-tag", &tag, "-c", "exit 7"]).status().expect("shell");
+    assert_eq!(status.code(), Some(7));
+
+    // list --json: this container, bind mode, its workdir and volumes.
+    let out = repo.cmd(&["list", "--json"]).output().expect("list");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("list --json is JSON");
+    let mine = list.as_array().expect("array").iter().find(|item| item["name"] == name.as_str()).expect("listed");
+    assert_eq!(mine["mode"], "bind");
+    assert_eq!(mine["workdir"], "/workspace/proj");
+    assert_eq!(mine["state"], "running");
+    assert_eq!(mine["workspace"], repo.path.to_string_lossy().as_ref());
+    let volumes: Vec<&str> = mine["volumes"].as_array().expect("volumes").iter().filter_map(|v| v.as_str()).collect();
+    let want_volume = format!("agent-sandbox-{hash}-history");
+    for volume in [want_volume.as_str(), "agent-sandbox-claude-code-config", "agent-sandbox-codex-config"] {
+        assert!(volumes.contains(&volume), "{volumes:?}");
+    }
+
+    // show-run's command, run with the docker CLI, creates the same container.
+    let ours = shape(&name);
+    let line = repo.ok(&["show-run"]);
+    docker(&["rm", "-f", &name]);
+    let out = Command::new("sh").arg("-c").arg(line.trim()).output().expect("sh");
+    assert!(out.status.success(), "{line}\n{}", text(&out));
+    assert_eq!(shape(&name), ours);
+    // ... and `shell` uses it as its own.
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "agent-sandbox check"]).output().expect("shell");
+    assert!(out.status.success(), "{}", text(&out));
+
+    // stop, then shell starts it again.
+    repo.ok(&["stop"]);
+    assert_eq!(docker(&["inspect", "-f", "{{.State.Running}}", &name]), "false");
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "agent-sandbox check -q"]).output().expect("shell");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(docker(&["inspect", "-f", "{{.State.Running}}", &name]), "true");
+}
+
+#[test]
+fn missing_image_and_stopped_engine_say_what_to_do() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let out = repo.cmd(&["shell", "--base-tag", "no-such-tag", "-c", "true"]).output().expect("shell");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "agent-sandbox-base:no-such-tag does not exist: build it with `agent-sandbox build-base --tag no-such-tag`"
+        ),
+        "{stderr}"
+    );
+
+    let out = repo.cmd(&["list"]).env("DOCKER_HOST", "unix:///nonexistent/docker.sock").output().expect("list");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot reach the Docker engine at unix:///nonexistent/docker.sock")
+            && stderr.contains("start it"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn branch_sandboxes_started_at_once_share_the_shelf_and_push_to_the_host() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let hash = docker_volume_hash(&repo.path);
+    // Two branch sandboxes of one repository, started at the same moment.
+    let mut children: Vec<std::process::Child> = ["feat/one", "feat/two"]
+        .iter()
+        .map(|branch| {
+            repo.cmd(&["start", "--branch", branch, "--base-tag", &tag])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start")
+        })
+        .collect();
+    for child in children.iter_mut() {
+        let status = child.wait().expect("wait");
+        let mut stderr = String::new();
+        child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read");
+        assert!(status.success(), "{stderr}");
+    }
+    let shelf = format!("agent-sbx-repo-{hash}");
+    for (branch, dir) in [("feat/one", "feat__one"), ("feat/two", "feat__two")] {
+        let name = format!("agent-sandbox-proj-{dir}-{hash}");
+        let mounts = docker(&["inspect", "-f", "{{range .Mounts}}{{.Name}}:{{.Destination}} {{end}}", &name]);
+        assert!(mounts.contains(&format!("{shelf}:/repo-shelf")), "{mounts}");
+        let out = repo
+            .cmd(&["shell", "--branch", branch, "--base-tag", &tag, "-c", "pwd; git branch --show-current"])
+            .output()
+            .expect("shell");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("/repo-shelf/worktrees/{dir}\n{branch}\n"),
+            "{}",
+            text(&out)
+        );
+    }
+    let out = repo.cmd(&["list", "--json"]).output().expect("list");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mine: Vec<(String, String, String)> = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|item| item["workspace"] == repo.path.to_string_lossy().as_ref())
+        .map(|item| (item["mode"].to_string(), item["branch"].to_string(), item["workdir"].to_string()))
+        .collect();
+    assert_eq!(
+        mine,
+        vec![
+            ("\"branch\"".into(), "\"feat/one\"".into(), "\"/repo-shelf/worktrees/feat__one\"".into()),
+            ("\"branch\"".into(), "\"feat/two\"".into(), "\"/repo-shelf/worktrees/feat__two\"".into()),
+        ]
+    );
+
+    // A commit in a branch sandbox, pushed to the host (which has main checked out);
+    // a push to the checked-out branch is refused.
+    let script = r#"
+        export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
+        echo one > one.txt && git add one.txt && git commit -qm "work on one"
+        git push -q host feat/one; echo "push_branch=$?"
+        git push -q host HEAD:main 2>&1 | grep -c "branch is currently checked out"
+    "#;
+    let out = repo.cmd(&["shell", "--branch", "feat/one", "--base-tag", &tag, "-c", script]).output().expect("shell");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("push_branch=0\n1\n"), "{}", text(&out));
+    assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "feat/one"]).trim(), "work on one");
+    assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "main"]).trim(), "init");
+    assert_eq!(git(&repo.path, &["branch", "--show-current"]).trim(), "main");
+}
