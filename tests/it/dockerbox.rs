@@ -55,7 +55,10 @@ impl Repo {
 
     fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(BIN.as_str());
-        cmd.args(args).current_dir(&self.path).env("AGENT_SANDBOX_E2E_HOST_SECRET", "s3cret-from-the-host");
+        cmd.args(args)
+            .current_dir(&self.path)
+            .env("AGENT_SANDBOX_E2E_HOST_SECRET", "s3cret-from-the-host")
+            .env("XDG_STATE_HOME", self.path.parent().expect("parent").join("state"));
         cmd
     }
 
@@ -326,4 +329,72 @@ fn branch_sandboxes_started_at_once_share_the_shelf_and_push_to_the_host() {
     assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "feat/one"]).trim(), "work on one");
     assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "main"]).trim(), "init");
     assert_eq!(git(&repo.path, &["branch", "--show-current"]).trim(), "main");
+}
+
+/// Forwards TCP connections on a loopback port to the local engine's socket: a "remote"
+/// engine that the test sets up. Its `tcp://` address.
+fn loopback_engine() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(engine) = std::os::unix::net::UnixStream::connect("/var/run/docker.sock") else { continue };
+            let (mut client_read, mut engine_write) =
+                (client.try_clone().expect("clone"), engine.try_clone().expect("clone"));
+            let (mut engine_read, mut client_write) = (engine, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client_read, &mut engine_write);
+                let _ = engine_write.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut engine_read, &mut client_write);
+                let _ = client_write.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    format!("tcp://{address}")
+}
+
+/// `agent-sandbox ARGS` in a mount namespace where the default socket is out of reach
+/// (/dev/null bound over it), with `env` set.
+fn without_default_socket(repo: &Repo, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "sh", "-c", "mount --bind /dev/null /var/run/docker.sock && exec \"$@\"", "sh", BIN.as_str()]);
+    cmd.args(args).current_dir(&repo.path).env_remove("DOCKER_HOST").envs(env.iter().copied());
+    cmd.output().expect("unshare")
+}
+
+#[test]
+fn docker_host_and_docker_contexts_reach_an_engine_elsewhere() {
+    let Some(tag) = base_tag() else { return };
+    if !crate::support::is_root() {
+        eprintln!("skipped: hiding the default socket needs a mount namespace (root)");
+        return;
+    }
+    let repo = Repo::new(&tag);
+    let host = loopback_engine();
+    // The default socket is out of reach: without DOCKER_HOST nothing answers.
+    let out = without_default_socket(&repo, &["list"], &[]);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("start it"), "{}", text(&out));
+    // Through DOCKER_HOST: a sandbox starts and holds.
+    let out = without_default_socket(
+        &repo,
+        &["shell", "--base-tag", &tag, "-c", "agent-sandbox check"],
+        &[("DOCKER_HOST", host.as_str())],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "inside an agent-sandbox (container)\n");
+    // Through the docker CLI's current context.
+    let config = repo.path.parent().expect("parent").join("docker-config");
+    std::fs::create_dir_all(config.join("contexts/meta/0123")).expect("mkdir");
+    std::fs::write(config.join("config.json"), r#"{"currentContext": "elsewhere"}"#).expect("write");
+    let meta = format!(r#"{{"Name":"elsewhere","Metadata":{{}},"Endpoints":{{"docker":{{"Host":"{host}"}}}}}}"#);
+    std::fs::write(config.join("contexts/meta/0123/meta.json"), meta).expect("write");
+    let out = without_default_socket(&repo, &["list", "--json"], &[("DOCKER_CONFIG", config.to_str().expect("utf-8"))]);
+    assert!(out.status.success(), "{}", text(&out));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let listed =
+        list.as_array().expect("array").iter().any(|item| item["workspace"] == repo.path.to_string_lossy().as_ref());
+    assert!(listed, "{list}");
 }
