@@ -65,6 +65,10 @@ enum Commands {
     List(crate::docker::ListArgs),
     /// Docker sandbox: the volumes of the workspace's sandboxes (config, history, repo shelf)
     Volume(crate::docker::WorkspaceArg),
+    /// Docker sandbox: config.toml (the `high` profile) and AGENTS.md in the shared Codex volume; --auth imports the host's login
+    CodexInitConfig(crate::docker::CodexInitArgs),
+    /// Docker sandbox: remove auth.json and profile.json from the shared Codex volume
+    CodexLogout(crate::docker::CodexVolumeArgs),
     /// An interactive shell over a virtual sandbox (in-memory files; nothing touches the host)
     Vsh(crate::vsh::VshArgs),
     /// Serve a virtual sandbox to an agent as MCP tools on stdio
@@ -244,6 +248,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::ShowRun(args) => crate::docker::show_run(args),
         Commands::List(args) => crate::docker::list(args),
         Commands::Checkout(args) => crate::docker::checkout(args),
+        Commands::CodexInitConfig(args) => crate::docker::codex_init_config(args),
+        Commands::CodexLogout(args) => crate::docker::codex_logout(args),
         Commands::Volume(args) => crate::docker::volume(args),
         Commands::Exec(args) => crate::exec::exec(args),
         Commands::Check { quiet } => Ok(check(quiet)),

@@ -128,6 +128,29 @@ pub struct CheckoutArgs {
 }
 
 #[derive(Args, Clone, Debug)]
+pub struct CodexInitArgs {
+    /// Also import the host's Codex credentials ($CODEX_HOME or ~/.codex: auth.json, profile.json)
+    #[arg(long)]
+    pub auth: bool,
+    /// Overwrite config.toml, AGENTS.md and profile.json in the volume
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub volume: CodexVolumeArgs,
+}
+
+/// The volume and the image that reads and writes it.
+#[derive(Args, Clone, Debug)]
+pub struct CodexVolumeArgs {
+    /// The base image tag used to reach the volume: agent-sandbox-base:<TAG>
+    #[arg(long, value_name = "TAG", default_value = "latest")]
+    pub base_tag: String,
+    /// Another Codex config volume than the shared one
+    #[arg(long, value_name = "NAME", default_value = dockerbox::names::CODEX_VOLUME, hide = true)]
+    pub volume: String,
+}
+
+#[derive(Args, Clone, Debug)]
 pub struct ListArgs {
     /// Print JSON instead of a table
     #[arg(long)]
@@ -276,6 +299,44 @@ pub fn checkout(args: CheckoutArgs) -> Result<i32> {
     let engine = Engine::connect()?;
     let options = start_options(&target, &args.base.base_tag, false)?;
     println!("{}", lifecycle::checkout(&engine, &target, &args.branch_name, &options)?);
+    Ok(0)
+}
+
+fn codex_image(engine: &Engine, base_tag: &str) -> Result<String> {
+    let image = dockerbox::names::base_image(base_tag);
+    if !engine.image_exists(&image)? {
+        bail!("the image {image} does not exist: build it with `agent-sandbox build-base` (with --tag {base_tag} for this tag)");
+    }
+    Ok(image)
+}
+
+pub fn codex_init_config(args: CodexInitArgs) -> Result<i32> {
+    let host = match args.auth {
+        true => {
+            let codex_home = match std::env::var_os("CODEX_HOME").filter(|dir| !dir.is_empty()) {
+                Some(dir) => PathBuf::from(dir),
+                None => {
+                    std::env::var_os("HOME").map(PathBuf::from).context("HOME is not set (set HOME)")?.join(".codex")
+                }
+            };
+            Some(dockerbox::codex::host_auth(&codex_home)?)
+        }
+        false => None,
+    };
+    let engine = Engine::connect()?;
+    let image = codex_image(&engine, &args.volume.base_tag)?;
+    for line in dockerbox::codex::init(&engine, &image, &args.volume.volume, host.as_ref(), args.force)? {
+        println!("{line}");
+    }
+    Ok(0)
+}
+
+pub fn codex_logout(args: CodexVolumeArgs) -> Result<i32> {
+    let engine = Engine::connect()?;
+    let image = codex_image(&engine, &args.base_tag)?;
+    for line in dockerbox::codex::logout(&engine, &image, &args.volume)? {
+        println!("{line}");
+    }
     Ok(0)
 }
 

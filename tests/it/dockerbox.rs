@@ -179,6 +179,7 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         git commit -qam bypass --no-verify 2>/dev/null; echo "no_verify=$?"
         git commit -qam legit; echo "commit=$?"
         sudo -n true 2>/dev/null; echo "sudo=$?"
+        bash -ic 'alias freeclaude' 2>/dev/null
     "#;
     let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", script]).output().expect("shell");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -195,6 +196,7 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         "no_verify=1",
         "commit=0",
         "sudo=1",
+        "alias freeclaude='claude --dangerously-skip-permissions'",
     ] {
         assert!(stdout.contains(want), "missing {want:?} in:\n{}", text(&out));
     }
@@ -397,4 +399,93 @@ fn docker_host_and_docker_contexts_reach_an_engine_elsewhere() {
     let listed =
         list.as_array().expect("array").iter().any(|item| item["workspace"] == repo.path.to_string_lossy().as_ref());
     assert!(listed, "{list}");
+}
+
+/// The files of a volume as `name:mode:content` lines (read with the docker CLI).
+fn volume_files(tag: &str, volume: &str) -> String {
+    docker(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint",
+        "sh",
+        "-v",
+        &format!("{volume}:/c"),
+        &format!("agent-sandbox-base:{tag}"),
+        "-c",
+        "cd /c && for f in *; do echo \"$f:$(stat -c %a:%u $f):$(head -c 40 $f | tr '\\n' ' ')\"; done",
+    ])
+}
+
+#[test]
+fn codex_config_is_idempotent_forced_imported_and_logged_out() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let volume = format!("as-e2e-codex-{}", std::process::id());
+    let home = repo.path.parent().expect("parent").join("home");
+    std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
+    let run = |args: &[&str]| {
+        let out =
+            repo.cmd(args).args(["--base-tag", &tag, "--volume", &volume]).env("HOME", &home).output().expect("run");
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            docker(&["volume", "rm", &self.0]);
+        }
+    }
+    let _gone = Gone(volume.clone());
+
+    run(&["codex-init-config"]);
+    let first = volume_files(&tag, &volume);
+    assert!(first.contains("config.toml:644:1000:# Written by `agent-sandbox codex-init"), "{first}");
+    assert!(first.contains("AGENTS.md:644:1000:# Environment"), "{first}");
+    // A user's edit survives a second run; --force puts the template back.
+    docker(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint",
+        "sh",
+        "-v",
+        &format!("{volume}:/c"),
+        &format!("agent-sandbox-base:{tag}"),
+        "-c",
+        "echo mine > /c/config.toml",
+    ]);
+    let second = run(&["codex-init-config"]);
+    assert!(second.contains("kept config.toml"), "{second}");
+    assert!(volume_files(&tag, &volume).contains("config.toml:644:1000:mine"));
+    run(&["codex-init-config", "--force"]);
+    assert_eq!(volume_files(&tag, &volume), first);
+
+    // --auth without a host login says what to do; with one it imports, always
+    // overwriting auth.json, keeping profile.json unless --force.
+    let out = repo
+        .cmd(&["codex-init-config", "--auth", "--base-tag", &tag, "--volume", &volume])
+        .env("HOME", &home)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`codex login`"), "{}", text(&out));
+    std::fs::write(home.join(".codex/auth.json"), "{\"token\":\"one\"}").expect("write");
+    std::fs::write(home.join(".codex/profile.json"), "{\"p\":1}").expect("write");
+    run(&["codex-init-config", "--auth"]);
+    std::fs::write(home.join(".codex/auth.json"), "{\"token\":\"two\"}").expect("write");
+    std::fs::write(home.join(".codex/profile.json"), "{\"p\":2}").expect("write");
+    run(&["codex-init-config", "--auth"]);
+    let files = volume_files(&tag, &volume);
+    assert!(files.contains("auth.json:600:1000:{\"token\":\"two\"}"), "{files}");
+    assert!(files.contains("profile.json:600:1000:{\"p\":1}"), "{files}");
+
+    run(&["codex-logout"]);
+    let files = volume_files(&tag, &volume);
+    assert!(
+        !files.contains("auth.json") && !files.contains("profile.json") && files.contains("config.toml"),
+        "{files}"
+    );
 }

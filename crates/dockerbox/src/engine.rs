@@ -218,6 +218,74 @@ impl Engine {
         result
     }
 
+    /// A container that is created, never started unless [`Engine::run_created`] runs
+    /// it: `volume` at `target`, as root, no network, `command` without the image's
+    /// entrypoint. For reading and writing a volume's files through the archive API.
+    pub fn scratch(&self, name: &str, image: &str, volume: &str, target: &str, command: &[&str]) -> Result<()> {
+        if self.container_state(name)?.is_some() {
+            self.remove(name)?;
+        }
+        self.ensure_volume(volume)?;
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            user: Some("root".to_owned()),
+            entrypoint: Some(command.iter().map(|s| s.to_string()).collect()),
+            host_config: Some(HostConfig {
+                network_mode: Some("none".to_owned()),
+                mounts: Some(vec![bollard::models::Mount {
+                    target: Some(target.to_owned()),
+                    source: Some(volume.to_owned()),
+                    typ: Some(MountType::VOLUME),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let options = CreateContainerOptionsBuilder::default().name(name).build();
+        self.runtime
+            .block_on(self.docker.create_container(Some(options), body))
+            .with_context(|| format!("creating the container {name}"))?;
+        Ok(())
+    }
+
+    /// Whether `path` exists in the container (its volumes included).
+    pub fn path_exists(&self, container: &str, path: &str) -> Result<bool> {
+        let options = bollard::query_parameters::DownloadFromContainerOptions { path: path.to_owned() };
+        let mut stream = self.docker.download_from_container(container, Some(options));
+        match self.runtime.block_on(stream.next()) {
+            Some(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })) => Ok(false),
+            Some(Err(err)) => Err(err).with_context(|| format!("reading {path} in {container}")),
+            _ => Ok(true),
+        }
+    }
+
+    /// Extracts the tar `archive` into `dir` of the container.
+    pub fn upload(&self, container: &str, dir: &str, archive: Vec<u8>) -> Result<()> {
+        let options =
+            bollard::query_parameters::UploadToContainerOptions { path: dir.to_owned(), ..Default::default() };
+        self.runtime
+            .block_on(self.docker.upload_to_container(container, Some(options), bollard::body_full(archive.into())))
+            .with_context(|| format!("writing into {dir} of {container}"))
+    }
+
+    /// Starts a created container and waits for its end; its exit status.
+    pub fn run_created(&self, name: &str) -> Result<i64> {
+        self.runtime.block_on(async {
+            self.docker.start_container(name, None).await.with_context(|| format!("starting {name}"))?;
+            let mut code = 0;
+            let mut waiting = self.docker.wait_container(name, None);
+            while let Some(status) = waiting.next().await {
+                match status {
+                    Ok(status) => code = status.status_code,
+                    Err(bollard::errors::Error::DockerContainerWaitError { code: failed, .. }) => code = failed,
+                    Err(err) => return Err(err).with_context(|| format!("waiting for {name}")),
+                }
+            }
+            Ok(code)
+        })
+    }
+
     pub fn start(&self, name: &str) -> Result<()> {
         self.runtime.block_on(self.docker.start_container(name, None)).with_context(|| format!("starting {name}"))
     }

@@ -8,6 +8,7 @@
 //! into the binary, and the per-repo one); `engine` is the only module that talks to
 //! Docker (bollard, a current-thread tokio runtime) and carries plans out.
 
+pub mod codex;
 pub mod context;
 pub mod engine;
 pub mod lifecycle;
