@@ -183,11 +183,13 @@ fn start_options(target: &Target, base_tag: &str, build: bool) -> Result<StartOp
     Ok(StartOptions { base_tag: base_tag.to_owned(), build, protected: protected(target)?, lock_dir })
 }
 
-fn say_firewall(line: &str) {
-    if line.starts_with("firewall: on") {
-        eprintln!("agent-sandbox: {line}");
-    } else {
-        eprintln!("agent-sandbox: WARNING: {line}");
+fn report(started: &lifecycle::Started) {
+    for note in &started.notes {
+        eprintln!("agent-sandbox: {note}");
+    }
+    match started.firewall.starts_with("firewall: on") {
+        true => eprintln!("agent-sandbox: {}", started.firewall),
+        false => eprintln!("agent-sandbox: WARNING: {}", started.firewall),
     }
 }
 
@@ -248,9 +250,12 @@ pub fn start(args: StartArgs) -> Result<i32> {
     let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
     let engine = Engine::connect()?;
     let options = start_options(&target, &args.base.base_tag, args.build)?;
-    let (plan, firewall) = lifecycle::start(&engine, &target, &options)?;
-    say_firewall(&firewall);
-    println!("{} running (workdir {}; open a shell with: agent-sandbox shell)", plan.name, plan.workdir);
+    let started = lifecycle::start(&engine, &target, &options)?;
+    report(&started);
+    println!(
+        "{} running (workdir {}; open a shell with: agent-sandbox shell)",
+        started.plan.name, started.plan.workdir
+    );
     Ok(0)
 }
 
@@ -270,9 +275,9 @@ pub fn restart(args: StartArgs) -> Result<i32> {
     let engine = Engine::connect()?;
     lifecycle::stop(&engine, &target)?;
     let options = start_options(&target, &args.base.base_tag, args.build)?;
-    let (plan, firewall) = lifecycle::start(&engine, &target, &options)?;
-    say_firewall(&firewall);
-    println!("{} restarted", plan.name);
+    let started = lifecycle::start(&engine, &target, &options)?;
+    report(&started);
+    println!("{} restarted", started.plan.name);
     Ok(0)
 }
 
@@ -280,10 +285,7 @@ pub fn shell(args: ShellArgs) -> Result<i32> {
     let target = branch_target(args.path.as_deref(), &args.branch)?;
     let engine = Engine::connect()?;
     let options = start_options(&target, &args.base_tag, args.build)?;
-    let (code, firewall) = lifecycle::shell(&engine, &target, &options, args.command.as_deref())?;
-    if !firewall.starts_with("firewall: on") {
-        say_firewall(&firewall);
-    }
+    let (code, _started) = lifecycle::shell(&engine, &target, &options, args.command.as_deref())?;
     Ok(code)
 }
 

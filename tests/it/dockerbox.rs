@@ -230,11 +230,17 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
     let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "agent-sandbox check"]).output().expect("shell");
     assert!(out.status.success(), "{}", text(&out));
 
-    // stop, then shell starts it again.
+    // A protected directory that appears later (.husky): the running container is
+    // left alone with a note, a stopped one is recreated with the new read-only mount.
+    std::fs::create_dir(repo.path.join(".husky")).expect("mkdir");
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "true"]).output().expect("shell");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`agent-sandbox restart` recreates it"), "{}", text(&out));
     repo.ok(&["stop"]);
     assert_eq!(docker(&["inspect", "-f", "{{.State.Running}}", &name]), "false");
-    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "agent-sandbox check -q"]).output().expect("shell");
-    assert!(out.status.success(), "{}", text(&out));
+    let probe = "touch .husky/pre-commit 2>/dev/null; echo husky=$?; touch notes.txt; echo notes=$?";
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", probe]).output().expect("shell");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("recreated {name}")), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "husky=1\nnotes=0\n", "{}", text(&out));
     assert_eq!(docker(&["inspect", "-f", "{{.State.Running}}", &name]), "true");
 }
 

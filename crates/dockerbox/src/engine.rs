@@ -164,6 +164,30 @@ impl Engine {
         Ok(())
     }
 
+    /// What `start` needs to know of an existing container: running, its image's ID and
+    /// its plan digest label.
+    pub fn container_facts(&self, name: &str) -> Result<Option<(bool, String, String)>> {
+        match self.runtime.block_on(self.docker.inspect_container(name, None)) {
+            Ok(info) => {
+                let running = info.state.and_then(|state| state.running).unwrap_or(false);
+                let digest = info
+                    .config
+                    .and_then(|config| config.labels)
+                    .and_then(|labels| labels.get(plan::LABEL_PLAN).cloned());
+                Ok(Some((running, info.image.unwrap_or_default(), digest.unwrap_or_default())))
+            }
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
+            Err(err) => Err(err).with_context(|| format!("inspecting the container {name}")),
+        }
+    }
+
+    /// The ID of an image.
+    pub fn image_id(&self, image: &str) -> Result<String> {
+        let info =
+            self.runtime.block_on(self.docker.inspect_image(image)).with_context(|| format!("inspecting {image}"))?;
+        Ok(info.id.unwrap_or_default())
+    }
+
     /// `Some(running)` when the container exists.
     pub fn container_state(&self, name: &str) -> Result<Option<bool>> {
         match self.runtime.block_on(self.docker.inspect_container(name, None)) {

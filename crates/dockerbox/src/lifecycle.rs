@@ -156,10 +156,19 @@ fn require_image(engine: &Engine, image: &str) -> Result<()> {
     }
 }
 
-/// `start`: the container of the plan, created when missing, started when stopped;
-/// returns the plan and the firewall's state line once the entrypoint has applied it
-/// (or closed egress).
-pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result<(ContainerPlan, String)> {
+/// What `start` did.
+#[derive(Debug)]
+pub struct Started {
+    pub plan: ContainerPlan,
+    /// The firewall's state line once the entrypoint has applied it (or closed egress).
+    pub firewall: String,
+    pub notes: Vec<String>,
+}
+
+/// `start`: the container of the plan, created when missing, started when stopped,
+/// recreated when stopped and out of date (another image ID or plan digest; a running
+/// one is left alone with a note, `restart` recreates it).
+pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result<Started> {
     if options.build {
         build(engine, target, &options.base_tag)?;
     }
@@ -170,7 +179,29 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
     if target.root.join(".git").is_dir() {
         fs_err::create_dir_all(target.root.join(".git/hooks"))?;
     }
-    match engine.container_state(&plan.name)? {
+    let image_id = engine.image_id(&plan.image)?;
+    let mut notes = Vec::new();
+    let facts = engine.container_facts(&plan.name)?;
+    let stale = |(_, image, digest): &(bool, String, String)| {
+        *image != image_id || Some(digest) != plan.labels.get(plan::LABEL_PLAN)
+    };
+    let existing = match facts {
+        Some(facts) if stale(&facts) && !facts.0 => {
+            engine.remove(&plan.name)?;
+            notes.push(format!("recreated {} (its image or settings changed)", plan.name));
+            None
+        }
+        Some(facts) if stale(&facts) => {
+            notes.push(format!(
+                "{} was made from an older image or other settings: `agent-sandbox restart` recreates it",
+                plan.name
+            ));
+            Some(true)
+        }
+        Some((running, _, _)) => Some(running),
+        None => None,
+    };
+    match existing {
         Some(true) => {}
         Some(false) => engine.start(&plan.name)?,
         None => {
@@ -182,7 +213,7 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
         }
     }
     let firewall = firewall_state(engine, &plan.name)?;
-    Ok((plan, firewall))
+    Ok(Started { plan, firewall, notes })
 }
 
 /// `checkout` (and `start --branch` before it creates the container): the repo shelf
@@ -259,16 +290,29 @@ fn firewall_state(engine: &Engine, name: &str) -> Result<String> {
 }
 
 /// `shell`: starts when needed, then bash (login, or `-c command`) in the workdir.
-pub fn shell(engine: &Engine, target: &Target, options: &StartOptions, command: Option<&str>) -> Result<(i32, String)> {
-    let (plan, firewall) = start(engine, target, options)?;
+pub fn shell(
+    engine: &Engine,
+    target: &Target,
+    options: &StartOptions,
+    command: Option<&str>,
+) -> Result<(i32, Started)> {
+    let started = start(engine, target, options)?;
+    let plan = &started.plan;
     let argv: Vec<String> = match command {
         Some(command) => vec!["bash".into(), "-c".into(), command.into()],
         None => vec!["bash".into(), "-l".into()],
     };
     use std::io::IsTerminal as _;
     let tty = command.is_none() && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    // What start has to say comes before the shell's own output.
+    for note in &started.notes {
+        eprintln!("agent-sandbox: {note}");
+    }
+    if !started.firewall.starts_with("firewall: on") {
+        eprintln!("agent-sandbox: WARNING: {}", started.firewall);
+    }
     let code = engine.exec(&plan.name, &argv, &plan.user, &plan.workdir, tty)?;
-    Ok((code, firewall))
+    Ok((code, started))
 }
 
 /// `stop`: whether there was a running container.

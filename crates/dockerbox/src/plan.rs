@@ -190,7 +190,7 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
             labels.insert(LABEL_BRANCH.to_owned(), branch.clone());
         }
     }
-    Ok(ContainerPlan {
+    let mut plan = ContainerPlan {
         name: workspace.container(request.mode.branch()),
         image: request.image.clone(),
         user: USER.to_owned(),
@@ -202,7 +202,21 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
         network: request.settings.network.clone(),
         dns: request.settings.dns.clone(),
         command: vec!["sleep".to_owned(), "infinity".to_owned()],
-    })
+    };
+    let digest = plan_digest(&plan);
+    plan.labels.insert(LABEL_PLAN.to_owned(), digest);
+    Ok(plan)
+}
+
+/// The label with [`plan_digest`]: a container whose label differs from today's plan
+/// (other settings, protected paths, image name) is out of date.
+pub const LABEL_PLAN: &str = "agent-sandbox.plan";
+
+/// A digest of everything in the plan but its own label.
+pub fn plan_digest(plan: &ContainerPlan) -> String {
+    let mut plan = plan.clone();
+    plan.labels.remove(LABEL_PLAN);
+    format!("{:016x}", util::fnv1a(docker_run_args(&plan).join("\0").as_bytes()))
 }
 
 /// The label of the short-lived provisioning container (never listed as a sandbox).
@@ -365,7 +379,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
         labels.extend(mode_labels.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        ContainerPlan {
+        let mut plan = ContainerPlan {
             name: name.replace("HASH", &hash),
             image: "agent-sandbox-base:latest".into(),
             user: "node".into(),
@@ -390,7 +404,10 @@ mod tests {
             network: None,
             dns: vec![],
             command: vec!["sleep".into(), "infinity".into()],
-        }
+        };
+        let digest = plan_digest(&plan);
+        plan.labels.insert(LABEL_PLAN.into(), digest);
+        plan
     }
 
     #[test]
@@ -407,6 +424,16 @@ mod tests {
             &[(LABEL_MODE, "branch"), (LABEL_BRANCH, "feature/x")],
         );
         assert_eq!(plan(&request(Mode::Branch("feature/x".into()))), Ok(want));
+    }
+
+    #[test]
+    fn the_plan_digest_changes_with_what_the_container_is() {
+        let base = plan(&request(Mode::Bind)).expect("plan");
+        let mut other = request(Mode::Bind);
+        other.protected.push(".husky".into());
+        let changed = plan(&other).expect("plan");
+        assert_ne!(base.labels[LABEL_PLAN], changed.labels[LABEL_PLAN]);
+        assert_eq!(plan(&request(Mode::Bind)).expect("plan").labels[LABEL_PLAN], base.labels[LABEL_PLAN]);
     }
 
     #[test]
@@ -488,9 +515,10 @@ mod tests {
         request.settings = Settings { network: Some("none".into()), dns: vec![] };
         let plan = plan(&request).expect("plan");
         let hash = &request.workspace.hash;
+        let digest = plan_digest(&plan);
         let want = format!(
             "docker run --detach --init --name agent-sandbox-app-{hash} \
-             --label agent-sandbox.mode=bind --label agent-sandbox.repo=app \
+             --label agent-sandbox.mode=bind --label agent-sandbox.plan={digest} --label agent-sandbox.repo=app \
              --label agent-sandbox.workdir=/workspace/app --label agent-sandbox.workspace=/src/app \
              --user node --workdir /workspace/app --cap-add NET_ADMIN --cap-add NET_RAW --network none \
              --mount type=bind,source=/src/app,target=/workspace/app \
