@@ -1,6 +1,7 @@
 //! The Docker sandbox lifecycle of seed 002 (`init`, `build`, `build-base`, `start`,
-//! `stop`, `restart`, `shell`, `show-run`, `list`, `volume`): their flags, and the
-//! facts from other crates they need (the protected paths); the work is in
+//! `stop`, `restart`, `shell`, `show-run`, `checkout`, `list`, `volume`,
+//! `codex-init-config`, `codex-logout`): their flags, the facts from other crates they
+//! need (the protected paths, the state directory) and the printing; the work is in
 //! crates/dockerbox.
 
 use std::{collections::HashMap, path::PathBuf};

@@ -1,7 +1,8 @@
 //! The commands of the lifecycle, each in three steps: gather the facts (the workspace,
 //! its settings, whether a per-repo Dockerfile exists), decide (names, plan), carry out
 //! (the engine). The caller passes what belongs to other crates (the protected paths,
-//! the binary that goes into the base image) and prints what comes back.
+//! the binary that goes into the base image) and prints what comes back; only `shell`
+//! prints `start`'s notes itself, so that they come before the shell's own output.
 
 use std::{
     collections::HashMap,
