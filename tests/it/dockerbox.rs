@@ -495,3 +495,37 @@ fn codex_config_is_idempotent_forced_imported_and_logged_out() {
         "{files}"
     );
 }
+
+#[test]
+fn build_base_needs_nothing_but_the_binary() {
+    let Some(_tag) = base_tag() else { return };
+    // A copy of the binary alone in an empty directory: the context is inside it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let binary = dir.path().join("agent-sandbox");
+    std::fs::copy(BIN.as_str(), &binary).expect("copy");
+    let tag = format!("e2e-dbx-{}", std::process::id());
+    let image = format!("agent-sandbox-base:{tag}");
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            docker(&["image", "rm", &self.0]);
+        }
+    }
+    let _gone = Gone(image.clone());
+    // The same arguments as `cargo xtask test`'s base image: its layers are cached.
+    let mut args: Vec<String> =
+        ["build-base", "--tag", &tag, "--from", "agent-sandbox-bootstrap:bookworm"].map(String::from).to_vec();
+    for flag in ["--claude-code-version", "--codex-version", "--git-delta-version", "--ast-grep-version"] {
+        args.extend([flag.to_owned(), "none".to_owned()]);
+    }
+    let out = Command::new(&binary).args(&args).current_dir(dir.path()).output().expect("build-base");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("built {image}\n"));
+    // Not a terminal: the build's own lines.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Step 1/"), "{}", text(&out));
+    let version = docker(&["run", "--rm", "--network", "none", "--entrypoint", "agent-sandbox", &image, "--version"]);
+    let ours = Command::new(&binary).arg("--version").output().expect("version");
+    assert_eq!(version, String::from_utf8_lossy(&ours.stdout).trim());
+    let git = docker(&["run", "--rm", "--network", "none", "--entrypoint", "readlink", &image, "/usr/bin/git"]);
+    assert_eq!(git, "/usr/local/bin/agent-sandbox", "the git guard is `git` in the image");
+}
