@@ -529,3 +529,72 @@ fn build_base_needs_nothing_but_the_binary() {
     let git = docker(&["run", "--rm", "--network", "none", "--entrypoint", "readlink", &image, "/usr/bin/git"]);
     assert_eq!(git, "/usr/local/bin/agent-sandbox", "the git guard is `git` in the image");
 }
+
+#[test]
+fn the_firewall_holds_before_the_shell_opens_and_fails_closed() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let image = format!("agent-sandbox-base:{tag}");
+    let id = std::process::id();
+    let subnet = 16 + id % 200;
+    let names = crate::devcontainer::Names {
+        network: format!("as-dbx-{id}"),
+        dns: format!("as-dbx-dns-{id}"),
+        allowed: format!("as-dbx-allowed-{id}"),
+        denied: format!("as-dbx-denied-{id}"),
+        v4: format!("172.31.{subnet}"),
+        v6: format!("fd00:a5db:{subnet:x}"),
+    };
+    struct Network(Vec<String>, String);
+    impl Drop for Network {
+        fn drop(&mut self) {
+            for name in &self.0 {
+                docker(&["rm", "-f", name]);
+            }
+            docker(&["network", "rm", &self.1]);
+        }
+    }
+    let _network = Network(vec![names.dns.clone(), names.allowed.clone(), names.denied.clone()], names.network.clone());
+    let created = Command::new("docker")
+        .args(["network", "create", "--ipv6", "--subnet", &format!("{}.0/24", names.v4)])
+        .args(["--subnet", &format!("{}::/64", names.v6), &names.network])
+        .output()
+        .expect("docker");
+    assert!(created.status.success(), "{}", text(&created));
+    crate::devcontainer::start_host(&image, &names, &names.dns, 53, true);
+    crate::devcontainer::start_host(&image, &names, &names.allowed, 10, false);
+    crate::devcontainer::start_host(&image, &names, &names.denied, 20, true);
+    let settings = format!("{{\"network\": \"{}\", \"dns\": [\"{}.53\"]}}\n", names.network, names.v4);
+    std::fs::write(repo.path.join(".agent-sandbox/settings.json"), settings).expect("write");
+    let policy =
+        format!("{{\"domains\": [\"{0}\"], \"githubMeta\": false, \"verify\": \"{0}:8080\"}}\n", names.allowed);
+    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), &policy).expect("write");
+    let probe = format!(
+        "curl -sS --max-time 5 http://{allowed}:8080/ >/dev/null 2>&1; echo allowed=$?; \
+         curl -sS --max-time 5 http://{v4}.20:8080/ >/dev/null 2>&1; echo denied=$?",
+        allowed = names.allowed,
+        v4 = names.v4
+    );
+    // The first command already runs behind the firewall: the allowed host answers,
+    // the other one does not.
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "allowed=0\ndenied=7\n", "{}", text(&out));
+    // A project policy that does not load: after a restart, egress is closed (the
+    // allowed host too) and start says so.
+    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), "{ not json").expect("write");
+    let out = repo.cmd(&["restart", "--base-tag", &tag]).output().expect("restart");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("agent-sandbox: WARNING: firewall: CLOSED"),
+        "{}",
+        text(&out)
+    );
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("allowed=0") && !stdout.contains("denied=0"), "{}", text(&out));
+    // The policy fixed, a restart opens the allowlist again.
+    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), &policy).expect("write");
+    repo.ok(&["restart"]);
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "allowed=0\ndenied=7\n", "{}", text(&out));
+}
