@@ -456,8 +456,7 @@ impl Engine {
                 copied = copied => copied?,
                 () = resize => {}
             }
-            let inspect = self.docker.inspect_exec(&exec.id).await.context("reading the exit status")?;
-            Ok(inspect.exit_code.map(|code| code as i32).unwrap_or(125))
+            self.exit_status(&exec.id).await
         })
     }
 
@@ -484,9 +483,25 @@ impl Engine {
                     }
                 }
             }
-            let inspect = self.docker.inspect_exec(&exec.id).await.context("reading the exit status")?;
-            Ok((inspect.exit_code.map(|code| code as i32).unwrap_or(125), String::from_utf8_lossy(&text).into_owned()))
+            Ok((self.exit_status(&exec.id).await?, String::from_utf8_lossy(&text).into_owned()))
         })
+    }
+}
+
+impl Engine {
+    /// An exec's exit status once the engine has recorded it (the output can end a moment
+    /// before), waiting at most 5 s.
+    async fn exit_status(&self, exec_id: &str) -> Result<i32> {
+        for _ in 0..250 {
+            let inspect = self.docker.inspect_exec(exec_id).await.context("reading the exit status")?;
+            if inspect.running != Some(true) {
+                if let Some(code) = inspect.exit_code {
+                    return Ok(code as i32);
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        bail!("the engine did not report the command's exit status")
     }
 }
 
