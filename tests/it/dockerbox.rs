@@ -273,6 +273,10 @@ fn branch_sandboxes_started_at_once_share_the_shelf_and_push_to_the_host() {
     let Some(tag) = base_tag() else { return };
     let repo = Repo::new(&tag);
     let hash = docker_volume_hash(&repo.path);
+    // The host's own receive hook, which must run on a push from a sandbox.
+    let hook = repo.path.join(".git/hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho host-hook-ran\n").expect("hook");
+    assert!(Command::new("chmod").arg("755").arg(&hook).status().expect("chmod").success());
     // Two branch sandboxes of one repository, started at the same moment.
     let mut children: Vec<std::process::Child> = ["feat/one", "feat/two"]
         .iter()
@@ -328,12 +332,12 @@ fn branch_sandboxes_started_at_once_share_the_shelf_and_push_to_the_host() {
     let script = r#"
         export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
         echo one > one.txt && git add one.txt && git commit -qm "work on one"
-        git push -q host feat/one; echo "push_branch=$?"
+        git push -q host feat/one 2>&1; echo "push_branch=$?"
         git push -q host HEAD:main 2>&1 | grep -c "branch is currently checked out"
     "#;
     let out = repo.cmd(&["shell", "--branch", "feat/one", "--base-tag", &tag, "-c", script]).output().expect("shell");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("push_branch=0\n1\n"), "{}", text(&out));
+    assert!(stdout.contains("remote: host-hook-ran") && stdout.contains("push_branch=0\n1\n"), "{}", text(&out));
     assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "feat/one"]).trim(), "work on one");
     assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "main"]).trim(), "init");
     assert_eq!(git(&repo.path, &["branch", "--show-current"]).trim(), "main");
