@@ -158,6 +158,16 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
     let hash = docker_volume_hash(&repo.path);
     let name = format!("agent-sandbox-proj-{hash}");
 
+    // Hooks in a directory of the repository's own (core.hooksPath): read-only inside too.
+    std::fs::create_dir(repo.path.join(".githooks")).expect("mkdir");
+    std::fs::write(repo.path.join(".githooks/pre-commit"), "#!/bin/sh\nexit 0\n").expect("hook");
+    assert!(Command::new("chmod")
+        .arg("755")
+        .arg(repo.path.join(".githooks/pre-commit"))
+        .status()
+        .expect("chmod")
+        .success());
+    git(&repo.path, &["config", "core.hooksPath", ".githooks"]);
     let init = repo.ok(&["init"]);
     assert!(init.contains(&format!("built agent-sandbox-proj-{hash}:latest")), "{init}");
     assert_eq!(
@@ -174,6 +184,8 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         echo "secret=$(env | grep -c s3cret)"
         agent-sandbox firewall status | head -1
         touch .git/hooks/pre-commit 2>/dev/null; echo "hooks_write=$?"
+        echo 'exit 0' >> .githooks/pre-commit 2>/dev/null; echo "hooks_path_write=$?"
+        git config core.hooksPath /tmp 2>/dev/null; echo "hooks_path_set=$?"
         echo changed >> README; echo "readme_write=$?"
         export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
         git commit -qam bypass --no-verify 2>/dev/null; echo "no_verify=$?"
@@ -192,6 +204,8 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         "secret=0",
         "firewall: on",
         "hooks_write=1",
+        "hooks_path_write=1",
+        "hooks_path_set=1",
         "readme_write=0",
         "no_verify=1",
         "commit=0",
