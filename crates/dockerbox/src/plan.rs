@@ -125,6 +125,8 @@ pub struct ContainerPlan {
 pub enum PlanError {
     /// Networks that would put the container's firewall on the host (or another container).
     Network(String),
+    /// `dns` servers on the `none` network (Docker refuses the pair).
+    DnsWithoutNetwork,
 }
 
 impl std::fmt::Display for PlanError {
@@ -133,6 +135,10 @@ impl std::fmt::Display for PlanError {
             PlanError::Network(network) => write!(
                 f,
                 ".agent-sandbox/settings.json: network {network:?} shares a network namespace, where the container's firewall (NET_ADMIN) would rewrite another's rules: name a Docker network, or \"none\""
+            ),
+            PlanError::DnsWithoutNetwork => write!(
+                f,
+                ".agent-sandbox/settings.json: dns servers with network \"none\" (there is no network to reach them on): remove one of the two"
             ),
         }
     }
@@ -150,6 +156,9 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
     if let Some(network) = &request.settings.network {
         if network == "host" || network.starts_with("container:") {
             return Err(PlanError::Network(network.clone()));
+        }
+        if network == "none" && !request.settings.dns.is_empty() {
+            return Err(PlanError::DnsWithoutNetwork);
         }
     }
     let inside = workspace.mount_point();
@@ -443,11 +452,14 @@ mod tests {
             request.settings.network = Some(bad.into());
             assert_eq!(plan(&request), Err(PlanError::Network(bad.into())));
         }
-        for good in ["none", "my-net"] {
+        let mut none_with_dns = request(Mode::Bind);
+        none_with_dns.settings = Settings { network: Some("none".into()), dns: vec!["10.0.0.53".into()] };
+        assert_eq!(plan(&none_with_dns), Err(PlanError::DnsWithoutNetwork));
+        for (good, dns) in [("none", vec![]), ("my-net", vec!["10.0.0.53".to_owned()])] {
             let mut request = request(Mode::Bind);
-            request.settings = Settings { network: Some(good.into()), dns: vec!["10.0.0.53".into()] };
+            request.settings = Settings { network: Some(good.into()), dns: dns.clone() };
             let got = plan(&request).expect("a named network is fine");
-            assert_eq!((got.network.as_deref(), got.dns), (Some(good), vec!["10.0.0.53".to_owned()]));
+            assert_eq!((got.network.as_deref(), got.dns), (Some(good), dns));
         }
     }
 
