@@ -174,6 +174,12 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         std::fs::read_to_string(repo.path.join(".agent-sandbox/Dockerfile")).expect("Dockerfile"),
         include_str!("../../devcontainer/repo/Dockerfile")
     );
+    // On a terminal, a build shows a bar instead of the build's lines.
+    let build = format!("{} build --base-tag {tag}", BIN.as_str());
+    let out =
+        Command::new("script").args(["-qec", &build, "/dev/null"]).current_dir(&repo.path).output().expect("script");
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && terminal.contains("\r\x1b[K[") && !terminal.contains("Step 1/"), "{}", text(&out));
 
     // Inside: the marker, the unprivileged user, the firewall, no host environment; each
     // attack beside the legitimate use.
