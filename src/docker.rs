@@ -216,9 +216,15 @@ pub fn build_base(args: BuildBaseArgs) -> Result<i32> {
     if let Some(from) = args.from {
         build_args.insert("FROM_IMAGE".into(), from);
     }
-    let versions = [args.claude_code_version, args.codex_version, args.ast_grep_version, args.git_delta_version];
-    for ((flag, arg, package), version) in dockerbox::context::TOOLS.iter().zip(versions) {
-        let Some(version) = version else { continue };
+    for (flag, arg, package) in dockerbox::context::TOOLS {
+        let version = match *flag {
+            "--claude-code-version" => &args.claude_code_version,
+            "--codex-version" => &args.codex_version,
+            "--ast-grep-version" => &args.ast_grep_version,
+            "--git-delta-version" => &args.git_delta_version,
+            other => bail!("no flag for the tool option {other}"),
+        };
+        let Some(version) = version.clone() else { continue };
         let version = match (version.as_str(), package) {
             ("latest", Some(package)) => resolve_npm_latest(package)?,
             ("latest", None) => bail!("{flag} latest cannot be resolved offline: give a release (e.g. {flag} 0.18.2)"),

@@ -103,12 +103,14 @@ pub fn init(engine: &Engine, target: &Target, base_tag: &str, force: bool) -> Re
             lines.push(format!("removed the container {}", listed.name));
         }
     }
-    let files =
-        [("Dockerfile", devcontainer::REPO_DOCKERFILE, force), ("settings.json", context::DEFAULT_SETTINGS, false)];
-    for (name, content, overwrite) in files {
+    let files = [
+        ("Dockerfile", devcontainer::REPO_DOCKERFILE, force, " (--force rewrites it)"),
+        ("settings.json", context::DEFAULT_SETTINGS, false, ""),
+    ];
+    for (name, content, overwrite, hint) in files {
         let path = dir.join(name);
         if path.exists() && !overwrite {
-            lines.push(format!("kept {} (--force rewrites the Dockerfile)", path.display()));
+            lines.push(format!("kept {}{hint}", path.display()));
         } else {
             util::fs::atomic_write(&path, content.as_bytes(), 0o644)
                 .with_context(|| format!("writing {}", path.display()))?;
