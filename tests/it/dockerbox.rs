@@ -278,6 +278,17 @@ fn missing_image_and_stopped_engine_say_what_to_do() {
         "{stderr}"
     );
 
+    // A directory that is no project is not mounted read-write into a container.
+    let loose = repo.path.parent().expect("parent").join("loose");
+    std::fs::create_dir(&loose).expect("mkdir");
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "true"]).current_dir(&loose).output().expect("shell");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a project (no .git or .agent-sandbox/)"),
+        "{}",
+        text(&out)
+    );
+
     let out = repo.cmd(&["list"]).env("DOCKER_HOST", "unix:///nonexistent/docker.sock").output().expect("list");
     assert_eq!(out.status.code(), Some(125), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);

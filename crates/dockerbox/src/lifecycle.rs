@@ -175,6 +175,16 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
     if options.build {
         build(engine, target, &options.base_tag)?;
     }
+    // The workspace is mounted read-write: only a project, never a home directory or
+    // `/` that `agent-sandbox` (shell, the default command) happened to run in.
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let project = target.root.join(".git").exists() || target.root.join(".agent-sandbox").is_dir();
+    if !project || home.as_deref() == Some(target.root.as_path()) || target.root == Path::new("/") {
+        bail!(
+            "{} is not a project (no .git or .agent-sandbox/): the sandbox mounts it read-write; cd into a repository, or run `agent-sandbox init PATH` for another directory",
+            target.root.display()
+        );
+    }
     let plan = target.plan(&options.base_tag, &options.protected)?;
     require_image(engine, &plan.image)?;
     // The hooks directory exists before the read-only mount covers it, so that the agent
@@ -224,6 +234,9 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
 /// Provisioning of one repository is serialized by a lock on the host, so that two
 /// sandboxes started at once both succeed. Its report line.
 pub fn checkout(engine: &Engine, target: &Target, branch: &str, options: &StartOptions) -> Result<String> {
+    if !target.root.join(".git").exists() {
+        bail!("{} is not a git repository: branch mode works on a repository's branches", target.root.display());
+    }
     let request = Request {
         workspace: target.workspace.clone(),
         mode: Mode::Branch(branch.to_owned()),
