@@ -577,7 +577,7 @@ fn the_firewall_holds_before_the_shell_opens_and_fails_closed() {
         dns: format!("as-dbx-dns-{id}"),
         allowed: format!("as-dbx-allowed-{id}"),
         denied: format!("as-dbx-denied-{id}"),
-        v4: format!("172.31.{subnet}"),
+        v4: format!("10.231.{subnet}"), // outside Docker's default address pools
         v6: format!("fd00:a5db:{subnet:x}"),
     };
     struct Network(Vec<String>, String);
