@@ -16,8 +16,9 @@ pub const EXIT_ERROR: i32 = 125;
     about = "Guard rails for AI coding agents: run them under bubblewrap with a layered policy"
 )]
 struct Cli {
+    /// Default: `shell` (the Docker sandbox of the current directory)
     #[command(subcommand)]
-    command: Commands,
+    command: Option<Commands>,
 }
 
 #[derive(Subcommand)]
@@ -42,6 +43,32 @@ enum Commands {
     /// Generate the VS Code devcontainer that gives "Reopen in Container" the same guard rails
     #[command(subcommand)]
     Devcontainer(DevcontainerCommand),
+    /// Docker sandbox: write .agent-sandbox/ (the per-repo Dockerfile, settings), build the image, create the volumes
+    Init(crate::docker::InitArgs),
+    /// Docker sandbox: build the per-repo image from .agent-sandbox/Dockerfile
+    Build(crate::docker::BuildArgs),
+    /// Docker sandbox: build the shared base image agent-sandbox-base:<tag> (its context is built into this binary)
+    BuildBase(crate::docker::BuildBaseArgs),
+    /// Docker sandbox: create or start the workspace's container (the firewall is applied before it counts as started)
+    Start(crate::docker::StartArgs),
+    /// Docker sandbox: stop the workspace's container
+    Stop(crate::docker::ModeArgs),
+    /// Docker sandbox: stop and start again (the firewall is applied again)
+    Restart(crate::docker::StartArgs),
+    /// Docker sandbox: a shell in the workspace's container, started if needed (the default command)
+    Shell(crate::docker::ShellArgs),
+    /// Docker sandbox: print the `docker run` command that creates the workspace's container
+    ShowRun(crate::docker::ModeArgs),
+    /// Docker sandbox: provision the repo shelf and a branch's worktree (no container start)
+    Checkout(crate::docker::CheckoutArgs),
+    /// Docker sandbox: every sandbox container (repo, mode, workdir, volumes, state)
+    List(crate::docker::ListArgs),
+    /// Docker sandbox: the volumes of the workspace's sandboxes (config, history, repo shelf)
+    Volume(crate::docker::WorkspaceArg),
+    /// Docker sandbox: config.toml (the `high` profile) and AGENTS.md in the shared Codex volume; --auth imports the host's login
+    CodexInitConfig(crate::docker::CodexInitArgs),
+    /// Docker sandbox: remove auth.json and profile.json from the shared Codex volume
+    CodexLogout(crate::docker::CodexVolumeArgs),
     /// An interactive shell over a virtual sandbox (in-memory files; nothing touches the host)
     Vsh(crate::vsh::VshArgs),
     /// Serve a virtual sandbox to an agent as MCP tools on stdio
@@ -204,7 +231,26 @@ pub fn main(args: Vec<OsString>) -> i32 {
             return if err.use_stderr() { 2 } else { 0 };
         }
     };
-    let result = match cli.command {
+    let Some(command) = cli.command else {
+        return finish(crate::docker::shell(crate::docker::ShellArgs {
+            base_tag: "latest".into(),
+            ..Default::default()
+        }));
+    };
+    let result = match command {
+        Commands::Init(args) => crate::docker::init(args),
+        Commands::Build(args) => crate::docker::build(args),
+        Commands::BuildBase(args) => crate::docker::build_base(args),
+        Commands::Start(args) => crate::docker::start(args),
+        Commands::Stop(args) => crate::docker::stop(args),
+        Commands::Restart(args) => crate::docker::restart(args),
+        Commands::Shell(args) => crate::docker::shell(args),
+        Commands::ShowRun(args) => crate::docker::show_run(args),
+        Commands::List(args) => crate::docker::list(args),
+        Commands::Checkout(args) => crate::docker::checkout(args),
+        Commands::CodexInitConfig(args) => crate::docker::codex_init_config(args),
+        Commands::CodexLogout(args) => crate::docker::codex_logout(args),
+        Commands::Volume(args) => crate::docker::volume(args),
         Commands::Exec(args) => crate::exec::exec(args),
         Commands::Check { quiet } => Ok(check(quiet)),
         Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
@@ -237,6 +283,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
             }
         },
     };
+    finish(result)
+}
+
+fn finish(result: anyhow::Result<i32>) -> i32 {
     match result {
         Ok(code) => code,
         Err(err) => {
@@ -326,6 +376,18 @@ fn devcontainer_init(
     if !root.is_dir() {
         anyhow::bail!("{} is not a directory (give the workspace to set up)", root.display());
     }
+    let options = devcontainer::Options { base_tag, protected: protected_paths(&root)?, per_workspace_config, force };
+    let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
+    for line in devcontainer::init(&root, &options, &binary)?.lines {
+        println!("{line}");
+    }
+    Ok(0)
+}
+
+/// The workspace's protected paths (`devcontainer::protected_paths`), with the project's
+/// `checks.protectedPaths` and git's `core.hooksPath`. Shared by the devcontainer and
+/// the Docker sandbox.
+pub fn protected_paths(root: &std::path::Path) -> anyhow::Result<Vec<String>> {
     // Protected paths may come from the project's file even before `config allow`:
     // they only ever add read-only mounts.
     let sources = config::Sources { global_dir: None, project_dir: Some(root.join(".agent-sandbox")), explicit: None };
@@ -341,17 +403,7 @@ fn devcontainer_init(
         .filter(|out| out.status.success())
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
         .filter(|hooks| !hooks.is_empty());
-    let options = devcontainer::Options {
-        base_tag,
-        protected: devcontainer::protected_paths(&root, &configured, hooks_path.as_deref())?,
-        per_workspace_config,
-        force,
-    };
-    let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
-    for line in devcontainer::init(&root, &options, &binary)?.lines {
-        println!("{line}");
-    }
-    Ok(0)
+    Ok(devcontainer::protected_paths(root, &configured, hooks_path.as_deref())?)
 }
 
 fn check(quiet: bool) -> i32 {

@@ -5,6 +5,7 @@
 //! in the library crates under `crates/`.
 
 mod cli;
+mod docker;
 mod exec;
 mod vsh;
 

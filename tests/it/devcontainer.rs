@@ -27,13 +27,14 @@ use crate::support::BIN;
 /// The plain Debian image `cargo xtask test` bootstraps (no agent-sandbox in it).
 const PLAIN_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
 
-struct Names {
-    network: String,
-    dns: String,
-    allowed: String,
-    denied: String,
-    v4: String,
-    v6: String,
+/// The test network's names and prefixes (shared with the Docker lifecycle test).
+pub(crate) struct Names {
+    pub(crate) network: String,
+    pub(crate) dns: String,
+    pub(crate) allowed: String,
+    pub(crate) denied: String,
+    pub(crate) v4: String,
+    pub(crate) v6: String,
 }
 
 /// Removes what the test created, whatever happened.
@@ -85,7 +86,7 @@ const SERVER_JS: &str =
     if (process.argv[1]==='dns'){const d=require('dgram').createSocket('udp4');\
     d.on('message',(m,r)=>{const b=Buffer.from(m);b[2]|=0x80;b[3]=0x83;d.send(b,r.port,r.address)});d.bind(53);}";
 
-fn start_host(image: &str, names: &Names, name: &str, last: u8, dns: bool) {
+pub(crate) fn start_host(image: &str, names: &Names, name: &str, last: u8, dns: bool) {
     let ip4 = format!("{}.{last}", names.v4);
     let ip6 = format!("{}::{last}", names.v6);
     let mut args = vec!["run", "-d", "--name", name, "--network", &names.network, "--ip", &ip4, "--ip6", &ip6];

@@ -5,6 +5,7 @@
 mod cli;
 mod commands;
 mod devcontainer;
+mod dockerbox;
 mod env;
 mod files;
 mod git;

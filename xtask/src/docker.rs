@@ -1,12 +1,13 @@
-//! The Docker tasks, through bollard (only xtask talks to Docker, and only here does a
-//! tokio runtime start):
+//! The Docker tasks of development and CI, through bollard on a current-thread tokio
+//! runtime (the binary's own Docker commands live in crates/dockerbox):
 //! - `bootstrap-image [--tag T]`: a Debian bookworm image from Debian's packages
 //!   (debootstrap + import), for hosts that reach no registry;
 //! - `build-base [--tag T] [--from IMAGE] [--claude-code-version V] [--codex-version V]
 //!   [--git-delta-version V] [--ast-grep-version V]`: `agent-sandbox-base:<tag>` from
-//!   `devcontainer/base/`, the Feature `devcontainer/feature/agent-sandbox/` (the same
-//!   one `devcontainer init` adds to any image) and the release binary, `latest` resolved first so Docker's
-//!   layer cache holds, progress streamed.
+//!   the context `agent-sandbox build-base` sends (`dockerbox::context::base_context`:
+//!   `devcontainer/base/Dockerfile`, the Feature `devcontainer/feature/agent-sandbox/`)
+//!   with the release binary, `latest` resolved first so Docker's layer cache holds,
+//!   progress streamed.
 
 use std::{collections::HashMap, path::Path, process::Command};
 
@@ -15,19 +16,13 @@ use bollard::{
     query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuilder},
     Docker,
 };
+// The tool versions the base Dockerfile takes (one table, shared with `agent-sandbox build-base`).
+use dockerbox::context::TOOLS;
 use futures_util::StreamExt;
 
 use crate::{root, run};
 
 pub const BOOTSTRAP_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
-
-/// The tool versions the base Dockerfile takes: (flag, build argument, npm package).
-const TOOLS: &[(&str, &str, Option<&str>)] = &[
-    ("--claude-code-version", "CLAUDE_CODE_VERSION", Some("@anthropic-ai/claude-code")),
-    ("--codex-version", "CODEX_VERSION", Some("@openai/codex")),
-    ("--ast-grep-version", "AST_GREP_VERSION", Some("@ast-grep/cli")),
-    ("--git-delta-version", "GIT_DELTA_VERSION", None),
-];
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the tokio runtime")
@@ -167,31 +162,13 @@ fn resolve_npm_latest(package: &str) -> Result<String> {
     Ok(version)
 }
 
-/// `devcontainer/base/*`, the Feature's folder as `feature/` and the release binary in
-/// it, as a tar archive with fixed metadata, so that an unchanged tree gives an
-/// unchanged context (and a fully cached build).
+/// The same context `agent-sandbox build-base` sends (`dockerbox::context::base_context`:
+/// the base Dockerfile and the Feature's files, built into the binary), with the
+/// release binary just built.
 fn build_context(root: &Path) -> Result<Vec<u8>> {
-    let mut builder = tar::Builder::new(Vec::new());
-    let mut entries: Vec<(String, std::path::PathBuf)> = Vec::new();
-    for (dir, prefix) in [("devcontainer/base", ""), ("devcontainer/feature/agent-sandbox", "feature/")] {
-        let dir = root.join(dir);
-        for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
-            let entry = entry?;
-            entries.push((format!("{prefix}{}", entry.file_name().to_string_lossy()), entry.path()));
-        }
-    }
-    entries.push(("feature/agent-sandbox".into(), root.join("target/release/agent-sandbox")));
-    entries.sort();
-    for (name, path) in entries {
-        let data = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        let mut header = tar::Header::new_gnu();
-        header.set_size(data.len() as u64);
-        header.set_mode(if name.ends_with("/agent-sandbox") || name.ends_with(".sh") { 0o755 } else { 0o644 });
-        header.set_mtime(0);
-        header.set_cksum();
-        builder.append_data(&mut header, &name, data.as_slice())?;
-    }
-    builder.into_inner().context("finishing the build context")
+    let binary = root.join("target/release/agent-sandbox");
+    let bytes = std::fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
+    dockerbox::context::base_context(&bytes).context("building the context")
 }
 
 /// The value after `name` in `args`, if present.

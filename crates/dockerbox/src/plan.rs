@@ -1,0 +1,547 @@
+//! The container a workspace gets, decided in one value (pure): image, name, user,
+//! working directory, mounts, environment, labels, capabilities and network. The
+//! executor turns a [`ContainerPlan`] into bollard's create request, and `show-run`
+//! into the `docker run` command that creates the same container ([`docker_run_args`]).
+//!
+//! The guard rails are the image's (the git guard as `git`, the marker, the firewall
+//! applied by the entrypoint at every start); the plan adds what the devcontainer adds:
+//! the protected paths read-only, the project's `.agent-sandbox` once more where the
+//! firewall reads its additions, the firewall's two capabilities, the unprivileged user,
+//! and an environment of exactly these variables (nothing from the host).
+
+use std::collections::BTreeMap;
+
+use crate::names::{sanitize_branch, Workspace, CLAUDE_VOLUME, CODEX_VOLUME};
+
+/// The unprivileged user of the base image.
+pub const USER: &str = "node";
+/// Where the repo-shelf volume is mounted.
+pub const REPO_SHELF: &str = "/repo-shelf";
+/// The label every sandbox container carries: the host workspace path.
+pub const LABEL_WORKSPACE: &str = "agent-sandbox.workspace";
+pub const LABEL_MODE: &str = "agent-sandbox.mode";
+pub const LABEL_BRANCH: &str = "agent-sandbox.branch";
+pub const LABEL_WORKDIR: &str = "agent-sandbox.workdir";
+pub const LABEL_REPO: &str = "agent-sandbox.repo";
+
+/// Bind mode (the host checkout is the working directory) or branch mode (a worktree
+/// of the repo shelf).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    Bind,
+    Branch(String),
+}
+
+impl Mode {
+    pub fn branch(&self) -> Option<&str> {
+        match self {
+            Mode::Bind => None,
+            Mode::Branch(branch) => Some(branch),
+        }
+    }
+}
+
+/// `.agent-sandbox/settings.json`: the container settings a repository may set.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Settings {
+    /// A Docker network to join instead of the default bridge (`none` for loopback only).
+    pub network: Option<String>,
+    /// DNS servers for the container (the firewall lets DNS go only to these).
+    pub dns: Vec<String>,
+}
+
+impl Settings {
+    /// Reads `.agent-sandbox/settings.json` (`{"network": null | "NAME", "dns": ["IP", ...]}`);
+    /// an unknown key is an error, so that a typo is not silently ignored.
+    pub fn parse(text: &str) -> Result<Settings, String> {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|err| err.to_string())?;
+        let serde_json::Value::Object(object) = value else { return Err("expected an object".into()) };
+        let mut settings = Settings::default();
+        for (key, value) in object {
+            match (key.as_str(), value) {
+                ("network", serde_json::Value::Null) => {}
+                ("network", serde_json::Value::String(network)) => settings.network = Some(network),
+                ("dns", serde_json::Value::Array(items)) => {
+                    for item in items {
+                        let serde_json::Value::String(server) = item else {
+                            return Err("dns: expected an array of addresses".into());
+                        };
+                        settings.dns.push(server);
+                    }
+                }
+                ("network", _) => return Err("network: expected a Docker network name or null".into()),
+                ("dns", _) => return Err("dns: expected an array of addresses".into()),
+                (other, _) => return Err(format!("unknown key {other:?} (known: network, dns)")),
+            }
+        }
+        Ok(settings)
+    }
+}
+
+/// What the plan is made from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub workspace: Workspace,
+    pub mode: Mode,
+    pub image: String,
+    /// Existing paths relative to the workspace, mounted read-only (see
+    /// `devcontainer::protected_paths`).
+    pub protected: Vec<String>,
+    pub settings: Settings,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountKind {
+    Bind,
+    Volume,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub kind: MountKind,
+    pub source: String,
+    pub target: String,
+    pub read_only: bool,
+}
+
+/// The whole container create request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPlan {
+    pub name: String,
+    pub image: String,
+    pub user: String,
+    pub workdir: String,
+    pub mounts: Vec<Mount>,
+    pub env: Vec<(String, String)>,
+    pub labels: BTreeMap<String, String>,
+    pub cap_add: Vec<String>,
+    pub network: Option<String>,
+    pub dns: Vec<String>,
+    /// The command after the image's entrypoint (which applies the firewall first).
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum PlanError {
+    /// Networks that would put the container's firewall on the host (or another container).
+    Network(String),
+    /// `dns` servers on the `none` network (Docker refuses the pair).
+    DnsWithoutNetwork,
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::Network(network) => write!(
+                f,
+                ".agent-sandbox/settings.json: network {network:?} shares a network namespace, where the container's firewall (NET_ADMIN) would rewrite another's rules: name a Docker network, or \"none\""
+            ),
+            PlanError::DnsWithoutNetwork => write!(
+                f,
+                ".agent-sandbox/settings.json: dns servers with network \"none\" (there is no network to reach them on): remove one of the two"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// The worktree of `branch` in the repo shelf.
+pub fn worktree_dir(branch: &str) -> String {
+    format!("{REPO_SHELF}/worktrees/{}", sanitize_branch(branch))
+}
+
+pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
+    let workspace = &request.workspace;
+    if let Some(network) = &request.settings.network {
+        if network == "host" || network.starts_with("container:") {
+            return Err(PlanError::Network(network.clone()));
+        }
+        if network == "none" && !request.settings.dns.is_empty() {
+            return Err(PlanError::DnsWithoutNetwork);
+        }
+    }
+    let inside = workspace.mount_point();
+    let workdir = match &request.mode {
+        Mode::Bind => inside.clone(),
+        Mode::Branch(branch) => worktree_dir(branch),
+    };
+    let home = format!("/home/{USER}");
+    let bind =
+        |source: String, target: String, read_only: bool| Mount { kind: MountKind::Bind, source, target, read_only };
+    let volume = |source: String, target: String| Mount { kind: MountKind::Volume, source, target, read_only: false };
+    let mut mounts = vec![bind(workspace.path.clone(), inside.clone(), false)];
+    for path in &request.protected {
+        mounts.push(bind(format!("{}/{path}", workspace.path), format!("{inside}/{path}"), true));
+    }
+    if request.protected.iter().any(|p| p == ".agent-sandbox") {
+        mounts.push(bind(format!("{}/.agent-sandbox", workspace.path), "/etc/agent-sandbox/project".into(), true));
+    }
+    mounts.push(volume(workspace.repo_shelf_volume(), REPO_SHELF.into()));
+    mounts.push(volume(workspace.history_volume(), "/commandhistory".into()));
+    mounts.push(volume(CLAUDE_VOLUME.into(), format!("{home}/.claude")));
+    mounts.push(volume(CODEX_VOLUME.into(), format!("{home}/.codex")));
+    let env = vec![
+        ("CLAUDE_CONFIG_DIR".to_owned(), format!("{home}/.claude")),
+        ("CODEX_HOME".to_owned(), format!("{home}/.codex")),
+        ("HISTFILE".to_owned(), "/commandhistory/.bash_history".to_owned()),
+    ];
+    let mut labels = BTreeMap::new();
+    labels.insert(LABEL_WORKSPACE.to_owned(), workspace.path.clone());
+    labels.insert(LABEL_REPO.to_owned(), workspace.repo_name.clone());
+    labels.insert(LABEL_WORKDIR.to_owned(), workdir.clone());
+    match &request.mode {
+        Mode::Bind => {
+            labels.insert(LABEL_MODE.to_owned(), "bind".to_owned());
+        }
+        Mode::Branch(branch) => {
+            labels.insert(LABEL_MODE.to_owned(), "branch".to_owned());
+            labels.insert(LABEL_BRANCH.to_owned(), branch.clone());
+        }
+    }
+    let mut plan = ContainerPlan {
+        name: workspace.container(request.mode.branch()),
+        image: request.image.clone(),
+        user: USER.to_owned(),
+        workdir,
+        mounts,
+        env,
+        labels,
+        cap_add: vec!["NET_ADMIN".to_owned(), "NET_RAW".to_owned()],
+        network: request.settings.network.clone(),
+        dns: request.settings.dns.clone(),
+        command: vec!["sleep".to_owned(), "infinity".to_owned()],
+    };
+    let digest = plan_digest(&plan);
+    plan.labels.insert(LABEL_PLAN.to_owned(), digest);
+    Ok(plan)
+}
+
+/// The label with [`plan_digest`]: a container whose label differs from today's plan
+/// (other settings, protected paths, image name) is out of date.
+pub const LABEL_PLAN: &str = "agent-sandbox.plan";
+
+/// A digest of everything in the plan but its own label.
+pub fn plan_digest(plan: &ContainerPlan) -> String {
+    let mut plan = plan.clone();
+    plan.labels.remove(LABEL_PLAN);
+    format!("{:016x}", util::fnv1a(docker_run_args(&plan).join("\0").as_bytes()))
+}
+
+/// The label of the short-lived provisioning container (never listed as a sandbox).
+pub const LABEL_PROVISION: &str = "agent-sandbox.provision";
+
+/// Branch mode's provisioning, idempotent, as the seed's steps, run by
+/// [`provision_plan`]'s container: as root only to hand the fresh volume to the user,
+/// then as the user with the real git. The shelf is the agent's to write (its hooks
+/// and config may be the agent's): this container has no more than a sandbox has, the
+/// host's checkout read-only and the same firewall.
+/// The host's checkout is the clone's source and the `host` remote (read-only here);
+/// `origin` is set to the host's origin URL when it has one.
+pub const PROVISION_SCRIPT: &str = r#"set -eu
+chown node:node /repo-shelf
+exec runuser -u node -- sh -eu -c '
+git() { /usr/libexec/agent-sandbox/git -c safe.directory="*" "$@"; }
+host="file://$HOST_PATH"
+if [ ! -e /repo-shelf/repo/.git ]; then git clone -q --no-checkout "$host" /repo-shelf/repo; fi
+cd /repo-shelf/repo
+git remote add host "$host" 2>/dev/null || git remote set-url host "$host"
+git fetch -q --prune host
+if [ -n "$ORIGIN_URL" ]; then
+  git remote set-url origin "$ORIGIN_URL"
+  git fetch -q --prune origin || echo "agent-sandbox: warning: cannot fetch origin ($ORIGIN_URL); worktrees start from the host" >&2
+fi
+if [ -e "$BR_DIR/.git" ]; then echo "worktree $BR_DIR exists"; exit 0; fi
+mkdir -p /repo-shelf/worktrees
+for start in "origin/$BRANCH" "host/$BRANCH"; do
+  if git rev-parse -q --verify "refs/remotes/$start" >/dev/null; then
+    git worktree add -q -B "$BRANCH" "$BR_DIR" "$start"; echo "worktree $BR_DIR from $start"; exit 0
+  fi
+done
+for start in origin/main host/main; do
+  if git rev-parse -q --verify "refs/remotes/$start" >/dev/null; then
+    git worktree add -q -b "$BRANCH" "$BR_DIR" "$start"; echo "worktree $BR_DIR: new branch from $start"; exit 0
+  fi
+done
+git fetch -q host HEAD
+git worktree add -q -b "$BRANCH" "$BR_DIR" FETCH_HEAD; echo "worktree $BR_DIR: new branch from the host HEAD"
+'
+"#;
+
+/// The short-lived container that provisions `branch` in the repo shelf: the sandbox's
+/// image, network and firewall, the host checkout read-only and the shelf, nothing else.
+pub fn provision_plan(request: &Request, branch: &str, origin_url: Option<&str>) -> Result<ContainerPlan, PlanError> {
+    let sandbox = plan(&Request { mode: Mode::Branch(branch.to_owned()), ..request.clone() })?;
+    let workspace = &request.workspace;
+    let mut labels = BTreeMap::new();
+    labels.insert(LABEL_PROVISION.to_owned(), workspace.path.clone());
+    Ok(ContainerPlan {
+        name: format!("{}-provision", sandbox.name),
+        user: "root".to_owned(),
+        workdir: "/".to_owned(),
+        mounts: vec![
+            Mount {
+                kind: MountKind::Bind,
+                source: workspace.path.clone(),
+                target: workspace.mount_point(),
+                read_only: true,
+            },
+            Mount {
+                kind: MountKind::Volume,
+                source: workspace.repo_shelf_volume(),
+                target: REPO_SHELF.into(),
+                read_only: false,
+            },
+        ],
+        env: vec![
+            ("HOST_PATH".to_owned(), workspace.mount_point()),
+            ("ORIGIN_URL".to_owned(), origin_url.unwrap_or_default().to_owned()),
+            ("BRANCH".to_owned(), branch.to_owned()),
+            ("BR_DIR".to_owned(), worktree_dir(branch)),
+        ],
+        labels,
+        command: vec!["sh".to_owned(), "-c".to_owned(), PROVISION_SCRIPT.to_owned()],
+        ..sandbox
+    })
+}
+
+/// `docker run`'s arguments (after `docker`) that create the container of `plan`.
+pub fn docker_run_args(plan: &ContainerPlan) -> Vec<String> {
+    let mut args: Vec<String> = ["run", "--detach", "--init", "--name"].map(String::from).to_vec();
+    args.push(plan.name.clone());
+    for (key, value) in &plan.labels {
+        args.extend(["--label".to_owned(), format!("{key}={value}")]);
+    }
+    args.extend(["--user".to_owned(), plan.user.clone(), "--workdir".to_owned(), plan.workdir.clone()]);
+    for cap in &plan.cap_add {
+        args.extend(["--cap-add".to_owned(), cap.clone()]);
+    }
+    if let Some(network) = &plan.network {
+        args.extend(["--network".to_owned(), network.clone()]);
+    }
+    for dns in &plan.dns {
+        args.extend(["--dns".to_owned(), dns.clone()]);
+    }
+    for mount in &plan.mounts {
+        let kind = match mount.kind {
+            MountKind::Bind => "bind",
+            MountKind::Volume => "volume",
+        };
+        let mut fields = vec![format!("type={kind}"), csv_field(&format!("source={}", mount.source))];
+        fields.push(csv_field(&format!("target={}", mount.target)));
+        if mount.read_only {
+            fields.push("readonly".to_owned());
+        }
+        args.extend(["--mount".to_owned(), fields.join(",")]);
+    }
+    for (key, value) in &plan.env {
+        args.extend(["--env".to_owned(), format!("{key}={value}")]);
+    }
+    args.push(plan.image.clone());
+    args.extend(plan.command.iter().cloned());
+    args
+}
+
+/// `--mount` is CSV: a field with a comma or a quote is quoted (paths may have either).
+fn csv_field(field: &str) -> String {
+    if field.contains([',', '"']) {
+        format!("\"{}\"", field.replace('"', "\"\""))
+    } else {
+        field.to_owned()
+    }
+}
+
+/// The `docker run` command line, quoted for a POSIX shell.
+pub fn docker_run_line(plan: &ContainerPlan) -> String {
+    let mut words = vec!["docker".to_owned()];
+    words.extend(docker_run_args(plan).iter().map(|arg| util::shell_word(arg)));
+    words.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn request(mode: Mode) -> Request {
+        Request {
+            workspace: Workspace::new(Path::new("/src/app")),
+            mode,
+            image: "agent-sandbox-base:latest".into(),
+            protected: vec![".git/hooks".into(), ".agent-sandbox".into()],
+            settings: Settings::default(),
+        }
+    }
+
+    fn expected(name: &str, workdir: &str, mode_labels: &[(&str, &str)]) -> ContainerPlan {
+        let hash = crate::names::path_hash("/src/app");
+        let mount = |kind, source: &str, target: &str, read_only| Mount {
+            kind,
+            source: source.into(),
+            target: target.into(),
+            read_only,
+        };
+        let mut labels: BTreeMap<String, String> =
+            [(LABEL_WORKSPACE, "/src/app"), (LABEL_REPO, "app"), (LABEL_WORKDIR, workdir)]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        labels.extend(mode_labels.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut plan = ContainerPlan {
+            name: name.replace("HASH", &hash),
+            image: "agent-sandbox-base:latest".into(),
+            user: "node".into(),
+            workdir: workdir.into(),
+            mounts: vec![
+                mount(MountKind::Bind, "/src/app", "/workspace/app", false),
+                mount(MountKind::Bind, "/src/app/.git/hooks", "/workspace/app/.git/hooks", true),
+                mount(MountKind::Bind, "/src/app/.agent-sandbox", "/workspace/app/.agent-sandbox", true),
+                mount(MountKind::Bind, "/src/app/.agent-sandbox", "/etc/agent-sandbox/project", true),
+                mount(MountKind::Volume, &format!("agent-sbx-repo-{hash}"), "/repo-shelf", false),
+                mount(MountKind::Volume, &format!("agent-sandbox-{hash}-history"), "/commandhistory", false),
+                mount(MountKind::Volume, "agent-sandbox-claude-code-config", "/home/node/.claude", false),
+                mount(MountKind::Volume, "agent-sandbox-codex-config", "/home/node/.codex", false),
+            ],
+            env: vec![
+                ("CLAUDE_CONFIG_DIR".into(), "/home/node/.claude".into()),
+                ("CODEX_HOME".into(), "/home/node/.codex".into()),
+                ("HISTFILE".into(), "/commandhistory/.bash_history".into()),
+            ],
+            labels,
+            cap_add: vec!["NET_ADMIN".into(), "NET_RAW".into()],
+            network: None,
+            dns: vec![],
+            command: vec!["sleep".into(), "infinity".into()],
+        };
+        let digest = plan_digest(&plan);
+        plan.labels.insert(LABEL_PLAN.into(), digest);
+        plan
+    }
+
+    #[test]
+    fn bind_mode_plan() {
+        let want = expected("agent-sandbox-app-HASH", "/workspace/app", &[(LABEL_MODE, "bind")]);
+        assert_eq!(plan(&request(Mode::Bind)), Ok(want));
+    }
+
+    #[test]
+    fn branch_mode_plan_differs_only_in_name_workdir_and_labels() {
+        let want = expected(
+            "agent-sandbox-app-feature__x-HASH",
+            "/repo-shelf/worktrees/feature__x",
+            &[(LABEL_MODE, "branch"), (LABEL_BRANCH, "feature/x")],
+        );
+        assert_eq!(plan(&request(Mode::Branch("feature/x".into()))), Ok(want));
+    }
+
+    #[test]
+    fn the_plan_digest_changes_with_what_the_container_is() {
+        let base = plan(&request(Mode::Bind)).expect("plan");
+        let mut other = request(Mode::Bind);
+        other.protected.push(".husky".into());
+        let changed = plan(&other).expect("plan");
+        assert_ne!(base.labels[LABEL_PLAN], changed.labels[LABEL_PLAN]);
+        assert_eq!(plan(&request(Mode::Bind)).expect("plan").labels[LABEL_PLAN], base.labels[LABEL_PLAN]);
+    }
+
+    #[test]
+    fn networks_sharing_a_namespace_are_refused_and_named_ones_kept() {
+        for bad in ["host", "container:db"] {
+            let mut request = request(Mode::Bind);
+            request.settings.network = Some(bad.into());
+            assert_eq!(plan(&request), Err(PlanError::Network(bad.into())));
+        }
+        let mut none_with_dns = request(Mode::Bind);
+        none_with_dns.settings = Settings { network: Some("none".into()), dns: vec!["10.0.0.53".into()] };
+        assert_eq!(plan(&none_with_dns), Err(PlanError::DnsWithoutNetwork));
+        for (good, dns) in [("none", vec![]), ("my-net", vec!["10.0.0.53".to_owned()])] {
+            let mut request = request(Mode::Bind);
+            request.settings = Settings { network: Some(good.into()), dns: dns.clone() };
+            let got = plan(&request).expect("a named network is fine");
+            assert_eq!((got.network.as_deref(), got.dns), (Some(good), dns));
+        }
+    }
+
+    #[test]
+    fn provisioning_plan_mounts_the_host_read_only_and_only_the_shelf_beside_it() {
+        let mut request = request(Mode::Bind);
+        request.settings.network = Some("none".into());
+        let got = provision_plan(&request, "feature/x", Some("https://example.invalid/app.git")).expect("plan");
+        let hash = &request.workspace.hash;
+        let want = ContainerPlan {
+            name: format!("agent-sandbox-app-feature__x-{hash}-provision"),
+            image: "agent-sandbox-base:latest".into(),
+            user: "root".into(),
+            workdir: "/".into(),
+            mounts: vec![
+                Mount {
+                    kind: MountKind::Bind,
+                    source: "/src/app".into(),
+                    target: "/workspace/app".into(),
+                    read_only: true,
+                },
+                Mount {
+                    kind: MountKind::Volume,
+                    source: format!("agent-sbx-repo-{hash}"),
+                    target: "/repo-shelf".into(),
+                    read_only: false,
+                },
+            ],
+            env: vec![
+                ("HOST_PATH".into(), "/workspace/app".into()),
+                ("ORIGIN_URL".into(), "https://example.invalid/app.git".into()),
+                ("BRANCH".into(), "feature/x".into()),
+                ("BR_DIR".into(), "/repo-shelf/worktrees/feature__x".into()),
+            ],
+            labels: [(LABEL_PROVISION.to_owned(), "/src/app".to_owned())].into_iter().collect(),
+            cap_add: vec!["NET_ADMIN".into(), "NET_RAW".into()],
+            network: Some("none".into()),
+            dns: vec![],
+            command: vec!["sh".into(), "-c".into(), PROVISION_SCRIPT.into()],
+        };
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn settings_parse_whole_and_refuse_unknown_keys() {
+        let table: &[(&str, Result<Settings, String>)] = &[
+            (crate::context::DEFAULT_SETTINGS, Ok(Settings::default())),
+            (
+                r#"{"network": "none", "dns": ["10.1.1.1"]}"#,
+                Ok(Settings { network: Some("none".into()), dns: vec!["10.1.1.1".into()] }),
+            ),
+            (r#"{"netwrok": "none"}"#, Err(r#"unknown key "netwrok" (known: network, dns)"#.into())),
+            (r#"{"dns": "10.1.1.1"}"#, Err("dns: expected an array of addresses".into())),
+            ("[]", Err("expected an object".into())),
+        ];
+        for (text, want) in table {
+            assert_eq!(&Settings::parse(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn docker_run_command_of_a_plan() {
+        let mut request = request(Mode::Bind);
+        request.protected = vec![".git/hooks".into()];
+        request.settings = Settings { network: Some("none".into()), dns: vec![] };
+        let plan = plan(&request).expect("plan");
+        let hash = &request.workspace.hash;
+        let digest = plan_digest(&plan);
+        let want = format!(
+            "docker run --detach --init --name agent-sandbox-app-{hash} \
+             --label agent-sandbox.mode=bind --label agent-sandbox.plan={digest} --label agent-sandbox.repo=app \
+             --label agent-sandbox.workdir=/workspace/app --label agent-sandbox.workspace=/src/app \
+             --user node --workdir /workspace/app --cap-add NET_ADMIN --cap-add NET_RAW --network none \
+             --mount type=bind,source=/src/app,target=/workspace/app \
+             --mount type=bind,source=/src/app/.git/hooks,target=/workspace/app/.git/hooks,readonly \
+             --mount type=volume,source=agent-sbx-repo-{hash},target=/repo-shelf \
+             --mount type=volume,source=agent-sandbox-{hash}-history,target=/commandhistory \
+             --mount type=volume,source=agent-sandbox-claude-code-config,target=/home/node/.claude \
+             --mount type=volume,source=agent-sandbox-codex-config,target=/home/node/.codex \
+             --env CLAUDE_CONFIG_DIR=/home/node/.claude --env CODEX_HOME=/home/node/.codex \
+             --env HISTFILE=/commandhistory/.bash_history agent-sandbox-base:latest sleep infinity"
+        );
+        assert_eq!(docker_run_line(&plan), want);
+    }
+}

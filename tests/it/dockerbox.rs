@@ -1,0 +1,635 @@
+//! End to end: seed 002's Docker lifecycle (`init`, `shell`, `start --branch`,
+//! `list`, `show-run`, `stop`) against the real engine, checked with the docker CLI.
+//! Each test repository's `.agent-sandbox/settings.json` puts its containers on the
+//! `none` network: nothing leaves them (the firewall still applies, with nothing to
+//! resolve). `cargo xtask test` builds `agent-sandbox-base:e2e` and sets
+//! `AGENT_SANDBOX_E2E_BASE_TAG`; the unprivileged rerun has no Docker access and says so.
+
+use std::{
+    io::{Read as _, Write as _},
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use crate::support::BIN;
+
+/// The base image tag, or `None` (skip, with the reason printed) outside CI.
+fn base_tag() -> Option<String> {
+    match std::env::var("AGENT_SANDBOX_E2E_BASE_TAG") {
+        Ok(tag) => Some(tag),
+        Err(_) => {
+            // SAFETY: geteuid has no preconditions.
+            let root = unsafe { libc::geteuid() } == 0;
+            assert!(
+                std::env::var_os("CI").is_none() || !root,
+                "CI must run the Docker lifecycle end-to-end tests: run the suite through `cargo xtask test`"
+            );
+            eprintln!("skipped: the Docker lifecycle tests need Docker and the base image (run `cargo xtask test` as root, or set AGENT_SANDBOX_E2E_BASE_TAG=<tag of agent-sandbox-base>)");
+            None
+        }
+    }
+}
+
+/// A git repository owned by the container's user (uid 1000), on the `none` network.
+struct Repo {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    tag: String,
+}
+
+impl Repo {
+    fn new(tag: &str) -> Repo {
+        let dir = tempfile::Builder::new().prefix("as-dbx-").tempdir().expect("tempdir");
+        let path = dir.path().canonicalize().expect("canonical").join("proj");
+        std::fs::create_dir_all(path.join(".agent-sandbox")).expect("mkdir");
+        git(&path, &["init", "-q", "-b", "main"]);
+        std::fs::write(path.join("README"), "hello\n").expect("write");
+        std::fs::write(path.join(".agent-sandbox/settings.json"), "{\"network\": \"none\"}\n").expect("write");
+        git(&path, &["add", "."]);
+        git(&path, &["commit", "-q", "-m", "init"]);
+        // The container's user must be able to write the checkout (as a user's own is).
+        let status = Command::new("chown").args(["-R", "1000:1000"]).arg(dir.path()).status().expect("chown");
+        assert!(status.success());
+        Repo { _dir: dir, path, tag: tag.to_owned() }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN.as_str());
+        cmd.args(args)
+            .current_dir(&self.path)
+            .env("AGENT_SANDBOX_E2E_HOST_SECRET", "s3cret-from-the-host")
+            .env("XDG_STATE_HOME", self.path.parent().expect("parent").join("state"));
+        cmd
+    }
+
+    /// `agent-sandbox ARGS --base-tag TAG`, which must succeed; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).args(["--base-tag", &self.tag]).output().expect("agent-sandbox");
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Repo {
+    fn drop(&mut self) {
+        let label = format!("label=agent-sandbox.workspace={}", self.path.display());
+        for id in docker(&["ps", "-aq", "--filter", &label]).split_whitespace() {
+            docker(&["rm", "-f", id]);
+        }
+        let hash = docker_volume_hash(&self.path);
+        docker(&["volume", "rm", &format!("agent-sandbox-{hash}-history"), &format!("agent-sbx-repo-{hash}")]);
+        docker(&["image", "rm", &format!("agent-sandbox-proj-{hash}:latest")]);
+    }
+}
+
+/// The workspace hash as the seed defines it, computed here with the real `md5sum`.
+fn docker_volume_hash(path: &Path) -> String {
+    let mut child = Command::new("md5sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("md5sum");
+    child.stdin.take().expect("stdin").write_all(path.to_string_lossy().as_bytes()).expect("write");
+    let out = child.wait_with_output().expect("md5sum");
+    String::from_utf8_lossy(&out.stdout)[..12].to_owned()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "safe.directory=*"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker").args(args).output().expect("docker client");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// What makes two containers the same sandbox, from `docker inspect`; the environment
+/// sorted and capabilities without `CAP_` (the docker CLI reorders and renames both).
+fn shape(container: &str) -> serde_json::Value {
+    let all: serde_json::Value = serde_json::from_str(&docker(&["inspect", container])).expect("inspect is JSON");
+    let info = &all[0];
+    let mut env: Vec<String> = info["Config"]["Env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().to_owned())
+        .collect();
+    env.sort();
+    let caps: Vec<String> = info["HostConfig"]["CapAdd"]
+        .as_array()
+        .expect("caps")
+        .iter()
+        .map(|v| v.as_str().unwrap_or_default().trim_start_matches("CAP_").to_owned())
+        .collect();
+    serde_json::json!({
+        "image": info["Config"]["Image"],
+        "user": info["Config"]["User"],
+        "workdir": info["Config"]["WorkingDir"],
+        "env": env,
+        "labels": info["Config"]["Labels"],
+        "cmd": info["Config"]["Cmd"],
+        "init": info["HostConfig"]["Init"],
+        "caps": caps,
+        "network": info["HostConfig"]["NetworkMode"],
+        "mounts": info["HostConfig"]["Mounts"],
+    })
+}
+
+#[test]
+fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let hash = docker_volume_hash(&repo.path);
+    let name = format!("agent-sandbox-proj-{hash}");
+
+    // Hooks in a directory of the repository's own (core.hooksPath): read-only inside too.
+    std::fs::create_dir(repo.path.join(".githooks")).expect("mkdir");
+    std::fs::write(repo.path.join(".githooks/pre-commit"), "#!/bin/sh\nexit 0\n").expect("hook");
+    assert!(Command::new("chmod")
+        .arg("755")
+        .arg(repo.path.join(".githooks/pre-commit"))
+        .status()
+        .expect("chmod")
+        .success());
+    git(&repo.path, &["config", "core.hooksPath", ".githooks"]);
+    let init = repo.ok(&["init"]);
+    assert!(init.contains(&format!("built agent-sandbox-proj-{hash}:latest")), "{init}");
+    assert_eq!(
+        std::fs::read_to_string(repo.path.join(".agent-sandbox/Dockerfile")).expect("Dockerfile"),
+        include_str!("../../devcontainer/repo/Dockerfile")
+    );
+    // On a terminal, a build shows a bar instead of the build's lines.
+    let build = format!("{} build --base-tag {tag}", BIN.as_str());
+    let out =
+        Command::new("script").args(["-qec", &build, "/dev/null"]).current_dir(&repo.path).output().expect("script");
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && terminal.contains("\r\x1b[K[") && !terminal.contains("Step 1/"), "{}", text(&out));
+
+    // Inside: the marker, the unprivileged user, the firewall, no host environment; each
+    // attack beside the legitimate use.
+    let script = r#"
+        agent-sandbox check; echo "check=$?"
+        echo "uid=$(id -u)"
+        echo "pwd=$(pwd)"
+        echo "secret=$(env | grep -c s3cret)"
+        agent-sandbox firewall status | head -1
+        touch .git/hooks/pre-commit 2>/dev/null; echo "hooks_write=$?"
+        echo 'exit 0' >> .githooks/pre-commit 2>/dev/null; echo "hooks_path_write=$?"
+        git config core.hooksPath /tmp 2>/dev/null; echo "hooks_path_set=$?"
+        echo changed >> README; echo "readme_write=$?"
+        export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
+        git commit -qam bypass --no-verify 2>/dev/null; echo "no_verify=$?"
+        git commit -qam legit; echo "commit=$?"
+        sudo -n true 2>/dev/null; echo "sudo=$?"
+        bash -ic 'alias freeclaude' 2>/dev/null
+    "#;
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", script]).output().expect("shell");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", text(&out));
+    for want in [
+        "inside an agent-sandbox (container)",
+        "check=0",
+        "uid=1000",
+        "pwd=/workspace/proj",
+        "secret=0",
+        "firewall: on",
+        "hooks_write=1",
+        "hooks_path_write=1",
+        "hooks_path_set=1",
+        "readme_write=0",
+        "no_verify=1",
+        "commit=0",
+        "sudo=1",
+        "alias freeclaude='claude --dangerously-skip-permissions'",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in:\n{}", text(&out));
+    }
+    assert_eq!(git(&repo.path, &["log", "-1", "--format=%s"]).trim(), "legit");
+    // The exit status of the command is the shell's.
+    let status = repo.cmd(&["shell", "--base-tag", &tag, "-c", "exit 7"]).status().expect("shell");
+    assert_eq!(status.code(), Some(7));
+
+    // list --json: this container, bind mode, its workdir and volumes.
+    let out = repo.cmd(&["list", "--json"]).output().expect("list");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("list --json is JSON");
+    let mine = list.as_array().expect("array").iter().find(|item| item["name"] == name.as_str()).expect("listed");
+    assert_eq!(mine["mode"], "bind");
+    assert_eq!(mine["workdir"], "/workspace/proj");
+    assert_eq!(mine["state"], "running");
+    assert_eq!(mine["workspace"], repo.path.to_string_lossy().as_ref());
+    let volumes: Vec<&str> = mine["volumes"].as_array().expect("volumes").iter().filter_map(|v| v.as_str()).collect();
+    let want_volume = format!("agent-sandbox-{hash}-history");
+    for volume in [want_volume.as_str(), "agent-sandbox-claude-code-config", "agent-sandbox-codex-config"] {
+        assert!(volumes.contains(&volume), "{volumes:?}");
+    }
+
+    // show-run's command, run with the docker CLI, creates the same container.
+    let ours = shape(&name);
+    let line = repo.ok(&["show-run"]);
+    docker(&["rm", "-f", &name]);
+    let out = Command::new("sh").arg("-c").arg(line.trim()).output().expect("sh");
+    assert!(out.status.success(), "{line}\n{}", text(&out));
+    assert_eq!(shape(&name), ours);
+    // ... and `shell` uses it as its own.
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "agent-sandbox check"]).output().expect("shell");
+    assert!(out.status.success(), "{}", text(&out));
+
+    // A protected directory that appears later (.husky): the running container is
+    // left alone with a note, a stopped one is recreated with the new read-only mount.
+    std::fs::create_dir(repo.path.join(".husky")).expect("mkdir");
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "true"]).output().expect("shell");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`agent-sandbox restart` recreates it"), "{}", text(&out));
+    repo.ok(&["stop"]);
+    assert_eq!(docker(&["inspect", "-f", "{{.State.Running}}", &name]), "false");
+    let probe = "touch .husky/pre-commit 2>/dev/null; echo husky=$?; touch notes.txt; echo notes=$?";
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", probe]).output().expect("shell");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("recreated {name}")), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "husky=1\nnotes=0\n", "{}", text(&out));
+    assert_eq!(docker(&["inspect", "-f", "{{.State.Running}}", &name]), "true");
+}
+
+#[test]
+fn missing_image_and_stopped_engine_say_what_to_do() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let out = repo.cmd(&["shell", "--base-tag", "no-such-tag", "-c", "true"]).output().expect("shell");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "agent-sandbox-base:no-such-tag does not exist: build it with `agent-sandbox build-base --tag no-such-tag`"
+        ),
+        "{stderr}"
+    );
+
+    // A directory that is no project is not mounted read-write into a container.
+    let loose = repo.path.parent().expect("parent").join("loose");
+    std::fs::create_dir(&loose).expect("mkdir");
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", "true"]).current_dir(&loose).output().expect("shell");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a project (no .git or .agent-sandbox/)"),
+        "{}",
+        text(&out)
+    );
+
+    let out = repo.cmd(&["list"]).env("DOCKER_HOST", "unix:///nonexistent/docker.sock").output().expect("list");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot reach the Docker engine at unix:///nonexistent/docker.sock")
+            && stderr.contains("start it"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn branch_sandboxes_started_at_once_share_the_shelf_and_push_to_the_host() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let hash = docker_volume_hash(&repo.path);
+    // The host's own receive hook, which must run on a push from a sandbox.
+    let hook = repo.path.join(".git/hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho host-hook-ran\n").expect("hook");
+    assert!(Command::new("chmod").arg("755").arg(&hook).status().expect("chmod").success());
+    // Two branch sandboxes of one repository, started at the same moment.
+    let mut children: Vec<std::process::Child> = ["feat/one", "feat/two"]
+        .iter()
+        .map(|branch| {
+            repo.cmd(&["start", "--branch", branch, "--base-tag", &tag])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start")
+        })
+        .collect();
+    for child in children.iter_mut() {
+        let status = child.wait().expect("wait");
+        let mut stderr = String::new();
+        child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read");
+        assert!(status.success(), "{stderr}");
+    }
+    let shelf = format!("agent-sbx-repo-{hash}");
+    for (branch, dir) in [("feat/one", "feat__one"), ("feat/two", "feat__two")] {
+        let name = format!("agent-sandbox-proj-{dir}-{hash}");
+        let mounts = docker(&["inspect", "-f", "{{range .Mounts}}{{.Name}}:{{.Destination}} {{end}}", &name]);
+        assert!(mounts.contains(&format!("{shelf}:/repo-shelf")), "{mounts}");
+        let out = repo
+            .cmd(&["shell", "--branch", branch, "--base-tag", &tag, "-c", "pwd; git branch --show-current"])
+            .output()
+            .expect("shell");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("/repo-shelf/worktrees/{dir}\n{branch}\n"),
+            "{}",
+            text(&out)
+        );
+    }
+    let out = repo.cmd(&["list", "--json"]).output().expect("list");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mine: Vec<(String, String, String)> = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|item| item["workspace"] == repo.path.to_string_lossy().as_ref())
+        .map(|item| (item["mode"].to_string(), item["branch"].to_string(), item["workdir"].to_string()))
+        .collect();
+    assert_eq!(
+        mine,
+        vec![
+            ("\"branch\"".into(), "\"feat/one\"".into(), "\"/repo-shelf/worktrees/feat__one\"".into()),
+            ("\"branch\"".into(), "\"feat/two\"".into(), "\"/repo-shelf/worktrees/feat__two\"".into()),
+        ]
+    );
+
+    // A commit in a branch sandbox, pushed to the host (which has main checked out);
+    // a push to the checked-out branch is refused.
+    let script = r#"
+        export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
+        echo one > one.txt && git add one.txt && git commit -qm "work on one"
+        git push -q host feat/one 2>&1; echo "push_branch=$?"
+        git push -q host HEAD:main 2>&1 | grep -c "branch is currently checked out"
+    "#;
+    let out = repo.cmd(&["shell", "--branch", "feat/one", "--base-tag", &tag, "-c", script]).output().expect("shell");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("remote: host-hook-ran") && stdout.contains("push_branch=0\n1\n"), "{}", text(&out));
+    assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "feat/one"]).trim(), "work on one");
+    assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "main"]).trim(), "init");
+    assert_eq!(git(&repo.path, &["branch", "--show-current"]).trim(), "main");
+}
+
+/// Forwards TCP connections on a loopback port to the local engine's socket: a "remote"
+/// engine that the test sets up. Its `tcp://` address.
+fn loopback_engine() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let address = listener.local_addr().expect("address");
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(engine) = std::os::unix::net::UnixStream::connect("/var/run/docker.sock") else { continue };
+            let (mut client_read, mut engine_write) =
+                (client.try_clone().expect("clone"), engine.try_clone().expect("clone"));
+            let (mut engine_read, mut client_write) = (engine, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut client_read, &mut engine_write);
+                let _ = engine_write.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut engine_read, &mut client_write);
+                let _ = client_write.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    format!("tcp://{address}")
+}
+
+/// `agent-sandbox ARGS` in a mount namespace where the default socket is out of reach
+/// (/dev/null bound over it), with `env` set.
+fn without_default_socket(repo: &Repo, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "sh", "-c", "mount --bind /dev/null /var/run/docker.sock && exec \"$@\"", "sh", BIN.as_str()]);
+    cmd.args(args).current_dir(&repo.path).env_remove("DOCKER_HOST").envs(env.iter().copied());
+    cmd.output().expect("unshare")
+}
+
+#[test]
+fn docker_host_and_docker_contexts_reach_an_engine_elsewhere() {
+    let Some(tag) = base_tag() else { return };
+    if !crate::support::is_root() {
+        eprintln!("skipped: hiding the default socket needs a mount namespace (root)");
+        return;
+    }
+    let repo = Repo::new(&tag);
+    let host = loopback_engine();
+    // The default socket is out of reach: without DOCKER_HOST nothing answers.
+    let out = without_default_socket(&repo, &["list"], &[]);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("start it"), "{}", text(&out));
+    // Through DOCKER_HOST: a sandbox starts and holds.
+    let out = without_default_socket(
+        &repo,
+        &["shell", "--base-tag", &tag, "-c", "agent-sandbox check"],
+        &[("DOCKER_HOST", host.as_str())],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "inside an agent-sandbox (container)\n");
+    // Through the docker CLI's current context.
+    let config = repo.path.parent().expect("parent").join("docker-config");
+    std::fs::create_dir_all(config.join("contexts/meta/0123")).expect("mkdir");
+    std::fs::write(config.join("config.json"), r#"{"currentContext": "elsewhere"}"#).expect("write");
+    let meta = format!(r#"{{"Name":"elsewhere","Metadata":{{}},"Endpoints":{{"docker":{{"Host":"{host}"}}}}}}"#);
+    std::fs::write(config.join("contexts/meta/0123/meta.json"), meta).expect("write");
+    let out = without_default_socket(&repo, &["list", "--json"], &[("DOCKER_CONFIG", config.to_str().expect("utf-8"))]);
+    assert!(out.status.success(), "{}", text(&out));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let listed =
+        list.as_array().expect("array").iter().any(|item| item["workspace"] == repo.path.to_string_lossy().as_ref());
+    assert!(listed, "{list}");
+}
+
+/// The files of a volume as `name:mode:content` lines (read with the docker CLI).
+fn volume_files(tag: &str, volume: &str) -> String {
+    docker(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint",
+        "sh",
+        "-v",
+        &format!("{volume}:/c"),
+        &format!("agent-sandbox-base:{tag}"),
+        "-c",
+        "cd /c && for f in *; do echo \"$f:$(stat -c %a:%u $f):$(head -c 40 $f | tr '\\n' ' ')\"; done",
+    ])
+}
+
+#[test]
+fn codex_config_is_idempotent_forced_imported_and_logged_out() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let volume = format!("as-e2e-codex-{}", std::process::id());
+    let home = repo.path.parent().expect("parent").join("home");
+    std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
+    let run = |args: &[&str]| {
+        let out =
+            repo.cmd(args).args(["--base-tag", &tag, "--volume", &volume]).env("HOME", &home).output().expect("run");
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            docker(&["volume", "rm", &self.0]);
+        }
+    }
+    let _gone = Gone(volume.clone());
+
+    run(&["codex-init-config"]);
+    let first = volume_files(&tag, &volume);
+    assert!(first.contains("config.toml:644:1000:# Written by `agent-sandbox codex-init"), "{first}");
+    assert!(first.contains("AGENTS.md:644:1000:# Environment"), "{first}");
+    // A user's edit survives a second run; --force puts the template back.
+    docker(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--entrypoint",
+        "sh",
+        "-v",
+        &format!("{volume}:/c"),
+        &format!("agent-sandbox-base:{tag}"),
+        "-c",
+        "echo mine > /c/config.toml",
+    ]);
+    let second = run(&["codex-init-config"]);
+    assert!(second.contains("kept config.toml"), "{second}");
+    assert!(volume_files(&tag, &volume).contains("config.toml:644:1000:mine"));
+    run(&["codex-init-config", "--force"]);
+    assert_eq!(volume_files(&tag, &volume), first);
+
+    // --auth without a host login says what to do; with one it imports, always
+    // overwriting auth.json, keeping profile.json unless --force.
+    let out = repo
+        .cmd(&["codex-init-config", "--auth", "--base-tag", &tag, "--volume", &volume])
+        .env("HOME", &home)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`codex login`"), "{}", text(&out));
+    std::fs::write(home.join(".codex/auth.json"), "{\"token\":\"one\"}").expect("write");
+    std::fs::write(home.join(".codex/profile.json"), "{\"p\":1}").expect("write");
+    run(&["codex-init-config", "--auth"]);
+    std::fs::write(home.join(".codex/auth.json"), "{\"token\":\"two\"}").expect("write");
+    std::fs::write(home.join(".codex/profile.json"), "{\"p\":2}").expect("write");
+    run(&["codex-init-config", "--auth"]);
+    let files = volume_files(&tag, &volume);
+    assert!(files.contains("auth.json:600:1000:{\"token\":\"two\"}"), "{files}");
+    assert!(files.contains("profile.json:600:1000:{\"p\":1}"), "{files}");
+
+    run(&["codex-logout"]);
+    let files = volume_files(&tag, &volume);
+    assert!(
+        !files.contains("auth.json") && !files.contains("profile.json") && files.contains("config.toml"),
+        "{files}"
+    );
+}
+
+#[test]
+fn build_base_needs_nothing_but_the_binary() {
+    let Some(_tag) = base_tag() else { return };
+    // A copy of the binary alone in an empty directory: the context is inside it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let binary = dir.path().join("agent-sandbox");
+    std::fs::copy(BIN.as_str(), &binary).expect("copy");
+    let tag = format!("e2e-dbx-{}", std::process::id());
+    let image = format!("agent-sandbox-base:{tag}");
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            docker(&["image", "rm", &self.0]);
+        }
+    }
+    let _gone = Gone(image.clone());
+    // The same arguments as `cargo xtask test`'s base image: its layers are cached.
+    let mut args: Vec<String> =
+        ["build-base", "--tag", &tag, "--from", "agent-sandbox-bootstrap:bookworm"].map(String::from).to_vec();
+    for flag in ["--claude-code-version", "--codex-version", "--git-delta-version", "--ast-grep-version"] {
+        args.extend([flag.to_owned(), "none".to_owned()]);
+    }
+    let out = Command::new(&binary).args(&args).current_dir(dir.path()).output().expect("build-base");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("built {image}\n"));
+    // Not a terminal: the build's own lines.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Step 1/"), "{}", text(&out));
+    let version = docker(&["run", "--rm", "--network", "none", "--entrypoint", "agent-sandbox", &image, "--version"]);
+    let ours = Command::new(&binary).arg("--version").output().expect("version");
+    assert_eq!(version, String::from_utf8_lossy(&ours.stdout).trim());
+    let git = docker(&["run", "--rm", "--network", "none", "--entrypoint", "readlink", &image, "/usr/bin/git"]);
+    assert_eq!(git, "/usr/local/bin/agent-sandbox", "the git guard is `git` in the image");
+}
+
+#[test]
+fn the_firewall_holds_before_the_shell_opens_and_fails_closed() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let image = format!("agent-sandbox-base:{tag}");
+    let id = std::process::id();
+    let subnet = 16 + id % 200;
+    let names = crate::devcontainer::Names {
+        network: format!("as-dbx-{id}"),
+        dns: format!("as-dbx-dns-{id}"),
+        allowed: format!("as-dbx-allowed-{id}"),
+        denied: format!("as-dbx-denied-{id}"),
+        v4: format!("10.231.{subnet}"), // outside Docker's default address pools
+        v6: format!("fd00:a5db:{subnet:x}"),
+    };
+    struct Network(Vec<String>, String);
+    impl Drop for Network {
+        fn drop(&mut self) {
+            for name in &self.0 {
+                docker(&["rm", "-f", name]);
+            }
+            docker(&["network", "rm", &self.1]);
+        }
+    }
+    let _network = Network(vec![names.dns.clone(), names.allowed.clone(), names.denied.clone()], names.network.clone());
+    let created = Command::new("docker")
+        .args(["network", "create", "--ipv6", "--subnet", &format!("{}.0/24", names.v4)])
+        .args(["--subnet", &format!("{}::/64", names.v6), &names.network])
+        .output()
+        .expect("docker");
+    assert!(created.status.success(), "{}", text(&created));
+    crate::devcontainer::start_host(&image, &names, &names.dns, 53, true);
+    crate::devcontainer::start_host(&image, &names, &names.allowed, 10, false);
+    crate::devcontainer::start_host(&image, &names, &names.denied, 20, true);
+    let settings = format!("{{\"network\": \"{}\", \"dns\": [\"{}.53\"]}}\n", names.network, names.v4);
+    std::fs::write(repo.path.join(".agent-sandbox/settings.json"), settings).expect("write");
+    let policy =
+        format!("{{\"domains\": [\"{0}\"], \"githubMeta\": false, \"verify\": \"{0}:8080\"}}\n", names.allowed);
+    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), &policy).expect("write");
+    let probe = format!(
+        "curl -sS --max-time 5 http://{allowed}:8080/ >/dev/null 2>&1; echo allowed=$?; \
+         curl -sS --max-time 5 http://{v4}.20:8080/ >/dev/null 2>&1; echo denied=$?",
+        allowed = names.allowed,
+        v4 = names.v4
+    );
+    // The first command already runs behind the firewall: the allowed host answers,
+    // the other one does not.
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "allowed=0\ndenied=7\n", "{}", text(&out));
+    // A project policy that does not load: after a restart, egress is closed (the
+    // allowed host too) and start says so.
+    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), "{ not json").expect("write");
+    let out = repo.cmd(&["restart", "--base-tag", &tag]).output().expect("restart");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("agent-sandbox: WARNING: firewall: CLOSED"),
+        "{}",
+        text(&out)
+    );
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("allowed=0") && !stdout.contains("denied=0"), "{}", text(&out));
+    // The policy fixed, a restart opens the allowlist again.
+    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), &policy).expect("write");
+    repo.ok(&["restart"]);
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "allowed=0\ndenied=7\n", "{}", text(&out));
+}
