@@ -383,3 +383,60 @@ fn pre_push_checks_see_the_projects_dependencies() {
     assert!(run.stderr().contains("agent-sandbox: pre-push refused:"), "{}", run.stderr());
     assert_eq!(remote_ref(&world, "refs/heads/main"), before);
 }
+
+/// What pre-push holds every pushed commit to, however it was made: no change to a
+/// protected path (here the project's hooks, changed in a scratch clone and fetched into
+/// a branch, so pre-commit never saw it), objects from the project's own store only
+/// (not borrowed through `GIT_ALTERNATE_OBJECT_DIRECTORIES`), and tags of commits only.
+/// A passing branch and a tag of a commit go through beside them.
+#[test]
+fn pre_push_holds_commits_made_elsewhere_to_the_protected_paths_and_own_objects() {
+    require_bwrap!();
+    let world = guarded_world();
+    world.write("home/proj/.husky/pre-commit", "npm test\n");
+    world.git(&["add", ".husky"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "husky"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let scratch = "cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g clone -q . /tmp/s && cd /tmp/s \
+                   && /tmp/g -c user.name=a -c user.email=a@b commit -q";
+    let attacks = [
+        (
+            "which is protected (.husky)",
+            format!(
+                "{scratch} --allow-empty -m x && echo 'exit 0' > .husky/pre-commit && /tmp/g commit -qam skip-hooks \
+                     && cd - >/dev/null && git fetch -q /tmp/s main:refs/heads/topic && git push -q origin topic"
+            ),
+        ),
+        (
+            "not in the project's own object store",
+            format!(
+                "{scratch} --allow-empty -m borrowed && S=$(/tmp/g rev-parse HEAD) && cd - >/dev/null \
+                     && export GIT_ALTERNATE_OBJECT_DIRECTORIES=/tmp/s/.git/objects \
+                     && /tmp/g update-ref refs/heads/borrowed $S && git push -q origin borrowed"
+            ),
+        ),
+        (
+            "not a commit",
+            "cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g tag treetag HEAD^{tree} && git push -q origin treetag"
+                .to_owned(),
+        ),
+    ];
+    for (expected, attack) in &attacks {
+        let run = world.sh(&rw, attack);
+        let err = run.stderr();
+        assert!(err.contains("agent-sandbox: pre-push refused:") && err.contains(expected), "`{attack}`:\n{err}");
+        for name in ["refs/heads/topic", "refs/heads/borrowed", "refs/tags/treetag"] {
+            assert_eq!(remote_ref(&world, name), "", "`{attack}` reached the remote");
+        }
+    }
+    let run = world.sh(
+        &rw,
+        "git switch -qc feature2 && echo more >> src.txt && git commit -qam more && git tag v1 \
+         && git push -q origin feature2 v1 && echo pushed",
+    );
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/feature2"), head(&world));
+    assert_ne!(remote_ref(&world, "refs/tags/v1"), "");
+}

@@ -565,6 +565,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
                 "leave remote branches alone (or ask the user to allow git.allowBranchDeletion)",
             ));
         }
+        pushed_object(repo, &update)?;
         if !is_zero(update.remote_sha) {
             let out = repo.git(&["merge-base", "--is-ancestor", update.remote_sha, update.local_sha])?;
             match out.status.code() {
@@ -590,9 +591,6 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
                 }
             }
         }
-        if repo.settings.check_commands.is_empty() {
-            continue;
-        }
         // Not new: what the remote has on this branch and on any other.
         let mut on_remote: Vec<String> = Vec::new();
         if !is_zero(update.remote_sha) {
@@ -606,11 +604,65 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             Err(_) if !is_zero(update.remote_sha) => {}
             Err(refusal) => return Err(refuse(refusal.why.clone(), refusal.instead.clone())),
         }
+        let protected = protected_paths(repo);
         for commit in new_commits(repo, update.local_sha, &on_remote)? {
-            if !checked.contains(&commit) {
-                check_commit(repo, &commit, update.local_ref)?;
-                checked.push(commit);
+            if checked.contains(&commit) {
+                continue;
             }
+            // A commit made anywhere (a scratch clone fetched and fast-forwarded) must
+            // not change what pre-commit protects, the checks among them.
+            protected_in_commit(repo, &commit, &protected, update.local_ref)?;
+            if !repo.settings.check_commands.is_empty() {
+                check_commit(repo, &commit, update.local_ref)?;
+            }
+            checked.push(commit);
+        }
+    }
+    Ok(())
+}
+
+/// What is pushed must be in the project's own object store as the guard's git sees it
+/// (the pusher's `GIT_ALTERNATE_OBJECT_DIRECTORIES` is not honoured), or nothing about
+/// it could be checked; and a tag must lead to a commit (a tag of a tree or blob
+/// carries content no check ever runs on).
+fn pushed_object(repo: &Repo, update: &Update) -> Result<(), Refusal> {
+    let peeled = format!("{}^{{}}", update.local_sha);
+    let out = repo.git(&["cat-file", "-t", &peeled])?;
+    let kind = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() {
+        return Err(refuse(
+            format!(
+                "the push of {} sends {}, which is not in the project's own object store (objects borrowed from \
+                 elsewhere cannot be checked)",
+                update.local_ref,
+                &update.local_sha[..12.min(update.local_sha.len())]
+            ),
+            "push from the project's repository, with its own objects",
+        ));
+    }
+    if kind != "commit" {
+        return Err(refuse(
+            format!("{} points at a {kind}, not a commit: no check runs on what it carries", update.local_ref),
+            "tag commits only",
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a pushed commit that changes a protected path: against its parent, or for a
+/// merge, where its result matches none of its parents (`--cc`).
+fn protected_in_commit(repo: &Repo, commit: &str, protected: &[String], local_ref: &str) -> Result<(), Refusal> {
+    let changed = repo.git_ok(&["diff-tree", "-r", "--root", "--cc", "--no-commit-id", "--name-only", "-z", commit])?;
+    for path in changed.split(|b| *b == 0).filter(|path| !path.is_empty()) {
+        let path = String::from_utf8_lossy(path);
+        if let Some(rule) = protected.iter().find(|rule| path == **rule || path.starts_with(&format!("{rule}/"))) {
+            return Err(refuse(
+                format!(
+                    "commit {} of {local_ref} changes {path}, which is protected ({rule})",
+                    &commit[..12.min(commit.len())]
+                ),
+                format!("leave {rule} as it is: drop that change from the commits you push"),
+            ));
         }
     }
     Ok(())

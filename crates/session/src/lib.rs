@@ -471,8 +471,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         extra: ctx.hooks_path.iter().cloned().collect(),
         host_files: host_absent,
     };
-    // With checks to run, pre-push needs to know which commits are the user's own.
-    let track_commits = !hook_settings.check_commands.is_empty() && repo.is_some();
+    // Pre-push needs to know which commits are the user's own (for the checks and the
+    // protected paths it holds every new commit to).
+    let track_commits = repo.is_some();
     let session = gitcare::session::begin(&state_dir, &watch, || found.clone(), track_commits)
         .context("recording the git metadata before the session")?;
     if track_commits {
