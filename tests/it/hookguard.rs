@@ -387,7 +387,8 @@ fn pre_push_checks_see_the_projects_dependencies() {
 /// What pre-push holds every pushed commit to, however it was made: no change to a
 /// protected path (here the project's hooks, changed in a scratch clone and fetched into
 /// a branch, so pre-commit never saw it), objects from the project's own store only
-/// (not borrowed through `GIT_ALTERNATE_OBJECT_DIRECTORIES`), and tags of commits only.
+/// (not borrowed through `GIT_ALTERNATE_OBJECT_DIRECTORIES`), and tags of commits only;
+/// and a `.git/shallow` the agent wrote does not hide a failing commit from the checks.
 /// A passing branch and a tag of a commit go through beside them.
 #[test]
 fn pre_push_holds_commits_made_elsewhere_to_the_protected_paths_and_own_objects() {
@@ -402,6 +403,13 @@ fn pre_push_holds_commits_made_elsewhere_to_the_protected_paths_and_own_objects(
     let scratch = "cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g clone -q . /tmp/s && cd /tmp/s \
                    && /tmp/g -c user.name=a -c user.email=a@b commit -q";
     let attacks = [
+        (
+            "failed",
+            "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
+             && git rm -q BROKEN && git commit -qm cleanup && git rev-parse HEAD > .git/shallow \
+             && git push -q origin HEAD:refs/heads/topic"
+                .to_owned(),
+        ),
         (
             "which is protected (.husky)",
             format!(
@@ -430,6 +438,9 @@ fn pre_push_holds_commits_made_elsewhere_to_the_protected_paths_and_own_objects(
         for name in ["refs/heads/topic", "refs/heads/borrowed", "refs/tags/treetag"] {
             assert_eq!(remote_ref(&world, name), "", "`{attack}` reached the remote");
         }
+        let _ = std::fs::remove_file(world.path("home/proj/.git/shallow"));
+        world.git(&["reset", "-q", "--hard", "origin/main"]);
+        world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
     }
     let run = world.sh(
         &rw,

@@ -109,6 +109,10 @@ impl Repo {
     /// pre-commit, where it names the index being committed.
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(&self.git);
+        // `.git/shallow` is the agent's to write: a commit marked shallow would hide its
+        // ancestors from the walk and look like a root. The guard's git goes on through
+        // them (a parent truly missing is an error, and the push is refused).
+        command.args(["--shallow-file", "/dev/null"]);
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
             if name.starts_with("GIT_CONFIG_KEY_") || name.starts_with("GIT_CONFIG_VALUE_") {
