@@ -451,3 +451,41 @@ fn pre_push_holds_commits_made_elsewhere_to_the_protected_paths_and_own_objects(
     assert_eq!(remote_ref(&world, "refs/heads/feature2"), head(&world));
     assert_ne!(remote_ref(&world, "refs/tags/v1"), "");
 }
+
+/// The pushing git's environment does not choose the guard's git configuration or the
+/// checks' shell: a global config the agent writes in a scratch `HOME` (a smudge filter
+/// that hides the failing line from the check's checkout) and an `sh` planted first on
+/// `PATH` change nothing; the check still fails and the push is refused.
+#[test]
+fn pre_push_ignores_the_pushers_global_config_and_path() {
+    require_bwrap!();
+    let world = guarded_world();
+    world.project_config(r#"{ "checks": { "commands": ["! grep -q bad src.txt"] } }"#);
+    world.git(&["add", ".agent-sandbox"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "content check"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let before = remote_ref(&world, "refs/heads/main");
+    let commit_bad = "cp /run/agent-sandbox/bin/git /tmp/g && echo bad >> src.txt \
+                      && echo 'src.txt filter=hide' > .gitattributes && /tmp/g add -A && /tmp/g commit -qn -m sneaky";
+    let attacks = [
+        format!(
+            "{commit_bad} && mkdir -p /tmp/h && cp ~/.gitconfig /tmp/h/ \
+             && printf '[filter \"hide\"]\\n\\tsmudge = sed s/bad//\\n\\tclean = cat\\n' >> /tmp/h/.gitconfig \
+             && echo dirty >> README.md && HOME=/tmp/h git push -q origin main"
+        ),
+        format!(
+            "{commit_bad} && mkdir -p /tmp/bin && printf '#!/bin/sh\\nexit 0\\n' > /tmp/bin/sh && chmod +x /tmp/bin/sh \
+             && echo dirty >> README.md && PATH=/tmp/bin:$PATH git push -q origin main"
+        ),
+    ];
+    for attack in &attacks {
+        let run = world.sh(&rw, attack);
+        let err = run.stderr();
+        assert!(err.contains("agent-sandbox: pre-push refused:") && err.contains("failed"), "`{attack}`:\n{err}");
+        assert_eq!(remote_ref(&world, "refs/heads/main"), before, "`{attack}` reached the remote");
+        world.git(&["reset", "-q", "--hard", &before]);
+        world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
+    }
+}

@@ -72,6 +72,12 @@ pub struct HookGuardSettings {
     /// Commits earlier sessions made (gitcare's record): checked at push even when the
     /// refs already reached them at the start.
     pub agent_commits: Vec<String>,
+    /// The user's global git config file when the sandbox started (`~/.gitconfig`, else
+    /// `~/.config/git/config`; mounted read-only), or `/dev/null` when there was none: the
+    /// guard's git and the checks read it as `GIT_CONFIG_GLOBAL`, never a file the agent
+    /// made in the scratch home (a smudge filter there could change what is checked).
+    /// Empty outside a sandbox.
+    pub global_config: String,
 }
 
 impl HookGuardSettings {
@@ -89,6 +95,7 @@ impl HookGuardSettings {
             check_env: Vec::new(),
             known_commits: Vec::new(),
             agent_commits: Vec::new(),
+            global_config: String::new(),
         }
     }
 
@@ -150,6 +157,7 @@ mod tests {
             check_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             known_commits: vec!["0123456789abcdef0123456789abcdef01234567".into()],
             agent_commits: vec!["89abcdef0123456789abcdef0123456789abcdef".into()],
+            global_config: "/home/u/.gitconfig".into(),
         }
     }
 
@@ -218,6 +226,7 @@ mod tests {
                 "checkEnv": [["PATH", "/usr/bin:/bin"]],
                 "knownCommits": ["0123456789abcdef0123456789abcdef01234567"],
                 "agentCommits": ["89abcdef0123456789abcdef0123456789abcdef"],
+                "globalConfig": "/home/u/.gitconfig",
             })
         );
     }

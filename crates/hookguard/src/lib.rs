@@ -125,6 +125,9 @@ impl Repo {
         if !self.keep_index {
             command.env_remove("GIT_INDEX_FILE");
         }
+        if !self.settings.global_config.is_empty() {
+            command.env("GIT_CONFIG_GLOBAL", &self.settings.global_config);
+        }
         command.env("GIT_NO_REPLACE_OBJECTS", "1").env("GIT_GRAFT_FILE", "/dev/null");
         command.args(args).current_dir(&self.top);
         command
@@ -485,7 +488,8 @@ fn secrets_in_diff(diff: &str) -> Vec<(String, Finding)> {
 fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
     for command in &repo.settings.check_commands {
         // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
-        let mut check = Command::new("sh");
+        // /bin/sh: never an `sh` planted in a directory on the pusher's PATH.
+        let mut check = Command::new("/bin/sh");
         if !repo.settings.check_env.is_empty() {
             check.env_clear().envs(repo.settings.check_env.iter().map(|(name, value)| (name, value)));
             check.envs(hook_git_env(repo));
@@ -513,6 +517,9 @@ fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
 /// the subdirectory git was started in.
 fn hook_git_env(repo: &Repo) -> Vec<(String, String)> {
     let mut env = Vec::new();
+    if !repo.settings.global_config.is_empty() {
+        env.push(("GIT_CONFIG_GLOBAL".to_owned(), repo.settings.global_config.clone()));
+    }
     if let Ok(prefix) = std::env::var("GIT_PREFIX") {
         env.push(("GIT_PREFIX".to_owned(), prefix));
     }

@@ -440,6 +440,11 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .collect();
     hook_settings.check_env =
         env.iter().filter_map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned()))).collect();
+    let xdg_config = config::xdg_dir(&ctx.home, "XDG_CONFIG_HOME", ".config");
+    hook_settings.global_config = [ctx.home.join(".gitconfig"), xdg_config.join("git/config")]
+        .into_iter()
+        .find(|path| path.is_file())
+        .map_or("/dev/null".to_owned(), |path| path.to_string_lossy().into_owned());
     let hook_json = hook_settings.to_json();
     // Login shells get the sandbox's PATH back (not the host's, which may name what the
     // env filter dropped).
