@@ -64,6 +64,9 @@ pub struct GuardOptions {
     /// `commit-tree`, `update-ref` of a branch, `fast-import`, `filter-branch`, `replay`,
     /// `replace`, `hash-object -w -t commit`.
     pub allow_plumbing_commits: bool,
+    /// The global git config file the sandbox pinned (`GIT_CONFIG_GLOBAL` may name it, as
+    /// the hook guard's own git does; it is the user's file, read-only inside).
+    pub global_config: Option<String>,
 }
 
 /// One invocation of git.
@@ -238,7 +241,7 @@ fn word(text: &str) -> Word {
 fn evaluate(request: &Request<'_>) -> Result<Vec<String>, Refusal> {
     let env = lossy_env(request);
     let getenv = |name: &str| getenv(&env, name);
-    let mut overrides = env_overrides(&getenv)?;
+    let mut overrides = env_overrides(&getenv, request.options.global_config.as_deref())?;
     check_exec_path_env(&getenv)?;
     let invocation = invocation(request, &getenv)?;
     if let Some(path) = &invocation.globals.exec_path {
@@ -388,10 +391,15 @@ fn override_refusal(what: String, key: &str, why: &str) -> Refusal {
 /// Configuration from the environment: `GIT_CONFIG_COUNT` pairs, then
 /// `GIT_CONFIG_PARAMETERS` (git reads them in this order), refusing protected keys and
 /// anything git cannot parse; and `GIT_CONFIG_GLOBAL`/`GIT_CONFIG_SYSTEM`/`GIT_CONFIG`,
-/// which load a whole file (only `/dev/null` passes).
-fn env_overrides(getenv: &dyn Fn(&str) -> Option<String>) -> Result<Vec<config_keys::Entry>, Refusal> {
+/// which load a whole file (only `/dev/null` passes, and for `GIT_CONFIG_GLOBAL` the
+/// user's own global file the sandbox pinned).
+fn env_overrides(
+    getenv: &dyn Fn(&str) -> Option<String>,
+    pinned_global: Option<&str>,
+) -> Result<Vec<config_keys::Entry>, Refusal> {
     for name in ["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"] {
-        if let Some(path) = getenv(name).filter(|path| path != "/dev/null") {
+        let pinned = |path: &String| name == "GIT_CONFIG_GLOBAL" && pinned_global == Some(path.as_str());
+        if let Some(path) = getenv(name).filter(|path| path != "/dev/null" && !pinned(path)) {
             return Err(Refusal {
                 rule: "config-override",
                 what: format!("{name}={path} git"),

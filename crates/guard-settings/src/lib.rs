@@ -29,6 +29,10 @@ pub struct GitGuardSettings {
     pub common_dir: Option<PathBuf>,
     /// The effective `core.hooksPath` at start; `None` means `<common dir>/hooks`.
     pub hooks_path: Option<PathBuf>,
+    /// The global git config file pinned for the hook guard (see
+    /// [`HookGuardSettings::global_config`]), which `GIT_CONFIG_GLOBAL` may then name.
+    #[serde(default)]
+    pub global_config: Option<String>,
 }
 
 impl GitGuardSettings {
@@ -170,6 +174,7 @@ mod tests {
             allow_plumbing_commits: false,
             common_dir: Some("/p/.git".into()),
             hooks_path: Some("/p/.husky/_".into()),
+            global_config: Some("/home/u/.gitconfig".into()),
         };
         std::fs::write(&path, settings.to_json().expect("json")).expect("write");
         assert_eq!(GitGuardSettings::read(&path), settings);
@@ -180,7 +185,7 @@ mod tests {
         let settings = GitGuardSettings { allow_plumbing_commits: true, ..GitGuardSettings::default() };
         assert_eq!(
             settings.to_json().expect("json"),
-            r#"{"allowBranchDeletion":false,"allowPlumbingCommits":true,"commonDir":null,"hooksPath":null}"#
+            r#"{"allowBranchDeletion":false,"allowPlumbingCommits":true,"commonDir":null,"hooksPath":null,"globalConfig":null}"#
         );
     }
 

@@ -35,6 +35,7 @@ fn load_options(run: &RuntimeLayout) -> (GuardOptions, Option<RepoFacts>) {
     let options = GuardOptions {
         allow_branch_deletion: settings.allow_branch_deletion,
         allow_plumbing_commits: settings.allow_plumbing_commits,
+        global_config: settings.global_config,
     };
     let hooks_path = settings.hooks_path;
     let facts = settings.common_dir.map(|common_dir| RepoFacts { common_dir, hooks_path });
@@ -156,9 +157,10 @@ pub fn run_in_container(args: &[OsString]) -> i32 {
         Ok(config) => GuardOptions {
             allow_branch_deletion: config.git_allow_branch_deletion.value,
             allow_plumbing_commits: config.git_allow_plumbing_commits.value,
+            global_config: None,
         },
         // An unreadable config means the strictest settings.
-        _ => GuardOptions { allow_branch_deletion: false, allow_plumbing_commits: false },
+        _ => GuardOptions::default(),
     };
     let project = clean_repo_facts(&start);
     guard(Path::new(CONTAINER_REAL_GIT), &options, project.as_ref(), args)
@@ -385,6 +387,7 @@ mod tests {
             allow_plumbing_commits: false,
             common_dir: Some(project.common_dir.clone()),
             hooks_path: project.hooks_path.clone(),
+            global_config: Some("/home/u/.gitconfig".into()),
         };
         fs_err::write(run.git_guard_settings(), settings.to_json().expect("json")).expect("write");
         let (loaded, facts) = load_options(&run);

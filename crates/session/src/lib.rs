@@ -424,11 +424,19 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
                 .with_context(|| format!("preparing the stand-in for {}", dir.path.display()))?;
         }
     }
+    // The user's global git config as it is now: what the hook guard's git reads, never a
+    // file the agent makes in the scratch home.
+    let xdg_config = config::xdg_dir(&ctx.home, "XDG_CONFIG_HOME", ".config");
+    let pinned_global = [ctx.home.join(".gitconfig"), xdg_config.join("git/config")]
+        .into_iter()
+        .find(|path| path.is_file())
+        .map(|path| path.to_string_lossy().into_owned());
     let git_settings = guard_settings::GitGuardSettings {
         allow_branch_deletion: config.git_allow_branch_deletion.value,
         allow_plumbing_commits: config.git_allow_plumbing_commits.value,
         common_dir: repo.as_ref().map(|repo| repo.common_dir.clone()),
         hooks_path: repo.as_ref().and_then(|repo| repo.hooks_path.clone()),
+        global_config: pinned_global.clone(),
     }
     .to_json()
     .context("writing the git guard's settings (the repository's path must be UTF-8)")?;
@@ -440,11 +448,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .collect();
     hook_settings.check_env =
         env.iter().filter_map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned()))).collect();
-    let xdg_config = config::xdg_dir(&ctx.home, "XDG_CONFIG_HOME", ".config");
-    hook_settings.global_config = [ctx.home.join(".gitconfig"), xdg_config.join("git/config")]
-        .into_iter()
-        .find(|path| path.is_file())
-        .map_or("/dev/null".to_owned(), |path| path.to_string_lossy().into_owned());
+    hook_settings.global_config = pinned_global.clone().unwrap_or_else(|| "/dev/null".to_owned());
     let hook_json = hook_settings.to_json();
     // Login shells get the sandbox's PATH back (not the host's, which may name what the
     // env filter dropped).

@@ -84,6 +84,15 @@ fn protected_overrides_in_the_environment_are_refused() {
         (commit().env("GIT_CONFIG_COUNT", "x"), "config-override"),
         (commit().env("GIT_CONFIG_COUNT", "1"), "config-override"),
         (commit().env("GIT_CONFIG_GLOBAL", "/tmp/hooks-off.gitconfig"), "config-override"),
+        // Another file than the one the sandbox pinned.
+        (
+            commit().pinned_global("/home/u/.gitconfig").env("GIT_CONFIG_GLOBAL", "/tmp/hooks-off.gitconfig"),
+            "config-override",
+        ),
+        (
+            commit().pinned_global("/home/u/.gitconfig").env("GIT_CONFIG_SYSTEM", "/home/u/.gitconfig"),
+            "config-override",
+        ),
         (commit().env("GIT_CONFIG_SYSTEM", "/tmp/hooks-off.gitconfig"), "config-override"),
         (commit().env("GIT_CONFIG", "/tmp/hooks-off.gitconfig"), "config-override"),
     ]);
@@ -110,6 +119,8 @@ fn harmless_environment_configuration_passes() {
             "run",
         ),
         (commit().env("GIT_CONFIG_GLOBAL", "/dev/null"), "run"),
+        // The user's own global file, pinned by the sandbox (the hook guard's git names it).
+        (commit().pinned_global("/home/u/.gitconfig").env("GIT_CONFIG_GLOBAL", "/home/u/.gitconfig"), "run"),
         (commit().env("GIT_CONFIG_SYSTEM", "/dev/null"), "run"),
         (commit().env("GIT_CONFIG_NOSYSTEM", "1"), "run"),
     ]);

@@ -65,6 +65,12 @@ impl Case {
         self
     }
 
+    /// The global config file the sandbox pinned (see `GuardOptions::global_config`).
+    pub fn pinned_global(mut self, path: &str) -> Case {
+        self.options.global_config = Some(path.to_owned());
+        self
+    }
+
     pub fn allow_plumbing_commits(mut self) -> Case {
         self.options.allow_plumbing_commits = true;
         self
