@@ -96,3 +96,44 @@ fn without_the_git_preset_the_paths_are_ordinary_project_files() {
     let out = world.sh(&[], "echo '# changed' >> .git/hooks/pre-commit && echo writable").ok();
     assert_eq!(out, "writable\n");
 }
+
+/// git's own transport through the guard: `git clone` and `git fetch` over http run `git
+/// remote-http` themselves, which passes; the agent running that helper directly (a push
+/// that skips pre-push) is still refused. The remote is a dumb-http server on loopback.
+#[test]
+fn git_over_http_works_and_its_helper_alone_is_refused() {
+    require_bwrap!();
+    let world = World::new();
+    let served = world.path("served");
+    fs_err::create_dir_all(&served).expect("mkdir");
+    world.git_in(&served, &["clone", "-q", "--bare", world.project.to_str().expect("utf-8"), "repo.git"]);
+    world.git_in(&served.join("repo.git"), &["update-server-info"]);
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import http.server, functools, sys\n\
+                      h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+                      s = http.server.HTTPServer(('127.0.0.1', 0), h)\n\
+                      print(s.server_address[1], flush=True)\n\
+                      s.serve_forever()\n",
+        ])
+        .arg(&served)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3");
+    let mut port = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().expect("stdout")), &mut port)
+        .expect("port");
+    let url = format!("http://127.0.0.1:{}/repo.git", port.trim());
+    let run = world.sh(
+        &["--network", "on"],
+        &format!("git clone -q {url} /tmp/c && git -C /tmp/c fetch -q origin && git -C /tmp/c log -1 --format=%s"),
+    );
+    let helper = world.sh(&["--network", "on"], &format!("git remote-http origin {url} </dev/null"));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(run.ok(), "init\n", "{}", run.stderr());
+    assert_ne!(helper.code(), 0);
+    assert!(helper.stderr().contains("refused `git remote-http`"), "{}", helper.stderr());
+}

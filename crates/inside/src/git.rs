@@ -239,6 +239,12 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
                 // `git rebase`/`cherry-pick`/`revert` run `git commit -n` themselves.
                 return exec_real(real, args, &[]);
             }
+            if refusal.rule == "plumbing-push" && spawned_by_git_transport(real) {
+                // `git fetch`/`clone`/`ls-remote` over http run `git remote-https`, and a
+                // push over http has it run `git send-pack`: git's own transport, for a
+                // command the guard already judged.
+                return exec_real(real, args, &[]);
+            }
             eprintln!("{refusal}");
             let target = format!("git {}", args.iter().map(|arg| arg.to_string_lossy()).collect::<Vec<_>>().join(" "));
             let event = audit::Event::new("git", "exec", &target, "blocked", refusal.rule, Some(refusal.why.clone()));
@@ -355,6 +361,28 @@ fn spawned_by_git_sequencer(real: &Path) -> bool {
     ["rebase-merge", "rebase-apply", "sequencer", "CHERRY_PICK_HEAD", "REVERT_HEAD"]
         .iter()
         .any(|state| git_dir.join(state).exists())
+}
+
+/// True when git itself runs this transport command: the parent is the real git, or a
+/// remote helper from git's own exec-path (`git-remote-https`, which cannot be replaced
+/// inside) whose parent is the real git. A helper the agent starts itself has the
+/// agent's shell above it.
+fn spawned_by_git_transport(real: &Path) -> bool {
+    let parent_of = |pid: &str| -> Option<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| parent_pid(&stat))
+    };
+    let exe_of = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let Some(parent) = parent_of("self") else { return false };
+    let Some(parent_exe) = exe_of(parent) else { return false };
+    if parent_exe == real {
+        return true;
+    }
+    let helpers = RuntimeLayout::inside().git_exec_real(0);
+    let from_git = helpers.parent().is_some_and(|root| parent_exe.starts_with(root));
+    let is_helper = parent_exe.file_name().is_some_and(|name| name.to_string_lossy().starts_with("git-remote-"));
+    from_git
+        && is_helper
+        && parent_of(&parent.to_string()).and_then(exe_of).is_some_and(|grandparent| grandparent == real)
 }
 
 /// The ppid field of `/proc/self/stat` (after the parenthesised command name, which may
