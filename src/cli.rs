@@ -33,6 +33,8 @@ enum Commands {
     /// Inspect the configuration
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Show the audit log: what sessions ran and what was refused (newest last)
+    Log(crate::log::LogArgs),
     /// Install or remove the hook guard in front of a repository's pre-commit and pre-push hooks
     #[command(subcommand)]
     Hooks(HooksCommand),
@@ -211,6 +213,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Config(ConfigCommand::Allow { policy }) => {
             refuse_inside("`agent-sandbox config allow`").and_then(|()| crate::exec::config_allow(&policy))
         }
+        Commands::Log(args) => crate::log::log(&args),
         Commands::Hooks(command) => refuse_inside("`agent-sandbox hooks`").and_then(|()| hooks(command)),
         Commands::Firewall(command) => firewall(command),
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force, per_workspace_config }) => {

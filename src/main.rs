@@ -6,6 +6,7 @@
 
 mod cli;
 mod exec;
+mod log;
 mod vsh;
 
 use std::{ffi::OsString, path::Path};

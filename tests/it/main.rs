@@ -12,6 +12,7 @@ mod gitguard;
 mod hookguard;
 mod host_files;
 mod isolation;
+mod log;
 mod mcp;
 mod next_session;
 mod runtime;

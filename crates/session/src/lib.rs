@@ -209,6 +209,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         bail!("this is already inside an agent-sandbox; run the command directly (sandboxes do not nest)");
     }
     let debug = options.debug;
+    // Every audit line of this run carries its id, relayed ones included.
+    let session_id = audit::start_session();
+    debug(&format!("session {session_id} (its audit trail: agent-sandbox log --session {session_id})"));
     if !options.dry_run {
         // From here on a terminating signal ends the sandbox (once it runs) and the exit
         // check still runs.
@@ -376,7 +379,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     }
 
     let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
-    record(&agent, &masked, &dropped);
+    record(&agent, &command, &ctx.project_root, &masked, &dropped);
     if !dropped.is_empty() && options.terminal {
         let names: Vec<&str> = dropped.iter().take(6).map(|gone| gone.name.as_str()).collect();
         let more = if dropped.len() > 6 { format!(" and {} more", dropped.len() - 6) } else { String::new() };
@@ -791,13 +794,28 @@ fn plan<'a>(
     }
 }
 
-fn record(agent: &str, masked: &[masks::Masked], dropped: &[policy::env::Dropped]) {
+/// The session's start (agent, project, command line), then what it hides from the
+/// sandbox: masked files and dropped variables.
+fn record(
+    agent: &str,
+    command: &[OsString],
+    project_root: &Path,
+    masked: &[masks::Masked],
+    dropped: &[policy::env::Dropped],
+) {
     let Some(path) = audit::default_path() else {
         return;
     };
-    let mut events: Vec<audit::Event> = masked
-        .iter()
-        .map(|masked| {
+    let start = audit::Event::new(
+        agent,
+        "session",
+        &project_root.display().to_string(),
+        "allowed",
+        "session-start",
+        Some(util::shell_line(command)),
+    );
+    let mut events: Vec<audit::Event> = std::iter::once(start)
+        .chain(masked.iter().map(|masked| {
             let reason = if masked.mask.path == masked.found {
                 format!("matches {}", masked.pattern)
             } else {
@@ -805,7 +823,7 @@ fn record(agent: &str, masked: &[masks::Masked], dropped: &[policy::env::Dropped
             };
             let target = masked.mask.path.display().to_string();
             audit::Event::new(agent, "read", &target, "masked", "sensitive-file-pattern", Some(reason))
-        })
+        }))
         .collect();
     events.extend(dropped.iter().map(|gone| {
         audit::Event::new(agent, "env", &gone.name, "blocked", gone.policy, Some(format!("matches {}", gone.pattern)))
