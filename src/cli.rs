@@ -51,6 +51,12 @@ enum Commands {
     Vsh(crate::vsh::VshArgs),
     /// Serve a virtual sandbox to an agent as MCP tools on stdio
     Mcp(crate::vsh::McpArgs),
+    /// Judge an agent's tool call (Claude Code's or Codex's PreToolUse hook input on stdin) against tools.*
+    ToolGuard {
+        /// The agent whose hook runs it (the audit log's agent when the input names none)
+        #[arg(long, default_value = "claude")]
+        agent: String,
+    },
     /// Print the shell completion script (e.g. `agent-sandbox completions bash > /etc/bash_completion.d/agent-sandbox`)
     Completions {
         /// The shell
@@ -226,6 +232,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force, per_workspace_config }) => {
             devcontainer_init(path, base_tag, force, per_workspace_config)
         }
+        Commands::ToolGuard { agent } => Ok(inside::tool_guard::run(&agent)),
         Commands::Completions { shell } => {
             use clap::CommandFactory as _;
             clap_complete::generate(shell, &mut Cli::command(), "agent-sandbox", &mut std::io::stdout());

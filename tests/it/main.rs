@@ -20,4 +20,5 @@ mod secrets;
 mod session_check;
 mod setups;
 mod support;
+mod tool_guard;
 mod vsh;

@@ -434,9 +434,13 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     let profile = path_var
         .as_ref()
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
+    let (tool_settings, claude_managed, codex_managed) = tool_guard_files(&config)?;
     let files = [
         (runtime_layout::GIT_GUARD_SETTINGS, git_settings.as_str()),
         (runtime_layout::HOOK_GUARD_SETTINGS, hook_settings.as_str()),
+        (runtime_layout::TOOL_GUARD_SETTINGS, tool_settings.as_str()),
+        (runtime_layout::CLAUDE_MANAGED, claude_managed.as_str()),
+        (runtime_layout::CODEX_MANAGED, codex_managed.as_str()),
         (sandbox::runtime::PROFILE_FILE, profile.as_str()),
     ];
     let copies: Vec<&Path> =
@@ -493,6 +497,35 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         );
     }
     Ok(Outcome::Ran(code?))
+}
+
+/// The tool guard's settings and the agents' managed configuration that runs it before
+/// every tool call (merged into the host's own, when it has some). Rules that do not
+/// parse stop the start: a guard that would deny nothing must not look configured.
+fn tool_guard_files(config: &config::Config) -> Result<(String, String, String)> {
+    let settings = guard_settings::ToolGuardSettings::from_config(config);
+    toolguard::Guard::new(&settings.disallowed, settings.read_only).map_err(anyhow::Error::msg)?;
+    let host_file = |path: &str| match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err).with_context(|| format!("reading {path} (the agent's managed configuration)")),
+    };
+    let command = format!("{} tool-guard", runtime_layout::RuntimeLayout::inside().marker().display());
+    let claude = toolguard::claude_managed_settings(
+        host_file(runtime_layout::CLAUDE_MANAGED_SETTINGS)?.as_deref(),
+        &format!("{command} --agent claude"),
+    )
+    .map_err(|why| {
+        anyhow::anyhow!(
+            "{}: {why} (Claude Code would not read it either; fix or remove it)",
+            runtime_layout::CLAUDE_MANAGED_SETTINGS
+        )
+    })?;
+    let codex = toolguard::codex_requirements(
+        host_file(runtime_layout::CODEX_REQUIREMENTS)?.as_deref(),
+        &format!("{command} --agent codex"),
+    );
+    Ok((settings.to_json(), claude, codex))
 }
 
 /// With `@caches` on, creates the cache directories of the tools installed on the host
