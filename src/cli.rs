@@ -38,6 +38,8 @@ enum Commands {
     Config(ConfigCommand),
     /// Show the audit log: what sessions ran and what was refused (newest last)
     Log(crate::log::LogArgs),
+    /// Prove each guarantee in a real sandbox with your effective config (exit 1 when one does not hold)
+    Test(crate::selftest::TestArgs),
     /// Install or remove the hook guard in front of a repository's pre-commit and pre-push hooks
     #[command(subcommand)]
     Hooks(HooksCommand),
@@ -61,6 +63,12 @@ enum Commands {
     Completions {
         /// The shell
         shell: clap_complete::Shell,
+    },
+    /// What `test` runs inside the sandbox: look at it from the agent's side, print JSON
+    #[command(hide = true)]
+    Probe {
+        /// What to probe (JSON, written by `test`)
+        spec: String,
     },
     /// Print the man page (roff); `cargo xtask man` writes it to target/man/
     #[command(hide = true)]
@@ -227,6 +235,8 @@ pub fn main(args: Vec<OsString>) -> i32 {
             refuse_inside("`agent-sandbox config allow`").and_then(|()| crate::exec::config_allow(&policy))
         }
         Commands::Log(args) => crate::log::log(&args),
+        Commands::Test(args) => crate::selftest::test(&args),
+        Commands::Probe { spec } => Ok(inside::probe::run(&spec)),
         Commands::Hooks(command) => refuse_inside("`agent-sandbox hooks`").and_then(|()| hooks(command)),
         Commands::Firewall(command) => firewall(command),
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force, per_workspace_config }) => {

@@ -7,6 +7,7 @@
 mod cli;
 mod exec;
 mod log;
+mod selftest;
 mod vsh;
 
 use std::{ffi::OsString, path::Path};

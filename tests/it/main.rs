@@ -17,6 +17,7 @@ mod mcp;
 mod next_session;
 mod runtime;
 mod secrets;
+mod selftest;
 mod session_check;
 mod setups;
 mod support;
