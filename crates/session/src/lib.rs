@@ -507,7 +507,11 @@ fn tool_guard_files(config: &config::Config) -> Result<(String, String, String)>
     toolguard::Guard::new(&settings.disallowed, settings.read_only).map_err(anyhow::Error::msg)?;
     let host_file = |path: &str| match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(text)),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        // One this user cannot read, the agent (running as this user) could not read
+        // either: ours takes its place.
+        Err(err) if matches!(err.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => {
+            Ok(None)
+        }
         Err(err) => Err(err).with_context(|| format!("reading {path} (the agent's managed configuration)")),
     };
     let command = format!("{} tool-guard", runtime_layout::RuntimeLayout::inside().marker().display());
