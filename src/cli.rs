@@ -30,10 +30,17 @@ enum Commands {
         /// Print nothing, only set the exit status
         #[arg(short, long)]
         quiet: bool,
+        /// Print JSON: {"inside", "where", and in a container "firewall"}
+        #[arg(long, conflicts_with = "quiet")]
+        json: bool,
     },
     /// Inspect the configuration
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Show the audit log: what sessions ran and what was refused (newest last)
+    Log(crate::log::LogArgs),
+    /// Prove each guarantee in a real sandbox with your effective config (exit 1 when one does not hold)
+    Test(crate::selftest::TestArgs),
     /// Install or remove the hook guard in front of a repository's pre-commit and pre-push hooks
     #[command(subcommand)]
     Hooks(HooksCommand),
@@ -73,10 +80,22 @@ enum Commands {
     Vsh(crate::vsh::VshArgs),
     /// Serve a virtual sandbox to an agent as MCP tools on stdio
     Mcp(crate::vsh::McpArgs),
+    /// Judge an agent's tool call (Claude Code's or Codex's PreToolUse hook input on stdin) against tools.*
+    ToolGuard {
+        /// The agent whose hook runs it (the audit log's agent when the input names none)
+        #[arg(long, default_value = "claude")]
+        agent: String,
+    },
     /// Print the shell completion script (e.g. `agent-sandbox completions bash > /etc/bash_completion.d/agent-sandbox`)
     Completions {
         /// The shell
         shell: clap_complete::Shell,
+    },
+    /// What `test` runs inside the sandbox: look at it from the agent's side, print JSON
+    #[command(hide = true)]
+    Probe {
+        /// What to probe (JSON, written by `test`)
+        spec: String,
     },
     /// Print the man page (roff); `cargo xtask man` writes it to target/man/
     #[command(hide = true)]
@@ -97,7 +116,11 @@ enum FirewallCommand {
     /// Allow only the policy's domains and ranges (IPv4 and IPv6), DNS only to the resolver; verify
     Apply,
     /// Show the policy, what was applied last and (as root) the live address sets
-    Status,
+    Status {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
     /// Apply at container start (the Feature's entrypoint, as root): loopback only until done, closed on failure
     #[command(hide = true)]
     Start,
@@ -252,16 +275,20 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::CodexLogout(args) => crate::docker::codex_logout(args),
         Commands::Volume(args) => crate::docker::volume(args),
         Commands::Exec(args) => crate::exec::exec(args),
-        Commands::Check { quiet } => Ok(check(quiet)),
+        Commands::Check { quiet, json } => Ok(check(quiet, json)),
         Commands::Config(ConfigCommand::Show { policy, json }) => crate::exec::config_show(&policy, json),
         Commands::Config(ConfigCommand::Allow { policy }) => {
             refuse_inside("`agent-sandbox config allow`").and_then(|()| crate::exec::config_allow(&policy))
         }
+        Commands::Log(args) => crate::log::log(&args),
+        Commands::Test(args) => crate::selftest::test(&args),
+        Commands::Probe { spec } => Ok(inside::probe::run(&spec)),
         Commands::Hooks(command) => refuse_inside("`agent-sandbox hooks`").and_then(|()| hooks(command)),
         Commands::Firewall(command) => firewall(command),
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force, per_workspace_config }) => {
             devcontainer_init(path, base_tag, force, per_workspace_config)
         }
+        Commands::ToolGuard { agent } => Ok(inside::tool_guard::run(&agent)),
         Commands::Completions { shell } => {
             use clap::CommandFactory as _;
             clap_complete::generate(shell, &mut Cli::command(), "agent-sandbox", &mut std::io::stdout());
@@ -340,7 +367,11 @@ fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
                 }
             }
         }
-        FirewallCommand::Status => match firewall::load(&paths) {
+        FirewallCommand::Status { json: true } => {
+            let text = serde_json::to_string_pretty(&firewall::status_json(firewall::load(&paths).as_ref()))?;
+            println!("{text}");
+        }
+        FirewallCommand::Status { json: false } => match firewall::load(&paths) {
             Ok(policy) => {
                 for line in firewall::status(&policy) {
                     println!("{line}");
@@ -406,14 +437,20 @@ pub fn protected_paths(root: &std::path::Path) -> anyhow::Result<Vec<String>> {
     Ok(devcontainer::protected_paths(root, &configured, hooks_path.as_deref())?)
 }
 
-fn check(quiet: bool) -> i32 {
+fn check(quiet: bool, json: bool) -> i32 {
     let place = runtime_layout::detect();
-    let (code, text) = match place {
-        runtime_layout::Where::Bubblewrap => (0, "inside an agent-sandbox (bubblewrap)"),
-        runtime_layout::Where::Container => (0, "inside an agent-sandbox (container)"),
-        runtime_layout::Where::Outside => (1, "not inside an agent-sandbox"),
+    let (code, name, text) = match place {
+        runtime_layout::Where::Bubblewrap => (0, "bubblewrap", "inside an agent-sandbox (bubblewrap)"),
+        runtime_layout::Where::Container => (0, "container", "inside an agent-sandbox (container)"),
+        runtime_layout::Where::Outside => (1, "outside", "not inside an agent-sandbox"),
     };
-    if !quiet {
+    if json {
+        let mut value = serde_json::json!({ "inside": code == 0, "where": name });
+        if matches!(place, runtime_layout::Where::Container) {
+            value["firewall"] = firewall::health().to_json();
+        }
+        println!("{value}");
+    } else if !quiet {
         println!("{text}");
     }
     // In a container, a firewall that is not in force is said loudly (stderr, always).
@@ -425,3 +462,7 @@ fn check(quiet: bool) -> i32 {
     }
     code
 }
+
+#[cfg(test)]
+#[path = "help_tests.rs"]
+mod tests;

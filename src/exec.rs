@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 
 use crate::cli::{ExecArgs, PolicyArgs};
 
-fn invocation(args: &PolicyArgs) -> session::Invocation {
+pub(crate) fn invocation(args: &PolicyArgs) -> session::Invocation {
     session::Invocation {
         cwd: args.cwd.clone(),
         config: args.config.clone(),

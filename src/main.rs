@@ -7,6 +7,8 @@
 mod cli;
 mod docker;
 mod exec;
+mod log;
+mod selftest;
 mod vsh;
 
 use std::{ffi::OsString, path::Path};

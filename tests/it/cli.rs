@@ -188,3 +188,51 @@ fn completions_and_the_man_page_come_from_the_same_definitions() {
     assert!(man.contains(".TH agent-sandbox 1") && man.contains("exec"), "{man}");
     assert_eq!(world.cmd().args(["completions", "nope"]).run().code(), 2);
 }
+
+#[test]
+fn colours_only_on_a_terminal_and_never_with_no_color() {
+    let world = World::new();
+    let blocked = r#"{"timestamp":"2026-01-28T10:30:00Z","agent":"sh","operation":"exec","target":"npm","result":"blocked","policy":"command-deny","source":"host","session":"0a1b2c3d"}"#;
+    world.write("xdg-state/agent-sandbox/audit.jsonl", &format!("{blocked}\n"));
+    // `script` runs the command on a pseudo-terminal (util-linux).
+    let on_terminal = |args: &str, no_color: Option<&str>| {
+        let cmd = world.cmd();
+        let mut script = std::process::Command::new("script");
+        script.args(["-qec", &format!("{} {args}", *crate::support::BIN), "/dev/null"]);
+        script.env_clear().envs(cmd.cmd.get_envs().filter_map(|(key, value)| Some((key, value?))));
+        script.current_dir(&world.project).env("TERM", "xterm");
+        if let Some(value) = no_color {
+            script.env("NO_COLOR", value);
+        }
+        String::from_utf8_lossy(&script.output().expect("script runs").stdout).into_owned()
+    };
+    let red = "\u{1b}[31mblocked\u{1b}[0m";
+    assert!(on_terminal("log", None).contains(red), "{:?}", on_terminal("log", None));
+    assert!(!on_terminal("log", Some("1")).contains('\u{1b}'));
+    // An empty NO_COLOR does not count (no-color.org).
+    assert!(on_terminal("log", Some("")).contains(red));
+    assert!(on_terminal("exec --help", None).contains('\u{1b}'), "clap styles help on a terminal");
+    for args in ["exec --help", "exec --bogus", "log --since x"] {
+        assert!(!on_terminal(args, Some("1")).contains('\u{1b}'), "{args}");
+    }
+    // Off a terminal, never.
+    for args in [&["log"][..], &["exec", "--help"], &["exec", "--bogus"], &["log", "--json"]] {
+        let run = world.cmd().args(args).run();
+        assert!(!run.stdout().contains('\u{1b}') && !run.stderr().contains('\u{1b}'), "{args:?}");
+    }
+}
+
+#[test]
+fn check_and_firewall_status_speak_json() {
+    require_bwrap!();
+    let world = World::new();
+    let run = world.cmd().args(["check", "--json"]).run();
+    assert_eq!((run.code(), run.stdout()), (1, "{\"inside\":false,\"where\":\"outside\"}\n".to_owned()));
+    let run = world.sh(&[], "agent-sandbox check --json; echo code=$?");
+    assert_eq!(run.ok(), "{\"inside\":true,\"where\":\"bubblewrap\"}\ncode=0\n");
+    // Outside a container: no policy, never applied; still an answer, not an error.
+    let out = world.cmd().args(["firewall", "status", "--json"]).run().ok();
+    let status: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(status["health"]["state"], "not-applied", "{out}");
+    assert!(status["policy"]["error"].as_str().is_some_and(|err| err.contains("firewall.jsonc")), "{out}");
+}

@@ -102,6 +102,7 @@ fn check_origins(layer: &Layer, lines: &Lines) {
     strings(&layer.env_block, "env.block");
     strings(&layer.check_commands, "checks.commands");
     strings(&layer.protected_paths, "checks.protectedPaths");
+    strings(&layer.tools_disallowed, "tools.disallowed");
     if let Some(network) = &layer.network {
         check(&network.origin, &['"'], "network");
     }
@@ -113,6 +114,7 @@ fn check_origins(layer: &Layer, lines: &Lines) {
         (&layer.git_allow_branch_deletion, "git.allowBranchDeletion"),
         (&layer.git_allow_plumbing_commits, "git.allowPlumbingCommits"),
         (&layer.check_humans, "checks.humans"),
+        (&layer.tools_read_only, "tools.readOnly"),
     ] {
         if let Some(flag) = flag {
             check(&flag.origin, &['t', 'f'], what);

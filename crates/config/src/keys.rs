@@ -10,7 +10,7 @@ use crate::{Config, Layer, Sourced};
 /// but `network`, `commands` and `$schema` is a section holding [`LIST_KEYS`] and
 /// [`BOOL_KEYS`].
 pub const TOP_KEYS: &[&str] =
-    &["network", "project", "filesystem", "secrets", "env", "commands", "git", "checks", "$schema"];
+    &["network", "project", "filesystem", "secrets", "env", "commands", "git", "checks", "tools", "$schema"];
 
 /// A list of strings. Every list accumulates across layers.
 pub struct ListKey {
@@ -108,6 +108,12 @@ pub const LIST_KEYS: &[ListKey] = &[
         config: |config| &config.protected_paths,
         config_mut: |config| &mut config.protected_paths,
     },
+    ListKey {
+        key: "tools.disallowed",
+        layer: |layer| &mut layer.tools_disallowed,
+        config: |config| &config.tools_disallowed,
+        config_mut: |config| &mut config.tools_disallowed,
+    },
 ];
 
 /// Every boolean, in the order `config show` prints them.
@@ -129,6 +135,12 @@ pub const BOOL_KEYS: &[BoolKey] = &[
         layer: |layer| &mut layer.check_humans,
         config: |config| &config.check_humans,
         config_mut: |config| &mut config.check_humans,
+    },
+    BoolKey {
+        key: "tools.readOnly",
+        layer: |layer| &mut layer.tools_read_only,
+        config: |config| &config.tools_read_only,
+        config_mut: |config| &mut config.tools_read_only,
     },
 ];
 

@@ -177,6 +177,8 @@ pub struct Layer {
     pub check_commands: Vec<Sourced<String>>,
     pub protected_paths: Vec<Sourced<String>>,
     pub check_humans: Option<Sourced<bool>>,
+    pub tools_disallowed: Vec<Sourced<String>>,
+    pub tools_read_only: Option<Sourced<bool>>,
 }
 
 /// The effective configuration: all layers merged.
@@ -210,6 +212,11 @@ pub struct Config {
     pub protected_paths: Vec<Sourced<String>>,
     /// `checks.humans`: the hook guard checks outside a sandbox too.
     pub check_humans: Sourced<bool>,
+    /// `tools.disallowed`: the agent's tool calls the tool guard denies (Claude Code's
+    /// rule syntax: `Write`, `Bash(git push:*)`, `WebFetch`).
+    pub tools_disallowed: Vec<Sourced<String>>,
+    /// `tools.readOnly`: the tool guard denies every tool that edits files.
+    pub tools_read_only: Sourced<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -353,7 +360,9 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         git_allow_plumbing_commits: Sourced { value: false, origin: builtin.clone() },
         check_commands: Vec::new(),
         protected_paths: Vec::new(),
-        check_humans: Sourced { value: false, origin: builtin },
+        check_humans: Sourced { value: false, origin: builtin.clone() },
+        tools_disallowed: Vec::new(),
+        tools_read_only: Sourced { value: false, origin: builtin },
         presets: Vec::new(),
         ro: Vec::new(),
         rw: Vec::new(),

@@ -29,7 +29,7 @@ fn invalid_files_are_reported_with_position_and_hint() {
         ("{\n  \"netwrk\": \"off\"\n}", "/p/.agent-sandbox/config.jsonc:2:3: unknown key \"netwrk\" (did you mean \"network\"?)"),
         ("{\"filesystem\": {\"excludes\": []}}", "/p/.agent-sandbox/config.jsonc:1:17: unknown key \"filesystem.excludes\" (did you mean \"filesystem.exclude\"?)"),
         ("{\"env\": {\"alow\": []}}", "/p/.agent-sandbox/config.jsonc:1:10: unknown key \"env.alow\" (did you mean \"env.allow\"?)"),
-        ("{\"zzzzzz\": 1}", "/p/.agent-sandbox/config.jsonc:1:2: unknown key \"zzzzzz\" (valid keys: network, project, filesystem, secrets, env, commands, git, checks, $schema)"),
+        ("{\"zzzzzz\": 1}", "/p/.agent-sandbox/config.jsonc:1:2: unknown key \"zzzzzz\" (valid keys: network, project, filesystem, secrets, env, commands, git, checks, tools, $schema)"),
         ("{\"git\": {\"allowBranchDelete\": true}}", "/p/.agent-sandbox/config.jsonc:1:10: unknown key \"git.allowBranchDelete\" (did you mean \"git.allowBranchDeletion\"?)"),
         ("{\"git\": {\"allowPlumbingCommits\": \"yes\"}}", "/p/.agent-sandbox/config.jsonc:1:34: git.allowPlumbingCommits: expected true or false"),
         ("{\"network\": \"maybe\"}", "/p/.agent-sandbox/config.jsonc:1:13: network: expected \"on\" or \"off\", got \"maybe\""),
@@ -291,6 +291,7 @@ fn unknown_keys_in_a_section_suggest_from_the_tables() {
             "{\"git\": {\"zzzzzzzz\": 1}}",
             "unknown key \"git.zzzzzzzz\" (valid keys: allowBranchDeletion, allowPlumbingCommits)",
         ),
+        ("{\"tools\": {\"zzzzzzzz\": 1}}", "unknown key \"tools.zzzzzzzz\" (valid keys: disallowed, readOnly)"),
         ("{\"checks\": 1}", "checks: expected an object"),
         ("{\"checks\": {\"humans\": \"yes\"}}", "checks.humans: expected true or false"),
     ];

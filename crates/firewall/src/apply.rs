@@ -54,6 +54,20 @@ impl Health {
     }
 }
 
+impl Health {
+    /// `applied`, `closed`, `open` or `not-applied`, and the reason for the middle two:
+    /// for `check --json` and `firewall status --json`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let (state, reason) = match self {
+            Health::Applied => ("applied", None),
+            Health::Closed(reason) => ("closed", Some(reason)),
+            Health::Open(reason) => ("open", Some(reason)),
+            Health::NotApplied => ("not-applied", None),
+        };
+        json!({ "state": state, "reason": reason, "banner": self.banner() })
+    }
+}
+
 /// Reads the state file and tells whether it belongs to this start of the container.
 pub fn health() -> Health {
     let Some(state) =
@@ -234,22 +248,58 @@ pub fn status(policy: &Policy) -> Vec<String> {
         }
         None => lines.push("not applied in this container yet (run: sudo agent-sandbox firewall apply)".into()),
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        for set in [SET_V4, SET_V6] {
-            match Command::new("ipset").args(["list", set]).output() {
-                Ok(out) if out.status.success() => {
-                    let text = String::from_utf8_lossy(&out.stdout);
-                    let members: Vec<&str> = text.lines().skip_while(|line| *line != "Members:").skip(1).collect();
-                    lines.push(format!("live {set}: {}", members.join(" ")));
+    match live_sets() {
+        Some(sets) => {
+            for (set, members) in sets {
+                match members {
+                    Some(members) => lines.push(format!("live {set}: {}", members.join(" "))),
+                    None => lines.push(format!("live {set}: missing (the firewall is not in effect)")),
                 }
-                _ => lines.push(format!("live {set}: missing (the firewall is not in effect)")),
             }
         }
-    } else {
-        lines.push("(run with sudo to list the live address sets)".into());
+        None => lines.push("(run with sudo to list the live address sets)".into()),
     }
     lines
+}
+
+/// `firewall status --json`: what [`status`] prints, as one object (`policy` holds
+/// `error` when it does not load; `live` is null unless run as root).
+pub fn status_json(policy: Result<&Policy, &Error>) -> serde_json::Value {
+    let policy = match policy {
+        Ok(policy) => json!({
+            "files": policy.sources.iter().map(|path| path.display().to_string()).collect::<Vec<_>>(),
+            "domains": policy.domains,
+            "ranges": policy.cidrs.iter().map(Cidr::to_string).collect::<Vec<_>>(),
+            "githubMeta": policy.github_meta,
+        }),
+        Err(err) => json!({ "error": err.to_string() }),
+    };
+    let last =
+        std::fs::read_to_string(STATE_FILE).ok().and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+    let live = live_sets().map(|sets| {
+        sets.into_iter().map(|(set, members)| (set.to_owned(), json!(members))).collect::<serde_json::Map<_, _>>()
+    });
+    json!({ "health": health().to_json(), "policy": policy, "lastApplied": last, "live": live })
+}
+
+/// A live address set: its name and members (`None` when it is missing).
+type LiveSet = (&'static str, Option<Vec<String>>);
+
+/// The live address sets; `None` when not root (only root may list them).
+fn live_sets() -> Option<Vec<LiveSet>> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let sets = [SET_V4, SET_V6].map(|set| {
+        let members =
+            Command::new("ipset").args(["list", set]).output().ok().filter(|out| out.status.success()).map(|out| {
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                text.lines().skip_while(|line| *line != "Members:").skip(1).map(str::to_owned).collect()
+            });
+        (set, members)
+    });
+    Some(sets.into())
 }
 
 fn resolve_all(domains: &[String]) -> Vec<(String, Result<Vec<IpAddr>, String>)> {

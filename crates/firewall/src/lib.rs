@@ -14,7 +14,7 @@ mod policy;
 
 use std::path::PathBuf;
 
-pub use apply::{apply, apply_or_close, health, status, Health, Report};
+pub use apply::{apply, apply_or_close, health, status, status_json, Health, Report};
 pub use plan::{closed_tables, plan, starting_tables, Cidr, Plan, Resolved, SET_V4, SET_V6};
 pub use policy::{load, parse, trust, Policy};
 

@@ -116,6 +116,39 @@ impl HookGuardSettings {
     }
 }
 
+/// The tool guard's settings (`RuntimeLayout::tool_guard_settings`): `tools.*` of the
+/// configuration, with `tools.readOnly` on for a read-only project too. Every field is
+/// required on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolGuardSettings {
+    pub disallowed: Vec<String>,
+    pub read_only: bool,
+}
+
+impl ToolGuardSettings {
+    /// The settings `config` gives: a read-only project (`"project": "ro"`,
+    /// `--read-only`) makes the agent's edit tools denied too, with a clear answer
+    /// instead of a failed write.
+    pub fn from_config(config: &config::Config) -> ToolGuardSettings {
+        ToolGuardSettings {
+            disallowed: config.tools_disallowed.iter().map(|item| item.value.clone()).collect(),
+            read_only: config.tools_read_only.value || config.project_read_only.value,
+        }
+    }
+
+    /// The file's contents.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("strings and booleans always serialize")
+    }
+
+    /// The settings at `path`; `Ok(None)` when there is no file, an error when there is
+    /// one that cannot be used (the guard then denies every call).
+    pub fn read(path: &Path) -> Result<Option<ToolGuardSettings>, SnapshotError> {
+        read_json(path)
+    }
+}
+
 /// A settings file that is there but cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {

@@ -1,6 +1,7 @@
 //! What runs inside the sandbox: the multicall dispatcher (this binary mounted over every
-//! wrapped command, or reached through a shim) and the `@git` preset it hands git to (the
-//! git guard, also installed as `git` in a container image). Everything here runs for an
+//! wrapped command, or reached through a shim), the `@git` preset it hands git to (the
+//! git guard, also installed as `git` in a container image), and the tool guard the
+//! agents' managed configuration runs before every tool call, and the probe `test` runs. Everything here runs for an
 //! untrusted caller, in an environment the agent controls, over files the agent can
 //! write; host code never depends on this crate (only the binary's `argv[0]` dispatch
 //! does), and what the host needs at start lives in `gitfacts`, `guard-settings` and
@@ -19,3 +20,5 @@
 
 mod git;
 pub mod multicall;
+pub mod probe;
+pub mod tool_guard;

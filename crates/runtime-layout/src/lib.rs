@@ -15,6 +15,11 @@
 //! git-guard.json    the git guard's settings (`git.*` in the config)
 //! hook-guard.json   the hook guard's settings, so it never reads them through the
 //!                   agent's HOME or XDG_CONFIG_HOME
+//! tool-guard.json   the tool guard's settings (`tools.*`)
+//! claude-managed-settings.json, codex-requirements.toml
+//!                   mounted read-only as Claude Code's and Codex's managed configuration
+//!                   ([`CLAUDE_MANAGED_SETTINGS`], [`CODEX_REQUIREMENTS`]): the tool
+//!                   guard as their PreToolUse hook
 //! bin/<cmd>         mount point for the real executable, or, when it belongs to an
 //!                   installation (npm's `npm-cli.js` requires `../lib/cli.js`), a
 //!                   symlink to it in packages/<cmd>/
@@ -44,6 +49,15 @@ pub const INSIDE: &str = "/run/agent-sandbox";
 pub const PROFILE: &str = "profile";
 pub const GIT_GUARD_SETTINGS: &str = "git-guard.json";
 pub const HOOK_GUARD_SETTINGS: &str = "hook-guard.json";
+pub const TOOL_GUARD_SETTINGS: &str = "tool-guard.json";
+pub const CLAUDE_MANAGED: &str = "claude-managed-settings.json";
+pub const CODEX_MANAGED: &str = "codex-requirements.toml";
+
+/// Where Claude Code reads its managed settings on Linux (users and projects cannot
+/// override them).
+pub const CLAUDE_MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
+/// Where Codex reads its managed requirements on Unix.
+pub const CODEX_REQUIREMENTS: &str = "/etc/codex/requirements.toml";
 
 const MARKER: &str = "agent-sandbox";
 const AUDIT_FIFO: &str = "audit";
@@ -127,6 +141,21 @@ impl RuntimeLayout {
         self.root.join(HOOK_GUARD_SETTINGS)
     }
 
+    /// The tool guard's settings.
+    pub fn tool_guard_settings(&self) -> PathBuf {
+        self.root.join(TOOL_GUARD_SETTINGS)
+    }
+
+    /// Claude Code's managed settings, as mounted at [`CLAUDE_MANAGED_SETTINGS`].
+    pub fn claude_managed(&self) -> PathBuf {
+        self.root.join(CLAUDE_MANAGED)
+    }
+
+    /// Codex's managed requirements, as mounted at [`CODEX_REQUIREMENTS`].
+    pub fn codex_managed(&self) -> PathBuf {
+        self.root.join(CODEX_MANAGED)
+    }
+
     /// The real executable of wrapped command `name`.
     pub fn bin(&self, name: &str) -> PathBuf {
         self.root.join(BIN).join(name)
@@ -188,6 +217,9 @@ mod tests {
             (inside.seccomp(), "/run/agent-sandbox/seccomp.bpf"),
             (inside.git_guard_settings(), "/run/agent-sandbox/git-guard.json"),
             (inside.hook_guard_settings(), "/run/agent-sandbox/hook-guard.json"),
+            (inside.tool_guard_settings(), "/run/agent-sandbox/tool-guard.json"),
+            (inside.claude_managed(), "/run/agent-sandbox/claude-managed-settings.json"),
+            (inside.codex_managed(), "/run/agent-sandbox/codex-requirements.toml"),
             (inside.bin("git"), "/run/agent-sandbox/bin/git"),
             (inside.package("npm"), "/run/agent-sandbox/packages/npm"),
             (inside.preset("git"), "/run/agent-sandbox/presets/git"),

@@ -5,8 +5,8 @@
 //!
 //! Order matters to bwrap: namespaces and hardening first; then the filesystem from the
 //! outside in (a fresh tmpfs root, `/dev`, `/proc`, private `/tmp`, a scratch `$HOME`,
-//! the policy's mounts parents-first, secret masks, the runtime directory, command
-//! overlays); then `/` remounted read-only so nothing can be added beside the marker.
+//! the policy's mounts parents-first, secret masks, the agents' managed configuration,
+//! the runtime directory, command overlays); then `/` remounted read-only so nothing can be added beside the marker.
 
 use std::{
     ffi::OsString,
@@ -140,6 +140,10 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         };
         args.bind("--ro-bind", &empty, &mask.path);
     }
+    // The agents' managed configuration (the tool guard as their PreToolUse hook), over
+    // whatever is granted there: read-only, in a read-only `/etc`.
+    args.bind("--ro-bind", &host.claude_managed(), Path::new(runtime_layout::CLAUDE_MANAGED_SETTINGS));
+    args.bind("--ro-bind", &host.codex_managed(), Path::new(runtime_layout::CODEX_REQUIREMENTS));
 
     args.bind("--ro-bind", host.root(), inside.root());
     args.bind("--ro-bind", plan.self_exe, &inside.marker());
@@ -361,6 +365,12 @@ mod tests {
             "/tmp/rt/emptydir",
             "/home/u/proj/secrets",
             "--ro-bind",
+            "/tmp/rt/claude-managed-settings.json",
+            "/etc/claude-code/managed-settings.json",
+            "--ro-bind",
+            "/tmp/rt/codex-requirements.toml",
+            "/etc/codex/requirements.toml",
+            "--ro-bind",
             "/tmp/rt",
             "/run/agent-sandbox",
             "--ro-bind",
@@ -435,6 +445,12 @@ mod tests {
             "--tmpfs",
             "/tmp",
             "--ro-bind",
+            "/rt/claude-managed-settings.json",
+            "/etc/claude-code/managed-settings.json",
+            "--ro-bind",
+            "/rt/codex-requirements.toml",
+            "/etc/codex/requirements.toml",
+            "--ro-bind",
             "/rt",
             "/run/agent-sandbox",
             "--ro-bind",
@@ -493,6 +509,12 @@ mod tests {
                 "--bind",
                 "/p",
                 "/p",
+                "--ro-bind",
+                "/rt/claude-managed-settings.json",
+                "/etc/claude-code/managed-settings.json",
+                "--ro-bind",
+                "/rt/codex-requirements.toml",
+                "/etc/codex/requirements.toml",
                 "--ro-bind",
                 "/rt"
             ]

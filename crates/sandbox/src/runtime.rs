@@ -49,6 +49,9 @@ impl Runtime {
         fs_err::write(host.seccomp(), seccomp::deny_terminal_injection())?;
         // Filled by the caller (`files`) with the sandbox's PATH; bound as `~/.profile`.
         fs_err::write(host.profile(), "")?;
+        // Mounted whatever the caller writes (`files`): empty documents by default.
+        fs_err::write(host.claude_managed(), "{}")?;
+        fs_err::write(host.codex_managed(), "")?;
         for (name, content) in files {
             fs_err::write(host.root().join(name), content)?;
         }

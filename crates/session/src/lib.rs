@@ -210,6 +210,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         bail!("this is already inside an agent-sandbox; run the command directly (sandboxes do not nest)");
     }
     let debug = options.debug;
+    // Every audit line of this run carries its id, relayed ones included.
+    let session_id = audit::start_session();
+    debug(&format!("session {session_id} (its audit trail: agent-sandbox log --session {session_id})"));
     if !options.dry_run {
         // From here on a terminating signal ends the sandbox (once it runs) and the exit
         // check still runs.
@@ -391,7 +394,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         state.seed()?;
     }
     let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
-    record(&agent, &masked, &dropped);
+    record(&agent, &command, &ctx.project_root, &masked, &dropped);
     if !dropped.is_empty() && options.terminal {
         let names: Vec<&str> = dropped.iter().take(6).map(|gone| gone.name.as_str()).collect();
         let more = if dropped.len() > 6 { format!(" and {} more", dropped.len() - 6) } else { String::new() };
@@ -455,9 +458,13 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     let profile = path_var
         .as_ref()
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
+    let (tool_settings, claude_managed, codex_managed) = tool_guard_files(&config)?;
     let files = [
         (runtime_layout::GIT_GUARD_SETTINGS, git_settings.as_str()),
         (runtime_layout::HOOK_GUARD_SETTINGS, hook_json.as_str()),
+        (runtime_layout::TOOL_GUARD_SETTINGS, tool_settings.as_str()),
+        (runtime_layout::CLAUDE_MANAGED, claude_managed.as_str()),
+        (runtime_layout::CODEX_MANAGED, codex_managed.as_str()),
         (sandbox::runtime::PROFILE_FILE, profile.as_str()),
     ];
     let copies: Vec<&Path> =
@@ -526,6 +533,39 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         );
     }
     Ok(Outcome::Ran(code?))
+}
+
+/// The tool guard's settings and the agents' managed configuration that runs it before
+/// every tool call (merged into the host's own, when it has some). Rules that do not
+/// parse stop the start: a guard that would deny nothing must not look configured.
+fn tool_guard_files(config: &config::Config) -> Result<(String, String, String)> {
+    let settings = guard_settings::ToolGuardSettings::from_config(config);
+    toolguard::Guard::new(&settings.disallowed, settings.read_only).map_err(anyhow::Error::msg)?;
+    let host_file = |path: &str| match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        // One this user cannot read, the agent (running as this user) could not read
+        // either: ours takes its place.
+        Err(err) if matches!(err.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => {
+            Ok(None)
+        }
+        Err(err) => Err(err).with_context(|| format!("reading {path} (the agent's managed configuration)")),
+    };
+    let command = format!("{} tool-guard", runtime_layout::RuntimeLayout::inside().marker().display());
+    let claude = toolguard::claude_managed_settings(
+        host_file(runtime_layout::CLAUDE_MANAGED_SETTINGS)?.as_deref(),
+        &format!("{command} --agent claude"),
+    )
+    .map_err(|why| {
+        anyhow::anyhow!(
+            "{}: {why} (Claude Code would not read it either; fix or remove it)",
+            runtime_layout::CLAUDE_MANAGED_SETTINGS
+        )
+    })?;
+    let codex = toolguard::codex_requirements(
+        host_file(runtime_layout::CODEX_REQUIREMENTS)?.as_deref(),
+        &format!("{command} --agent codex"),
+    );
+    Ok((settings.to_json(), claude, codex))
 }
 
 /// With `@caches` on, creates the cache directories of the tools installed on the host
@@ -827,13 +867,28 @@ fn plan<'a>(
     }
 }
 
-fn record(agent: &str, masked: &[masks::Masked], dropped: &[policy::env::Dropped]) {
+/// The session's start (agent, project, command line), then what it hides from the
+/// sandbox: masked files and dropped variables.
+fn record(
+    agent: &str,
+    command: &[OsString],
+    project_root: &Path,
+    masked: &[masks::Masked],
+    dropped: &[policy::env::Dropped],
+) {
     let Some(path) = audit::default_path() else {
         return;
     };
-    let mut events: Vec<audit::Event> = masked
-        .iter()
-        .map(|masked| {
+    let start = audit::Event::new(
+        agent,
+        "session",
+        &project_root.display().to_string(),
+        "allowed",
+        "session-start",
+        Some(util::shell_line(command)),
+    );
+    let mut events: Vec<audit::Event> = std::iter::once(start)
+        .chain(masked.iter().map(|masked| {
             let reason = if masked.mask.path == masked.found {
                 format!("matches {}", masked.pattern)
             } else {
@@ -841,7 +896,7 @@ fn record(agent: &str, masked: &[masks::Masked], dropped: &[policy::env::Dropped
             };
             let target = masked.mask.path.display().to_string();
             audit::Event::new(agent, "read", &target, "masked", "sensitive-file-pattern", Some(reason))
-        })
+        }))
         .collect();
     events.extend(dropped.iter().map(|gone| {
         audit::Event::new(agent, "env", &gone.name, "blocked", gone.policy, Some(format!("matches {}", gone.pattern)))

@@ -93,6 +93,48 @@ pub fn format_utc(secs: u64, millis: Option<u32>) -> String {
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}{fraction}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// The inverse of [`format_utc`] for what people type: `YYYY-MM-DD`, or that followed by
+/// `T` or a space and `HH:MM` or `HH:MM:SS`, optionally ending in `Z` (always UTC);
+/// seconds since the epoch, `None` for anything else.
+pub fn parse_utc(text: &str) -> Option<u64> {
+    let text = text.strip_suffix('Z').unwrap_or(text);
+    let (date, time) = match text.split_once(['T', ' ']) {
+        Some((date, time)) => (date, Some(time)),
+        None => (text, None),
+    };
+    let number = |part: &str, len: usize| -> Option<i64> {
+        (part.len() == len && part.bytes().all(|b| b.is_ascii_digit())).then(|| part.parse().ok()).flatten()
+    };
+    let mut date_parts = date.split('-');
+    let (year, month, day) =
+        (number(date_parts.next()?, 4)?, number(date_parts.next()?, 2)?, number(date_parts.next()?, 2)?);
+    if date_parts.next().is_some() || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    let (mut hour, mut minute, mut second) = (0, 0, 0);
+    if let Some(time) = time {
+        let mut time_parts = time.split(':');
+        hour = number(time_parts.next()?, 2)?;
+        minute = number(time_parts.next()?, 2)?;
+        if let Some(part) = time_parts.next() {
+            second = number(part, 2)?;
+        }
+        if time_parts.next().is_some() || hour > 23 || minute > 59 || second > 60 {
+            return None;
+        }
+    }
+    // Howard Hinnant's days_from_civil.
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second;
+    u64::try_from(secs).ok()
+}
+
 /// Now, as [`format_utc`] without milliseconds.
 pub fn now_utc() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -140,6 +182,19 @@ mod tests {
         assert_eq!(format_utc(0, None), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(1_769_596_200, None), "2026-01-28T10:30:00Z");
         assert_eq!(format_utc(951_782_400, Some(7)), "2000-02-29T00:00:00.007Z");
+    }
+
+    #[test]
+    fn typed_times_parse_back_to_what_format_utc_prints() {
+        for secs in [0, 1_769_596_200, 951_782_400, 4_102_444_799] {
+            assert_eq!(parse_utc(&format_utc(secs, None)), Some(secs));
+        }
+        assert_eq!(parse_utc("2026-01-28"), Some(1_769_558_400));
+        assert_eq!(parse_utc("2026-01-28 10:30"), Some(1_769_596_200));
+        assert_eq!(parse_utc("2026-01-28T10:30:00"), Some(1_769_596_200));
+        for bad in ["", "2026-1-28", "2026-13-01", "2026-01-28T25:00", "yesterday", "2026-01-28T10", "2026-01-28-01"] {
+            assert_eq!(parse_utc(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -1,0 +1,130 @@
+//! `agent-sandbox probe` (hidden): what `agent-sandbox test` runs inside a real sandbox to
+//! look at it from the agent's side. It takes what to look at from its one argument (JSON,
+//! written by `test` on the host) and prints one JSON object of observations; judging
+//! them against the configuration is the host's job. Every probe is an attempt an agent
+//! could make: reading hidden and masked paths, writing git metadata, connecting to
+//! host sockets, `TIOCSTI`, running git with `--no-verify` and `--force`. An attempt that
+//! unexpectedly succeeds in writing is undone at once.
+
+use std::{
+    io::Read as _,
+    os::unix::fs::OpenOptionsExt as _,
+    path::{Path, PathBuf},
+};
+
+use serde_json::{json, Value};
+
+/// Runs the probes described by `spec`; prints the observations. Exit status 0, or 2
+/// for a spec it cannot read.
+pub fn run(spec: &str) -> i32 {
+    let Ok(spec) = serde_json::from_str::<Value>(spec) else {
+        eprintln!("agent-sandbox probe: the argument is not JSON");
+        return 2;
+    };
+    let paths = |key: &str| -> Vec<PathBuf> {
+        spec[key].as_array().into_iter().flatten().filter_map(Value::as_str).map(PathBuf::from).collect()
+    };
+    let hidden: Vec<Value> =
+        paths("hidden").iter().map(|path| json!({ "path": path, "visible": visible(path) })).collect();
+    let masked: Vec<Value> = paths("masked")
+        .iter()
+        .map(|path| json!({ "path": path, "empty": reads_empty(path), "writable": writable(path) }))
+        .collect();
+    let sockets: Vec<Value> =
+        paths("sockets").iter().map(|path| json!({ "path": path, "visible": path.exists() })).collect();
+    let abstract_reachable = spec["abstract"].as_str().is_some_and(|name| {
+        use std::os::linux::net::SocketAddrExt as _;
+        std::os::unix::net::SocketAddr::from_abstract_name(name)
+            .and_then(|addr| std::os::unix::net::UnixStream::connect_addr(&addr))
+            .is_ok()
+    });
+    let tcp_reachable = spec["tcp"].as_u64().is_some_and(|port| {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], u16::try_from(port).unwrap_or(0)));
+        std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2)).is_ok()
+    });
+    let canary_present = spec["canary"].as_str().is_some_and(|name| std::env::var_os(name).is_some());
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status.lines().find_map(|line| line.strip_prefix(name)).map(str::trim).unwrap_or_default().to_owned()
+    };
+    let git = spec["git"].as_str().map(Path::new).map(|root| {
+        json!({
+            "configWritable": writable(&root.join(".git/config")),
+            "hooksWritable": creatable(&root.join(".git/hooks")),
+            "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
+            "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
+        })
+    });
+    let observations = json!({
+        "hidden": hidden,
+        "masked": masked,
+        "sockets": sockets,
+        "abstractReachable": abstract_reachable,
+        "tcpReachable": tcp_reachable,
+        "canaryPresent": canary_present,
+        "tiocstiErrno": tiocsti_errno(),
+        "seccomp": field("Seccomp:"),
+        "noNewPrivs": field("NoNewPrivs:"),
+        "marker": runtime_layout::detect() == runtime_layout::Where::Bubblewrap,
+        "git": git,
+    });
+    println!("{observations}");
+    0
+}
+
+/// Whether anything of `path` can be read: a file with content, a directory with entries.
+fn visible(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => false,
+        Ok(meta) if meta.is_dir() => std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_some()),
+        Ok(_) => !reads_empty(path),
+    }
+}
+
+fn reads_empty(path: &Path) -> bool {
+    if path.is_dir() {
+        return std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none());
+    }
+    let mut byte = [0u8; 1];
+    match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
+        Ok(mut file) => file.read(&mut byte).is_ok_and(|len| len == 0),
+        Err(_) => true,
+    }
+}
+
+/// Whether `path` can be opened for writing (nothing is written).
+fn writable(path: &Path) -> bool {
+    !path.is_dir() && std::fs::OpenOptions::new().append(true).custom_flags(libc::O_NONBLOCK).open(path).is_ok()
+}
+
+/// Whether a new file can be made in `dir` (removed again at once).
+fn creatable(dir: &Path) -> bool {
+    let probe = dir.join(format!(".agent-sandbox-probe-{}", std::process::id()));
+    let made = std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).is_ok();
+    if made {
+        let _ = std::fs::remove_file(&probe);
+    }
+    made
+}
+
+/// Whether git (whatever `git` is on PATH inside) refuses `args` the way the guard does.
+fn refused(root: &Path, args: &[&str]) -> bool {
+    let out =
+        std::process::Command::new("git").args(args).current_dir(root).stdin(std::process::Stdio::null()).output();
+    out.is_ok_and(|out| {
+        out.status.code() == Some(1) && String::from_utf8_lossy(&out.stderr).contains("agent-sandbox: refused")
+    })
+}
+
+/// The errno of `ioctl(0, TIOCSTI, "x")`: EPERM from the seccomp filter; without it
+/// ENOTTY (stdin is no terminal) or success.
+fn tiocsti_errno() -> i32 {
+    let byte: libc::c_char = b'x' as libc::c_char;
+    // SAFETY: TIOCSTI reads one byte through the pointer, which outlives the call.
+    let res = unsafe { libc::ioctl(0, libc::TIOCSTI, &byte) };
+    if res == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+    }
+}

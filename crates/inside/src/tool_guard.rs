@@ -1,0 +1,84 @@
+//! `agent-sandbox tool-guard`: what Claude Code and Codex run before every tool call,
+//! from the managed configuration `exec` mounts read-only (`/etc/claude-code/
+//! managed-settings.json`, `/etc/codex/requirements.toml`). It reads the `PreToolUse`
+//! hook input on stdin, judges the call with `toolguard` against the settings snapshot
+//! in the runtime directory (in a container: the root-owned `/etc/agent-sandbox`
+//! config), and denies with the documented decision JSON and a reason, audited. It
+//! fails closed: input or settings it cannot use block the call (exit status 2, the
+//! reason on stderr, which both agents show the model).
+
+use std::io::Read as _;
+
+use guard_settings::ToolGuardSettings;
+use runtime_layout::{RuntimeLayout, Where};
+
+/// No hook input is legitimately bigger (a `Write` carries the whole file).
+const INPUT_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// Exit status that makes the agent block the call and show stderr to the model.
+const BLOCK: i32 = 2;
+
+/// Runs the guard; `agent` is the harness the managed configuration named (`claude`,
+/// `codex`), used in the audit log when the input names no agent.
+pub fn run(agent: &str) -> i32 {
+    match judge(agent) {
+        Ok(Some(answer)) => {
+            println!("{answer}");
+            0
+        }
+        Ok(None) => 0,
+        Err(why) => {
+            eprintln!("agent-sandbox tool-guard: {why}; the call is blocked");
+            BLOCK
+        }
+    }
+}
+
+/// The denial to print, if any.
+fn judge(agent: &str) -> Result<Option<String>, String> {
+    let settings = settings()?;
+    let guard = toolguard::Guard::new(&settings.disallowed, settings.read_only)?;
+    let mut bytes = Vec::new();
+    std::io::stdin().take(INPUT_LIMIT).read_to_end(&mut bytes).map_err(|err| format!("reading stdin: {err}"))?;
+    let input: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|err| format!("the hook input is not JSON ({err})"))?;
+    let tool = input.get("tool_name").and_then(serde_json::Value::as_str).ok_or("the hook input has no tool_name")?;
+    let tool_input = input.get("tool_input").unwrap_or(&serde_json::Value::Null);
+    let cwd = input.get("cwd").and_then(serde_json::Value::as_str);
+    let Some(denial) = guard.judge(&toolguard::Call { tool, input: tool_input, cwd }) else {
+        return Ok(None);
+    };
+    // A subagent's name when the input has one (Claude Code's `agent_type`).
+    let name = ["agent_type", "agent_name"]
+        .iter()
+        .find_map(|key| input.get(*key).and_then(serde_json::Value::as_str))
+        .unwrap_or(agent);
+    let target = ["command", "file_path", "path", "notebook_path", "url"]
+        .iter()
+        .find_map(|key| tool_input.get(*key).and_then(serde_json::Value::as_str))
+        .map_or_else(|| tool.to_owned(), |what| format!("{tool} {}", what.chars().take(200).collect::<String>()));
+    let policy = if denial.rule == "tools.readOnly" { "tool-read-only" } else { "tool-disallowed" };
+    let event = audit::Event::new(name, "tool", &target, "blocked", policy, Some(denial.rule.clone()));
+    if !audit::send(&event) && runtime_layout::detect() == Where::Container {
+        eprintln!("agent-sandbox tool-guard: note: the audit log is not reachable here");
+    }
+    Ok(Some(toolguard::deny_json(&denial)))
+}
+
+fn settings() -> Result<ToolGuardSettings, String> {
+    match runtime_layout::detect() {
+        Where::Bubblewrap => {
+            let path = RuntimeLayout::inside().tool_guard_settings();
+            match ToolGuardSettings::read(&path) {
+                Ok(Some(settings)) => Ok(settings),
+                Ok(None) => Err(format!("{} is missing", path.display())),
+                Err(err) => Err(err.to_string()),
+            }
+        }
+        Where::Container => {
+            let config = config::load_for_container().map_err(|err| err.to_string())?;
+            Ok(ToolGuardSettings::from_config(&config))
+        }
+        Where::Outside => Err("not inside an agent-sandbox, where its settings are".into()),
+    }
+}

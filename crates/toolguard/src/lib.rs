@@ -1,0 +1,381 @@
+//! The tool guard's judge: whether an agent's tool call (Claude Code's or Codex's
+//! `PreToolUse` hook input) is one `tools.disallowed` or `tools.readOnly` forbids, and
+//! the documents that wire the guard into the agents: Claude Code's managed settings
+//! (`/etc/claude-code/managed-settings.json`) and Codex's managed requirements
+//! (`/etc/codex/requirements.toml`), each running `agent-sandbox tool-guard` before
+//! every tool call. Nothing here reads files or runs anything.
+//!
+//! Rules use Claude Code's permission syntax: `Tool` (every call of it; `mcp__server`
+//! every tool of that MCP server), `Bash(npm test)` (that command), `Bash(git push:*)` or
+//! `Bash(git push *)` (that command with any arguments), `Read(./secrets/**)` and the
+//! like for the file tools (a glob over the path, absolute or relative to the agent's
+//! working directory), `WebFetch(domain:example.com)` (that host and its subdomains).
+//! A rule naming a file-editing tool covers them all (`Write`, `Edit`, `MultiEdit`,
+//! `NotebookEdit`, Codex's `apply_patch`): denying `Write` while `Edit` may rewrite the
+//! whole file would deny nothing. A shell command is judged textually, each part of a
+//! `;`/`&&`/`||`/`|` list on its own, leading variable assignments removed; what a
+//! script or `sh -c` runs is not seen (the kernel-level guards are the hard ones).
+
+use serde_json::Value;
+
+/// The tools that change files: `tools.readOnly` denies them, and a rule naming one
+/// covers all of them.
+pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch"];
+
+/// The shell tool (the same name in Claude Code and Codex).
+const SHELL_TOOL: &str = "Bash";
+
+/// One `tools.disallowed` entry, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// As written, for messages and the audit log.
+    pub text: String,
+    tool: String,
+    spec: Spec,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Spec {
+    /// Every call of the tool.
+    Any,
+    /// A shell command: exactly `command`, or (`prefix`) it followed by arguments.
+    Command { command: String, prefix: bool },
+    /// A file tool's path.
+    Path(glob::Pattern),
+    /// WebFetch's host.
+    Domain(String),
+}
+
+impl Rule {
+    /// Parses one rule; the error says what forms there are.
+    pub fn parse(text: &str) -> Result<Rule, String> {
+        let invalid = |why: &str| {
+            format!(
+                "tools.disallowed: {text:?} {why} (forms: Write, Bash(npm test), Bash(git push:*), Read(./secrets/**), \
+                 WebFetch(domain:example.com), mcp__server)"
+            )
+        };
+        let (tool, spec) = match text.split_once('(') {
+            None => (text, None),
+            Some((tool, rest)) => {
+                let inner = rest.strip_suffix(')').ok_or_else(|| invalid("has no closing parenthesis"))?;
+                (tool, Some(inner))
+            }
+        };
+        if tool.is_empty() || !tool.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(invalid("does not start with a tool name"));
+        }
+        let spec = match spec.map(str::trim) {
+            None | Some("*") => Spec::Any,
+            Some("") => return Err(invalid("has an empty pattern")),
+            Some(inner) if tool == SHELL_TOOL => {
+                let (command, prefix) = match inner.strip_suffix(":*").or_else(|| inner.strip_suffix(" *")) {
+                    Some(command) => (command, true),
+                    None => (inner, false),
+                };
+                Spec::Command { command: words(command), prefix }
+            }
+            Some(inner) if tool == "WebFetch" => {
+                let domain = inner.strip_prefix("domain:").ok_or_else(|| invalid("is not domain:HOST"))?;
+                Spec::Domain(domain.trim_start_matches("*.").to_ascii_lowercase())
+            }
+            Some(inner) if FILE_TOOLS.contains(&tool) || EDIT_TOOLS.contains(&tool) => {
+                let pattern = inner.strip_prefix("./").unwrap_or(inner);
+                Spec::Path(glob::Pattern::new(pattern).map_err(|err| invalid(&format!("is not a glob ({err})")))?)
+            }
+            Some(_) => return Err(invalid("has a pattern this tool does not take")),
+        };
+        Ok(Rule { text: text.to_owned(), tool: tool.to_owned(), spec })
+    }
+
+    fn names_tool(&self, tool: &str) -> bool {
+        let edits = |name: &str| EDIT_TOOLS.contains(&name);
+        self.tool == tool
+            || (edits(&self.tool) && edits(tool))
+            || (self.tool.starts_with("mcp__")
+                && tool.strip_prefix(self.tool.as_str()).is_some_and(|rest| rest.starts_with("__")))
+    }
+
+    fn matches(&self, call: &Call<'_>) -> bool {
+        if !self.names_tool(call.tool) {
+            return false;
+        }
+        match &self.spec {
+            Spec::Any => true,
+            Spec::Command { command, prefix } => {
+                let text = call.input.get("command").and_then(Value::as_str).unwrap_or_default();
+                commands(text).iter().any(|part| {
+                    part == command
+                        || (*prefix && part.strip_prefix(command.as_str()).is_some_and(|rest| rest.starts_with(' ')))
+                })
+            }
+            Spec::Path(pattern) => {
+                let Some(path) = ["file_path", "path", "notebook_path"]
+                    .iter()
+                    .find_map(|key| call.input.get(*key).and_then(Value::as_str))
+                else {
+                    // An edit without a path (apply_patch names its files in the patch).
+                    return EDIT_TOOLS.contains(&call.tool);
+                };
+                let relative = call.cwd.and_then(|cwd| path.strip_prefix(cwd)).map(|rest| rest.trim_start_matches('/'));
+                pattern.matches(path) || relative.is_some_and(|rel| pattern.matches(rel))
+            }
+            Spec::Domain(domain) => {
+                let url = call.input.get("url").and_then(Value::as_str).unwrap_or_default();
+                let host =
+                    url.split("://").nth(1).unwrap_or(url).split(['/', ':', '?', '#']).next().unwrap_or_default();
+                let host = host.rsplit('@').next().unwrap_or_default().to_ascii_lowercase();
+                host == *domain || host.ends_with(&format!(".{domain}"))
+            }
+        }
+    }
+}
+
+/// Tools whose pattern is a path (besides [`EDIT_TOOLS`]).
+const FILE_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
+
+/// One tool call, as the hook input gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    pub tool: &'a str,
+    pub input: &'a Value,
+    /// The agent's working directory, for relative path patterns.
+    pub cwd: Option<&'a str>,
+}
+
+/// Why a call is denied: the rule (as written, or `tools.readOnly`) and the message for
+/// the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub rule: String,
+    pub reason: String,
+}
+
+/// The configured rules.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guard {
+    rules: Vec<Rule>,
+    read_only: bool,
+}
+
+impl Guard {
+    pub fn new(disallowed: &[String], read_only: bool) -> Result<Guard, String> {
+        let rules = disallowed.iter().map(|text| Rule::parse(text)).collect::<Result<_, _>>()?;
+        Ok(Guard { rules, read_only })
+    }
+
+    /// `Some` when the call is denied.
+    pub fn judge(&self, call: &Call<'_>) -> Option<Denial> {
+        let deny = |rule: &str, why: String| Denial {
+            rule: rule.to_owned(),
+            reason: format!(
+                "agent-sandbox denies this {} call: {why}. Do the task without it, or ask the user to change the \
+                 agent-sandbox config",
+                call.tool
+            ),
+        };
+        if self.read_only && EDIT_TOOLS.contains(&call.tool) {
+            return Some(deny("tools.readOnly", "this agent is read-only (tools.readOnly)".into()));
+        }
+        let rule = self.rules.iter().find(|rule| rule.matches(call))?;
+        Some(deny(&rule.text, format!("tools.disallowed has {:?}", rule.text)))
+    }
+}
+
+/// The hook's answer that denies (exit status 0 with this on stdout): the same document
+/// for Claude Code and Codex.
+pub fn deny_json(denial: &Denial) -> String {
+    serde_json::json!({
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": denial.reason,
+        }
+    })
+    .to_string()
+}
+
+/// Claude Code's managed settings with the tool guard as a `PreToolUse` hook for every
+/// tool and `allowManagedHooksOnly` (no user or project hook runs), merged into the
+/// host's own managed settings when there are some (`existing`).
+pub fn claude_managed_settings(existing: Option<&str>, command: &str) -> Result<String, String> {
+    let mut settings = match existing {
+        Some(text) => serde_json::from_str::<Value>(text).map_err(|err| format!("not JSON: {err}"))?,
+        None => serde_json::json!({}),
+    };
+    let Some(object) = settings.as_object_mut() else { return Err("not a JSON object".into()) };
+    object.insert("allowManagedHooksOnly".into(), Value::Bool(true));
+    let hooks = object.entry("hooks").or_insert_with(|| serde_json::json!({}));
+    let Some(hooks) = hooks.as_object_mut() else { return Err("\"hooks\" is not an object".into()) };
+    let pre = hooks.entry("PreToolUse").or_insert_with(|| serde_json::json!([]));
+    let Some(pre) = pre.as_array_mut() else { return Err("\"hooks.PreToolUse\" is not an array".into()) };
+    pre.insert(0, serde_json::json!({ "hooks": [{ "type": "command", "command": command }] }));
+    serde_json::to_string_pretty(&settings).map_err(|err| err.to_string())
+}
+
+/// Codex's managed requirements with the tool guard as a `PreToolUse` hook for every
+/// tool, after the host's own requirements (`existing`), whose text is kept as it is.
+pub fn codex_requirements(existing: Option<&str>, command: &str) -> String {
+    let mut text = existing.map(|text| format!("{}\n\n", text.trim_end())).unwrap_or_default();
+    text.push_str("# Added by agent-sandbox: its tool guard runs before every tool call.\n");
+    text.push_str("[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\n");
+    text.push_str(&format!("command = {}\n", serde_json::Value::String(command.to_owned())));
+    text
+}
+
+/// `text` with runs of whitespace made one space and trimmed.
+fn words(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The simple commands of a shell command line, textually: split at `;`, `&`, `|`,
+/// newlines and parentheses/backquotes (so `$(…)` is judged too), each with leading
+/// `NAME=value` words and wrapper words (`env`, `command`, `exec`, `nohup`, `time`,
+/// `sudo`) removed.
+fn commands(line: &str) -> Vec<String> {
+    line.split([';', '&', '|', '\n', '(', ')', '`'])
+        .map(|part| {
+            let mut tokens: Vec<&str> = part.split_whitespace().collect();
+            while let Some(first) = tokens.first() {
+                let assignment = first.split_once('=').is_some_and(|(name, _)| {
+                    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
+                if assignment || ["env", "command", "exec", "nohup", "time", "sudo", "$"].contains(first) {
+                    tokens.remove(0);
+                } else {
+                    break;
+                }
+            }
+            tokens.join(" ")
+        })
+        .filter(|part| !part.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn guard(rules: &[&str], read_only: bool) -> Guard {
+        Guard::new(&rules.iter().map(|rule| (*rule).to_owned()).collect::<Vec<_>>(), read_only).expect("valid rules")
+    }
+
+    /// Every disallowed form with the legitimate call beside it: (rules, tool, input,
+    /// the rule that denies or None).
+    #[test]
+    fn each_form_denies_its_calls_and_passes_the_neighbours() {
+        type Case<'a> = (&'a [&'a str], &'a str, Value, Option<&'a str>);
+        let cases: Vec<Case<'_>> = vec![
+            (&["Write"], "Write", json!({"file_path": "/p/a.rs", "content": "x"}), Some("Write")),
+            (&["Write"], "Edit", json!({"file_path": "/p/a.rs"}), Some("Write")),
+            (&["Write"], "apply_patch", json!({"command": "*** Begin Patch"}), Some("Write")),
+            (&["Write"], "Read", json!({"file_path": "/p/a.rs"}), None),
+            (&["Edit"], "MultiEdit", json!({"file_path": "/p/a.rs"}), Some("Edit")),
+            (&["WebFetch"], "WebFetch", json!({"url": "https://example.com/"}), Some("WebFetch")),
+            (&["WebFetch"], "WebSearch", json!({"query": "x"}), None),
+            (&["Bash(git push:*)"], "Bash", json!({"command": "git push origin main"}), Some("Bash(git push:*)")),
+            (&["Bash(git push:*)"], "Bash", json!({"command": "git push"}), Some("Bash(git push:*)")),
+            (
+                &["Bash(git push:*)"],
+                "Bash",
+                json!({"command": "git  status && git   push -f"}),
+                Some("Bash(git push:*)"),
+            ),
+            (&["Bash(git push:*)"], "Bash", json!({"command": "GIT_TRACE=1 git push"}), Some("Bash(git push:*)")),
+            (&["Bash(git push:*)"], "Bash", json!({"command": "echo $(git push)"}), Some("Bash(git push:*)")),
+            (&["Bash(git push:*)"], "Bash", json!({"command": "git pushx"}), None),
+            (&["Bash(git push:*)"], "Bash", json!({"command": "git status"}), None),
+            (&["Bash(git push *)"], "Bash", json!({"command": "ls; git push --tags"}), Some("Bash(git push *)")),
+            (&["Bash(npm publish)"], "Bash", json!({"command": "npm publish"}), Some("Bash(npm publish)")),
+            (&["Bash(npm publish)"], "Bash", json!({"command": "npm publish --dry-run"}), None),
+            (&["Bash"], "Bash", json!({"command": "ls"}), Some("Bash")),
+            (&["Read(./secrets/**)"], "Read", json!({"file_path": "/p/secrets/a/b"}), Some("Read(./secrets/**)")),
+            (&["Read(./secrets/**)"], "Read", json!({"file_path": "/p/src/a"}), None),
+            (&["Edit(/etc/*)"], "Write", json!({"file_path": "/etc/passwd"}), Some("Edit(/etc/*)")),
+            (
+                &["WebFetch(domain:example.com)"],
+                "WebFetch",
+                json!({"url": "https://api.Example.com:443/x"}),
+                Some("WebFetch(domain:example.com)"),
+            ),
+            (&["WebFetch(domain:example.com)"], "WebFetch", json!({"url": "https://example.org/"}), None),
+            (&["mcp__github"], "mcp__github__create_issue", json!({}), Some("mcp__github")),
+            (&["mcp__github"], "mcp__githubx__a", json!({}), None),
+        ];
+        for (rules, tool, input, expected) in cases {
+            let call = Call { tool, input: &input, cwd: Some("/p") };
+            let got = guard(rules, false).judge(&call).map(|denial| denial.rule);
+            assert_eq!(got.as_deref(), expected, "{rules:?} {tool} {input}");
+        }
+    }
+
+    #[test]
+    fn read_only_denies_every_edit_tool_and_nothing_else() {
+        let guard = guard(&[], true);
+        for tool in EDIT_TOOLS {
+            let denial = guard.judge(&Call { tool, input: &json!({}), cwd: None }).expect("denied");
+            assert_eq!(denial.rule, "tools.readOnly");
+        }
+        for tool in ["Read", "Bash", "Grep", "WebFetch"] {
+            assert_eq!(guard.judge(&Call { tool, input: &json!({"command": "ls"}), cwd: None }), None, "{tool}");
+        }
+    }
+
+    #[test]
+    fn malformed_rules_are_errors_that_show_the_forms() {
+        for bad in ["", "Bash(", "Bash()", "(x)", "WebFetch(example.com)", "Task(x)", "Read([)"] {
+            let err = Rule::parse(bad).expect_err(bad);
+            assert!(err.contains("forms: Write, Bash(npm test)"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_denial_is_the_documented_hook_output() {
+        let denial = Denial { rule: "Write".into(), reason: "no".into() };
+        assert_eq!(
+            deny_json(&denial),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#
+        );
+    }
+
+    #[test]
+    fn managed_settings_keep_the_hosts_own_and_put_the_guard_first() {
+        let ours = claude_managed_settings(None, "/g").expect("valid");
+        let value: Value = serde_json::from_str(&ours).expect("JSON");
+        assert_eq!(
+            value,
+            json!({"allowManagedHooksOnly": true, "hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "/g"}]}]}})
+        );
+        let host = r#"{"permissions": {"deny": ["Bash(curl:*)"]}, "allowManagedHooksOnly": false,
+            "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "/corp"}]}]}}"#;
+        let merged: Value =
+            serde_json::from_str(&claude_managed_settings(Some(host), "/g").expect("valid")).expect("JSON");
+        assert_eq!(
+            merged,
+            json!({
+                "permissions": {"deny": ["Bash(curl:*)"]},
+                "allowManagedHooksOnly": true,
+                "hooks": {"PreToolUse": [
+                    {"hooks": [{"type": "command", "command": "/g"}]},
+                    {"matcher": "Bash", "hooks": [{"type": "command", "command": "/corp"}]}
+                ]}
+            })
+        );
+        for bad in ["[]", "{", r#"{"hooks": 1}"#, r#"{"hooks": {"PreToolUse": {}}}"#] {
+            assert!(claude_managed_settings(Some(bad), "/g").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn codex_requirements_follow_the_hosts_own() {
+        let expected = "# Added by agent-sandbox: its tool guard runs before every tool call.\n[[hooks.PreToolUse]]\n\
+                        [[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"/g --agent codex\"\n";
+        assert_eq!(codex_requirements(None, "/g --agent codex"), expected);
+        assert_eq!(
+            codex_requirements(Some("approval_policy = \"never\"\n"), "/g --agent codex"),
+            format!("approval_policy = \"never\"\n\n{expected}")
+        );
+    }
+}

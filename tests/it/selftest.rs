@@ -1,0 +1,118 @@
+//! `agent-sandbox test`: every row held on a correct setup (as root and unprivileged),
+//! and each guarantee deliberately broken makes its row fail and the exit status 1.
+
+use crate::support::{require_bwrap, World};
+
+/// A project with a secret file, a home with a credential, and a repository.
+fn world() -> World {
+    let world = World::new();
+    world.write("home/.ssh/id_ed25519", "PRIVATE KEY\n");
+    world.write("home/proj/.env", "TOKEN=1\n");
+    world
+}
+
+/// `test --json` with `flags`: the exit status and each guarantee with its result.
+fn results(world: &World, flags: &[&str]) -> (i32, Vec<(String, String)>) {
+    let run = world.cmd().args(["test", "--json"]).args(flags).run();
+    let value: serde_json::Value =
+        serde_json::from_str(&run.stdout()).unwrap_or_else(|err| panic!("{err}: {}\n{}", run.stdout(), run.stderr()));
+    let rows = value["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| {
+            (row["guarantee"].as_str().expect("name").to_owned(), row["result"].as_str().expect("result").to_owned())
+        })
+        .collect();
+    (run.code(), rows)
+}
+
+const GUARANTEES: [&str; 11] = [
+    "home credentials hidden",
+    "project secrets masked",
+    "environment filtered",
+    "host sockets unreachable",
+    "terminal injection refused",
+    "network as configured",
+    "marker present",
+    "seccomp and no_new_privs active",
+    "Landlock scope active",
+    ".git/hooks and .git/config read-only",
+    "git guard refuses --no-verify and force pushes",
+];
+
+/// The rows with `broken` not held and every other held.
+fn expected(broken: &[&str]) -> Vec<(String, String)> {
+    GUARANTEES
+        .iter()
+        .map(|name| (name.to_string(), if broken.contains(name) { "not held" } else { "held" }.to_owned()))
+        .collect()
+}
+
+#[test]
+fn every_guarantee_holds_on_a_correct_setup() {
+    require_bwrap!();
+    let world = world();
+    assert_eq!(results(&world, &[]), (0, expected(&[])));
+    assert_eq!(results(&world, &["--network", "off"]), (0, expected(&[])));
+    let table = world.cmd().arg("test").run().ok();
+    assert!(table.starts_with("GUARANTEE") && !table.contains("NOT HELD") && !table.contains("fix:"), "{table}");
+    // The guard's refusals during the probe are in the audit log like any other.
+    assert!(world.audit_log().contains(r#""policy":"no-verify""#));
+}
+
+#[test]
+fn each_guarantee_broken_on_purpose_fails_its_row() {
+    require_bwrap!();
+    let world = world();
+    let key = world.path("home/.ssh/id_ed25519").display().to_string();
+    assert_eq!(results(&world, &["--ro", &key]), (1, expected(&["home credentials hidden"])));
+    assert_eq!(
+        results(&world, &["--cmd", "git=true"]),
+        (1, expected(&["git guard refuses --no-verify and force pushes"]))
+    );
+    let config = world.write(
+        "home/no-git.jsonc",
+        r#"{"filesystem": {"presets": ["!@git"]}, "env": {"allow": ["AGENT_SANDBOX_TEST_*"]}}"#,
+    );
+    let config = config.display().to_string();
+    assert_eq!(
+        results(&world, &["--config", &config]),
+        (
+            1,
+            expected(&[
+                "environment filtered",
+                ".git/hooks and .git/config read-only",
+                "git guard refuses --no-verify and force pushes"
+            ])
+        )
+    );
+    let run = world.cmd().args(["test", "--ro", &key]).run();
+    assert_eq!(run.code(), 1);
+    assert!(
+        run.stdout().contains("NOT HELD")
+            && run.stdout().contains("fix: ")
+            && run.stdout().contains(&key[..key.len() - 11]),
+        "{}",
+        run.stdout()
+    );
+}
+
+#[test]
+fn what_the_setup_lacks_is_not_applicable() {
+    require_bwrap!();
+    let world = World::bare();
+    let (code, rows) = results(&world, &[]);
+    assert_eq!(code, 0, "{rows:?}");
+    let not_applicable: Vec<&str> =
+        rows.iter().filter(|(_, result)| result == "not applicable").map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        not_applicable,
+        [
+            "home credentials hidden",
+            "project secrets masked",
+            ".git/hooks and .git/config read-only",
+            "git guard refuses --no-verify and force pushes"
+        ]
+    );
+}
