@@ -13,7 +13,7 @@ pub const EXIT_ERROR: i32 = 125;
 #[command(
     name = "agent-sandbox",
     version,
-    about = "Guard rails for AI coding agents: run them under bubblewrap with a layered policy"
+    about = "Guard rails for AI coding agents: run them under bubblewrap or in Docker, with a layered policy"
 )]
 struct Cli {
     /// Default: `shell` (the Docker sandbox of the current directory)

@@ -63,8 +63,11 @@ fn help_of_each_command_shows_only_its_own_flags() {
         for name in &path {
             command = command.find_subcommand(name).expect("the path exists");
         }
-        let mut own: Vec<String> =
-            command.get_arguments().filter_map(|arg| arg.get_long().map(|long| format!("--{long}"))).collect();
+        let mut own: Vec<String> = command
+            .get_arguments()
+            .filter(|arg| !arg.is_hide_set())
+            .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+            .collect();
         own.push("--help".into());
         if path.is_empty() {
             own.push("--version".into());
