@@ -147,7 +147,7 @@ fn unknown_flags_and_bad_values_are_usage_errors_with_the_fix() {
     let world = World::new();
     let cases: [(&[&str], &str); 3] = [
         (&["exec", "--bogus", "--", "true"], "to pass '--bogus' as a value, use '-- --bogus'"),
-        (&["exec", "--network", "bogus", "--", "true"], "[possible values: on, off]"),
+        (&["exec", "--network", "bogus", "--", "true"], "[possible values: allowlist, on, off]"),
         (&["exec", "--cmd", "npm", "--", "true"], "expected NAME=VALUE, e.g. npm=false"),
     ];
     for (args, fix) in cases {

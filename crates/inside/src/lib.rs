@@ -19,3 +19,4 @@
 
 mod git;
 pub mod multicall;
+pub mod net;
