@@ -60,8 +60,8 @@ fn config_show_cites_each_layer() {
     );
     let json = world.cmd().args(["config", "show", "--json"]).run().ok();
     let value: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
-    assert_eq!(value["network"]["value"], "off");
-    assert_eq!(value["network"]["from"], format!("global ({}:1:13)", global.display()));
+    assert_eq!(value["network"]["mode"]["value"], "off");
+    assert_eq!(value["network"]["mode"]["from"], format!("global ({}:1:13)", global.display()));
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod hookguard;
 mod host_files;
 mod isolation;
 mod mcp;
+mod network;
 mod next_session;
 mod runtime;
 mod secrets;
