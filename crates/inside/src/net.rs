@@ -56,6 +56,7 @@ pub fn bridge(args: &[OsString]) -> i32 {
     for (listener, target) in listeners {
         thread::spawn(move || {
             for client in listener.incoming().flatten() {
+                let _ = client.set_nodelay(true);
                 thread::spawn(move || forward(client, target));
             }
         });
@@ -105,10 +106,10 @@ fn forward(client: TcpStream, host_port: Option<u16>) {
     }
     let (Ok(client_read), Ok(proxy_write)) = (client.try_clone(), proxy.try_clone()) else { return };
     let outbound = thread::spawn(move || {
-        copy(client_read, &proxy_write);
+        util::splice::copy_stream(&client_read, &proxy_write);
         let _ = proxy_write.shutdown(Shutdown::Write);
     });
-    copy(proxy, &client);
+    util::splice::copy_stream(&proxy, &client);
     let _ = client.shutdown(Shutdown::Write);
     let _ = outbound.join();
 }
@@ -135,10 +136,10 @@ pub fn connect(args: &[OsString]) -> i32 {
     }
     let Ok(proxy_write) = proxy.try_clone() else { return 1 };
     thread::spawn(move || {
-        copy(std::io::stdin().lock(), &proxy_write);
+        util::splice::copy_stream(&std::io::stdin(), &proxy_write);
         let _ = proxy_write.shutdown(Shutdown::Write);
     });
-    copy(proxy, std::io::stdout().lock());
+    util::splice::copy_stream(&proxy, &std::io::stdout());
     0
 }
 
@@ -165,20 +166,4 @@ fn open_tunnel(proxy: &mut UnixStream, host: &str, port: u16) -> Result<(), Stri
         .find_map(|line| line.strip_prefix("X-Proxy-Error: "))
         .unwrap_or_else(|| head.lines().next().unwrap_or_default());
     Err(reason.to_owned())
-}
-
-fn copy(mut from: impl Read, mut to: impl Write) {
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        match from.read(&mut buffer) {
-            Ok(0) => return,
-            Ok(len) => {
-                if to.write_all(&buffer[..len]).is_err() || to.flush().is_err() {
-                    return;
-                }
-            }
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
 }

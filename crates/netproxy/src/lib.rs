@@ -13,7 +13,7 @@
 //! each way, duration, how it came in), never its payload.
 
 use std::{
-    io::{self, Read, Write},
+    io::{Read, Write},
     net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs},
     os::unix::net::{UnixListener, UnixStream},
     path::PathBuf,
@@ -221,7 +221,10 @@ impl Attempt {
         let mut last = None;
         for addr in addrs {
             match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-                Ok(stream) => return Ok(stream),
+                Ok(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(stream);
+                }
                 Err(err) => last = Some(format!("{}:{}: {err}", self.host, self.port)),
             }
         }
@@ -281,16 +284,17 @@ fn http(mut client: UnixStream, first: u8, config: &ProxyConfig) {
     let sent = if mode == Mode::Connect {
         client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").and_then(|()| upstream.write_all(&rest))
     } else {
-        // origin-form request line, the client's headers minus the proxy's own.
+        // origin-form request line, the client's headers minus the proxy's own, and one
+        // request per connection: the next one may be for another host.
         let mut request = format!("{method} {path} {version}\r\n");
         for line in lines.filter(|line| !line.is_empty()) {
             let name = line.split(':').next().unwrap_or_default().trim().to_ascii_lowercase();
-            if name != "proxy-connection" && name != "proxy-authorization" {
+            if !["proxy-connection", "proxy-authorization", "connection", "keep-alive"].contains(&name.as_str()) {
                 request.push_str(line);
                 request.push_str("\r\n");
             }
         }
-        request.push_str("\r\n");
+        request.push_str("Connection: close\r\n\r\n");
         upstream.write_all(request.as_bytes()).and_then(|()| upstream.write_all(&rest))
     };
     if sent.is_err() {
@@ -384,11 +388,11 @@ fn relay(client: UnixStream, upstream: TcpStream, attempt: &Attempt, config: &Pr
     let _ = client.set_read_timeout(None);
     let (Ok(client_read), Ok(upstream_write)) = (client.try_clone(), upstream.try_clone()) else { return };
     let outbound = thread::spawn(move || {
-        let copied = copy(client_read, &upstream_write);
+        let copied = util::splice::copy_stream(&client_read, &upstream_write);
         let _ = upstream_write.shutdown(Shutdown::Write);
         copied
     });
-    let inbound = copy(upstream, &client);
+    let inbound = util::splice::copy_stream(&upstream, &client);
     let _ = client.shutdown(Shutdown::Write);
     let outbound = outbound.join().unwrap_or(0) + already_out;
     attempt.record(
@@ -396,24 +400,6 @@ fn relay(client: UnixStream, upstream: TcpStream, attempt: &Attempt, config: &Pr
         "allowed",
         format!("bytes_out={outbound} bytes_in={inbound} duration_ms={}", started.elapsed().as_millis()),
     );
-}
-
-fn copy(mut from: impl Read, mut to: impl Write) -> u64 {
-    let mut buffer = vec![0u8; 64 * 1024];
-    let mut total = 0u64;
-    loop {
-        match from.read(&mut buffer) {
-            Ok(0) => return total,
-            Ok(len) => {
-                if to.write_all(&buffer[..len]).is_err() {
-                    return total;
-                }
-                total += len as u64;
-            }
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return total,
-        }
-    }
 }
 
 fn reply_error(client: &mut UnixStream, code: u16, text: &str, reason: &str) {

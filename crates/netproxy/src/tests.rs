@@ -124,7 +124,7 @@ fn absolute_uri_requests_are_forwarded_in_origin_form() {
     stream.write_all(request.as_bytes()).expect("write");
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
-    assert_eq!(answer, "HELLO GET /path?q=1 HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+    assert_eq!(answer, "HELLO GET /path?q=1 HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n");
     let (head, _) = ask(&setup.socket, b"GET http://unknown.test/ HTTP/1.1\r\n\r\n", b"");
     assert!(head.contains("X-Proxy-Error: unknown.test is not on the network allowlist"), "{head}");
 }
