@@ -55,7 +55,12 @@ pub fn bridge(args: &[OsString]) -> i32 {
     }
     for (listener, target) in listeners {
         thread::spawn(move || {
-            for client in listener.incoming().flatten() {
+            for client in listener.incoming() {
+                let Ok(client) = client else {
+                    // Out of descriptors, say: wait rather than spin.
+                    thread::sleep(std::time::Duration::from_millis(50));
+                    continue;
+                };
                 let _ = client.set_nodelay(true);
                 thread::spawn(move || forward(client, target));
             }

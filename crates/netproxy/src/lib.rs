@@ -38,7 +38,13 @@ pub struct ProxyConfig {
     pub audit_log: Option<PathBuf>,
     /// The sandboxed command, for the audit events.
     pub agent: String,
+    /// Connections open at once (each is a thread of the `exec` process on the host):
+    /// more are refused, so an agent cannot exhaust the host's threads.
+    pub max_connections: usize,
 }
+
+/// The default for [`ProxyConfig::max_connections`].
+pub const MAX_CONNECTIONS: usize = 512;
 
 /// Hidden, for the end-to-end tests only: `NAME=ADDRESS,…` names the proxy resolves
 /// itself, so that tests can give loopback test servers host names without touching
@@ -97,14 +103,28 @@ pub fn start(listener: UnixListener, socket: PathBuf, config: ProxyConfig) -> Pr
     let stop = Arc::new(AtomicBool::new(false));
     let config = Arc::new(config);
     let flag = Arc::clone(&stop);
+    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     thread::spawn(move || {
         for client in listener.incoming() {
             if flag.load(Ordering::SeqCst) {
                 return;
             }
-            let Ok(client) = client else { continue };
-            let config = Arc::clone(&config);
-            thread::spawn(move || serve(client, &config));
+            let Ok(mut client) = client else {
+                // Out of descriptors, say: wait rather than spin.
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            if open.fetch_add(1, Ordering::SeqCst) >= config.max_connections {
+                open.fetch_sub(1, Ordering::SeqCst);
+                let reason = format!("more than {} connections at once", config.max_connections);
+                reply_error(&mut client, 503, "Service Unavailable", &reason);
+                continue;
+            }
+            let (config, open) = (Arc::clone(&config), Arc::clone(&open));
+            thread::spawn(move || {
+                serve(client, &config);
+                open.fetch_sub(1, Ordering::SeqCst);
+            });
         }
     });
     Proxy { stop, socket }

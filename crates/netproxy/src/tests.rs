@@ -39,13 +39,17 @@ struct Setup {
 }
 
 fn setup(network: &str) -> Setup {
+    setup_with(network, MAX_CONNECTIONS)
+}
+
+fn setup_with(network: &str, max_connections: usize) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("net.sock");
     let audit = dir.path().join("audit.jsonl");
     let layer = parse_layer(network, std::path::Path::new("/c.jsonc"), LayerKind::Project).expect("config");
     let policy = NetPolicy::from_config(&merge(vec![defaults(), layer])).expect("policy");
     let hosts = parse_test_hosts("allowed.test=127.0.0.1,denied.test=127.0.0.1,private.test=127.0.0.1");
-    let config = ProxyConfig { policy, hosts, audit_log: Some(audit.clone()), agent: "test".into() };
+    let config = ProxyConfig { policy, hosts, audit_log: Some(audit.clone()), agent: "test".into(), max_connections };
     let listener = UnixListener::bind(&socket).expect("bind socket");
     let proxy = start(listener, socket.clone(), config);
     Setup { _proxy: proxy, socket, audit, _dir: dir }
@@ -156,6 +160,24 @@ fn socks5_with_remote_names() {
     assert_eq!(socks("allowed.test"), (0, "HELLO ping".to_owned()));
     assert_eq!(socks("denied.test"), (2, String::new()));
     assert_eq!(socks("unknown.test"), (2, String::new()));
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused_until_one_ends() {
+    let port = echo_server();
+    let setup = setup_with(&network(port), 1);
+    let mut first = UnixStream::connect(&setup.socket).expect("connect");
+    first.write_all(format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes()).expect("request");
+    let mut head = [0u8; 12];
+    first.read_exact(&mut head).expect("answer");
+    assert_eq!(&head, b"HTTP/1.1 200");
+    let (refused, _) = ask(&setup.socket, format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes(), b"");
+    assert!(refused.starts_with("HTTP/1.1 503") && refused.contains("more than 1 connections at once"), "{refused}");
+    first.write_all(b"bye").expect("payload");
+    drop(first);
+    thread::sleep(Duration::from_millis(200));
+    let (again, _) = ask(&setup.socket, format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes(), b"x");
+    assert!(again.starts_with("HTTP/1.1 200"), "{again}");
 }
 
 #[test]

@@ -478,6 +478,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             hosts: hosts.unwrap_or_default(),
             audit_log: audit::default_path(),
             agent: agent.clone(),
+            max_connections: netproxy::MAX_CONNECTIONS,
         };
         Some(netproxy::start(listener, runtime.layout().net_socket(), proxy_config))
     } else {
