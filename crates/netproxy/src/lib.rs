@@ -68,8 +68,8 @@ pub fn parse_test_hosts(text: &str) -> Vec<(String, IpAddr)> {
 /// `agent-sandbox net-connect`. `NO_PROXY` keeps the sandbox's own loopback (and the
 /// `hostPorts` bridged there) direct.
 pub fn proxy_env(marker: &std::path::Path) -> Vec<(&'static str, String)> {
-    let http = format!("http://127.0.0.1:{}", runtime_layout_port());
-    let socks = format!("socks5h://127.0.0.1:{}", runtime_layout_port());
+    let http = format!("http://127.0.0.1:{}", runtime_layout::PROXY_PORT);
+    let socks = format!("socks5h://127.0.0.1:{}", runtime_layout::PROXY_PORT);
     let no_proxy = "localhost,127.0.0.1,::1".to_owned();
     let ssh = format!("ssh -o ProxyCommand='{} net-connect %h %p'", marker.display());
     let mut env = Vec::new();
@@ -86,10 +86,6 @@ pub fn proxy_env(marker: &std::path::Path) -> Vec<(&'static str, String)> {
     env.push(("NODE_USE_ENV_PROXY", "1".into()));
     env.push(("GIT_SSH_COMMAND", ssh));
     env
-}
-
-fn runtime_layout_port() -> u16 {
-    runtime_layout::PROXY_PORT
 }
 
 /// A running proxy; stops accepting when [`Proxy::stop`]ped or dropped.
