@@ -3,11 +3,12 @@
 //! read-only runtime directory (`RuntimeLayout::net_socket`), served by the `exec`
 //! parent on the host, which decides everything. This side only carries bytes:
 //!
-//! - `bridge`: what bwrap starts in place of the command. It listens on
-//!   `127.0.0.1:PROXY_PORT` (what the proxy variables name) and on
-//!   `127.0.0.1:PORT` for each `hostPorts` entry, forwards each connection to the
-//!   socket (a host port as `CONNECT localhost:PORT`), runs the command as its child
-//!   and exits with its status.
+//! - `bridge`: what bwrap starts in place of the command. It binds
+//!   `127.0.0.1:PROXY_PORT` (what the proxy variables name) and `127.0.0.1:PORT` for
+//!   each `hostPorts` entry, hands these listening sockets to the proxy over the socket
+//!   (`SCM_RIGHTS`), so that the proxy accepts connections made inside the namespace
+//!   itself, with no relay in between, then runs the command as its child and exits
+//!   with its status.
 //! - `connect HOST PORT`: stdin/stdout through `CONNECT HOST:PORT`, git's and ssh's
 //!   `ProxyCommand`.
 //!
@@ -17,8 +18,11 @@
 use std::{
     ffi::OsString,
     io::{Read, Write},
-    net::{Shutdown, TcpListener, TcpStream},
-    os::unix::{net::UnixStream, process::CommandExt, process::ExitStatusExt},
+    net::{Shutdown, TcpListener},
+    os::{
+        fd::AsRawFd,
+        unix::{net::UnixStream, process::CommandExt, process::ExitStatusExt},
+    },
     process::Command,
     thread,
 };
@@ -43,29 +47,24 @@ pub fn bridge(args: &[OsString]) -> i32 {
     let command: Vec<&OsString> = rest.collect();
     let Some((program, command_args)) = command.split_first() else { return usage() };
     let mut listeners = Vec::new();
-    for (port, target) in std::iter::once((PROXY_PORT, None)).chain(host_ports.iter().map(|port| (*port, Some(*port))))
-    {
+    for port in std::iter::once(PROXY_PORT).chain(host_ports.iter().copied()) {
         match TcpListener::bind(("127.0.0.1", port)) {
-            Ok(listener) => listeners.push((listener, target)),
+            Ok(listener) => listeners.push((listener, port)),
             Err(err) => {
                 eprintln!("agent-sandbox: network: cannot listen on 127.0.0.1:{port} inside the sandbox: {err}");
                 return 126;
             }
         }
     }
-    for (listener, target) in listeners {
-        thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else {
-                    // Out of descriptors, say: wait rather than spin.
-                    thread::sleep(std::time::Duration::from_millis(50));
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                thread::spawn(move || forward(client, target));
-            }
-        });
+    // The proxy accepts on these sockets itself (no relay in between); the bridge's own
+    // copies close when it has handed them over.
+    if let Err(err) = hand_over(&listeners) {
+        eprintln!(
+            "agent-sandbox: network: cannot hand the sandbox's listeners to the proxy ({err}): the sandbox has no \
+             network"
+        );
     }
+    drop(listeners);
     // The terminal's ^C and ^\ are the command's to handle; the bridge outlives them (the
     // command gets the default dispositions back).
     // SAFETY: signal(2) with SIG_IGN/SIG_DFL; the pre_exec closure only calls signal(2),
@@ -99,24 +98,41 @@ fn usage() -> i32 {
     2
 }
 
-/// One connection from inside: to the proxy as it is, or to a host port through
-/// `CONNECT localhost:PORT`.
-fn forward(client: TcpStream, host_port: Option<u16>) {
-    let Ok(mut proxy) = UnixStream::connect(RuntimeLayout::inside().net_socket()) else { return };
-    if let Some(port) = host_port {
-        if let Err(reason) = open_tunnel(&mut proxy, "localhost", port) {
-            eprintln!("agent-sandbox: network: localhost:{port}: {reason}");
-            return;
-        }
+/// Sends the listening sockets to the proxy with `LISTEN <port>...` and waits for `OK`.
+fn hand_over(listeners: &[(TcpListener, u16)]) -> Result<(), String> {
+    let proxy = UnixStream::connect(RuntimeLayout::inside().net_socket()).map_err(|err| err.to_string())?;
+    let ports: Vec<String> = listeners.iter().map(|(_, port)| port.to_string()).collect();
+    let line = format!("LISTEN {}\n", ports.join(" "));
+    let fds: Vec<i32> = listeners.iter().map(|(listener, _)| listener.as_raw_fd()).collect();
+    let mut iov = libc::iovec { iov_base: line.as_ptr().cast_mut().cast(), iov_len: line.len() };
+    let payload = std::mem::size_of_val(fds.as_slice());
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+    let mut control = vec![0u64; space.div_ceil(8)];
+    // SAFETY: a zeroed msghdr is valid; the buffers it points to live until sendmsg
+    // returns, and the one control message fits the buffer CMSG_SPACE sized.
+    let sent = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(payload as u32) as _;
+        std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(cmsg).cast::<i32>(), fds.len());
+        libc::sendmsg(proxy.as_raw_fd(), &msg, 0)
+    };
+    if sent != line.len() as isize {
+        return Err(std::io::Error::last_os_error().to_string());
     }
-    let (Ok(client_read), Ok(proxy_write)) = (client.try_clone(), proxy.try_clone()) else { return };
-    let outbound = thread::spawn(move || {
-        util::splice::copy_stream(&client_read, &proxy_write);
-        let _ = proxy_write.shutdown(Shutdown::Write);
-    });
-    util::splice::copy_stream(&proxy, &client);
-    let _ = client.shutdown(Shutdown::Write);
-    let _ = outbound.join();
+    let mut answer = String::new();
+    let _ = (&proxy).take(1024).read_to_string(&mut answer);
+    match answer.as_str() {
+        "OK\n" => Ok(()),
+        other => Err(other.trim_end().to_owned()),
+    }
 }
 
 /// `agent-sandbox net-connect HOST PORT`: stdin and stdout through the proxy to

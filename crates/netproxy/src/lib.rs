@@ -15,7 +15,10 @@
 use std::{
     io::{Read, Write},
     net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs},
-    os::unix::net::{UnixListener, UnixStream},
+    os::{
+        fd::{AsFd, AsRawFd, FromRawFd, OwnedFd},
+        unix::net::{UnixListener, UnixStream},
+    },
     path::PathBuf,
     sync::{
         atomic::{AtomicBool, Ordering},
@@ -105,25 +108,200 @@ pub fn start(listener: UnixListener, socket: PathBuf, config: ProxyConfig) -> Pr
             if flag.load(Ordering::SeqCst) {
                 return;
             }
-            let Ok(mut client) = client else {
+            let Ok(client) = client else {
                 // Out of descriptors, say: wait rather than spin.
                 thread::sleep(Duration::from_millis(50));
                 continue;
             };
-            if open.fetch_add(1, Ordering::SeqCst) >= config.max_connections {
-                open.fetch_sub(1, Ordering::SeqCst);
-                let reason = format!("more than {} connections at once", config.max_connections);
-                reply_error(&mut client, 503, "Service Unavailable", &reason);
-                continue;
-            }
+            let Some(client) = admit(client, &config, &open) else { continue };
             let (config, open) = (Arc::clone(&config), Arc::clone(&open));
             thread::spawn(move || {
-                serve(client, &config);
+                serve_unix(client, &config, &open);
                 open.fetch_sub(1, Ordering::SeqCst);
             });
         }
     });
     Proxy { stop, socket }
+}
+
+type Open = Arc<std::sync::atomic::AtomicUsize>;
+
+/// Counts `client` in, or refuses it (503) when [`ProxyConfig::max_connections`] are
+/// open already. The caller counts it out when it ends.
+fn admit<C: Conn>(mut client: C, config: &ProxyConfig, open: &Open) -> Option<C> {
+    if open.fetch_add(1, Ordering::SeqCst) >= config.max_connections {
+        open.fetch_sub(1, Ordering::SeqCst);
+        let reason = format!("more than {} connections at once", config.max_connections);
+        reply_error(&mut client, 503, "Service Unavailable", &reason);
+        return None;
+    }
+    Some(client)
+}
+
+/// A client connection: on the unix socket, or accepted on a listener the bridge
+/// handed over (a socket in the sandbox's network namespace).
+trait Conn: Read + Write + AsFd + Send + Sized + 'static {
+    fn duplicate(&self) -> std::io::Result<Self>;
+    fn close_write(&self);
+    fn set_timeout(&self, timeout: Option<Duration>);
+}
+
+impl Conn for UnixStream {
+    fn duplicate(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
+    fn close_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+    fn set_timeout(&self, timeout: Option<Duration>) {
+        let _ = self.set_read_timeout(timeout);
+    }
+}
+
+impl Conn for TcpStream {
+    fn duplicate(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
+    fn close_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+    fn set_timeout(&self, timeout: Option<Duration>) {
+        let _ = self.set_read_timeout(timeout);
+    }
+}
+
+/// What the bridge sends, with its listening sockets attached, so that connections
+/// inside the namespace reach this process without a relay in between:
+/// `LISTEN <port>...\n`, one port per socket (the proxy port, or a host port).
+pub const LISTEN: &str = "LISTEN";
+
+/// A connection on the unix socket: the bridge handing its listeners over, or a client.
+fn serve_unix(client: UnixStream, config: &Arc<ProxyConfig>, open: &Open) {
+    client.set_timeout(Some(Duration::from_secs(30)));
+    let Ok((first, fds)) = recv_first(&client) else { return };
+    if fds.is_empty() {
+        dispatch(client, first, config);
+    } else if first == LISTEN.as_bytes()[0] {
+        adopt_listeners(client, fds, config, open);
+    }
+    // Descriptors sent with anything else are closed unused.
+}
+
+/// Reads the first byte and the descriptors sent with it.
+fn recv_first(client: &UnixStream) -> std::io::Result<(u8, Vec<OwnedFd>)> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut control = [0u64; 32];
+    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    let received = loop {
+        // SAFETY: msg describes buffers owned by this frame.
+        let received = unsafe { libc::recvmsg(client.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if received < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break received;
+    };
+    if received <= 0 {
+        return Err(std::io::Error::other("no request"));
+    }
+    let mut fds = Vec::new();
+    // SAFETY: walking the control messages recvmsg filled in, within msg_controllen;
+    // each SCM_RIGHTS descriptor is new to this process and owned once.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<i32>();
+                let count = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<i32>();
+                for idx in 0..count {
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(idx))));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((byte[0], fds))
+}
+
+/// What connections on an adopted listener are.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Proxy,
+    HostPort(u16),
+}
+
+/// Takes over the bridge's listening sockets (`LISTEN <port>...`): each must be a
+/// listening TCP socket; the proxy port's connections are served like the socket's,
+/// a host port's go to `localhost:PORT` if the policy allows it. Answers `OK` or `ERR`.
+fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<ProxyConfig>, open: &Open) {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\n") && line.len() < 1024 {
+        match client.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => return,
+        }
+    }
+    let line = String::from_utf8_lossy(&line);
+    let ports: Option<Vec<u16>> = line.trim_end().split(' ').skip(1).map(|port| port.parse().ok()).collect();
+    let listening = |fd: &OwnedFd| {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt into a c_int this frame owns.
+        let ok = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ACCEPTCONN,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        ok == 0 && value == 1
+    };
+    let Some(ports) = ports.filter(|ports| ports.len() == fds.len() && fds.iter().all(listening)) else {
+        let _ = client.write_all(b"ERR expected LISTEN <port>... with as many listening sockets\n");
+        return;
+    };
+    for (fd, port) in fds.into_iter().zip(ports) {
+        let role = if port == runtime_layout::PROXY_PORT { Role::Proxy } else { Role::HostPort(port) };
+        let listener = std::net::TcpListener::from(fd);
+        let (config, open) = (Arc::clone(config), Arc::clone(open));
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else {
+                    thread::sleep(Duration::from_millis(50));
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let Some(stream) = admit(stream, &config, &open) else { continue };
+                let (config, open) = (Arc::clone(&config), Arc::clone(&open));
+                thread::spawn(move || {
+                    match role {
+                        Role::Proxy => serve(stream, &config),
+                        Role::HostPort(port) => host_port(stream, port, &config),
+                    }
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+    }
+    let _ = client.write_all(b"OK\n");
+}
+
+/// A connection to `localhost:PORT` inside: the host's `127.0.0.1:PORT` if `hostPorts`
+/// has it.
+fn host_port(client: TcpStream, port: u16, config: &ProxyConfig) {
+    let attempt = Attempt { host: LOCALHOST.into(), port, mode: Mode::HostPort };
+    match attempt.open(config) {
+        Ok(upstream) => relay(client, upstream, &attempt, config, 0),
+        Err((by_policy, reason)) => attempt.record(config, if by_policy { "blocked" } else { "failed" }, reason),
+    }
 }
 
 impl Proxy {
@@ -146,6 +324,7 @@ enum Mode {
     Connect,
     Http,
     Socks5,
+    HostPort,
 }
 
 impl Mode {
@@ -154,6 +333,7 @@ impl Mode {
             Mode::Connect => "connect",
             Mode::Http => "http",
             Mode::Socks5 => "socks5",
+            Mode::HostPort => "host-port",
         }
     }
 }
@@ -161,16 +341,20 @@ impl Mode {
 const HEAD_LIMIT: usize = 64 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn serve(mut client: UnixStream, config: &ProxyConfig) {
-    let _ = client.set_read_timeout(Some(Duration::from_secs(30)));
+fn serve<C: Conn>(mut client: C, config: &ProxyConfig) {
+    client.set_timeout(Some(Duration::from_secs(30)));
     let mut first = [0u8; 1];
     if client.read_exact(&mut first).is_err() {
         return;
     }
-    if first[0] == 5 {
+    dispatch(client, first[0], config);
+}
+
+fn dispatch<C: Conn>(client: C, first: u8, config: &ProxyConfig) {
+    if first == 5 {
         socks5(client, config);
     } else {
-        http(client, first[0], config);
+        http(client, first, config);
     }
 }
 
@@ -248,7 +432,7 @@ impl Attempt {
     }
 }
 
-fn http(mut client: UnixStream, first: u8, config: &ProxyConfig) {
+fn http<C: Conn>(mut client: C, first: u8, config: &ProxyConfig) {
     let mut buffer = vec![first];
     let head_end = loop {
         if let Some(end) = find(&buffer, b"\r\n\r\n") {
@@ -319,7 +503,7 @@ fn http(mut client: UnixStream, first: u8, config: &ProxyConfig) {
     relay(client, upstream, &attempt, config, rest.len() as u64);
 }
 
-fn socks5(mut client: UnixStream, config: &ProxyConfig) {
+fn socks5<C: Conn>(mut client: C, config: &ProxyConfig) {
     // Greeting: VER(5, read already) NMETHODS METHODS…; only "no authentication".
     let mut count = [0u8; 1];
     if client.read_exact(&mut count).is_err() {
@@ -399,17 +583,17 @@ fn socks5(mut client: UnixStream, config: &ProxyConfig) {
 }
 
 /// Copies both ways until both sides are done, then records the connection.
-fn relay(client: UnixStream, upstream: TcpStream, attempt: &Attempt, config: &ProxyConfig, already_out: u64) {
+fn relay<C: Conn>(client: C, upstream: TcpStream, attempt: &Attempt, config: &ProxyConfig, already_out: u64) {
     let started = Instant::now();
-    let _ = client.set_read_timeout(None);
-    let (Ok(client_read), Ok(upstream_write)) = (client.try_clone(), upstream.try_clone()) else { return };
+    client.set_timeout(None);
+    let (Ok(client_read), Ok(upstream_write)) = (client.duplicate(), upstream.try_clone()) else { return };
     let outbound = thread::spawn(move || {
         let copied = util::splice::copy_stream(&client_read, &upstream_write);
         let _ = upstream_write.shutdown(Shutdown::Write);
         copied
     });
     let inbound = util::splice::copy_stream(&upstream, &client);
-    let _ = client.shutdown(Shutdown::Write);
+    client.close_write();
     let outbound = outbound.join().unwrap_or(0) + already_out;
     attempt.record(
         config,
@@ -418,7 +602,7 @@ fn relay(client: UnixStream, upstream: TcpStream, attempt: &Attempt, config: &Pr
     );
 }
 
-fn reply_error(client: &mut UnixStream, code: u16, text: &str, reason: &str) {
+fn reply_error(client: &mut impl Write, code: u16, text: &str, reason: &str) {
     // A header value is one line.
     let reason: String = reason.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let body = format!("agent-sandbox: {reason}\n");
