@@ -192,9 +192,15 @@ pub struct PolicyArgs {
     /// An extra config file, applied after the global and project ones
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Network access: on or off
-    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    /// Network access: allowlist (only the allowed host names, through a proxy), on or off
+    #[arg(long, value_name = "allowlist|on|off", value_parser = ["allowlist", "on", "off"])]
     pub network: Option<String>,
+    /// Allow HOST (or *.DOMAIN), on ports 80 and 443 or on :PORT (repeatable)
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    pub allow_hosts: Vec<String>,
+    /// Make the host's loopback PORT reachable inside as localhost:PORT (repeatable)
+    #[arg(long = "host-port", value_name = "PORT")]
+    pub host_ports: Vec<String>,
     /// Make PATH visible read-only (repeatable)
     #[arg(long, value_name = "PATH")]
     pub ro: Vec<String>,

@@ -17,6 +17,8 @@ pub(crate) fn invocation(args: &PolicyArgs) -> session::Invocation {
         exclude: args.exclude.clone(),
         cmds: args.cmds.clone(),
         read_only: args.read_only,
+        allow_hosts: args.allow_hosts.clone(),
+        host_ports: args.host_ports.clone(),
     }
 }
 

@@ -23,6 +23,12 @@ fn main() {
     if let Some(name) = argv0.filter(|name| !name.starts_with("agent-sandbox")) {
         std::process::exit(inside::multicall::dispatch(&name, &args[1..]));
     }
+    // Hidden: the two halves of the allowlist network inside a sandbox (crates/inside/src/net.rs).
+    match args.get(1).and_then(|arg| arg.to_str()) {
+        Some("net-bridge") => std::process::exit(inside::net::bridge(&args[2..])),
+        Some("net-connect") => std::process::exit(inside::net::connect(&args[2..])),
+        _ => {}
+    }
     if args.get(1).is_some_and(|arg| arg == "multicall") {
         let Some(name) = args.get(2) else {
             eprintln!("agent-sandbox: usage: agent-sandbox multicall <command> [args...]");

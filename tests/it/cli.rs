@@ -60,8 +60,8 @@ fn config_show_cites_each_layer() {
     );
     let json = world.cmd().args(["config", "show", "--json"]).run().ok();
     let value: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
-    assert_eq!(value["network"]["value"], "off");
-    assert_eq!(value["network"]["from"], format!("global ({}:1:13)", global.display()));
+    assert_eq!(value["network"]["mode"]["value"], "off");
+    assert_eq!(value["network"]["mode"]["from"], format!("global ({}:1:13)", global.display()));
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn unknown_flags_and_bad_values_are_usage_errors_with_the_fix() {
     let world = World::new();
     let cases: [(&[&str], &str); 3] = [
         (&["exec", "--bogus", "--", "true"], "to pass '--bogus' as a value, use '-- --bogus'"),
-        (&["exec", "--network", "bogus", "--", "true"], "[possible values: on, off]"),
+        (&["exec", "--network", "bogus", "--", "true"], "[possible values: allowlist, on, off]"),
         (&["exec", "--cmd", "npm", "--", "true"], "expected NAME=VALUE, e.g. npm=false"),
     ];
     for (args, fix) in cases {

@@ -16,6 +16,7 @@ mod install;
 mod isolation;
 mod log;
 mod mcp;
+mod network;
 mod next_session;
 mod projects;
 mod runtime;

@@ -3,11 +3,13 @@
 //!   checks formatting and clippy (`-D warnings`, every target), runs every test as the current user and, when that is root, again as an
 //!   unprivileged user, because real users run agent-sandbox unprivileged;
 //! - `bench`: the start-up benchmarks, reported as ratios against a baseline measured in
-//!   the same run, then the virtual sandbox's throughput (`bench vsandbox`: only those).
+//!   the same run, then the virtual sandbox's throughput (`bench vsandbox`: only those);
+//!   `bench network`: the allowlist proxy's throughput and added latency against direct.
 //!
 //! No shell scripts: every step is a `Command` whose failure stops the task.
 
 mod bench;
+mod bench_network;
 mod docker;
 
 use std::{
@@ -24,11 +26,14 @@ fn main() -> Result<()> {
         Some("bench") if args.get(1).map(String::as_str) == Some("docker") => bench::docker_part(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "vsandbox") => bench::run_vsandbox_bench(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "precommit") => bench::run_precommit_bench(),
+        Some("bench") if args.get(1).is_some_and(|arg| arg == "network") => bench_network::run_network_bench(),
         Some("bench") => bench::run_bench().and_then(|()| bench::run_vsandbox_bench()),
         Some("man") => man(),
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
-        _ => bail!("usage: cargo xtask <test|bench [docker|vsandbox|precommit]|man|build-base|bootstrap-image>"),
+        _ => {
+            bail!("usage: cargo xtask <test|bench [docker|vsandbox|precommit|network]|man|build-base|bootstrap-image>")
+        }
     }
 }
 

@@ -7,8 +7,8 @@
 use crate::{Config, Layer, Sourced};
 
 /// The top-level keys of a config file, in the order error messages list them. Every one
-/// but `network`, `commands` and `$schema` is a section holding [`LIST_KEYS`] and
-/// [`BOOL_KEYS`].
+/// but `project`, `commands` and `$schema` is a section holding [`LIST_KEYS`] and
+/// [`BOOL_KEYS`] (`network` also holds `mode`, and may be written as the mode alone).
 pub const TOP_KEYS: &[&str] =
     &["network", "project", "filesystem", "secrets", "env", "commands", "git", "checks", "tools", "$schema"];
 
@@ -114,7 +114,37 @@ pub const LIST_KEYS: &[ListKey] = &[
         config: |config| &config.tools_disallowed,
         config_mut: |config| &mut config.tools_disallowed,
     },
+    ListKey {
+        key: "network.allow",
+        layer: |layer| &mut layer.net_allow,
+        config: |config| &config.net_allow,
+        config_mut: |config| &mut config.net_allow,
+    },
+    ListKey {
+        key: "network.deny",
+        layer: |layer| &mut layer.net_deny,
+        config: |config| &config.net_deny,
+        config_mut: |config| &mut config.net_deny,
+    },
+    ListKey {
+        key: "network.hostPorts",
+        layer: |layer| &mut layer.net_host_ports,
+        config: |config| &config.net_host_ports,
+        config_mut: |config| &mut config.net_host_ports,
+    },
+    ListKey {
+        key: "network.allowPrivate",
+        layer: |layer| &mut layer.net_allow_private,
+        config: |config| &config.net_allow_private,
+        config_mut: |config| &mut config.net_allow_private,
+    },
 ];
+
+/// The one key of a section that is neither a list nor a boolean: `network.mode`.
+pub const MODE_KEY: &str = "network.mode";
+
+/// Lists whose entries may be written as numbers (`"hostPorts": [5432]`).
+pub(crate) const NUMBER_LISTS: &[&str] = &["network.hostPorts"];
 
 /// Every boolean, in the order `config show` prints them.
 pub const BOOL_KEYS: &[BoolKey] = &[
@@ -149,7 +179,7 @@ pub const BOOL_KEYS: &[BoolKey] = &[
 pub(crate) fn section_keys(section: &str) -> Vec<&'static str> {
     let lists = LIST_KEYS.iter().map(|list_key| list_key.key);
     let bools = BOOL_KEYS.iter().map(|bool_key| bool_key.key);
-    lists.chain(bools).map(split).filter(|(head, _)| *head == section).map(|(_, name)| name).collect()
+    lists.chain(bools).chain([MODE_KEY]).map(split).filter(|(head, _)| *head == section).map(|(_, name)| name).collect()
 }
 
 /// `("filesystem", "ro")` for `"filesystem.ro"`.

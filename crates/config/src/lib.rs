@@ -3,7 +3,7 @@
 //! merged result, in which every value remembers the layer and position it came from so
 //! that `config show` and error messages can cite it.
 //!
-//! Merging is deliberately simple: `network` is a scalar (a later layer replaces it),
+//! Merging is deliberately simple: `network.mode` is a scalar (a later layer replaces it),
 //! `commands` is a map (a later layer replaces a key), every list accumulates. Removing
 //! something a lower layer granted is done with the policy's own syntax (`!@preset`,
 //! `exclude`), never by dropping list items, so a later layer cannot silently shrink the
@@ -93,17 +93,27 @@ pub struct Sourced<T> {
     pub origin: Origin,
 }
 
+/// `network.mode` (or the whole `network` key as a string, its older form).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Network {
+    /// The host's network namespace: every host, every host loopback service.
     On,
+    /// A private network namespace with only loopback.
     Off,
+    /// A private network namespace whose only way out is agent-sandbox's proxy, which
+    /// lets through the host names `network.allow` names and `network.deny` does not.
+    Allowlist,
 }
 
 impl Network {
+    /// What an error message lists as the valid values.
+    pub const EXPECTED: &'static str = "expected \"allowlist\", \"on\" or \"off\"";
+
     pub fn parse(text: &str) -> Option<Network> {
         match text {
             "on" => Some(Network::On),
             "off" => Some(Network::Off),
+            "allowlist" => Some(Network::Allowlist),
             _ => None,
         }
     }
@@ -111,6 +121,7 @@ impl Network {
         match self {
             Network::On => "on",
             Network::Off => "off",
+            Network::Allowlist => "allowlist",
         }
     }
 }
@@ -179,6 +190,10 @@ pub struct Layer {
     pub check_humans: Option<Sourced<bool>>,
     pub tools_disallowed: Vec<Sourced<String>>,
     pub tools_read_only: Option<Sourced<bool>>,
+    pub net_allow: Vec<Sourced<String>>,
+    pub net_deny: Vec<Sourced<String>>,
+    pub net_host_ports: Vec<Sourced<String>>,
+    pub net_allow_private: Vec<Sourced<String>>,
 }
 
 /// The effective configuration: all layers merged.
@@ -217,6 +232,15 @@ pub struct Config {
     pub tools_disallowed: Vec<Sourced<String>>,
     /// `tools.readOnly`: the tool guard denies every tool that edits files.
     pub tools_read_only: Sourced<bool>,
+    /// `network.allow`: `host`, `*.domain`, each with an optional `:port` (else 80 and 443).
+    pub net_allow: Vec<Sourced<String>>,
+    /// `network.deny`: the same forms; beats `network.allow`.
+    pub net_deny: Vec<Sourced<String>>,
+    /// `network.hostPorts`: host loopback ports reachable inside as `localhost:PORT`.
+    pub net_host_ports: Vec<Sourced<String>>,
+    /// `network.allowPrivate`: CIDRs an allowed name may resolve to in private,
+    /// loopback or link-local ranges.
+    pub net_allow_private: Vec<Sourced<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -363,6 +387,10 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         check_humans: Sourced { value: false, origin: builtin.clone() },
         tools_disallowed: Vec::new(),
         tools_read_only: Sourced { value: false, origin: builtin },
+        net_allow: Vec::new(),
+        net_deny: Vec::new(),
+        net_host_ports: Vec::new(),
+        net_allow_private: Vec::new(),
         presets: Vec::new(),
         ro: Vec::new(),
         rw: Vec::new(),
@@ -407,7 +435,11 @@ impl Config {
         for top_key in TOP_KEYS {
             let value = match *top_key {
                 "$schema" => continue,
-                "network" => sourced(json!(self.network.value.as_str()), &self.network.origin),
+                "network" => {
+                    let mut object = section_json(self, "network");
+                    object.insert("mode".into(), sourced(json!(self.network.value.as_str()), &self.network.origin));
+                    Value::Object(object)
+                }
                 "project" => sourced(
                     json!(if self.project_read_only.value { "ro" } else { "rw" }),
                     &self.project_read_only.origin,
@@ -424,24 +456,25 @@ impl Config {
                         (name.clone(), sourced(value, &rule.origin))
                     })
                     .collect(),
-                section => {
-                    let mut object = Map::new();
-                    for list_key in LIST_KEYS.iter().filter(|list_key| keys::split(list_key.key).0 == section) {
-                        let items = (list_key.config)(self).iter();
-                        let list = items.map(|item| sourced(json!(item.value), &item.origin)).collect();
-                        object.insert(keys::split(list_key.key).1.to_owned(), list);
-                    }
-                    for bool_key in BOOL_KEYS.iter().filter(|bool_key| keys::split(bool_key.key).0 == section) {
-                        let value = (bool_key.config)(self);
-                        object
-                            .insert(keys::split(bool_key.key).1.to_owned(), sourced(json!(value.value), &value.origin));
-                    }
-                    Value::Object(object)
-                }
+                section => Value::Object(section_json(self, section)),
             };
             root.insert((*top_key).to_owned(), value);
         }
-        Value::Object(root)
+        return Value::Object(root);
+
+        fn section_json(config: &Config, section: &str) -> Map<String, Value> {
+            let mut object = Map::new();
+            for list_key in LIST_KEYS.iter().filter(|list_key| keys::split(list_key.key).0 == section) {
+                let items = (list_key.config)(config).iter();
+                let list = items.map(|item| sourced(json!(item.value), &item.origin)).collect();
+                object.insert(keys::split(list_key.key).1.to_owned(), list);
+            }
+            for bool_key in BOOL_KEYS.iter().filter(|bool_key| keys::split(bool_key.key).0 == section) {
+                let value = (bool_key.config)(config);
+                object.insert(keys::split(bool_key.key).1.to_owned(), sourced(json!(value.value), &value.origin));
+            }
+            object
+        }
     }
 
     /// Human-readable form for `config show`: one `key = value  # origin` line per value.
@@ -486,7 +519,7 @@ pub fn cli_layer(
         Some(text) => Some(Sourced {
             value: Network::parse(text).ok_or_else(|| ConfigError::Flag {
                 flag: "--network".into(),
-                message: format!("expected \"on\" or \"off\", got {text:?}"),
+                message: format!("{}, got {text:?}", Network::EXPECTED),
             })?,
             origin: origin("--network"),
         }),
@@ -508,6 +541,17 @@ pub fn cli_layer(
         commands,
         ..Layer::default()
     })
+}
+
+impl Layer {
+    /// Adds `--allow-host` and `--host-port` values to a CLI layer (see [`cli_layer`]).
+    pub fn with_network_flags(mut self, allow_hosts: &[String], host_ports: &[String]) -> Layer {
+        let origin = |flag: &str| Origin { layer: LayerKind::Cli, location: Location::Flag(flag.to_owned()) };
+        let sourced = |flag: &str, value: &String| Sourced { value: value.clone(), origin: origin(flag) };
+        self.net_allow.extend(allow_hosts.iter().map(|host| sourced("--allow-host", host)));
+        self.net_host_ports.extend(host_ports.iter().map(|port| sourced("--host-port", port)));
+        self
+    }
 }
 
 /// A command name is a single file name: no '/', not empty, not `.`/`..`.

@@ -11,7 +11,7 @@ use jsonc_parser::{
 };
 
 use crate::{
-    keys::{section_keys, BOOL_KEYS, LIST_KEYS, TOP_KEYS},
+    keys::{section_keys, BOOL_KEYS, LIST_KEYS, MODE_KEY, NUMBER_LISTS, TOP_KEYS},
     suggest, CommandRule, ConfigError, Layer, LayerKind, Location, Network, Origin, Sourced,
 };
 
@@ -42,12 +42,9 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
         let key = prop.name.as_str();
         match key {
             "$schema" => {}
-            "network" => {
-                let text = reader.string(&prop.value, "network")?;
-                let network = Network::parse(text).ok_or_else(|| {
-                    reader.error(&prop.value, format!("network: expected \"on\" or \"off\", got {text:?}"))
-                })?;
-                layer.network = Some(reader.sourced(&prop.value, network));
+            // The older form: the mode alone.
+            "network" if matches!(prop.value, Value::StringLit(_)) => {
+                layer.network = Some(reader.mode(&prop.value, "network")?);
             }
             "project" => {
                 let text = reader.string(&prop.value, "project")?;
@@ -87,10 +84,13 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                 }
             }
             section if TOP_KEYS.contains(&section) => {
-                let object = reader.object(&prop.value, section)?;
+                let what = if section == "network" { "network: expected a string or an object" } else { section };
+                let object = reader.object(&prop.value, what)?;
                 for prop in &object.properties {
                     let key = format!("{section}.{}", prop.name.as_str());
-                    if let Some(list_key) = LIST_KEYS.iter().find(|list_key| list_key.key == key) {
+                    if key == MODE_KEY {
+                        layer.network = Some(reader.mode(&prop.value, MODE_KEY)?);
+                    } else if let Some(list_key) = LIST_KEYS.iter().find(|list_key| list_key.key == key) {
                         reader.strings(&prop.value, &key, (list_key.layer)(&mut layer))?;
                     } else if let Some(bool_key) = BOOL_KEYS.iter().find(|bool_key| bool_key.key == key) {
                         let Value::BooleanLit(lit) = &prop.value else {
@@ -163,8 +163,16 @@ impl Reader<'_> {
     fn object<'v, 'a>(&self, value: &'v Value<'a>, what: &str) -> Result<&'v Object<'a>, ConfigError> {
         match value {
             Value::Object(object) => Ok(object),
+            other if what.contains(": expected") => Err(self.error(other, what.to_owned())),
             other => Err(self.error(other, format!("{what}: expected an object"))),
         }
+    }
+
+    fn mode(&self, value: &Value<'_>, what: &str) -> Result<Sourced<Network>, ConfigError> {
+        let text = self.string(value, what)?;
+        let network = Network::parse(text)
+            .ok_or_else(|| self.error(value, format!("{what}: {}, got {text:?}", Network::EXPECTED)))?;
+        Ok(self.sourced(value, network))
     }
 
     fn string<'v>(&self, value: &'v Value<'_>, what: &str) -> Result<&'v str, ConfigError> {
@@ -179,6 +187,10 @@ impl Reader<'_> {
             return Err(self.error(value, format!("{what}: expected an array of strings")));
         };
         for element in &array.elements {
+            if let (Value::NumberLit(number), true) = (element, NUMBER_LISTS.contains(&what)) {
+                out.push(self.sourced(element, number.value.to_owned()));
+                continue;
+            }
             let text = self.string(element, what)?;
             if text.is_empty() {
                 return Err(self.error(element, format!("{what}: empty string")));

@@ -15,7 +15,9 @@ fn values(items: &[Sourced<String>]) -> Vec<&str> {
 #[test]
 fn builtin_defaults_parse() {
     let layer = defaults();
-    assert_eq!(layer.network.map(|n| n.value), Some(Network::On));
+    assert_eq!(layer.network.map(|n| n.value), Some(Network::Allowlist));
+    assert!(values(&layer.net_allow).contains(&"api.anthropic.com"));
+    assert!(values(&layer.net_allow).contains(&"github.com:22"));
     assert_eq!(values(&layer.presets), ["@all"]);
     assert!(values(&layer.exclude).contains(&"~/.ssh"));
     assert!(values(&layer.secret_patterns).contains(&".env"));
@@ -32,8 +34,11 @@ fn invalid_files_are_reported_with_position_and_hint() {
         ("{\"zzzzzz\": 1}", "/p/.agent-sandbox/config.jsonc:1:2: unknown key \"zzzzzz\" (valid keys: network, project, filesystem, secrets, env, commands, git, checks, tools, $schema)"),
         ("{\"git\": {\"allowBranchDelete\": true}}", "/p/.agent-sandbox/config.jsonc:1:10: unknown key \"git.allowBranchDelete\" (did you mean \"git.allowBranchDeletion\"?)"),
         ("{\"git\": {\"allowPlumbingCommits\": \"yes\"}}", "/p/.agent-sandbox/config.jsonc:1:34: git.allowPlumbingCommits: expected true or false"),
-        ("{\"network\": \"maybe\"}", "/p/.agent-sandbox/config.jsonc:1:13: network: expected \"on\" or \"off\", got \"maybe\""),
-        ("{\"network\": true}", "/p/.agent-sandbox/config.jsonc:1:13: network: expected a string"),
+        ("{\"network\": \"maybe\"}", "/p/.agent-sandbox/config.jsonc:1:13: network: expected \"allowlist\", \"on\" or \"off\", got \"maybe\""),
+        ("{\"network\": true}", "/p/.agent-sandbox/config.jsonc:1:13: network: expected a string or an object"),
+        ("{\"network\": {\"mode\": \"of\"}}", "/p/.agent-sandbox/config.jsonc:1:22: network.mode: expected \"allowlist\", \"on\" or \"off\", got \"of\""),
+        ("{\"network\": {\"alow\": []}}", "/p/.agent-sandbox/config.jsonc:1:14: unknown key \"network.alow\" (did you mean \"network.allow\"?)"),
+        ("{\"network\": {\"allow\": [443]}}", "/p/.agent-sandbox/config.jsonc:1:24: network.allow: expected a string"),
         ("{\"filesystem\": {\"ro\": \"/x\"}}", "/p/.agent-sandbox/config.jsonc:1:23: filesystem.ro: expected an array of strings"),
         ("{\"filesystem\": {\"ro\": [1]}}", "/p/.agent-sandbox/config.jsonc:1:24: filesystem.ro: expected a string"),
         ("{\"commands\": {\"git\": 3}}", "/p/.agent-sandbox/config.jsonc:1:22: commands.git: expected true, false, \"@preset\" or a wrapper script path"),
@@ -137,7 +142,7 @@ fn command_rule_forms() {
 #[test]
 fn bad_flags_say_what_is_expected() {
     let cases: &[(Option<&str>, &[&str], &str)] = &[
-        (Some("offline"), &[], "--network: expected \"on\" or \"off\", got \"offline\""),
+        (Some("offline"), &[], "--network: expected \"allowlist\", \"on\" or \"off\", got \"offline\""),
         (None, &["git"], "--cmd: expected NAME=VALUE (e.g. git=@git, npm=false), got \"git\""),
         (
             None,
@@ -211,6 +216,35 @@ fn show_text_cites_origins() {
     assert!(text.contains("filesystem.exclude         ~/.ssh"));
 }
 
+/// Both forms of `network`, the mode from the last layer that sets it, the lists
+/// accumulated with their origins, ports written as numbers or strings.
+#[test]
+fn network_section_and_its_older_string_form() {
+    let old = project(r#"{"network": "off"}"#).expect("older form");
+    assert_eq!(old.network.map(|n| n.value), Some(Network::Off));
+    let new = project(
+        r#"{"network": {"mode": "allowlist", "allow": ["*.npmjs.org", "github.com:22"], "deny": ["gist.github.com"], "hostPorts": [5432, "6379"], "allowPrivate": ["10.0.0.0/8"]}}"#,
+    )
+    .expect("section");
+    assert_eq!(new.network.as_ref().map(|n| n.value), Some(Network::Allowlist));
+    assert_eq!(values(&new.net_allow), ["*.npmjs.org", "github.com:22"]);
+    assert_eq!(values(&new.net_deny), ["gist.github.com"]);
+    assert_eq!(values(&new.net_host_ports), ["5432", "6379"]);
+    assert_eq!(values(&new.net_allow_private), ["10.0.0.0/8"]);
+    let cli = cli_layer(Some("on"), &[], &[], &[], &[])
+        .expect("flags")
+        .with_network_flags(&["example.org".into()], &["8080".into()]);
+    let config = merge(vec![defaults(), new, cli]);
+    assert_eq!(config.network.value, Network::On);
+    let allow = values(&config.net_allow);
+    assert_eq!(&allow[allow.len() - 3..], ["*.npmjs.org", "github.com:22", "example.org"]);
+    assert_eq!(config.net_allow.last().map(|item| item.origin.to_string()).as_deref(), Some("cli (--allow-host)"));
+    assert_eq!(values(&config.net_host_ports), ["5432", "6379", "8080"]);
+    let json = config.to_json();
+    assert_eq!(json["network"]["mode"]["value"], "on");
+    assert_eq!(json["network"]["hostPorts"][2]["from"], "cli (--host-port)");
+}
+
 #[test]
 fn every_table_key_is_a_section_key_once() {
     let keys: Vec<&str> =
@@ -218,7 +252,7 @@ fn every_table_key_is_a_section_key_once() {
     for (idx, key) in keys.iter().enumerate() {
         let (section, name) = key.split_once('.').expect("section.name");
         assert!(!name.contains('.') && !name.is_empty(), "{key}");
-        assert!(TOP_KEYS.contains(&section) && !["network", "commands", "$schema"].contains(&section), "{key}");
+        assert!(TOP_KEYS.contains(&section) && !["project", "commands", "$schema"].contains(&section), "{key}");
         assert!(!keys[..idx].contains(key), "{key} twice");
     }
 }

@@ -20,5 +20,6 @@
 
 mod git;
 pub mod multicall;
+pub mod net;
 pub mod probe;
 pub mod tool_guard;

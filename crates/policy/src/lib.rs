@@ -10,6 +10,7 @@
 
 pub mod env;
 pub mod git;
+pub mod network;
 pub mod presets;
 
 use std::{

@@ -30,6 +30,8 @@
 //! copied/etc/       copies of the single files granted in /etc, mounted as /etc
 //! git-exec-real/<n> mount point for git's n-th exec-path directory, whose place a
 //!                   stand-in directory takes
+//! net.sock          the network proxy's unix socket (`network.mode` allowlist): the
+//!                   only way out of the sandbox's private network namespace
 //! ```
 //!
 //! Nothing here touches the filesystem, except [`detect`], which asks whether the
@@ -71,6 +73,11 @@ const SHIMS: &str = "shims";
 const PACKAGES: &str = "packages";
 const COPIED: &str = "copied";
 const GIT_EXEC_REAL: &str = "git-exec-real";
+const NET_SOCKET: &str = "net.sock";
+
+/// The loopback port inside the sandbox's network namespace where the bridge listens for
+/// proxy clients (HTTP CONNECT, absolute-URI HTTP and SOCKS5 on the same port).
+pub const PROXY_PORT: u16 = 3128;
 
 /// The runtime directory rooted somewhere: inside the sandbox, on the host, or in a
 /// test's temporary tree.
@@ -193,6 +200,11 @@ impl RuntimeLayout {
         self.root.join(COPIED).join(dir.strip_prefix("/").unwrap_or(dir))
     }
 
+    /// The network proxy's unix socket.
+    pub fn net_socket(&self) -> PathBuf {
+        self.root.join(NET_SOCKET)
+    }
+
     /// Where git's exec-path directory `index` is, as the host has it.
     pub fn git_exec_real(&self, index: usize) -> PathBuf {
         self.root.join(GIT_EXEC_REAL).join(index.to_string())
@@ -227,6 +239,7 @@ mod tests {
             (inside.shim("python3"), "/run/agent-sandbox/shims/python3"),
             (inside.copied(Path::new("/etc")), "/run/agent-sandbox/copied/etc"),
             (inside.git_exec_real(0), "/run/agent-sandbox/git-exec-real/0"),
+            (inside.net_socket(), "/run/agent-sandbox/net.sock"),
         ];
         for (path, expected) in entries {
             assert_eq!(path, Path::new(expected));

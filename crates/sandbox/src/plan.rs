@@ -69,6 +69,8 @@ pub struct ExecDir {
 
 pub struct Plan<'a> {
     pub network: Network,
+    /// `network.hostPorts`, bridged into the namespace in allowlist mode.
+    pub host_ports: &'a [u16],
     pub mounts: &'a [Mount],
     pub masks: &'a [Mask],
     pub commands: &'a [WrappedCommand],
@@ -87,7 +89,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     let mut args = Args(Vec::new());
     args.push_all(&["--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc"]);
     args.push_all(&["--unshare-uts", "--unshare-cgroup-try"]);
-    if plan.network == Network::Off {
+    if plan.network != Network::On {
         args.push("--unshare-net");
     }
     args.push_all(&["--cap-drop", "ALL"]);
@@ -188,6 +190,16 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.push("--json-status-fd");
     args.push(&STATUS_FD.to_string());
     args.push("--");
+    if plan.network == Network::Allowlist {
+        // The bridge to the host's proxy runs first, and the command as its child.
+        args.push_path(&inside.marker());
+        args.push("net-bridge");
+        for port in plan.host_ports {
+            args.push("--host-port");
+            args.push(&port.to_string());
+        }
+        args.push("--");
+    }
     args.0.extend(plan.command.iter().cloned());
     args.0
 }
@@ -312,6 +324,7 @@ mod tests {
         let command = ["claude".into(), "--resume".into()];
         let plan = Plan {
             network: Network::Off,
+            host_ports: &[],
             mounts: &mounts,
             masks: &masks,
             commands: &commands,
@@ -419,6 +432,7 @@ mod tests {
     fn network_on_keeps_the_host_network_namespace_only() {
         let plan = Plan {
             network: Network::On,
+            host_ports: &[],
             mounts: &[],
             masks: &[],
             commands: &[],
@@ -471,6 +485,40 @@ mod tests {
     }
 
     #[test]
+    fn allowlist_unshares_the_network_and_runs_the_command_under_the_bridge() {
+        let plan = Plan {
+            network: Network::Allowlist,
+            host_ports: &[5432, 6379],
+            mounts: &[],
+            masks: &[],
+            commands: &[],
+            home: Path::new("/"),
+            cwd: Path::new("/p"),
+            runtime: Path::new("/rt"),
+            self_exe: Path::new("/as"),
+            command: &["curl".into(), "https://example.org".into()],
+        };
+        let args = strings(bwrap_args(&plan));
+        assert_eq!(args.iter().filter(|arg| *arg == "--unshare-net").count(), 1);
+        let tail: Vec<&str> = args.iter().skip_while(|arg| *arg != "--").map(String::as_str).collect();
+        assert_eq!(
+            tail,
+            [
+                "--",
+                "/run/agent-sandbox/agent-sandbox",
+                "net-bridge",
+                "--host-port",
+                "5432",
+                "--host-port",
+                "6379",
+                "--",
+                "curl",
+                "https://example.org"
+            ]
+        );
+    }
+
+    #[test]
     fn single_files_in_etc_are_copied_and_mounted_as_one_directory() {
         let mounts = [
             mount("/etc/passwd", Access::Ro, Kind::File),
@@ -480,6 +528,7 @@ mod tests {
         ];
         let plan = Plan {
             network: Network::On,
+            host_ports: &[],
             mounts: &mounts,
             masks: &[],
             commands: &[],

@@ -108,6 +108,19 @@ impl Runtime {
         self.dir.path()
     }
 
+    /// Binds the network proxy's unix socket ([`RuntimeLayout::net_socket`]), which the
+    /// sandbox can connect to (a socket on a read-only mount still accepts connections)
+    /// but not replace.
+    pub fn listen_net(&self) -> std::io::Result<std::os::unix::net::UnixListener> {
+        let host = self.layout();
+        fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o700))?;
+        let listener = std::os::unix::net::UnixListener::bind(host.net_socket());
+        fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o111))?;
+        let listener = listener?;
+        fs_err::set_permissions(host.net_socket(), std::fs::Permissions::from_mode(0o600))?;
+        Ok(listener)
+    }
+
     /// The directory's layout on the host.
     pub fn layout(&self) -> RuntimeLayout {
         RuntimeLayout::host(self.dir.path())

@@ -36,6 +36,10 @@ pub struct Invocation {
     pub cmds: Vec<String>,
     /// `--read-only`: the whole project read-only.
     pub read_only: bool,
+    /// `--allow-host`: more `network.allow` entries.
+    pub allow_hosts: Vec<String>,
+    /// `--host-port`: more `network.hostPorts` entries.
+    pub host_ports: Vec<String>,
 }
 
 /// The configuration and the facts of where it runs.
@@ -85,7 +89,8 @@ pub fn load(inv: &Invocation) -> Result<Loaded> {
         project_dir: Some(project_dir.clone()),
         explicit: inv.config.clone(),
     };
-    let cli = config::cli_layer(inv.network.as_deref(), &inv.ro, &inv.rw, &inv.exclude, &inv.cmds)?;
+    let cli = config::cli_layer(inv.network.as_deref(), &inv.ro, &inv.rw, &inv.exclude, &inv.cmds)?
+        .with_network_flags(&inv.allow_hosts, &inv.host_ports);
     let explicit_inside =
         inv.config.as_ref().and_then(|file| file.canonicalize().ok()).filter(|file| file.starts_with(&project_root));
     let project_config: Vec<(PathBuf, bool)> = config::find_config_file(&project_dir)?
@@ -278,6 +283,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         debug(&format!("config: loaded {}", file.display()));
     }
     debug(&format!("config: network {} (from {})", config.network.value.as_str(), config.network.origin));
+    let net_policy = policy::network::NetPolicy::from_config(&config)?;
 
     create_tool_caches(&config, &ctx.home, debug)?;
     let user_config_dir = std::env::var_os(claude_state::CONFIG_DIR_VAR).is_some_and(|dir| !dir.is_empty());
@@ -355,6 +361,11 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             claude_state::CONFIG_DIR_VAR
         ));
     }
+    if net_policy.mode == config::Network::Allowlist {
+        let proxy_env = netproxy::proxy_env(&runtime_layout::RuntimeLayout::inside().marker());
+        env.retain(|(name, _)| !proxy_env.iter().any(|(proxy_name, _)| name == proxy_name));
+        env.extend(proxy_env.into_iter().map(|(name, value)| (name.into(), value.into())));
+    }
     let path_var = env.iter().find(|(name, _)| name == "PATH").map(|(_, value)| value.clone());
     let commands = sandbox::commands::wrap(
         &policy.commands,
@@ -383,7 +394,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     }
 
     if options.dry_run {
-        let plan = plan(&policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
+        let plan = plan(&policy, &net_policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
         let mut argv = vec![bwrap.into_os_string()];
         argv.extend(sandbox::plan::bwrap_args(&plan));
         let env_names = env.iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
@@ -471,7 +482,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
     let runtime =
         sandbox::runtime::Runtime::create(&commands, &files, &copies).context("creating the runtime directory")?;
-    let plan = plan(&policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
+    let plan = plan(&policy, &net_policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
     if let Some(file) = std::env::var_os(BENCH_ARGV_VAR).filter(|file| !file.is_empty()) {
@@ -498,7 +509,25 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         std::fs::write(runtime.layout().hook_guard_settings(), hook_settings.to_json())
             .context("writing the hook guard's settings")?;
     }
+    // The proxy lives exactly as long as the sandbox: this process owns it.
+    let proxy = if net_policy.mode == config::Network::Allowlist {
+        let listener = runtime.listen_net().context("creating the network proxy's socket")?;
+        let hosts = std::env::var(netproxy::TEST_HOSTS_VAR).map(|text| netproxy::parse_test_hosts(&text));
+        let proxy_config = netproxy::ProxyConfig {
+            policy: net_policy.clone(),
+            hosts: hosts.unwrap_or_default(),
+            audit_log: audit::default_path(),
+            agent: agent.clone(),
+            max_connections: netproxy::MAX_CONNECTIONS,
+        };
+        Some(netproxy::start(listener, runtime.layout().net_socket(), proxy_config))
+    } else {
+        None
+    };
     let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
+    if let Some(proxy) = proxy {
+        proxy.stop();
+    }
     // What the session left behind, listed the same (cached) way; when the scan fails (a
     // directory made unreadable), the fail-closed walk, which makes it readable again or
     // reports it for quarantine.
@@ -845,8 +874,10 @@ fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (gitcare::wa
     (found, secrets)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn plan<'a>(
     policy: &'a policy::Policy,
+    net_policy: &'a policy::network::NetPolicy,
     masks: &'a [Mask],
     commands: &'a [sandbox::plan::WrappedCommand],
     ctx: &'a Context,
@@ -856,6 +887,7 @@ fn plan<'a>(
 ) -> Plan<'a> {
     Plan {
         network: policy.network.value,
+        host_ports: &net_policy.host_ports,
         mounts: &policy.mounts,
         masks,
         commands,

@@ -5,6 +5,7 @@
 
 pub mod fs;
 pub mod fuzzing;
+pub mod splice;
 
 use std::{ffi::OsString, path::PathBuf};
 
