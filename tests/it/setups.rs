@@ -178,7 +178,12 @@ fn the_agent_clis_installed_for_real_run_inside_and_stay_the_users() {
     let prefix = world.home.join(".local");
     // The runner's own npm cache: the second run (and the unprivileged one) reuse it.
     let cache = std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".npm")).expect("HOME");
+    // With `--prefix`, npm reads its "global" config from `PREFIX/etc/npmrc`: keep the
+    // machine's (where a registry's CA or proxy may be configured).
+    let global = std::process::Command::new("npm").args(["config", "get", "globalconfig"]).output().expect("npm");
+    let global = String::from_utf8_lossy(&global.stdout).trim().to_owned();
     let out = std::process::Command::new("npm")
+        .env("npm_config_globalconfig", &global)
         .args(["install", "-g", "--no-audit", "--no-fund", "--prefix"])
         .arg(&prefix)
         .args(["@anthropic-ai/claude-code", "@openai/codex"])
