@@ -1,5 +1,5 @@
 //! The virtual sandbox: an in-memory filesystem with hard limits, a small shell over it
-//! (19 built-ins, quoting, `$VAR`, `>`/`>>`, `;`, `&&`, `||`, `|`), extensions such as
+//! (19 built-ins, quoting, `$VAR`, globs, `>`/`>>`, `;`, `&&`, `||`, `|`), extensions such as
 //! [`curl::Curl`], and snapshots of the whole state. Nothing in it touches the host:
 //! commands see only the in-memory tree; the host is reached only by the embedding
 //! program's explicit [`Sandbox::import_dir`]/[`Sandbox::export_dir`] and by
@@ -13,6 +13,7 @@ pub mod builtins;
 pub mod curl;
 pub mod extension;
 pub mod fs;
+pub mod glob;
 pub mod host;
 pub mod parse;
 mod shell;
@@ -347,10 +348,29 @@ fn check_env(env: &BTreeMap<String, String>, limits: Limits) -> Result<(), Error
 }
 
 /// One fuzzing step (the `fuzz/` target and the CI test share it): `data` as a command
-/// line, parsed and run. Only a panic is a failure.
+/// line, parsed and run; and, split at its first line break, as a wildcard pattern and a
+/// name for [`glob::matches`] and as a pattern for `grep` and pathname expansion. Only
+/// a panic is a failure.
 #[doc(hidden)]
 pub fn fuzz_one(sandbox: &mut Sandbox, data: &[u8]) {
     let line = String::from_utf8_lossy(data);
     let _ = parse::parse(&line);
     let _ = sandbox.execute(&line);
+    let (pattern, name) = line.split_once('\n').unwrap_or((&line, ""));
+    let _ = glob::matches(pattern, name);
+    let _ = builtins::posix_to_regex(pattern, false);
+    let _ = builtins::posix_to_regex(pattern, true);
+    let deadline = Instant::now() + Duration::from_millis(200);
+    let _ = glob::expand(&sandbox.fs, &sandbox.shell.cwd, pattern, deadline);
+}
+
+/// A tree for fuzzing to find its way around (so that wildcards have names to match):
+/// a few directories, dot files and odd names.
+#[doc(hidden)]
+pub fn fuzz_sandbox(config: Config) -> Sandbox {
+    let mut sandbox = Sandbox::new(config).expect("the fuzzing config is valid");
+    for path in ["/a/b.txt", "/a/.hidden", "/a/c/d.rs", "/x y/[z]", "/x y/*", "/é/ü?", "/n/1", "/n/22"] {
+        sandbox.write_file(path, path.as_bytes()).expect("a few bytes fit any limits");
+    }
+    sandbox
 }

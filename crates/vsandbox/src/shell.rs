@@ -1,5 +1,7 @@
 //! Running a parsed [`Script`]: `;` lists, `&&`/`||` chains and `|` pipelines in order,
-//! `$VAR` expansion when each command runs (no word splitting, no globbing), built-ins
+//! `$VAR` expansion when each command runs (no word splitting), then pathname expansion
+//! of words with unquoted wildcards (crate::glob; not of redirection targets, as POSIX
+//! allows, nor of wildcards inside variables' values), built-ins
 //! first, then registered extensions, else exit code 127. Redirections apply after the
 //! command ran (so `cat f > f` keeps `f`); every write goes through the filesystem and
 //! its limits. The whole line shares one deadline and one output limit.
@@ -10,6 +12,7 @@ use crate::{
     builtins::{self, Invocation},
     extension::{CommandOutput, Extension, ShellContext},
     fs::{self, FileSystem},
+    glob,
     parse::{Connector, Part, Pipeline, Redirect, Script, SimpleCommand, Stream, Word},
     CommandInfo,
 };
@@ -134,6 +137,18 @@ impl Shell {
             expanded_size += from_vars;
             if text.is_empty() && !word.quoted && word.parts.iter().any(|part| !matches!(part, Part::Literal(_))) {
                 continue;
+            }
+            if word.parts.iter().any(|part| matches!(part, Part::Wildcard(_))) {
+                match glob::expand(fs, &self.cwd, &self.pattern(word), budget.deadline) {
+                    // No match: the word stays as typed, as in sh.
+                    Ok(paths) if paths.is_empty() => {}
+                    Ok(paths) => {
+                        expanded_size += paths.iter().map(String::len).sum::<usize>();
+                        words.extend(paths);
+                        continue;
+                    }
+                    Err(err) => return (Vec::new(), format!("glob: {err}\n"), 1),
+                }
             }
             words.push(text);
         }
@@ -290,8 +305,23 @@ impl Shell {
                     text.push_str(value);
                 }
                 Part::LastStatus => text.push_str(&self.last_status.to_string()),
+                Part::Wildcard(ch) => text.push(*ch),
             }
         }
         (text, from_vars)
+    }
+
+    /// The word as a pattern for crate::glob: only its unquoted wildcards are special.
+    fn pattern(&self, word: &Word) -> String {
+        let mut pattern = String::new();
+        for part in &word.parts {
+            match part {
+                Part::Literal(literal) => glob::escape(literal, &mut pattern),
+                Part::Var(name) => glob::escape(self.env.get(name).map_or("", String::as_str), &mut pattern),
+                Part::LastStatus => pattern.push_str(&self.last_status.to_string()),
+                Part::Wildcard(ch) => pattern.push(*ch),
+            }
+        }
+        pattern
     }
 }
