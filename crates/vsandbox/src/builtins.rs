@@ -6,7 +6,11 @@
 //! `regex` crate, whose automata cannot backtrack catastrophically; `find -name` and
 //! `grep --include` take shell wildcards (crate::glob).
 
-use std::{collections::BTreeMap, time::Instant};
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Instant,
+};
 
 use crate::{
     fs::{self, FileSystem, FsError, Metadata},
@@ -48,6 +52,7 @@ pub(crate) struct Invocation<'a> {
     pub env: &'a mut BTreeMap<String, String>,
     pub stdin: &'a [u8],
     pub deadline: Instant,
+    pub interrupt: Option<&'a AtomicBool>,
     /// The most a command may print, in bytes (the total size limit).
     pub output_limit: usize,
     /// The most the environment may hold, in bytes (the file size limit).
@@ -103,6 +108,11 @@ impl Invocation<'_> {
     }
 
     fn check_deadline(&self, out: &mut Out) -> Result<(), Abort> {
+        if self.interrupt.is_some_and(|flag| flag.load(Ordering::Relaxed)) {
+            out.stderr.push_str("interrupted\n");
+            out.code = 130;
+            return Err(Abort);
+        }
         if Instant::now() >= self.deadline {
             out.stderr.push_str("timed out\n");
             out.code = 1;

@@ -22,6 +22,7 @@ pub mod snapshot;
 use std::{
     collections::{BTreeMap, VecDeque},
     path::Path,
+    sync::{atomic::AtomicBool, Arc},
     time::{Duration, Instant},
 };
 
@@ -129,6 +130,7 @@ pub struct Sandbox {
     executed: u64,
     failed: u64,
     total_duration: Duration,
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl Sandbox {
@@ -155,6 +157,7 @@ impl Sandbox {
             executed: 0,
             failed: 0,
             total_duration: Duration::ZERO,
+            interrupt: None,
         })
     }
 
@@ -176,6 +179,19 @@ impl Sandbox {
         self.shell.commands()
     }
 
+    /// Lets `flag` stop a running command line: once it is true, the line stops at its
+    /// next check, as at its timeout, with exit code 130 and nothing after it run (curl
+    /// within 100 ms). The front end (Ctrl-C, a signal) sets it and clears it again.
+    pub fn set_interrupt(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = Some(flag);
+    }
+
+    /// The names in the directory `path` (relative to the working directory) with their
+    /// metadata, for a front end's completion; not recorded in the history.
+    pub fn read_dir(&self, path: &str) -> Result<Vec<(String, fs::Metadata)>, FsError> {
+        self.fs.read_dir(&fs::resolve(&self.shell.cwd, path))
+    }
+
     /// Parses and runs one command line.
     pub fn execute(&mut self, command: &str) -> ShellResult {
         let start = Instant::now();
@@ -189,6 +205,7 @@ impl Sandbox {
             ),
             output_limit: usize::try_from(self.config.limits.max_total_size).unwrap_or(usize::MAX),
             env_limit: usize::try_from(self.config.limits.max_file_size).unwrap_or(usize::MAX),
+            interrupt: self.interrupt.as_deref(),
         };
         let output = match parse::parse(command) {
             Ok(script) => self.shell.run(&mut self.fs, &script, &budget),

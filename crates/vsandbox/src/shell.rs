@@ -6,7 +6,11 @@
 //! command ran (so `cat f > f` keeps `f`); every write goes through the filesystem and
 //! its limits. The whole line shares one deadline and one output limit.
 
-use std::{collections::BTreeMap, time::Instant};
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Instant,
+};
 
 use crate::{
     builtins::{self, Invocation},
@@ -26,11 +30,35 @@ pub(crate) struct Shell {
 }
 
 /// Limits of one command line's run.
-pub(crate) struct Budget {
+pub(crate) struct Budget<'a> {
     pub deadline: Instant,
     pub timeout_text: String,
     pub output_limit: usize,
     pub env_limit: usize,
+    /// Set by the front end (Ctrl-C, a signal) to stop the line as the deadline does.
+    pub interrupt: Option<&'a AtomicBool>,
+}
+
+/// The message of an interrupted command line; its exit code is 130, as in sh.
+pub(crate) const INTERRUPTED_TEXT: &str = "interrupted; nothing after this ran\n";
+
+impl Budget<'_> {
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(|flag| flag.load(Ordering::Relaxed))
+    }
+
+    /// Whether the line must stop now; if so, says why on `line`'s stderr.
+    fn stop(&self, line: &mut CommandOutput) -> bool {
+        if self.interrupted() {
+            line.stderr.push_str(INTERRUPTED_TEXT);
+            return true;
+        }
+        if Instant::now() >= self.deadline {
+            line.stderr.push_str(&self.timeout_text);
+            return true;
+        }
+        false
+    }
 }
 
 impl Shell {
@@ -72,9 +100,10 @@ impl Shell {
                 }
             }
             if status.is_none() {
-                // Timed out or over the output limit: the rest of the line does not run.
-                line.exit_code = 1;
-                self.last_status = 1;
+                // Timed out, interrupted or over the output limit: the rest of the line
+                // does not run.
+                line.exit_code = if budget.interrupted() { 130 } else { 1 };
+                self.last_status = line.exit_code;
                 return line;
             }
         }
@@ -93,8 +122,7 @@ impl Shell {
         let last = pipeline.commands.len() - 1;
         let mut code = 0;
         for (idx, command) in pipeline.commands.iter().enumerate() {
-            if Instant::now() >= budget.deadline {
-                line.stderr.push_str(&budget.timeout_text);
+            if budget.stop(line) {
                 return None;
             }
             let (stdout, stderr, exit_code) = self.command(fs, command, &input, budget);
@@ -115,8 +143,7 @@ impl Shell {
         }
         line.exit_code = code;
         self.last_status = code;
-        if Instant::now() >= budget.deadline {
-            line.stderr.push_str(&budget.timeout_text);
+        if budget.stop(line) {
             return None;
         }
         Some(())
@@ -189,6 +216,7 @@ impl Shell {
             env: &mut self.env,
             stdin,
             deadline: budget.deadline,
+            interrupt: budget.interrupt,
             output_limit: budget.output_limit,
             env_limit: budget.env_limit,
             commands: &commands,
@@ -199,7 +227,14 @@ impl Shell {
         let found = self.extensions.iter().find(|ext| ext.name() == name || ext.aliases().contains(&name));
         match found {
             Some(extension) => {
-                let mut context = ShellContext { fs, cwd: &self.cwd, env: &self.env, stdin, deadline: budget.deadline };
+                let mut context = ShellContext {
+                    fs,
+                    cwd: &self.cwd,
+                    env: &self.env,
+                    stdin,
+                    deadline: budget.deadline,
+                    interrupt: budget.interrupt,
+                };
                 extension.execute(args, &mut context)
             }
             None => CommandOutput {

@@ -245,6 +245,21 @@ fn a_command_line_stops_at_its_timeout() {
 }
 
 #[test]
+fn an_interrupt_stops_the_command_line_with_status_130() {
+    let mut sandbox = project();
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    sandbox.set_interrupt(std::sync::Arc::clone(&flag));
+    assert_eq!(sandbox.execute("echo runs").stdout, "runs\n");
+    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    let result = sandbox.execute("cat a.txt; echo never");
+    assert_eq!((result.stdout.as_str(), result.exit_code), ("", 130), "{result:?}");
+    assert!(result.stderr.contains("interrupted"), "{result:?}");
+    // Cleared by the front end, the next line runs as usual.
+    flag.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(sandbox.execute("echo $?").stdout, "130\n");
+}
+
+#[test]
 fn extensions_cannot_take_a_builtin_name_and_appear_in_help() {
     struct Named(&'static str);
     impl Extension for Named {
