@@ -281,8 +281,10 @@ fn vsh_ctrl_c_stops_a_running_command_and_the_shell_goes_on() {
     // whole 30 s timeout.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let (accepted, connected) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let held: Vec<_> = listener.incoming().take(1).collect();
+        let held = listener.accept();
+        let _ = accepted.send(());
         std::thread::sleep(std::time::Duration::from_secs(60));
         drop(held);
     });
@@ -291,7 +293,9 @@ fn vsh_ctrl_c_stops_a_running_command_and_the_shell_goes_on() {
     let mut term = Terminal::start(dir.path(), &["--allow-host", &allow]);
     term.ready();
     term.send(&format!("curl -s http://{addr}/ ; echo not-after-interrupt\r"));
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // curl is running (connected, waiting for a response) when Ctrl-C comes.
+    connected.recv_timeout(std::time::Duration::from_secs(20)).expect("curl connects");
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let start = std::time::Instant::now();
     term.send("\x03");
     term.expect("interrupted");
