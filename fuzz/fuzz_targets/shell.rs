@@ -1,6 +1,7 @@
 //! Fuzz target: any bytes as a command line, parsed and run in one sandbox that lives
-//! across inputs (so earlier inputs shape the state later ones meet). Only a panic
-//! counts as a failure.
+//! across inputs (so earlier inputs shape the state later ones meet), starting from a
+//! small tree so that wildcards match; each input is also a glob pattern and a name,
+//! and a grep pattern (see `vsandbox::fuzz_one`). Only a panic counts as a failure.
 
 #![no_main]
 
@@ -13,7 +14,7 @@ static SANDBOX: LazyLock<Mutex<vsandbox::Sandbox>> = LazyLock::new(|| {
         command_timeout: std::time::Duration::from_millis(200),
         ..vsandbox::Config::default()
     };
-    Mutex::new(vsandbox::Sandbox::new(config).expect("the default config is valid"))
+    Mutex::new(vsandbox::fuzz_sandbox(config))
 });
 
 fuzz_target!(|data: &[u8]| {

@@ -1,4 +1,5 @@
-//! `agent-sandbox vsh` end to end: the interactive shell fed through stdin, the
+//! `agent-sandbox vsh` end to end: the interactive shell fed through stdin and on a real
+//! pseudo-terminal (line editing, history, completion, Ctrl-C, Ctrl-D, signals), the
 //! `--json` line protocol, a snapshot file carried across two sessions, and a host
 //! project imported, changed and exported. No bwrap needed: nothing runs on the host.
 
@@ -109,4 +110,242 @@ fn vsh_imports_a_host_project_and_exports_the_changed_copy() {
     assert_eq!(out.status.code(), Some(125));
     assert!(text(&out.stderr).contains("exists and is not empty"), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "");
+}
+
+/// `agent-sandbox vsh` on the slave side of a fresh pseudo-terminal (its controlling
+/// terminal, 80×24), as a person's terminal runs it; everything it writes is collected.
+struct Terminal {
+    master: std::fs::File,
+    child: std::process::Child,
+    output: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    prompts: usize,
+}
+
+/// What the line editor writes whenever it starts reading a line (it turns bracketed
+/// paste on): a prompt is up and keys go to the editor, not to a running command.
+const EDITING: &str = "\x1b[?2004h";
+
+impl Terminal {
+    fn start(dir: &Path, args: &[&str]) -> Terminal {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::process::CommandExt;
+        // SAFETY: plain libc calls on descriptors this function owns, each result checked.
+        let (master, slave) = unsafe {
+            let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            assert!(master >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+            assert_eq!(libc::grantpt(master), 0, "grantpt");
+            assert_eq!(libc::unlockpt(master), 0, "unlockpt");
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0, "ptsname_r");
+            let slave = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+            assert!(slave >= 0, "open the pty slave: {}", std::io::Error::last_os_error());
+            let size = libc::winsize { ws_row: 24, ws_col: 80, ws_xpixel: 0, ws_ypixel: 0 };
+            assert_eq!(libc::ioctl(master, libc::TIOCSWINSZ, &size), 0, "TIOCSWINSZ");
+            (std::fs::File::from_raw_fd(master), std::fs::File::from_raw_fd(slave))
+        };
+        let mut command = Command::new(&*BIN);
+        command
+            .arg("vsh")
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", dir)
+            .env_remove("XDG_STATE_HOME")
+            .env("TERM", "xterm")
+            .stdin(slave.try_clone().expect("dup"))
+            .stdout(slave.try_clone().expect("dup"))
+            .stderr(slave);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().expect("agent-sandbox runs");
+        drop(command);
+        let output = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut reader = master.try_clone().expect("dup");
+        let sink = std::sync::Arc::clone(&output);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            // EIO once the child and its terminal are gone.
+            while let Ok(read @ 1..) = std::io::Read::read(&mut reader, &mut buf) {
+                sink.lock().expect("output").extend_from_slice(&buf[..read]);
+            }
+        });
+        Terminal { master, child, output, prompts: 0 }
+    }
+
+    fn screen(&self) -> String {
+        text(&self.output.lock().expect("output"))
+    }
+
+    /// Waits until the output holds `needle` `count` times in all.
+    fn expect_n(&self, needle: &str, count: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.screen().matches(needle).count() < count {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited for {needle:?} ×{count}; the terminal shows:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    fn expect(&self, needle: &str) {
+        self.expect_n(needle, 1);
+    }
+
+    /// Waits for the next prompt.
+    fn ready(&mut self) {
+        self.prompts += 1;
+        self.expect_n(EDITING, self.prompts);
+    }
+
+    fn send(&mut self, keys: &str) {
+        self.master.write_all(keys.as_bytes()).expect("type");
+    }
+
+    fn wait(mut self) -> (Option<i32>, String) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                return (status.code(), self.screen());
+            }
+            assert!(std::time::Instant::now() < deadline, "vsh did not leave; the terminal shows:\n{}", self.screen());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn vsh_on_a_terminal_edits_recalls_history_completes_and_saves_on_ctrl_d() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut term = Terminal::start(dir.path(), &["--snapshot", "state.json"]);
+    term.ready();
+    term.expect("vsh:/$ ");
+    term.send("mkdir /w && cd /w && echo hello > file.txt\r");
+    // The prompt shows the working directory.
+    term.ready();
+    term.expect("vsh:/w$ ");
+    // Tab completes a command, then a path inside the sandbox.
+    term.send("ca\t");
+    term.expect("cat ");
+    term.send("fi\t");
+    term.expect("cat file.txt");
+    term.send("\r");
+    term.ready();
+    term.expect_n("hello\r\n", 1);
+    // Up arrow recalls the last line.
+    term.send("\x1b[A\r");
+    term.ready();
+    term.expect_n("hello\r\n", 2);
+    // Ctrl-C drops the line being edited: it never runs.
+    term.send("echo never-run\x03");
+    term.ready();
+    term.send("echo after-ctrl-c\r");
+    term.ready();
+    term.expect("after-ctrl-c\r\n");
+    term.send("help exit\r");
+    term.ready();
+    term.expect("exit: leave vsh, saving the snapshot");
+    // Ctrl-D leaves, saves, and the host's prompt gets a line of its own.
+    term.send("\x04");
+    let (code, screen) = term.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!screen.contains("never-run\r\n"), "{screen}");
+    assert!(screen.ends_with("vsh: saved the sandbox to state.json\r\n"), "{screen:?}");
+    let snapshot = std::fs::read_to_string(dir.path().join("state.json")).expect("saved");
+    assert!(snapshot.contains("\"path\":\"/w/file.txt\""), "{snapshot}");
+    // The history is on the host beside the snapshot, not in the sandbox; the next
+    // session recalls it.
+    let history = std::fs::read_to_string(dir.path().join("state.json.history")).expect("history");
+    assert!(history.contains("cat file.txt") && !history.contains("never-run"), "{history}");
+    let mut term = Terminal::start(dir.path(), &["--snapshot", "state.json"]);
+    term.ready();
+    term.expect("vsh:/w$ ");
+    term.send("\x1b[A\r");
+    term.ready();
+    term.expect("exit: leave vsh");
+    term.send("exit 4\r");
+    assert_eq!(term.wait().0, Some(4));
+}
+
+#[test]
+fn vsh_ctrl_c_stops_a_running_command_and_the_shell_goes_on() {
+    // A server on loopback that accepts and never answers: curl would wait for the
+    // whole 30 s timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (accepted, connected) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let held = listener.accept();
+        let _ = accepted.send(());
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        drop(held);
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let allow = addr.to_string();
+    let mut term = Terminal::start(dir.path(), &["--allow-host", &allow]);
+    term.ready();
+    term.send(&format!("curl -s http://{addr}/ ; echo not-after-interrupt\r"));
+    // curl is running (connected, waiting for a response) when Ctrl-C comes.
+    connected.recv_timeout(std::time::Duration::from_secs(20)).expect("curl connects");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let start = std::time::Instant::now();
+    term.send("\x03");
+    term.expect("interrupted");
+    assert!(start.elapsed() < std::time::Duration::from_secs(5), "{:?}", start.elapsed());
+    term.ready();
+    term.send("echo $?\r");
+    term.ready();
+    term.expect("130\r\n");
+    term.send("exit\r");
+    let (code, screen) = term.wait();
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(!screen.contains("not-after-interrupt\r\n"), "the rest of the line did not run:\n{screen}");
+}
+
+#[test]
+fn vsh_saves_the_snapshot_on_sigterm_and_sighup() {
+    for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut term = Terminal::start(dir.path(), &["--snapshot", "state.json"]);
+        term.ready();
+        term.send("echo kept > /f\r");
+        term.ready();
+        let pid = i32::try_from(term.child.id()).expect("pid");
+        // SAFETY: kill on our own child's pid.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let (status, screen) = term.wait();
+        assert_eq!(status, Some(code), "{screen}");
+        assert!(screen.contains("vsh: saved the sandbox to state.json"), "{screen}");
+        let snapshot = std::fs::read_to_string(dir.path().join("state.json")).expect("saved");
+        assert!(snapshot.contains("\"path\":\"/f\",\"type\":\"file\",\"text\":\"kept\\n\""), "{snapshot}");
+    }
+    // Off a terminal too (scripts, the JSON mode): SIGTERM saves.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(&*BIN)
+        .args(["vsh", "--json", "--snapshot", "state.json"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agent-sandbox runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"{\"command\": \"echo kept > /f\"}\n").expect("write");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).expect("one result");
+    // SAFETY: kill on our own child's pid.
+    assert_eq!(unsafe { libc::kill(i32::try_from(child.id()).expect("pid"), libc::SIGTERM) }, 0);
+    assert_eq!(child.wait().expect("wait").code(), Some(143));
+    let snapshot = std::fs::read_to_string(dir.path().join("state.json")).expect("saved");
+    assert!(snapshot.contains("\"text\":\"kept\\n\""), "{snapshot}");
+    drop(stdin);
 }

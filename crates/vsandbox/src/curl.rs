@@ -296,12 +296,17 @@ fn request(
 ) -> Result<Response, String> {
     let timeout = || {
         let left = context.remaining();
-        if left.is_zero() {
+        if context.interrupted() {
+            Err(String::from("interrupted"))
+        } else if left.is_zero() {
             Err(String::from("timed out (the command timeout)"))
         } else {
             Ok(left.max(Duration::from_millis(1)))
         }
     };
+    // The response is awaited in slices of at most 100 ms, so that an interrupt stops
+    // curl soon even when the server sends nothing.
+    let slice = || timeout().map(|left| left.min(Duration::from_millis(100)));
     let addrs: Vec<_> = (url.host.as_str(), url.port)
         .to_socket_addrs()
         .map_err(|err| format!("(6) could not resolve host {}: {err}", url.host))?
@@ -357,7 +362,7 @@ fn request(
     let mut raw = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
-        stream.set_read_timeout(Some(timeout()?)).map_err(|err| err.to_string())?;
+        stream.set_read_timeout(Some(slice()?)).map_err(|err| err.to_string())?;
         match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(read) => {
@@ -368,7 +373,8 @@ fn request(
             }
             Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
             Err(err) if matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                return Err(String::from("(28) timed out (the command timeout)"))
+                // One slice passed; `timeout` above says whether the whole time did.
+                timeout().map_err(|reason| format!("(28) {reason}"))?;
             }
             Err(err) => return Err(format!("(56) receiving the response: {err}")),
         }

@@ -2,11 +2,12 @@
 //! [`Extension`] (composition, not inheritance). An extension gets its arguments (the
 //! command name excluded) and a [`ShellContext`]: the filesystem, whose every write is
 //! checked against the sandbox's limits, the working directory, the environment, the
-//! pipeline's input and the command's deadline. It returns a [`CommandOutput`]; the
+//! pipeline's input and the command's deadline (which an interrupt brings forward). It returns a [`CommandOutput`]; the
 //! shell adds the command line and the duration to make the [`crate::ShellResult`].
 
 use std::{
     collections::BTreeMap,
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
@@ -53,6 +54,7 @@ pub struct ShellContext<'a> {
     pub(crate) env: &'a BTreeMap<String, String>,
     pub(crate) stdin: &'a [u8],
     pub(crate) deadline: Instant,
+    pub(crate) interrupt: Option<&'a AtomicBool>,
 }
 
 impl ShellContext<'_> {
@@ -79,12 +81,23 @@ impl ShellContext<'_> {
         fs::resolve(self.cwd, path)
     }
 
-    /// Time left before the command line's timeout.
+    /// Time left before the command line's timeout; zero once interrupted. An extension
+    /// that blocks should wait in slices and check [`ShellContext::interrupted`] between
+    /// them, so that Ctrl-C stops it (curl waits 100 ms at a time).
     pub fn remaining(&self) -> Duration {
+        if self.interrupted() {
+            return Duration::ZERO;
+        }
         self.deadline.saturating_duration_since(Instant::now())
     }
 
+    /// Whether the command line's timeout passed or it was interrupted.
     pub fn timed_out(&self) -> bool {
-        Instant::now() >= self.deadline
+        self.interrupted() || Instant::now() >= self.deadline
+    }
+
+    /// Whether the front end interrupted the command line (Ctrl-C, a signal).
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(|flag| flag.load(Ordering::Relaxed))
     }
 }

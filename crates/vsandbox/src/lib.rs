@@ -1,5 +1,5 @@
 //! The virtual sandbox: an in-memory filesystem with hard limits, a small shell over it
-//! (19 built-ins, quoting, `$VAR`, `>`/`>>`, `;`, `&&`, `||`, `|`), extensions such as
+//! (19 built-ins, quoting, `$VAR`, globs, `>`/`>>`, `;`, `&&`, `||`, `|`), extensions such as
 //! [`curl::Curl`], and snapshots of the whole state. Nothing in it touches the host:
 //! commands see only the in-memory tree; the host is reached only by the embedding
 //! program's explicit [`Sandbox::import_dir`]/[`Sandbox::export_dir`] and by
@@ -13,6 +13,7 @@ pub mod builtins;
 pub mod curl;
 pub mod extension;
 pub mod fs;
+pub mod glob;
 pub mod host;
 pub mod parse;
 mod shell;
@@ -21,6 +22,7 @@ pub mod snapshot;
 use std::{
     collections::{BTreeMap, VecDeque},
     path::Path,
+    sync::{atomic::AtomicBool, Arc},
     time::{Duration, Instant},
 };
 
@@ -128,6 +130,7 @@ pub struct Sandbox {
     executed: u64,
     failed: u64,
     total_duration: Duration,
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl Sandbox {
@@ -154,6 +157,7 @@ impl Sandbox {
             executed: 0,
             failed: 0,
             total_duration: Duration::ZERO,
+            interrupt: None,
         })
     }
 
@@ -175,6 +179,19 @@ impl Sandbox {
         self.shell.commands()
     }
 
+    /// Lets `flag` stop a running command line: once it is true, the line stops at its
+    /// next check, as at its timeout, with exit code 130 and nothing after it run (curl
+    /// within 100 ms). The front end (Ctrl-C, a signal) sets it and clears it again.
+    pub fn set_interrupt(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = Some(flag);
+    }
+
+    /// The names in the directory `path` (relative to the working directory) with their
+    /// metadata, for a front end's completion; not recorded in the history.
+    pub fn read_dir(&self, path: &str) -> Result<Vec<(String, fs::Metadata)>, FsError> {
+        self.fs.read_dir(&fs::resolve(&self.shell.cwd, path))
+    }
+
     /// Parses and runs one command line.
     pub fn execute(&mut self, command: &str) -> ShellResult {
         let start = Instant::now();
@@ -188,6 +205,7 @@ impl Sandbox {
             ),
             output_limit: usize::try_from(self.config.limits.max_total_size).unwrap_or(usize::MAX),
             env_limit: usize::try_from(self.config.limits.max_file_size).unwrap_or(usize::MAX),
+            interrupt: self.interrupt.as_deref(),
         };
         let output = match parse::parse(command) {
             Ok(script) => self.shell.run(&mut self.fs, &script, &budget),
@@ -347,10 +365,29 @@ fn check_env(env: &BTreeMap<String, String>, limits: Limits) -> Result<(), Error
 }
 
 /// One fuzzing step (the `fuzz/` target and the CI test share it): `data` as a command
-/// line, parsed and run. Only a panic is a failure.
+/// line, parsed and run; and, split at its first line break, as a wildcard pattern and a
+/// name for [`glob::matches`] and as a pattern for `grep` and pathname expansion. Only
+/// a panic is a failure.
 #[doc(hidden)]
 pub fn fuzz_one(sandbox: &mut Sandbox, data: &[u8]) {
     let line = String::from_utf8_lossy(data);
     let _ = parse::parse(&line);
     let _ = sandbox.execute(&line);
+    let (pattern, name) = line.split_once('\n').unwrap_or((&line, ""));
+    let _ = glob::matches(pattern, name);
+    let _ = builtins::posix_to_regex(pattern, false);
+    let _ = builtins::posix_to_regex(pattern, true);
+    let deadline = Instant::now() + Duration::from_millis(200);
+    let _ = glob::expand(&sandbox.fs, &sandbox.shell.cwd, pattern, deadline);
+}
+
+/// A tree for fuzzing to find its way around (so that wildcards have names to match):
+/// a few directories, dot files and odd names.
+#[doc(hidden)]
+pub fn fuzz_sandbox(config: Config) -> Sandbox {
+    let mut sandbox = Sandbox::new(config).expect("the fuzzing config is valid");
+    for path in ["/a/b.txt", "/a/.hidden", "/a/c/d.rs", "/x y/[z]", "/x y/*", "/é/ü?", "/n/1", "/n/22"] {
+        sandbox.write_file(path, path.as_bytes()).expect("a few bytes fit any limits");
+    }
+    sandbox
 }

@@ -8,7 +8,8 @@
 //! are literal, double quotes expand variables and take `\` before `"`, `\`, `$` and a
 //! backquote, a backslash outside quotes escapes any character. What this shell does not
 //! have (`&`, `<`, subshells, command substitution) is a syntax error rather than a
-//! silent surprise.
+//! silent surprise. Unquoted `*`, `?` and `[` become [`Part::Wildcard`]s, so that
+//! pathname expansion knows which wildcards were quoted.
 
 /// Command lines joined by `;` or newlines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +71,8 @@ pub enum Part {
     Var(String),
     /// `$?`, the previous command's exit code.
     LastStatus,
+    /// An unquoted `*`, `?` or `[`: the word is a pattern for pathname expansion.
+    Wildcard(char),
 }
 
 impl Word {
@@ -268,6 +271,10 @@ fn lex(line: &str) -> Result<Vec<(Token, usize)>, SyntaxError> {
                 }
             }
             '$' => i = dollar(&chars, i, &mut word)?,
+            c @ ('*' | '?' | '[') => {
+                word.push_part(Part::Wildcard(c));
+                i += 1;
+            }
             c => {
                 word.push_char(c);
                 i += 1;

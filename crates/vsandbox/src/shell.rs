@@ -1,15 +1,22 @@
 //! Running a parsed [`Script`]: `;` lists, `&&`/`||` chains and `|` pipelines in order,
-//! `$VAR` expansion when each command runs (no word splitting, no globbing), built-ins
+//! `$VAR` expansion when each command runs (no word splitting), then pathname expansion
+//! of words with unquoted wildcards (crate::glob; not of redirection targets, as POSIX
+//! allows, nor of wildcards inside variables' values), built-ins
 //! first, then registered extensions, else exit code 127. Redirections apply after the
 //! command ran (so `cat f > f` keeps `f`); every write goes through the filesystem and
 //! its limits. The whole line shares one deadline and one output limit.
 
-use std::{collections::BTreeMap, time::Instant};
+use std::{
+    collections::BTreeMap,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Instant,
+};
 
 use crate::{
     builtins::{self, Invocation},
     extension::{CommandOutput, Extension, ShellContext},
     fs::{self, FileSystem},
+    glob,
     parse::{Connector, Part, Pipeline, Redirect, Script, SimpleCommand, Stream, Word},
     CommandInfo,
 };
@@ -23,11 +30,35 @@ pub(crate) struct Shell {
 }
 
 /// Limits of one command line's run.
-pub(crate) struct Budget {
+pub(crate) struct Budget<'a> {
     pub deadline: Instant,
     pub timeout_text: String,
     pub output_limit: usize,
     pub env_limit: usize,
+    /// Set by the front end (Ctrl-C, a signal) to stop the line as the deadline does.
+    pub interrupt: Option<&'a AtomicBool>,
+}
+
+/// The message of an interrupted command line; its exit code is 130, as in sh.
+pub(crate) const INTERRUPTED_TEXT: &str = "interrupted; nothing after this ran\n";
+
+impl Budget<'_> {
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(|flag| flag.load(Ordering::Relaxed))
+    }
+
+    /// Whether the line must stop now; if so, says why on `line`'s stderr.
+    fn stop(&self, line: &mut CommandOutput) -> bool {
+        if self.interrupted() {
+            line.stderr.push_str(INTERRUPTED_TEXT);
+            return true;
+        }
+        if Instant::now() >= self.deadline {
+            line.stderr.push_str(&self.timeout_text);
+            return true;
+        }
+        false
+    }
 }
 
 impl Shell {
@@ -69,9 +100,10 @@ impl Shell {
                 }
             }
             if status.is_none() {
-                // Timed out or over the output limit: the rest of the line does not run.
-                line.exit_code = 1;
-                self.last_status = 1;
+                // Timed out, interrupted or over the output limit: the rest of the line
+                // does not run.
+                line.exit_code = if budget.interrupted() { 130 } else { 1 };
+                self.last_status = line.exit_code;
                 return line;
             }
         }
@@ -90,8 +122,7 @@ impl Shell {
         let last = pipeline.commands.len() - 1;
         let mut code = 0;
         for (idx, command) in pipeline.commands.iter().enumerate() {
-            if Instant::now() >= budget.deadline {
-                line.stderr.push_str(&budget.timeout_text);
+            if budget.stop(line) {
                 return None;
             }
             let (stdout, stderr, exit_code) = self.command(fs, command, &input, budget);
@@ -112,8 +143,7 @@ impl Shell {
         }
         line.exit_code = code;
         self.last_status = code;
-        if Instant::now() >= budget.deadline {
-            line.stderr.push_str(&budget.timeout_text);
+        if budget.stop(line) {
             return None;
         }
         Some(())
@@ -134,6 +164,18 @@ impl Shell {
             expanded_size += from_vars;
             if text.is_empty() && !word.quoted && word.parts.iter().any(|part| !matches!(part, Part::Literal(_))) {
                 continue;
+            }
+            if word.parts.iter().any(|part| matches!(part, Part::Wildcard(_))) {
+                match glob::expand(fs, &self.cwd, &self.pattern(word), budget.deadline) {
+                    // No match: the word stays as typed, as in sh.
+                    Ok(paths) if paths.is_empty() => {}
+                    Ok(paths) => {
+                        expanded_size += paths.iter().map(String::len).sum::<usize>();
+                        words.extend(paths);
+                        continue;
+                    }
+                    Err(err) => return (Vec::new(), format!("glob: {err}\n"), 1),
+                }
             }
             words.push(text);
         }
@@ -174,6 +216,7 @@ impl Shell {
             env: &mut self.env,
             stdin,
             deadline: budget.deadline,
+            interrupt: budget.interrupt,
             output_limit: budget.output_limit,
             env_limit: budget.env_limit,
             commands: &commands,
@@ -184,7 +227,14 @@ impl Shell {
         let found = self.extensions.iter().find(|ext| ext.name() == name || ext.aliases().contains(&name));
         match found {
             Some(extension) => {
-                let mut context = ShellContext { fs, cwd: &self.cwd, env: &self.env, stdin, deadline: budget.deadline };
+                let mut context = ShellContext {
+                    fs,
+                    cwd: &self.cwd,
+                    env: &self.env,
+                    stdin,
+                    deadline: budget.deadline,
+                    interrupt: budget.interrupt,
+                };
                 extension.execute(args, &mut context)
             }
             None => CommandOutput {
@@ -290,8 +340,23 @@ impl Shell {
                     text.push_str(value);
                 }
                 Part::LastStatus => text.push_str(&self.last_status.to_string()),
+                Part::Wildcard(ch) => text.push(*ch),
             }
         }
         (text, from_vars)
+    }
+
+    /// The word as a pattern for crate::glob: only its unquoted wildcards are special.
+    fn pattern(&self, word: &Word) -> String {
+        let mut pattern = String::new();
+        for part in &word.parts {
+            match part {
+                Part::Literal(literal) => glob::escape(literal, &mut pattern),
+                Part::Var(name) => glob::escape(self.env.get(name).map_or("", String::as_str), &mut pattern),
+                Part::LastStatus => pattern.push_str(&self.last_status.to_string()),
+                Part::Wildcard(ch) => pattern.push(*ch),
+            }
+        }
+        pattern
     }
 }

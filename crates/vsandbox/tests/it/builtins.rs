@@ -73,6 +73,72 @@ fn file_content_cat_head_tail_wc_grep() {
 }
 
 #[test]
+fn grep_regular_expressions() {
+    check_all(
+        project,
+        &[
+            // Basic regular expressions by default, as grep.
+            ("grep 'a$' a.txt", "alpha\nbeta\ngamma\n", 0, ""),
+            ("grep '^b' a.txt", "beta\n", 0, ""),
+            ("grep 'al.ha' a.txt", "alpha\n", 0, ""),
+            ("grep 'm*a$' a.txt", "alpha\nbeta\ngamma\n", 0, ""),
+            ("grep 'alpha\\|gamma' a.txt", "alpha\ngamma\n", 0, ""),
+            ("grep 'a|b' a.txt", "", 1, ""),
+            ("grep 'm\\{2\\}' a.txt", "gamma\n", 0, ""),
+            ("grep '[[:upper:]]' b.txt", "Beta Two\n", 0, ""),
+            ("grep '[^a-z]' a.txt b.txt", "b.txt:Beta Two\n", 0, ""),
+            ("grep '()' src/main.rs", "fn main() {}\n", 0, ""),
+            ("grep 'a.b' a.txt", "", 1, ""),
+            // -E: extended.
+            ("grep -E 'alpha|gamma' a.txt", "alpha\ngamma\n", 0, ""),
+            ("grep -E '^(be|ga)' a.txt", "beta\ngamma\n", 0, ""),
+            ("grep -E 'm{2}' a.txt", "gamma\n", 0, ""),
+            ("grep -E 'x?a+$' a.txt", "alpha\nbeta\ngamma\n", 0, ""),
+            ("grep -E '{}' src/main.rs", "fn main() {}\n", 0, ""),
+            ("grep -Ec 'a|b' a.txt", "3\n", 0, ""),
+            ("grep -E '(' a.txt", "", 1, "grep: invalid pattern"),
+            ("grep '[a' a.txt", "", 1, "grep: unmatched ["),
+            // -F: fixed strings.
+            ("grep -F 'a.b' a.txt", "", 1, ""),
+            ("echo 'a.b' | grep -F a.b", "a.b\n", 0, ""),
+            ("echo 'x[1]' | grep -F '[1]'", "x[1]\n", 0, ""),
+            // -i, -w, -o, -e.
+            ("grep -i BETA a.txt b.txt", "a.txt:beta\nb.txt:Beta Two\n", 0, ""),
+            ("grep -w Beta b.txt", "Beta Two\n", 0, ""),
+            ("grep -w Bet b.txt", "", 1, ""),
+            ("grep -o 'a.' a.txt", "al\nam\n", 0, ""),
+            ("grep -on 'm' a.txt", "3:m\n3:m\n", 0, ""),
+            ("grep -oE '[0-9]+' nums | tail -n 1", "12\n", 0, ""),
+            ("grep -e alpha -e gamma a.txt", "alpha\ngamma\n", 0, ""),
+            ("grep -ealpha a.txt", "alpha\n", 0, ""),
+            ("grep -e", "", 1, "grep: option -e needs an argument"),
+            // -r with globs and --include/--exclude.
+            ("grep -rE 'fn (main|beta)' .", "./src/lib.rs:pub fn beta() {}\n./src/main.rs:fn main() {}\n", 0, ""),
+            ("grep -r --include='*.rs' beta", "src/lib.rs:pub fn beta() {}\n", 0, ""),
+            ("grep -r --include '*.txt' -i beta .", "./a.txt:beta\n./b.txt:Beta Two\n", 0, ""),
+            ("grep -rl --exclude='l*' fn", "src/main.rs\n", 0, ""),
+            ("grep -n fn src/*.rs", "src/lib.rs:1:pub fn beta() {}\nsrc/main.rs:1:fn main() {}\n", 0, ""),
+            ("grep -h fn src/*.rs", "pub fn beta() {}\nfn main() {}\n", 0, ""),
+            ("grep --colour x", "", 1, "grep: unknown option --colour"),
+        ],
+    );
+}
+
+#[test]
+fn grep_patterns_cannot_backtrack_catastrophically() {
+    // A backtracking engine takes exponential time for `(a*)*b` or `(a|aa)+$` on a's
+    // without a match; the regex crate's automata take linear time.
+    let mut sandbox = project();
+    sandbox.write_file("/p/big", format!("{}\n", "a".repeat(100_000)).repeat(10).as_bytes()).expect("1 MB");
+    let start = std::time::Instant::now();
+    for command in ["grep -Ec '(a*)*b' big", "grep -Ec '(a|aa)+c$' big", "grep -c '\\(a*\\)*b' big"] {
+        let result = sandbox.execute(command);
+        assert_eq!((result.stdout.as_str(), result.exit_code), ("0\n", 1), "{command}: {result:?}");
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(10), "{:?}", start.elapsed());
+}
+
+#[test]
 fn file_operations_touch_cp_mv_rm() {
     check_all(
         project,

@@ -57,11 +57,23 @@ const CORPUS: &[&str] = &[
     "tail -n +0",
     "head -n 99999999999999999999",
     "ls -l -a -1 -z",
+    "echo *",
+    "echo */*/*/*",
+    "echo .* */.* [",
+    "echo [!] []] [!]] [a-] [-a] [z-a] [\\]",
+    "echo **/../*/../*",
+    "cat /x\\ y/\\* '/x y/[z]' /é/*",
+    "grep -rE '(a|b)*c{2,}' /",
+    "grep -E 'a{99999}' /a/b.txt",
+    "grep '\\(\\)\\{1\\}' -r /",
+    "grep -e -o -w -F -r --include=* --exclude",
+    "*\n*",
+    "[a-\n-",
 ];
 
 #[test]
 fn the_corpus_parses_or_errs_without_panicking() {
-    let mut sandbox = vsandbox::Sandbox::new(vsandbox::Config::default()).expect("config");
+    let mut sandbox = vsandbox::fuzz_sandbox(vsandbox::Config::default());
     for input in CORPUS {
         vsandbox::fuzz_one(&mut sandbox, input.as_bytes());
     }
@@ -72,9 +84,10 @@ fn seeded_shell_text_never_panics() {
     const PIECES: &[&str] = &[
         " ", "echo", "cat", "ls", "cd", "mkdir -p", "rm -rf", "cp -r", "mv", "grep", "find", "head", "tail", "wc",
         "touch", "export", "env", "a", "b/c", "..", "/", "'", "\"", "\\", "$", "$A", "${A}", "$?", ";", "&&", "||",
-        "|", ">", ">>", "2>", "2>&1", "#", "\n", "*", "-n", "-r", "=", "A=1", "{", "}", "é",
+        "|", ">", ">>", "2>", "2>&1", "#", "\n", "*", "-n", "-r", "=", "A=1", "{", "}", "é", "?", "[", "]", "[!", "-",
+        ".", "/*", "*/", ".*", "\\*", "'*'", "-E", "-F", "-o", "-w", "-e", "(", "|", "^", "$", "+",
     ];
-    let mut sandbox = vsandbox::Sandbox::new(vsandbox::Config::default()).expect("config");
+    let mut sandbox = vsandbox::fuzz_sandbox(vsandbox::Config::default());
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = || {
         // xorshift64*: deterministic, so a failure reproduces.
@@ -95,12 +108,21 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-        let mut sandbox = vsandbox::Sandbox::new(vsandbox::Config::default()).expect("config");
+        let mut sandbox = vsandbox::fuzz_sandbox(vsandbox::Config::default());
         vsandbox::fuzz_one(&mut sandbox, &bytes);
     }
 
     #[test]
     fn arbitrary_text_never_panics(text in "[ -~\n\t]{0,80}") {
         let _ = vsandbox::parse::parse(&text);
+    }
+
+    #[test]
+    fn arbitrary_wildcards_never_panic(pattern in "[*?\\[\\]!^a-c./\\\\-]{0,24}", name in "[a-c.\\]\\[-]{0,12}") {
+        let _ = vsandbox::glob::matches(&pattern, &name);
+        let _ = vsandbox::builtins::posix_to_regex(&pattern, false);
+        let _ = vsandbox::builtins::posix_to_regex(&pattern, true);
+        let mut sandbox = vsandbox::fuzz_sandbox(vsandbox::Config::default());
+        vsandbox::fuzz_one(&mut sandbox, format!("echo {pattern} {name}").as_bytes());
     }
 }

@@ -66,6 +66,78 @@ fn variable_expansion() {
 }
 
 #[test]
+fn globbing_expands_unquoted_wildcards_as_sh_does() {
+    check_all(
+        project,
+        &[
+            ("echo *", "a.txt b.txt nums src\n", 0, ""),
+            ("echo *.txt", "a.txt b.txt\n", 0, ""),
+            ("cat *.txt", "alpha\nbeta\ngamma\nBeta Two\n", 0, ""),
+            ("echo ?.txt", "a.txt b.txt\n", 0, ""),
+            ("echo [ab].txt", "a.txt b.txt\n", 0, ""),
+            ("echo [!a].txt", "b.txt\n", 0, ""),
+            ("echo [a-b]*", "a.txt b.txt\n", 0, ""),
+            ("echo src/*.rs", "src/lib.rs src/main.rs\n", 0, ""),
+            ("echo */*.rs", "src/lib.rs src/main.rs\n", 0, ""),
+            ("echo /p/src/m*", "/p/src/main.rs\n", 0, ""),
+            ("echo ./src/l*", "./src/lib.rs\n", 0, ""),
+            ("cd src && echo ../*.txt", "../a.txt ../b.txt\n", 0, ""),
+            ("echo */", "src/\n", 0, ""),
+            ("echo s*/../n*", "src/../nums\n", 0, ""),
+            // Dot files only for a pattern starting with a dot.
+            ("echo .*", ".hidden\n", 0, ""),
+            ("echo *hidden", "*hidden\n", 0, ""),
+            // No match: the word stays as typed, and the command sees it.
+            ("echo *.json", "*.json\n", 0, ""),
+            ("ls *.json", "", 1, "ls: /p/*.json: No such file or directory"),
+            ("echo src/*.py x", "src/*.py x\n", 0, ""),
+            // Quoted or escaped wildcards are literal.
+            ("echo '*.txt' \"*.txt\" \\*.txt", "*.txt *.txt *.txt\n", 0, ""),
+            ("echo '*'.txt", "*.txt\n", 0, ""),
+            ("touch '*.txt' && ls *'*'*", "*.txt\n", 0, ""),
+            ("touch 'a?' && echo a\\? a?", "a? a?\n", 0, ""),
+            // Wildcards and variables: the variable's value is literal.
+            ("export D=src; echo $D/*.rs", "src/lib.rs src/main.rs\n", 0, ""),
+            ("export P='*.txt'; echo $P", "*.txt\n", 0, ""),
+            ("export D='s*'; echo $D/*.rs", "s*/*.rs\n", 0, ""),
+            // Everywhere a word is: command names and pipelines; not redirection targets.
+            ("echo x > *.txt && cat '*.txt'", "x\n", 0, ""),
+            ("cat n* | head -n 2", "1\n2\n", 0, ""),
+            ("wc -l *.txt", "3 a.txt\n1 b.txt\n4 total\n", 0, ""),
+            ("grep -l beta *", "a.txt\n", 1, "grep: /p/src: Is a directory"),
+            ("rm *.txt && ls", "nums\nsrc\n", 0, ""),
+            ("cp src/*.rs . && ls", "a.txt\nb.txt\nlib.rs\nmain.rs\nnums\nsrc\n", 0, ""),
+            // find -name takes its own pattern: quoted, it reaches find unexpanded.
+            ("find . -name '*.rs'", "./src/lib.rs\n./src/main.rs\n", 0, ""),
+            ("echo [", "[\n", 0, ""),
+            ("echo a[b", "a[b\n", 0, ""),
+        ],
+    );
+}
+
+#[test]
+fn globbing_stays_within_the_node_limit() {
+    // 60 directories: `*/../*` would look at 60 × 60 names, over the limit of 1000.
+    let config = Config {
+        limits: vsandbox::Limits { max_node_count: 1000, ..vsandbox::Limits::default() },
+        ..Config::default()
+    };
+    let mut sandbox = Sandbox::new(config).expect("config");
+    for idx in 0..60 {
+        sandbox.write_file(&format!("/d{idx:02}/f"), b"").expect("within the limits");
+    }
+    let result = sandbox.execute("echo */*");
+    assert_eq!(result.stdout.split(' ').count(), 60, "{result:?}");
+    let result = sandbox.execute("echo */../*/../*");
+    assert_eq!(result.exit_code, 1);
+    assert_eq!(result.stdout, "");
+    assert!(result.stderr.contains("the pattern looks at more than 1000 names (the node limit)"), "{result:?}");
+    // The refused word stops its command only; the line goes on.
+    let result = sandbox.execute("echo */../*/../* ; echo next");
+    assert_eq!(result.stdout, "next\n");
+}
+
+#[test]
 fn lists_chains_and_pipes() {
     check_all(
         project,
@@ -170,6 +242,21 @@ fn a_command_line_stops_at_its_timeout() {
     assert!(result.stderr.contains("timed out after 200 ms"), "{}", result.stderr);
     assert!(!sandbox.execute("cat f").success, "nothing after the timeout ran");
     assert!(sandbox.execute("echo later").success, "the next command line has its own deadline");
+}
+
+#[test]
+fn an_interrupt_stops_the_command_line_with_status_130() {
+    let mut sandbox = project();
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    sandbox.set_interrupt(std::sync::Arc::clone(&flag));
+    assert_eq!(sandbox.execute("echo runs").stdout, "runs\n");
+    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    let result = sandbox.execute("cat a.txt; echo never");
+    assert_eq!((result.stdout.as_str(), result.exit_code), ("", 130), "{result:?}");
+    assert!(result.stderr.contains("interrupted"), "{result:?}");
+    // Cleared by the front end, the next line runs as usual.
+    flag.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(sandbox.execute("echo $?").stdout, "130\n");
 }
 
 #[test]
