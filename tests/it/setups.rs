@@ -246,3 +246,35 @@ fn the_agent_clis_installed_for_real_run_inside_and_stay_the_users() {
     assert_eq!(world.read("home/.claude/state-check"), "kept\n");
     assert_eq!(world.read("home/.codex/state-check"), "kept\n");
 }
+
+/// The other places version managers and installers put their programs: each runs inside
+/// from its usual PATH entry, and cannot be changed from inside.
+#[test]
+fn version_managers_and_installers_programs_run_inside_read_only() {
+    require_bwrap!();
+    let world = World::new();
+    let places = [
+        ".npm-global/bin",          // npm's documented user prefix
+        ".asdf/shims",              // asdf
+        ".local/share/mise/shims",  // mise
+        ".fnm/aliases/default/bin", // fnm
+        ".deno/bin",                // deno install
+        ".local/share/pnpm",        // pnpm's global bin
+    ];
+    let mut path = String::new();
+    let mut script_text = String::new();
+    for (index, place) in places.iter().enumerate() {
+        script(&world, &format!("home/{place}/tool{index}"), &format!("#!/bin/sh\necho {index}\n"));
+        path.push_str(&format!("{}/{place}:", world.home.display()));
+        script_text.push_str(&format!("tool{index} && "));
+    }
+    path.push_str("/usr/local/bin:/usr/bin:/bin");
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &format!("{script_text}echo all")]).run();
+    assert_eq!(run.ok(), "0\n1\n2\n3\n4\n5\nall\n", "{}", run.stderr());
+    for (index, place) in places.iter().enumerate() {
+        let program = world.home.join(format!("{place}/tool{index}"));
+        let attack = format!("echo 'echo trojan' > {0}; rm -f {0}; echo 'echo trojan' > {0}", program.display());
+        world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", &attack]).run();
+        assert_eq!(fs_err::read_to_string(&program).expect("program"), format!("#!/bin/sh\necho {index}\n"));
+    }
+}

@@ -101,6 +101,15 @@ pub const PRESETS: &[Preset] = &[
             home(".bun/bin"),
             home("go/bin"),
             home(".sdkman"),
+            // npm's documented user prefix, fnm, asdf, mise, deno, pnpm's global bin:
+            // programs (read-only), with their shims.
+            home(".npm-global"),
+            home(".fnm"),
+            home(".local/share/fnm"),
+            home(".asdf"),
+            home(".local/share/mise"),
+            home(".deno/bin"),
+            home(".local/share/pnpm"),
         ],
         rw: &[],
         exclude: &[],
