@@ -225,11 +225,7 @@ pub fn build_base(args: BuildBaseArgs) -> Result<i32> {
             other => bail!("no flag for the tool option {other}"),
         };
         let Some(version) = version.clone() else { continue };
-        let version = match (version.as_str(), package) {
-            ("latest", Some(package)) => resolve_npm_latest(package)?,
-            ("latest", None) => bail!("{flag} latest cannot be resolved offline: give a release (e.g. {flag} 0.18.2)"),
-            _ => version,
-        };
+        let version = dockerbox::context::tool_version(flag, *package, version)?;
         build_args.insert((*arg).into(), version);
     }
     let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
@@ -237,20 +233,6 @@ pub fn build_base(args: BuildBaseArgs) -> Result<i32> {
     let image = lifecycle::build_base(&engine, &args.tag, &build_args, &binary)?;
     println!("built {image}");
     Ok(0)
-}
-
-/// `latest` as a concrete version, so that Docker's layer cache holds.
-fn resolve_npm_latest(package: &str) -> Result<String> {
-    let out = std::process::Command::new("npm")
-        .args(["view", &format!("{package}@latest"), "version"])
-        .output()
-        .context("running npm to resolve a latest version (install Node.js and npm, or give a version)")?;
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if !out.status.success() || version.is_empty() {
-        bail!("cannot resolve {package}@latest: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    eprintln!("agent-sandbox: {package}@latest is {version}");
-    Ok(version)
 }
 
 pub fn start(args: StartArgs) -> Result<i32> {

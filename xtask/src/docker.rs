@@ -84,13 +84,7 @@ fn build_base_with(args: &[String], progress: bool) -> Result<()> {
     }
     for (name, arg, package) in TOOLS {
         let Some(version) = flag(args, name)? else { continue };
-        let version = match (version.as_str(), package) {
-            ("latest", Some(package)) => resolve_npm_latest(package)?,
-            ("latest", None) => {
-                bail!("{name} latest: cannot be resolved offline; give a release (e.g. {name} 0.18.2) or none")
-            }
-            _ => version,
-        };
+        let version = dockerbox::context::tool_version(name, *package, version)?;
         build_args.insert((*arg).into(), version);
     }
     for flag_name in args.iter().filter(|a| a.starts_with("--")) {
@@ -147,19 +141,6 @@ fn describe(build_args: &HashMap<String, String>) -> String {
     } else {
         pairs.join(" ")
     }
-}
-
-fn resolve_npm_latest(package: &str) -> Result<String> {
-    let out = Command::new("npm")
-        .args(["view", &format!("{package}@latest"), "version"])
-        .output()
-        .context("running npm to resolve a latest version (install Node.js and npm, or give a version)")?;
-    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if !out.status.success() || version.is_empty() {
-        bail!("cannot resolve {package}@latest: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    eprintln!("xtask: {package}@latest is {version}");
-    Ok(version)
 }
 
 /// The same context `agent-sandbox build-base` sends (`dockerbox::context::base_context`:
@@ -249,4 +230,23 @@ fn start_dockerd() -> Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
     bail!("dockerd did not answer within 60 s (see /tmp/agent-sandbox-dockerd.log)")
+}
+
+/// What the devcontainer CLI leaves after the end-to-end tests: an image (and its
+/// `-uid` variant) per test workspace (`vsc-plain-…`, `vsc-template-…`, `vsc-compose-…`,
+/// named after the tests' own folders) and a copy of the Feature's content per `up` in
+/// `/tmp/devcontainercli-<user>`: a gigabyte or more per run, which would fill a CI
+/// machine's disk over repeated runs. Best effort: a leftover is not a failure.
+pub fn remove_e2e_leftovers() {
+    let images = Command::new("docker").args(["images", "--format", "{{.Repository}}:{{.Tag}}"]).output();
+    let names: Vec<String> =
+        images.map(|out| String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()).unwrap_or_default();
+    let ours: Vec<&String> = names
+        .iter()
+        .filter(|name| ["vsc-plain-", "vsc-template-", "vsc-compose-"].iter().any(|prefix| name.starts_with(prefix)))
+        .collect();
+    if !ours.is_empty() {
+        let _ = Command::new("docker").args(["rmi", "-f"]).args(ours).stdout(std::process::Stdio::null()).status();
+    }
+    let _ = std::fs::remove_dir_all("/tmp/devcontainercli-root/container-features");
 }

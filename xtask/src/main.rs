@@ -128,6 +128,9 @@ fn test() -> Result<()> {
         cargo_test.env("AGENT_SANDBOX_E2E_BASE_TAG", docker::E2E_TAG).env("AGENT_SANDBOX_DEVCONTAINER_CLI", cli);
     }
     let status = tally.run(&mut cargo_test)?;
+    if is_root() {
+        docker::remove_e2e_leftovers();
+    }
     if !status.success() {
         bail!("cargo test failed: {status}");
     }

@@ -76,6 +76,32 @@ fn tar_of(entries: &[(String, &[u8], u32)]) -> std::io::Result<Vec<u8>> {
     builder.into_inner()
 }
 
+/// The version of a tool of [`TOOLS`] to build with: as given, or for `latest` the
+/// concrete release npm names (so that Docker's layer cache holds); `latest` of a tool
+/// not on npm cannot be resolved offline. `flag` names the option in messages.
+pub fn tool_version(flag: &str, package: Option<&str>, version: String) -> anyhow::Result<String> {
+    if version != "latest" {
+        return Ok(version);
+    }
+    let Some(package) = package else {
+        anyhow::bail!("{flag} latest cannot be resolved offline: give a release (e.g. {flag} 0.18.2)")
+    };
+    let out = std::process::Command::new("npm")
+        .args(["view", &format!("{package}@latest"), "version"])
+        .output()
+        .map_err(|err| {
+            anyhow::anyhow!(
+                "running npm to resolve {package}@latest ({err}): install Node.js and npm, or give a version"
+            )
+        })?;
+    let resolved = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || resolved.is_empty() {
+        anyhow::bail!("cannot resolve {package}@latest: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    eprintln!("{package}@latest is {resolved}");
+    Ok(resolved)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
