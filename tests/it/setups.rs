@@ -2,6 +2,8 @@
 //! read-only, its state read-write) and package caches that persist from the first
 //! session on.
 
+use std::os::unix::fs::FileTypeExt;
+
 use crate::support::{require_bwrap, World};
 
 #[test]
@@ -164,6 +166,14 @@ fn claude_json_survives_atomic_replace_and_first_creation() {
     assert!(run.stderr().contains("changed outside the sandbox during the session"), "{}", run.stderr());
     assert_eq!(world.read("home/.claude.json"), "{\"user\": 3}");
     assert_eq!(world.read("home/.claude/.claude.json"), "{\"agent\": 4}");
+    // A state file that cannot be read (here a FIFO) is never written over, and never
+    // blocks the start.
+    fs_err::remove_file(&outside).expect("rm");
+    let made = std::process::Command::new("mkfifo").arg(&outside).status().expect("mkfifo");
+    assert!(made.success());
+    let run = world.cmd().args(["exec", "--", "sh", "-c", &save("{\"agent\": 5}")]).run_within(60);
+    assert!(run.stderr().contains("warning: cannot read"), "{}", run.stderr());
+    assert!(fs_err::symlink_metadata(&outside).expect("still there").file_type().is_fifo());
 }
 
 /// The agent CLIs installed for real, as their users do: `npm install -g --prefix

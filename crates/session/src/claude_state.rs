@@ -20,6 +20,9 @@ pub struct ClaudeState {
     home_file: PathBuf,
     host_at_start: Option<Vec<u8>>,
     seeded: Option<Vec<u8>>,
+    /// `~/.claude.json` could not be read at the start (not a regular file, unreadable):
+    /// then nothing is copied back over it.
+    untouchable: bool,
 }
 
 impl ClaudeState {
@@ -32,14 +35,31 @@ impl ClaudeState {
         if user_config_dir || !enabled.iter().any(|(preset, _)| preset.name == "agents") || !config_dir.is_dir() {
             return Ok(None);
         }
-        Ok(Some(ClaudeState { config_dir, home_file: home.join(FILE), host_at_start: None, seeded: None }))
+        Ok(Some(ClaudeState {
+            config_dir,
+            home_file: home.join(FILE),
+            host_at_start: None,
+            seeded: None,
+            untouchable: false,
+        }))
     }
 
     /// Copies `~/.claude.json` to where Claude Code reads it inside (with no
     /// `~/.claude.json`, what an earlier session left there stays).
     pub fn seed(&mut self) -> Result<()> {
         let inside = self.config_dir.join(FILE);
-        self.host_at_start = read(&self.home_file);
+        self.host_at_start = match read_checked(&self.home_file) {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                util::say!(
+                    "agent-sandbox: warning: cannot read {} ({err}): the agent starts without it, and it is left \
+                     as it is at the end",
+                    self.home_file.display()
+                );
+                self.untouchable = true;
+                None
+            }
+        };
         if let Some(bytes) = &self.host_at_start {
             if read(&inside).as_ref() != Some(bytes) {
                 util::fs::atomic_write(&inside, bytes, 0o600)
@@ -55,10 +75,10 @@ impl ClaudeState {
     pub fn finish(self) {
         let inside = self.config_dir.join(FILE);
         let Some(now) = read(&inside) else { return };
-        if Some(&now) == self.seeded.as_ref() {
+        if Some(&now) == self.seeded.as_ref() || self.untouchable {
             return;
         }
-        if read(&self.home_file) != self.host_at_start {
+        if !matches!(read_checked(&self.home_file), Ok(current) if current == self.host_at_start) {
             util::say!(
                 "agent-sandbox: warning: {} changed outside the sandbox during the session; kept it, and the \
                  sandbox's version in {} (copy it over to take that one)",
@@ -79,7 +99,19 @@ impl ClaudeState {
     }
 }
 
+/// Claude Code's state file grows with its history: read it whole.
+const LIMIT: u64 = 1 << 30;
+
 /// A regular file's bytes (never blocking on a FIFO the agent put there), else `None`.
 fn read(path: &Path) -> Option<Vec<u8>> {
-    util::fs::read_regular(path, 64 << 20).ok()
+    util::fs::read_regular(path, LIMIT).ok()
+}
+
+/// `Ok(None)` when there is no file; an error when there is one that cannot be read.
+fn read_checked(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    match util::fs::read_regular(path, LIMIT) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
 }
