@@ -108,6 +108,17 @@ impl Engine {
             Err(err) => bail!("cannot reach the Docker engine at {endpoint} ({err}): {fix}"),
         };
         if let Err(err) = runtime.block_on(docker.version()) {
+            // The commonest first-day cause: the socket is there, but this user may not
+            // use it (not in the `docker` group).
+            if let Some(path) = endpoint.strip_prefix("unix://") {
+                if socket_refuses_this_user(path) {
+                    bail!(
+                        "this user may not use the Docker engine's socket {path} (permission denied): add yourself to \
+                         its group (`sudo usermod -aG docker $USER`, then log in again), or point DOCKER_HOST at an \
+                         engine you may use (rootless Docker)"
+                    );
+                }
+            }
             bail!("the Docker engine at {endpoint} does not answer ({err}): {fix}");
         }
         Ok(Engine { docker, runtime, endpoint })
@@ -589,9 +600,33 @@ impl Drop for RawMode {
     }
 }
 
+/// Whether the unix socket at `path` exists but this process may not connect to it.
+fn socket_refuses_this_user(path: &str) -> bool {
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => false,
+        Err(err) => err.kind() == std::io::ErrorKind::PermissionDenied,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_this_user_may_not_use_is_told_apart() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("docker.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        let text = path.to_str().expect("utf-8");
+        assert!(!socket_refuses_this_user(text), "a socket this user may use");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert_eq!(socket_refuses_this_user(text), !root, "mode 000: refused unless root");
+        let missing = dir.path().join("missing.sock");
+        assert!(!socket_refuses_this_user(missing.to_str().expect("utf-8")), "no socket is another failure");
+    }
 
     #[test]
     fn build_steps_are_read_from_the_legacy_builders_lines() {
