@@ -222,7 +222,7 @@ fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
         entries.iter().map(|entry| (entry.status.clone(), entry.path.clone())).collect();
     let protected = protected_paths(repo);
     for (status, path) in &staged {
-        if let Some(rule) = protected.iter().find(|rule| path == *rule || path.starts_with(&format!("{rule}/"))) {
+        if let Some(rule) = rule_covering(path, &protected) {
             return Err(refuse(
                 format!("the commit changes {path} ({status}), which is protected ({rule})"),
                 format!("leave {rule} as it is: unstage it with `git restore --staged {path}`"),
@@ -230,8 +230,7 @@ fn pre_commit(repo: &Repo) -> Result<(), Refusal> {
         }
     }
     for (status, path) in &staged {
-        let masked =
-            repo.settings.masked_paths.iter().find(|masked| path == *masked || path.starts_with(&format!("{masked}/")));
+        let masked = rule_covering(path, &repo.settings.masked_paths);
         if let Some(masked) = masked {
             return Err(refuse(
                 format!(
@@ -351,7 +350,7 @@ fn scan_staged(repo: &Repo) -> Result<(Vec<Staged>, Findings), Refusal> {
         }
         (found, rest)
     };
-    let (entries, mut found, mut rest) = std::thread::scope(|scope| {
+    let scanned = std::thread::scope(|scope| {
         let workers = [scope.spawn(worker), scope.spawn(worker)];
         let mut entries = Vec::new();
         let mut rest = Vec::new();
@@ -387,33 +386,32 @@ fn scan_staged(repo: &Repo) -> Result<(Vec<Staged>, Findings), Refusal> {
             entries.push(entry);
         }
         drop(send);
-        if !complete {
-            entries.clear();
-        }
         let mut found = Vec::new();
+        let mut all_scanned = true;
         for handle in workers {
             match handle.join() {
                 Ok((findings, unread)) => {
                     found.extend(findings);
                     rest.extend(unread);
                 }
-                Err(_) => return (entries, found, None),
+                Err(_) => all_scanned = false,
             }
         }
-        (entries, found, complete.then_some(rest))
+        if !complete {
+            return Err(refuse("cannot read the list of staged changes from git", "retry the commit"));
+        }
+        // A scanning thread that died leaves every added file to git.
+        if !all_scanned {
+            rest = entries.iter().filter(|entry| entry.status != "D").map(|entry| entry.raw_path.clone()).collect();
+        }
+        Ok((entries, found, rest))
     });
     let out = child.wait_with_output().map_err(|err| refuse(format!("git: {err}"), "retry"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         return Err(refuse(format!("`git diff --cached --raw` failed: {}", stderr.trim()), "fix the repository"));
     }
-    if entries.is_empty() && rest.is_none() {
-        return Err(refuse("cannot read the list of staged changes from git", "retry the commit"));
-    }
-    // A scanning thread that died leaves every added file to git.
-    let rest = rest.take().unwrap_or_else(|| {
-        entries.iter().filter(|entry| entry.status != "D").map(|entry| entry.raw_path.clone()).collect()
-    });
+    let (entries, mut found, rest) = scanned?;
     // --text and --no-textconv: `.gitattributes` (the agent's) cannot hide content as
     // binary; literal pathspecs: a name is never a pattern. In batches: command lines
     // have a size limit (`git diff` takes no pathspec file).
@@ -453,6 +451,14 @@ fn scan_added_file(repo: &Repo, raw_path: &[u8], path: &str, blob: &str) -> Opti
     }
     let text = String::from_utf8_lossy(&bytes);
     Some(tokens::find(&text).into_iter().map(|finding| (path.to_owned(), finding)).collect())
+}
+
+/// The rule of `rules` (paths relative to the work tree) that is `path` or one of its
+/// parent directories.
+fn rule_covering<'a>(path: &str, rules: &'a [String]) -> Option<&'a String> {
+    rules.iter().find(|rule| {
+        path == rule.as_str() || path.strip_prefix(rule.as_str()).is_some_and(|rest| rest.starts_with('/'))
+    })
 }
 
 /// `checks.protectedPaths`, plus the hooks directory when it lives in the work tree.
@@ -565,7 +571,14 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
     // What the remote has, asked once: its own advertisement, not local remote-tracking
     // refs, which the agent can set to anything.
     let mut advertised: Option<Result<Vec<String>, Refusal>> = None;
-    let mut checked: Vec<String> = Vec::new();
+    let mut checked: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let protected = protected_paths(repo);
+    // Where checks run: the checked-out HEAD, and the dependency directories a worktree
+    // links to, looked up once for the whole push.
+    let head = String::from_utf8_lossy(&repo.git_ok(&["rev-parse", "--verify", "-q", "HEAD"]).unwrap_or_default())
+        .trim()
+        .to_owned();
+    let dependencies = std::cell::OnceCell::new();
     for update in parse_updates(&stdin) {
         if is_zero(update.local_sha) {
             if repo.settings.allow_branch_deletion {
@@ -615,7 +628,6 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             Err(_) if !is_zero(update.remote_sha) => {}
             Err(refusal) => return Err(refuse(refusal.why.clone(), refusal.instead.clone())),
         }
-        let protected = protected_paths(repo);
         for commit in new_commits(repo, update.local_sha, &on_remote)? {
             if checked.contains(&commit) {
                 continue;
@@ -624,9 +636,9 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             // not change what pre-commit protects, the checks among them.
             protected_in_commit(repo, &commit, &protected, update.local_ref)?;
             if !repo.settings.check_commands.is_empty() {
-                check_commit(repo, &commit, update.local_ref)?;
+                check_commit(repo, &commit, update.local_ref, commit == head, &dependencies)?;
             }
-            checked.push(commit);
+            checked.insert(commit);
         }
     }
     Ok(())
@@ -666,7 +678,7 @@ fn protected_in_commit(repo: &Repo, commit: &str, protected: &[String], local_re
     let changed = repo.git_ok(&["diff-tree", "-r", "--root", "--cc", "--no-commit-id", "--name-only", "-z", commit])?;
     for path in changed.split(|b| *b == 0).filter(|path| !path.is_empty()) {
         let path = String::from_utf8_lossy(path);
-        if let Some(rule) = protected.iter().find(|rule| path == **rule || path.starts_with(&format!("{rule}/"))) {
+        if let Some(rule) = rule_covering(&path, protected) {
             return Err(refuse(
                 format!(
                     "commit {} of {local_ref} changes {path}, which is protected ({rule})",
@@ -707,8 +719,10 @@ fn new_commits(repo: &Repo, tip: &str, on_remote: &[String]) -> Result<Vec<Strin
     let mut commits = rev_list(&mut on_remote.iter())?;
     let settings = &repo.settings;
     if !settings.known_commits.is_empty() {
-        let not_known = rev_list(&mut on_remote.iter().chain(&settings.known_commits))?;
-        commits.retain(|commit| not_known.contains(commit) || settings.agent_commits.contains(commit));
+        let not_known: std::collections::HashSet<String> =
+            rev_list(&mut on_remote.iter().chain(&settings.known_commits))?.into_iter().collect();
+        let agents: std::collections::HashSet<&String> = settings.agent_commits.iter().collect();
+        commits.retain(|commit| not_known.contains(commit) || agents.contains(commit));
     }
     Ok(commits)
 }
@@ -719,12 +733,18 @@ const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "tar
 
 /// Runs the checks on `commit`: in place when it is the checked-out HEAD and the work
 /// tree is clean (the project's dependencies are there), else in a temporary worktree of
-/// it that links to the project's dependency directories.
-fn check_commit(repo: &Repo, commit: &str, local_ref: &str) -> Result<(), Refusal> {
+/// it that links to the project's dependency directories (`dependencies`: listed once
+/// for a whole push).
+fn check_commit(
+    repo: &Repo,
+    commit: &str,
+    local_ref: &str,
+    is_head: bool,
+    dependencies: &std::cell::OnceCell<Vec<String>>,
+) -> Result<(), Refusal> {
     let short = &commit[..12.min(commit.len())];
     let what = format!("commit {short} of {local_ref}");
-    let head = repo.git_ok(&["rev-parse", "--verify", "-q", "HEAD"]).unwrap_or_default();
-    if String::from_utf8_lossy(&head).trim() == commit {
+    if is_head {
         let status =
             repo.git_ok(&["status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none"])?;
         if status.is_empty() {
@@ -748,27 +768,32 @@ fn check_commit(repo: &Repo, commit: &str, local_ref: &str) -> Result<(), Refusa
         &worktree_text,
         commit,
     ])?;
-    link_dependencies(repo, &worktree);
+    link_dependencies(repo, &worktree, dependencies.get_or_init(|| dependency_dirs(repo)));
     let result = run_checks(repo, &worktree, &what);
     let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
     let _ = repo.git(&["worktree", "prune"]);
     result
 }
 
-/// Links each ignored dependency directory of the work tree (`node_modules`, `.venv`, …,
-/// at any depth git lists them) into `worktree`, where the commit has nothing there.
-fn link_dependencies(repo: &Repo, worktree: &Path) {
+/// The ignored dependency directories of the work tree (`node_modules`, `.venv`, …, at
+/// any depth git lists them), relative to its top.
+fn dependency_dirs(repo: &Repo) -> Vec<String> {
     let Ok(listing) = repo.git_ok(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
     else {
-        return;
+        return Vec::new();
     };
-    for entry in listing.split(|b| *b == 0) {
-        let entry = String::from_utf8_lossy(entry);
-        let Some(dir) = entry.strip_suffix('/') else { continue };
-        let is_dependency =
-            Path::new(dir).file_name().is_some_and(|name| DEPENDENCY_DIRS.iter().any(|dep| name == *dep));
+    listing
+        .split(|b| *b == 0)
+        .filter_map(|entry| String::from_utf8_lossy(entry).strip_suffix('/').map(str::to_owned))
+        .filter(|dir| Path::new(dir).file_name().is_some_and(|name| DEPENDENCY_DIRS.iter().any(|dep| name == *dep)))
+        .collect()
+}
+
+/// Links each of `dirs` into `worktree`, where the commit has nothing there.
+fn link_dependencies(repo: &Repo, worktree: &Path, dirs: &[String]) {
+    for dir in dirs {
         let target = worktree.join(dir);
-        if !is_dependency || target.symlink_metadata().is_ok() {
+        if target.symlink_metadata().is_ok() {
             continue;
         }
         if let Some(parent) = target.parent() {
