@@ -489,3 +489,34 @@ fn pre_push_ignores_the_pushers_global_config_and_path() {
         world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
     }
 }
+
+/// A session killed before its exit check (SIGKILL, a power cut) never recorded the
+/// commits its agent made; the next session must not take them for the user's history:
+/// they are still checked at push.
+#[test]
+fn pre_push_still_checks_what_a_killed_session_committed() {
+    require_bwrap!();
+    let world = guarded_world();
+    let remote = world.path("home/remote.git");
+    let before = remote_ref(&world, "refs/heads/main");
+    let sneaky = "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN \
+                  && /tmp/g commit -qn -m sneaky && git rm -q BROKEN && git commit -qm cleanup \
+                  && touch .committed && sleep 60";
+    let mut session = world.cmd();
+    session.args(["exec", "--", "sh", "-c", sneaky]);
+    let mut child = session.cmd.stderr(std::process::Stdio::null()).spawn().expect("exec starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !world.path("home/proj/.committed").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    assert!(world.path("home/proj/.committed").exists(), "the first session committed");
+    let run = world.sh(&["--rw", remote.to_str().expect("utf-8")], "git push -q origin main");
+    assert!(
+        run.stderr().contains("agent-sandbox: pre-push refused:") && run.stderr().contains("failed"),
+        "{}",
+        run.stderr()
+    );
+    assert_eq!(remote_ref(&world, "refs/heads/main"), before);
+}

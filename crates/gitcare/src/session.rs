@@ -6,8 +6,8 @@
 //!   lock            flock'ed around every start and exit check
 //!   baseline.json   the watch and the state every running session is checked against
 //!   <pid>-<n>.live  one per running session, flock'ed for its whole life
-//!   agent-commits   every commit made while sessions ran (when tracked: the project has
-//!                   checks), one id a line; kept across sessions
+//!   agent-commits   every commit made while sessions ran (tracked when the project is a
+//!                   repository), one id a line; kept across sessions
 //!   pending-tips    the ref tips at the start of sessions whose commits were never
 //!                   recorded (killed): the next start begins from them
 //! ```
@@ -142,9 +142,7 @@ fn check_stale(dir: &Path, project_root: &Path) -> (Vec<Action>, usize) {
     }
     // Its commits were never recorded: the next tracked start begins from its tips.
     if let Some(tips) = &saved.ref_tips {
-        if !dir.join(PENDING_TIPS).exists() {
-            let _ = util::fs::atomic_write(&dir.join(PENDING_TIPS), tips.join("\n").as_bytes(), 0o600);
-        }
+        let _ = keep_pending(dir, tips);
     }
     let _ = std::fs::remove_file(&baseline);
     (actions, stuck)
@@ -152,6 +150,16 @@ fn check_stale(dir: &Path, project_root: &Path) -> (Vec<Action>, usize) {
 
 const AGENT_COMMITS: &str = "agent-commits";
 const PENDING_TIPS: &str = "pending-tips";
+
+/// Leaves `tips` for the next start to begin from, unless older ones wait there already
+/// (those cover more).
+fn keep_pending(dir: &Path, tips: &[String]) -> std::io::Result<()> {
+    let pending = dir.join(PENDING_TIPS);
+    if pending.exists() {
+        return Ok(());
+    }
+    util::fs::atomic_write(&pending, tips.join("\n").as_bytes(), 0o600)
+}
 
 fn read_ids(path: &Path) -> Vec<String> {
     let bytes = util::fs::read_regular(path, 1 << 30).unwrap_or_default();
@@ -192,7 +200,7 @@ pub fn begin(
     let dir = sessions_dir(state_dir, &watch.project_root);
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
     let _lock = lock(&dir.join("lock"), true)?.expect("a blocking lock is always taken");
-    if live_sessions(&dir)? == 0 {
+    let known = if live_sessions(&dir)? == 0 {
         let (actions, _) = check_stale(&dir, &watch.project_root);
         let found = if actions.is_empty() {
             found()
@@ -213,10 +221,13 @@ pub fn begin(
             };
         }
         save(&dir.join("baseline.json"), &saved)?;
-    }
+        saved.ref_tips
+    } else {
+        // Sharing the running sessions' baseline: their start is this one's too.
+        load(&dir.join("baseline.json")).and_then(|saved| saved.ref_tips)
+    };
     let (known_commits, agent_commits) = if track_commits {
-        let known = load(&dir.join("baseline.json")).and_then(|saved| saved.ref_tips).unwrap_or_default();
-        (known, read_ids(&dir.join(AGENT_COMMITS)))
+        (known.unwrap_or_default(), read_ids(&dir.join(AGENT_COMMITS)))
     } else {
         (Vec::new(), Vec::new())
     };
@@ -256,8 +267,8 @@ pub fn finish(
             let pending = dir.join(PENDING_TIPS);
             if record_commits(&dir, &old_watch.project_root, tips.clone()) {
                 let _ = std::fs::remove_file(&pending);
-            } else if !pending.exists() {
-                util::fs::atomic_write(&pending, tips.join("\n").as_bytes(), 0o600)?;
+            } else {
+                keep_pending(&dir, &tips)?;
             }
         }
         std::fs::remove_file(&baseline)?;
