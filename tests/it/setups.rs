@@ -166,6 +166,12 @@ fn claude_json_survives_atomic_replace_and_first_creation() {
     assert!(run.stderr().contains("changed outside the sandbox during the session"), "{}", run.stderr());
     assert_eq!(world.read("home/.claude.json"), "{\"user\": 3}");
     assert_eq!(world.read("home/.claude/.claude.json"), "{\"agent\": 4}");
+    // The agent's copy made a symlink to a host secret: nothing is read through it, so
+    // the secret never reaches ~/.claude.json (and the next session).
+    world.write("home/.ssh/id_ed25519", "PRIVATE KEY\n");
+    let link = format!("ln -sf {} \"$CLAUDE_CONFIG_DIR/.claude.json\"", world.path("home/.ssh/id_ed25519").display());
+    world.sh(&[], &link).ok();
+    assert_eq!(world.read("home/.claude.json"), "{\"user\": 3}");
     // A state file that cannot be read (here a FIFO) is never written over, and never
     // blocks the start.
     fs_err::remove_file(&outside).expect("rm");

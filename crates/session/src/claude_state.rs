@@ -102,9 +102,11 @@ impl ClaudeState {
 /// Claude Code's state file grows with its history: read it whole.
 const LIMIT: u64 = 1 << 30;
 
-/// A regular file's bytes (never blocking on a FIFO the agent put there), else `None`.
+/// The copy inside `~/.claude`, which the agent writes: a regular file's bytes, never
+/// through a symlink (a link to `~/.ssh/id_ed25519` would carry the key into
+/// `~/.claude.json`, where the next session reads it) nor blocking on a FIFO; else `None`.
 fn read(path: &Path) -> Option<Vec<u8>> {
-    util::fs::read_regular(path, LIMIT).ok()
+    util::fs::read_regular_nofollow(path, LIMIT).ok()
 }
 
 /// `Ok(None)` when there is no file; an error when there is one that cannot be read.
