@@ -128,3 +128,31 @@ fn a_wrapper_over_a_script_based_command_runs_it_from_its_installation() {
     assert_eq!(run.ok(), "version-ok\ninstall-ok\npublish=1\nhello world\non-path\n", "{}", run.stderr());
     assert!(run.stderr().contains("publishing is not allowed here"), "{}", run.stderr());
 }
+
+/// An installation is mounted whole only where the sandbox cannot write and nothing in it
+/// is hidden: a package.json planted at the project's top, with a "real" command in the
+/// project first on PATH, must not mount the project again without its secret masks
+/// (read-write or read-only project alike). The wrapped command still runs.
+#[test]
+fn a_planted_package_json_does_not_remount_the_project_unmasked() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/.env", "API_KEY=secret\n");
+    world.write("home/proj/package.json", "{}");
+    world.write("home/proj/bin/tool", "#!/bin/sh\necho real-tool\n");
+    world.chmod("home/proj/bin/tool", 0o755);
+    let guard = world.write("home/bin/tool-guard", "#!/bin/sh\nexec \"$AGENT_SANDBOX_REAL\" \"$@\"\n");
+    world.chmod("home/bin/tool-guard", 0o755);
+    let flag = format!("tool={}", guard.display());
+    let path = format!("{}/bin:/usr/local/bin:/usr/bin:/bin", world.project.display());
+    for extra in [&[][..], &["--read-only"][..]] {
+        let run = world
+            .cmd()
+            .env("PATH", &path)
+            .args(["exec", "--cmd", &flag])
+            .args(extra)
+            .args(["--", "sh", "-c", "tool; cat /run/agent-sandbox/packages/tool/.env 2>/dev/null; cat .env; echo end"])
+            .run();
+        assert_eq!(run.ok(), "real-tool\nend\n", "{extra:?}: {}", run.stderr());
+    }
+}

@@ -369,11 +369,17 @@ pub fn pin_parents(mounts: &mut Vec<Mount>, targets: &[PathBuf]) {
 /// Whether `path` is inside something the sandbox mounts (and not hidden): the most
 /// specific mount containing it decides.
 pub fn is_visible(path: &Path, mounts: &[Mount]) -> bool {
+    access_of(path, mounts).is_some_and(|access| access != Access::Exclude)
+}
+
+/// What the sandbox may do with `path`: the access of the most specific mount covering
+/// it (`None`: not mounted at all).
+pub fn access_of(path: &Path, mounts: &[Mount]) -> Option<Access> {
     mounts
         .iter()
         .filter(|mount| path.starts_with(&mount.path))
         .max_by_key(|mount| mount.path.components().count())
-        .is_some_and(|mount| mount.access != Access::Exclude)
+        .map(|mount| mount.access)
 }
 
 fn is_glob(text: &str) -> bool {

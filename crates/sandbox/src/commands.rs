@@ -13,7 +13,7 @@ use config::{CommandRule, Sourced};
 use policy::Mount;
 use runtime_layout::RuntimeLayout;
 
-use crate::plan::{ExecDir, WrappedCommand};
+use crate::plan::{ExecDir, Mask, WrappedCommand};
 
 /// Built-in command presets the multicall binary implements.
 pub const COMMAND_PRESETS: &[&str] = &["git"];
@@ -31,6 +31,7 @@ pub fn wrap(
     rules: &BTreeMap<String, Sourced<CommandRule>>,
     path_var: Option<&OsStr>,
     mounts: &[Mount],
+    masks: &[Mask],
     ctx: &policy::Context,
     cache_dir: &Path,
     notes: &mut Vec<String>,
@@ -92,7 +93,14 @@ pub fn wrap(
                 dir.entries.len()
             ));
         }
-        let package = real.as_deref().and_then(installation_of);
+        // Only an installation the sandbox cannot write, with nothing hidden inside it: the
+        // whole directory is mounted again from the host's side, where no mask applies,
+        // and a package.json the agent plants must not turn the project into one.
+        let package = real.as_deref().and_then(installation_of).filter(|dir| {
+            policy::access_of(dir, mounts) == Some(policy::Access::Ro)
+                && !mounts.iter().any(|mount| mount.path.starts_with(dir) && mount.access != policy::Access::Ro)
+                && !masks.iter().any(|mask| mask.path.starts_with(dir))
+        });
         if let (Some(real), Some(package)) = (&real, &package) {
             notes.push(format!(
                 "command {name}: its real {} is run from its installation {}, mounted whole",

@@ -371,6 +371,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         &policy.commands,
         path_var.as_deref(),
         &policy.mounts,
+        &masks,
         &ctx,
         &cache_dir,
         &mut policy.notes,
