@@ -266,7 +266,7 @@ fn inputs(command: &str, operands: &[String], inv: &Invocation<'_>, out: &mut Ou
             continue;
         }
         match inv.fs.read(&inv.resolve(operand)) {
-            Ok(data) => found.push((operand.clone(), data.to_vec())),
+            Ok(data) => found.push((operand.clone(), data.into_owned())),
             Err(err) => out.fail(command, err),
         }
     }
@@ -287,9 +287,9 @@ fn cat(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), A
         match inv.fs.read(&inv.resolve(operand)) {
             Ok(data) => {
                 if out.stdout.len() + data.len() > out.limit {
-                    return out.write(data);
+                    return out.write(&data);
                 }
-                out.stdout.extend_from_slice(data);
+                out.stdout.extend_from_slice(&data);
             }
             Err(err) => out.fail("cat", err),
         }
@@ -701,12 +701,12 @@ fn grep(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), 
                     }
                     let shown = display_path(operand, &path, &found, implicit);
                     if let Ok(data) = inv.fs.read(&found) {
-                        files.push((shown, data.to_vec()));
+                        files.push((shown, data.into_owned()));
                     }
                 }
             }
             Ok(Metadata::File { .. }) => match inv.fs.read(&path) {
-                Ok(data) => files.push((operand.clone(), data.to_vec())),
+                Ok(data) => files.push((operand.clone(), data.into_owned())),
                 Err(err) => out.fail("grep", err),
             },
         }
@@ -849,8 +849,11 @@ fn cp(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Ab
                 out.fail("cp", format!("{source} and {target} are the same file"))
             }
             Ok(Metadata::File { .. }) => {
-                let copied =
-                    inv.fs.read(&source).map(<[u8]>::to_vec).and_then(|data| inv.fs.write(&target, &data, false));
+                let copied = inv
+                    .fs
+                    .read(&source)
+                    .map(std::borrow::Cow::into_owned)
+                    .and_then(|data| inv.fs.write(&target, &data, false));
                 if let Err(err) = copied {
                     out.fail("cp", err);
                 }
@@ -869,7 +872,7 @@ fn copy_tree(inv: &mut Invocation<'_>, source: &str, target: &str, out: &mut Out
         match meta {
             Metadata::Dir { .. } => inv.fs.create_dir_all(&dest)?,
             Metadata::File { .. } => {
-                let data = inv.fs.read(&found)?.to_vec();
+                let data = inv.fs.read(&found)?.into_owned();
                 inv.fs.write(&dest, &data, false)?;
             }
         }

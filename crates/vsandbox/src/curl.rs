@@ -217,7 +217,7 @@ impl Curl {
             Some(data) => Some(match data.strip_prefix('@') {
                 Some(path) => {
                     let path = context.resolve_path(path);
-                    context.fs().read(&path).map_err(|err| err.to_string())?.to_vec()
+                    context.fs().read(&path).map_err(|err| err.to_string())?.into_owned()
                 }
                 None => data.as_bytes().to_vec(),
             }),

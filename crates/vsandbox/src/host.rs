@@ -141,7 +141,7 @@ pub fn export(fs: &FileSystem, src: &str, host: &Path) -> Result<ExportReport, H
     let meta = fs.metadata(&src).map_err(fail)?;
     let mut report = ExportReport::default();
     if let Metadata::File { .. } = meta {
-        write_new(host, fs.read(&src).map_err(fail)?)?;
+        write_new(host, &fs.read(&src).map_err(fail)?)?;
         report.files = 1;
         report.bytes = fs.read(&src).map_err(fail)?.len() as u64;
         return Ok(report);
@@ -167,7 +167,7 @@ pub fn export(fs: &FileSystem, src: &str, host: &Path) -> Result<ExportReport, H
             }
             Metadata::File { .. } => {
                 let data = fs.read(&path).map_err(fail)?;
-                write_new(&target, data)?;
+                write_new(&target, &data)?;
                 report.files += 1;
                 report.bytes += data.len() as u64;
             }

@@ -16,8 +16,10 @@ pub mod fs;
 pub mod glob;
 pub mod host;
 pub mod parse;
+pub mod redb_store;
 mod shell;
 pub mod snapshot;
+pub mod store;
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -26,13 +28,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::{
     extension::{CommandOutput, Extension, ShellContext},
     fs::{FileSystem, FsError, Limits},
     host::{ExportReport, HostError, ImportReport},
+    redb_store::RedbStore,
     snapshot::{Snapshot, SnapshotError},
+    store::{MemoryStore, Store, StoreError},
 };
 
 /// How a sandbox starts. Defaults: the seed's limits, a 30 s timeout per command line,
@@ -119,7 +123,19 @@ pub enum Error {
     EnvName(String),
     #[error("the environment holds {size} bytes, over the limit of {limit} bytes (the file size limit)")]
     EnvTooLarge { size: usize, limit: usize },
+    #[error("{store}: the saved working directory and environment are damaged ({reason})")]
+    ShellState { store: String, reason: String },
 }
+
+/// The shell's part of the state, kept in a persistent store beside the tree under
+/// [`SHELL_ATTRIBUTE`], as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct ShellState {
+    cwd: String,
+    env: BTreeMap<String, String>,
+}
+
+const SHELL_ATTRIBUTE: &str = "shell";
 
 pub struct Sandbox {
     fs: FileSystem,
@@ -131,24 +147,51 @@ pub struct Sandbox {
     failed: u64,
     total_duration: Duration,
     interrupt: Option<Arc<AtomicBool>>,
+    /// For a persistent store: the shell state last written to it.
+    saved_shell: Option<ShellState>,
 }
 
 impl Sandbox {
+    /// A sandbox in memory.
     pub fn new(config: Config) -> Result<Sandbox, Error> {
-        let mut fs = FileSystem::new(config.limits);
-        let cwd = fs::resolve("/", &config.working_directory);
-        if !config.working_directory.starts_with('/') || cwd != config.working_directory {
-            return Err(Error::WorkingDirectory(config.working_directory.clone()));
-        }
-        fs.create_dir_all(&cwd)?;
-        let mut env: BTreeMap<String, String> = [("HOME", "/"), ("PATH", "/bin:/usr/bin")]
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), value.to_owned()))
-            .collect();
-        env.extend(config.environment.clone());
-        env.insert(String::from("PWD"), cwd.clone());
-        check_env(&env, config.limits)?;
-        Ok(Sandbox {
+        Sandbox::open(config, Box::new(MemoryStore::new()))
+    }
+
+    /// A sandbox whose tree lives in `store`: a persistent store brings back the files,
+    /// working directory and environment it holds (then `config`'s working directory
+    /// and environment are not used), checked against `config`'s limits. Every command
+    /// line, tool call, restore and import is committed to the store when it ends.
+    pub fn open(config: Config, store: Box<dyn Store>) -> Result<Sandbox, Error> {
+        let persistent = store.persistent();
+        let mut fs = FileSystem::open(store, config.limits)?;
+        let saved = match fs.attribute(SHELL_ATTRIBUTE)? {
+            Some(bytes) => Some(
+                serde_json::from_slice::<ShellState>(&bytes)
+                    .map_err(|err| Error::ShellState { store: fs.describe_store(), reason: err.to_string() })?,
+            ),
+            None => None,
+        };
+        let (cwd, env) = match &saved {
+            Some(state) => {
+                check_cwd(&state.cwd)?;
+                check_env(&state.env, config.limits)?;
+                (state.cwd.clone(), state.env.clone())
+            }
+            None => {
+                let cwd = config.working_directory.clone();
+                check_cwd(&cwd)?;
+                let mut env: BTreeMap<String, String> = [("HOME", "/"), ("PATH", "/bin:/usr/bin")]
+                    .into_iter()
+                    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                    .collect();
+                env.extend(config.environment.clone());
+                env.insert(String::from("PWD"), cwd.clone());
+                check_env(&env, config.limits)?;
+                fs.create_dir_all(&cwd)?;
+                (cwd, env)
+            }
+        };
+        let mut sandbox = Sandbox {
             fs,
             shell: shell::Shell { cwd, env, extensions: Vec::new(), last_status: 0 },
             config,
@@ -158,7 +201,29 @@ impl Sandbox {
             failed: 0,
             total_duration: Duration::ZERO,
             interrupt: None,
-        })
+            saved_shell: if persistent { saved } else { None },
+        };
+        sandbox.save()?;
+        Ok(sandbox)
+    }
+
+    /// `memory`, or the store file.
+    pub fn store(&self) -> String {
+        self.fs.describe_store()
+    }
+
+    /// Commits the changes so far to the store, with the shell's state when it changed
+    /// (persistent stores only: in memory, there is nothing to do).
+    fn save(&mut self) -> Result<(), FsError> {
+        if self.fs.persistent() {
+            let state = ShellState { cwd: self.shell.cwd.clone(), env: self.shell.env.clone() };
+            if self.saved_shell.as_ref() != Some(&state) {
+                let json = serde_json::to_vec(&state).expect("strings and maps always serialize");
+                self.fs.set_attribute(SHELL_ATTRIBUTE, &json)?;
+                self.saved_shell = Some(state);
+            }
+        }
+        self.fs.commit().inspect_err(|_| self.saved_shell = None)
     }
 
     /// Adds a command; its name and aliases must not be taken by a built-in or another
@@ -207,13 +272,18 @@ impl Sandbox {
             env_limit: usize::try_from(self.config.limits.max_file_size).unwrap_or(usize::MAX),
             interrupt: self.interrupt.as_deref(),
         };
-        let output = match parse::parse(command) {
+        let mut output = match parse::parse(command) {
             Ok(script) => self.shell.run(&mut self.fs, &script, &budget),
             Err(err) => {
                 self.shell.last_status = 1;
                 CommandOutput::error(err)
             }
         };
+        if let Err(err) = self.save() {
+            output.stderr.push_str(&format!("{err} (this command line's changes are lost)\n"));
+            output.exit_code = 1;
+            self.shell.last_status = 1;
+        }
         self.record(command, output, start)
     }
 
@@ -221,7 +291,7 @@ impl Sandbox {
     pub fn read_file(&mut self, path: &str) -> Result<Vec<u8>, FsError> {
         let start = Instant::now();
         let path = fs::resolve(&self.shell.cwd, path);
-        let res = self.fs.read(&path).map(<[u8]>::to_vec);
+        let res = self.fs.read(&path).map(std::borrow::Cow::into_owned);
         let output = match &res {
             Ok(data) => CommandOutput::success(data.clone()),
             Err(err) => CommandOutput::error(format!("read_file: {err}")),
@@ -238,7 +308,8 @@ impl Sandbox {
             Some((parent, _)) if !parent.is_empty() => self.fs.create_dir_all(parent),
             _ => Ok(()),
         }
-        .and_then(|()| self.fs.write(&path, data, false));
+        .and_then(|()| self.fs.write(&path, data, false))
+        .and_then(|()| self.save());
         let output = match &res {
             Ok(()) => CommandOutput::default(),
             Err(err) => CommandOutput::error(format!("write_file: {err}")),
@@ -248,13 +319,14 @@ impl Sandbox {
     }
 
     /// The complete state now: files, working directory, environment, timestamp.
-    pub fn create_snapshot(&self) -> Snapshot {
-        Snapshot {
+    /// Fails only when a persistent store cannot be read.
+    pub fn create_snapshot(&self) -> Result<Snapshot, Error> {
+        Ok(Snapshot {
             timestamp: snapshot::now_timestamp(),
             cwd: self.shell.cwd.clone(),
             env: self.shell.env.clone(),
-            nodes: self.fs.entries(),
-        }
+            nodes: self.fs.entries()?,
+        })
     }
 
     /// Puts back exactly `snapshot`'s state, or changes nothing when it does not fit
@@ -275,10 +347,20 @@ impl Sandbox {
                 }));
             }
         }
-        let fs = FileSystem::from_entries(self.config.limits, &snapshot.nodes)?;
-        self.fs = fs;
-        self.shell.cwd = snapshot.cwd.clone();
-        self.shell.env = snapshot.env.clone();
+        // The shell's state goes into the same commit as the tree.
+        let state = ShellState { cwd: snapshot.cwd.clone(), env: snapshot.env.clone() };
+        let persistent = self.fs.persistent();
+        self.fs.atomically(|fs| {
+            fs.replace_all(&snapshot.nodes)?;
+            if persistent {
+                let json = serde_json::to_vec(&state).expect("strings and maps always serialize");
+                fs.set_attribute(SHELL_ATTRIBUTE, &json)?;
+            }
+            Ok::<_, FsError>(())
+        })?;
+        self.shell.cwd = state.cwd.clone();
+        self.shell.env = state.env.clone();
+        self.saved_shell = persistent.then_some(state);
         Ok(())
     }
 
@@ -314,9 +396,8 @@ impl Sandbox {
     /// Copies the host directory `host` into the sandbox at `dest`, all or nothing.
     pub fn import_dir(&mut self, host: &Path, dest: &str) -> Result<ImportReport, Error> {
         let dest = fs::resolve(&self.shell.cwd, dest);
-        let mut copy = self.fs.clone();
-        let report = host::import(&mut copy, host, &dest)?;
-        self.fs = copy;
+        let report = self.fs.atomically(|fs| host::import(fs, host, &dest).map_err(Error::from))?;
+        self.save()?;
         Ok(report)
     }
 
@@ -350,6 +431,13 @@ impl Sandbox {
 
 fn entry_size(result: &ShellResult) -> usize {
     result.command.len() + result.stdout.len() + result.stderr.len()
+}
+
+fn check_cwd(cwd: &str) -> Result<(), Error> {
+    if !cwd.starts_with('/') || fs::resolve("/", cwd) != cwd {
+        return Err(Error::WorkingDirectory(cwd.to_owned()));
+    }
+    Ok(())
 }
 
 fn check_env(env: &BTreeMap<String, String>, limits: Limits) -> Result<(), Error> {

@@ -161,7 +161,7 @@ fn requests_reach_an_allowlisted_server() {
         0,
     );
     sandbox.execute(&format!("curl -o /bin.dat {}", server.url("/binary")));
-    let snapshot = sandbox.create_snapshot();
+    let snapshot = sandbox.create_snapshot().expect("snapshot");
     let bytes = snapshot.nodes.iter().find_map(|node| match node {
         vsandbox::fs::Entry::File(path, data) if path == "/bin.dat" => Some(data.clone()),
         _ => None,

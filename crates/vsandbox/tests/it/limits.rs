@@ -1,13 +1,17 @@
 //! The limits hold through every write path: redirections, `cp`, `mv`, `touch`,
 //! `mkdir`, extensions, `write_file`, snapshot restore and host import, and for the
-//! environment and command output too. Small limits make each case cheap.
+//! environment and command output too. Small limits make each case cheap. Every test
+//! runs against each store (in memory, redb): the limits are enforced above the store,
+//! so none can bypass them; and a store file holding more than the limits is refused.
 
 use vsandbox::{CommandOutput, Config, Extension, Limits, Sandbox, ShellContext};
 
+use crate::support::{open, Backend, BACKENDS};
+
 const LIMITS: Limits = Limits { max_total_size: 250, max_file_size: 100, max_node_count: 10 };
 
-fn small() -> Sandbox {
-    Sandbox::new(Config { limits: LIMITS, ..Config::default() }).expect("config")
+fn small(backend: Backend) -> Sandbox {
+    open(backend, Config { limits: LIMITS, ..Config::default() })
 }
 
 fn run(sandbox: &mut Sandbox, command: &str) -> (i32, String) {
@@ -21,7 +25,13 @@ fn x(count: usize) -> String {
 
 #[test]
 fn redirections_respect_the_file_size_limit() {
-    let mut sandbox = small();
+    for backend in BACKENDS {
+        redirections_respect_the_file_size_limit_on(backend);
+    }
+}
+
+fn redirections_respect_the_file_size_limit_on(backend: Backend) {
+    let mut sandbox = small(backend);
     // 99 x's plus echo's newline: exactly the limit.
     assert_eq!(run(&mut sandbox, &format!("echo {} > f", x(99))), (0, String::new()));
     let (code, stderr) = run(&mut sandbox, &format!("echo {} > g", x(100)));
@@ -34,7 +44,13 @@ fn redirections_respect_the_file_size_limit() {
 
 #[test]
 fn the_total_size_limit_holds_across_files_and_commands() {
-    let mut sandbox = small();
+    for backend in BACKENDS {
+        the_total_size_limit_holds_across_files_and_commands_on(backend);
+    }
+}
+
+fn the_total_size_limit_holds_across_files_and_commands_on(backend: Backend) {
+    let mut sandbox = small(backend);
     sandbox.write_file("/a", x(100).as_bytes()).expect("100 bytes");
     sandbox.write_file("/b", x(100).as_bytes()).expect("200 bytes");
     let (code, stderr) = run(&mut sandbox, "cp /a /c");
@@ -55,7 +71,13 @@ fn the_total_size_limit_holds_across_files_and_commands() {
 
 #[test]
 fn the_node_count_limit_holds_for_every_kind_of_node() {
-    let mut sandbox = small();
+    for backend in BACKENDS {
+        the_node_count_limit_holds_for_every_kind_of_node_on(backend);
+    }
+}
+
+fn the_node_count_limit_holds_for_every_kind_of_node_on(backend: Backend) {
+    let mut sandbox = small(backend);
     let (code, stderr) = run(&mut sandbox, "mkdir -p /1/2/3/4/5/6/7/8/9/10/11");
     assert!(code == 1 && stderr.contains("would hold 11 files and directories, over its limit of 10"), "{stderr}");
     assert_eq!(sandbox.stats().node_count, 10);
@@ -70,7 +92,13 @@ fn the_node_count_limit_holds_for_every_kind_of_node() {
 
 #[test]
 fn names_longer_than_255_bytes_are_refused() {
-    let mut sandbox = small();
+    for backend in BACKENDS {
+        names_longer_than_255_bytes_are_refused_on(backend);
+    }
+}
+
+fn names_longer_than_255_bytes_are_refused_on(backend: Backend) {
+    let mut sandbox = small(backend);
     let (code, stderr) = run(&mut sandbox, &format!("touch {}", x(256)));
     assert!(code == 1 && stderr.contains("a name is longer than 255 bytes"), "{stderr}");
     assert_eq!(run(&mut sandbox, &format!("mkdir {}", x(255))).0, 0);
@@ -103,7 +131,13 @@ impl Extension for Greedy {
 
 #[test]
 fn extensions_cannot_bypass_the_limits() {
-    let mut sandbox = small();
+    for backend in BACKENDS {
+        extensions_cannot_bypass_the_limits_on(backend);
+    }
+}
+
+fn extensions_cannot_bypass_the_limits_on(backend: Backend) {
+    let mut sandbox = small(backend);
     sandbox.register(Box::new(Greedy)).expect("register");
     assert_eq!(run(&mut sandbox, "greedy 100 f").0, 0);
     let (code, stderr) = run(&mut sandbox, "greedy 101 g");
@@ -115,31 +149,43 @@ fn extensions_cannot_bypass_the_limits() {
 
 #[test]
 fn restore_refuses_a_snapshot_over_the_limits_and_changes_nothing() {
+    for backend in BACKENDS {
+        restore_refuses_a_snapshot_over_the_limits_and_changes_nothing_on(backend);
+    }
+}
+
+fn restore_refuses_a_snapshot_over_the_limits_and_changes_nothing_on(backend: Backend) {
     let mut big = Sandbox::new(Config::default()).expect("config");
     big.execute(&format!("echo {} > /big", x(150)));
-    let too_large_file = big.create_snapshot();
-    let mut sandbox = small();
+    let too_large_file = big.create_snapshot().expect("snapshot");
+    let mut sandbox = small(backend);
     sandbox.execute("mkdir /mine && cd /mine && export MINE=1");
-    let before = sandbox.create_snapshot();
+    let before = sandbox.create_snapshot().expect("snapshot");
     let err = sandbox.restore_snapshot(&too_large_file).expect_err("over the file size limit");
     assert!(err.to_string().contains("file size limit"), "{err}");
     let many = Sandbox::new(Config::default()).map(|mut sandbox| {
         sandbox.execute("mkdir -p /1/2/3/4/5/6/7/8/9/10/11");
-        sandbox.create_snapshot()
+        sandbox.create_snapshot().expect("snapshot")
     });
     let err = sandbox.restore_snapshot(&many.expect("config")).expect_err("over the node limit");
     assert!(err.to_string().contains("over its limit of 10"), "{err}");
-    let mut after = sandbox.create_snapshot();
+    let mut after = sandbox.create_snapshot().expect("snapshot");
     after.timestamp.clone_from(&before.timestamp);
     assert_eq!(after, before);
 }
 
 #[test]
 fn import_refuses_a_tree_over_the_limits_and_changes_nothing() {
+    for backend in BACKENDS {
+        import_refuses_a_tree_over_the_limits_and_changes_nothing_on(backend);
+    }
+}
+
+fn import_refuses_a_tree_over_the_limits_and_changes_nothing_on(backend: Backend) {
     let host = tempfile::tempdir().expect("tempdir");
     std::fs::write(host.path().join("ok"), x(10)).expect("write");
     std::fs::write(host.path().join("too-big"), x(101)).expect("write");
-    let mut sandbox = small();
+    let mut sandbox = small(backend);
     let err = sandbox.import_dir(host.path(), "/in").expect_err("a file over the limit");
     assert!(err.to_string().contains("/in/too-big: the file would be 101 bytes"), "{err}");
     assert_eq!(sandbox.stats().node_count, 0, "nothing of a refused import stays");
@@ -154,7 +200,13 @@ fn import_refuses_a_tree_over_the_limits_and_changes_nothing() {
 
 #[test]
 fn the_environment_and_output_are_bounded_too() {
-    let mut sandbox = small();
+    for backend in BACKENDS {
+        the_environment_and_output_are_bounded_too_on(backend);
+    }
+}
+
+fn the_environment_and_output_are_bounded_too_on(backend: Backend) {
+    let mut sandbox = small(backend);
     let (code, stderr) = run(&mut sandbox, &format!("export A={}", x(100)));
     assert!(code == 1 && stderr.contains("the environment would exceed 100 bytes"), "{stderr}");
     sandbox.write_file("/f", x(60).as_bytes()).expect("write");

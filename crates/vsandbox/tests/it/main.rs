@@ -10,4 +10,5 @@ mod limits;
 mod parser_random;
 mod shell;
 mod snapshot;
+mod stores;
 mod support;

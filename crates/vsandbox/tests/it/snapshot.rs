@@ -54,7 +54,7 @@ fn apply(sandbox: &mut Sandbox, steps: &[Step]) {
 
 /// The state without the moment it was taken.
 fn state(sandbox: &Sandbox, like: &Snapshot) -> Snapshot {
-    Snapshot { timestamp: like.timestamp.clone(), ..sandbox.create_snapshot() }
+    Snapshot { timestamp: like.timestamp.clone(), ..sandbox.create_snapshot().expect("snapshot") }
 }
 
 proptest! {
@@ -67,7 +67,7 @@ proptest! {
     ) {
         let mut sandbox = Sandbox::new(Config::default()).expect("config");
         apply(&mut sandbox, &before);
-        let snapshot = sandbox.create_snapshot();
+        let snapshot = sandbox.create_snapshot().expect("snapshot");
         let json = snapshot.to_json();
         prop_assert_eq!(&Snapshot::from_json(&json).expect("parses"), &snapshot);
         apply(&mut sandbox, &after);
@@ -85,7 +85,7 @@ fn the_json_form_is_documented_field_by_field() {
     let mut sandbox = Sandbox::new(Config::default()).expect("config");
     sandbox.execute("mkdir -p /src/empty && echo hello > /src/a.txt && cd /src && export GREETING='hi there'");
     sandbox.write_file("/src/b.bin", &[0, 1, 2, 0xff]).expect("write");
-    let snapshot = sandbox.create_snapshot();
+    let snapshot = sandbox.create_snapshot().expect("snapshot");
     let json: serde_json::Value = serde_json::from_str(&snapshot.to_json()).expect("json");
     let timestamp = json["timestamp"].as_str().expect("a timestamp");
     assert!(timestamp.len() == 24 && timestamp.ends_with('Z') && timestamp.as_bytes()[10] == b'T', "{timestamp}");
@@ -112,7 +112,7 @@ fn the_json_form_is_documented_field_by_field() {
 
 #[test]
 fn malformed_and_newer_snapshots_are_refused() {
-    let valid = Sandbox::new(Config::default()).expect("config").create_snapshot().to_json();
+    let valid = Sandbox::new(Config::default()).expect("config").create_snapshot().expect("snapshot").to_json();
     let newer = valid.replace("\"version\":1", "\"version\":2");
     let cases = [
         (String::from("{"), "not a snapshot"),

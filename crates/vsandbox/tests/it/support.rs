@@ -44,3 +44,26 @@ pub fn check_all(fresh: impl Fn() -> Sandbox, cases: &[Case]) {
     }
     assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
 }
+
+/// The stores a sandbox can keep its tree in; tests of the limits and of snapshots run
+/// against each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    Redb,
+}
+
+pub const BACKENDS: [Backend; 2] = [Backend::Memory, Backend::Redb];
+
+/// A fresh sandbox on `backend`: for redb, a new store file in a temporary directory
+/// (removed at once: the open file lives on until the sandbox is dropped).
+pub fn open(backend: Backend, config: Config) -> Sandbox {
+    match backend {
+        Backend::Memory => Sandbox::new(config).expect("config"),
+        Backend::Redb => {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = vsandbox::RedbStore::open(&dir.path().join("store.redb")).expect("a new store");
+            Sandbox::open(config, Box::new(store)).expect("config")
+        }
+    }
+}
