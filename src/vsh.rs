@@ -9,8 +9,11 @@ use clap::Args;
 #[derive(Args, Clone, Debug, Default)]
 pub struct SessionArgs {
     /// Start from this snapshot file when it exists, and save the sandbox to it at the end
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "store")]
     pub snapshot: Option<PathBuf>,
+    /// Keep the sandbox in this store file (created if missing), saved after every command
+    #[arg(long, value_name = "FILE")]
+    pub store: Option<PathBuf>,
     /// Copy a host directory into the sandbox at the start (default DIR: /)
     #[arg(long, value_name = "HOST_DIR[:DIR]")]
     pub import: Option<String>,
@@ -38,6 +41,7 @@ impl SessionArgs {
     fn options(&self) -> vsh::session::SessionOptions {
         vsh::session::SessionOptions {
             snapshot: self.snapshot.clone(),
+            store: self.store.clone(),
             import: self.import.clone(),
             export: self.export.clone(),
             allow_hosts: self.allow_hosts.clone(),

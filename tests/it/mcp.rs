@@ -102,3 +102,91 @@ fn mcp_serves_the_sandbox_tools_to_a_real_client() {
     let saved: Value = serde_json::from_str(&saved).expect("json");
     assert_eq!((saved["version"].clone(), saved["cwd"].clone()), (json!(1), json!("/w")));
 }
+
+/// Connects a client to a new `agent-sandbox mcp ARGS`, retrying while the server
+/// refuses to start (the last one may still be letting go of its store).
+async fn connect(dir: &std::path::Path, args: &[&std::ffi::OsStr]) -> RunningService<RoleClient, ()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let transport = TokioChildProcess::new(tokio::process::Command::new(&*BIN).configure(|cmd| {
+            cmd.arg("mcp").args(args).current_dir(dir).stderr(std::process::Stdio::null());
+        }))
+        .expect("spawn agent-sandbox mcp");
+        match ().serve(transport).await {
+            Ok(client) => return client,
+            Err(err) if std::time::Instant::now() < deadline => {
+                let _ = err;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err(err) => panic!("the MCP handshake failed: {err}"),
+        }
+    }
+}
+
+#[test]
+fn with_a_store_the_sandbox_survives_the_client_reconnecting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("sandbox.redb");
+    let args = [std::ffi::OsStr::new("--store"), store.as_os_str()];
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let client = connect(dir.path(), &args).await;
+        let result = json_of(
+            &call(&client, "execute", json!({"command": "mkdir -p /w/src && cd /w && echo hello > f && export X=1"}))
+                .await,
+        );
+        assert_eq!(result["exit_code"], json!(0), "{result}");
+        call(&client, "write_file", json!({"path": "src/a.rs", "content": "fn main() {}\n"})).await;
+
+        // A second server on the same store while the first lives: refused, loudly,
+        // and the first one's state is untouched.
+        let second = std::process::Command::new(&*BIN)
+            .arg("mcp")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run a second agent-sandbox mcp");
+        let stderr = String::from_utf8_lossy(&second.stderr);
+        assert_eq!(second.status.code(), Some(125), "{stderr}");
+        assert!(stderr.contains("the store is open in another process"), "{stderr}");
+        let result = json_of(&call(&client, "execute", json!({"command": "cat f"})).await);
+        assert_eq!(result["stdout"], json!("hello\n"));
+        client.cancel().await.expect("the session ends");
+
+        // A new server on the store: the files, the working directory and the
+        // environment are as the first left them.
+        let client = connect(dir.path(), &args).await;
+        let result = json_of(&call(&client, "execute", json!({"command": "pwd; cat f src/a.rs; echo $X"})).await);
+        assert_eq!(result["stdout"], json!("/w\nhello\nfn main() {}\n1\n"), "{result}");
+        // snapshot and restore work on the store as in memory.
+        let snapshot = json_of(&call(&client, "snapshot", json!({})).await);
+        assert_eq!((snapshot["id"].clone(), snapshot["nodes"].clone()), (json!(1), json!(4)));
+        call(&client, "execute", json!({"command": "cd / && rm -r /w && export X=2"})).await;
+        let restored = call(&client, "restore", json!({"id": 1})).await;
+        assert!(text_of(&restored).starts_with("restored snapshot 1 taken "), "{}", text_of(&restored));
+        client.cancel().await.expect("the session ends");
+
+        // The restore was committed to the store too.
+        let client = connect(dir.path(), &args).await;
+        let result = json_of(&call(&client, "execute", json!({"command": "pwd; ls; echo $X"})).await);
+        assert_eq!(result["stdout"], json!("/w\nf\nsrc\n1\n"), "{result}");
+        let stats = json_of(&call(&client, "stats", json!({})).await);
+        assert_eq!((stats["files"].clone(), stats["directories"].clone()), (json!(2), json!(2)));
+        client.cancel().await.expect("the session ends");
+    });
+}
+
+#[test]
+fn store_and_snapshot_cannot_be_combined() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(&*BIN)
+        .args(["mcp", "--store", "s.redb", "--snapshot", "s.json"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run agent-sandbox mcp");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("'--store <FILE>' cannot be used with '--snapshot <FILE>'"), "{stderr}");
+    assert!(!dir.path().join("s.redb").exists(), "nothing was created");
+}

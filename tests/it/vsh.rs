@@ -56,6 +56,23 @@ fn vsh_runs_commands_and_carries_a_snapshot_across_sessions() {
 }
 
 #[test]
+fn vsh_keeps_the_sandbox_in_a_store_file_across_sessions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = vsh(dir.path(), &["--store", "state.redb"], "mkdir /w\ncd /w\necho hi > f\nexport K=v\n");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("created the store state.redb"), "{}", text(&out.stderr));
+    let out = vsh(dir.path(), &["--store", "state.redb"], "pwd; cat f; echo $K\n");
+    assert_eq!(text(&out.stdout), "/w\nhi\nv\n");
+    assert!(text(&out.stderr).contains("using the store state.redb: 1 files, 1 directories"), "{}", text(&out.stderr));
+    // A snapshot file is not a store: refused, and left as it was.
+    std::fs::write(dir.path().join("state.json"), "{}").expect("write");
+    let out = vsh(dir.path(), &["--store", "state.json"], "");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("state.json: cannot open the store"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(dir.path().join("state.json")).expect("read"), "{}");
+}
+
+#[test]
 fn vsh_json_mode_answers_one_result_per_request_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = "{\"command\": \"echo 'a b' > /f && cat /f\"}\n\nnot json\n{\"command\": \"cat /missing\"}\n";

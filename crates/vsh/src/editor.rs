@@ -105,15 +105,15 @@ pub fn lock(shared: &Mutex<Sandbox>) -> std::sync::MutexGuard<'_, Sandbox> {
     shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Where the history lives: beside the snapshot file (`FILE.history`), else in the
+/// Where the history lives: beside the snapshot or store file (`FILE.history`), else in the
 /// state directory (`$XDG_STATE_HOME/agent-sandbox/vsh_history`, else
 /// `~/.local/state/agent-sandbox/vsh_history`). Always on the host, outside the
 /// sandbox and its limits.
 pub fn history_path(session: &SessionOptions) -> Option<PathBuf> {
-    if let Some(snapshot) = &session.snapshot {
-        let mut name = snapshot.file_name()?.to_os_string();
+    if let Some(file) = session.snapshot.as_ref().or(session.store.as_ref()) {
+        let mut name = file.file_name()?.to_os_string();
         name.push(".history");
-        return Some(snapshot.with_file_name(name));
+        return Some(file.with_file_name(name));
     }
     let home = PathBuf::from(std::env::var_os("HOME").filter(|home| !home.is_empty())?);
     Some(config::xdg_dir(&home, "XDG_STATE_HOME", ".local/state").join("vsh_history"))
@@ -290,5 +290,7 @@ mod tests {
     fn history_lives_beside_the_snapshot_or_in_the_state_directory() {
         let session = SessionOptions { snapshot: Some(PathBuf::from("/tmp/x/work.json")), ..SessionOptions::default() };
         assert_eq!(history_path(&session), Some(PathBuf::from("/tmp/x/work.json.history")));
+        let session = SessionOptions { store: Some(PathBuf::from("/tmp/x/work.redb")), ..SessionOptions::default() };
+        assert_eq!(history_path(&session), Some(PathBuf::from("/tmp/x/work.redb.history")));
     }
 }

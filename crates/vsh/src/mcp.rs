@@ -1,8 +1,10 @@
 //! The Model Context Protocol server on stdio (the official Rust SDK, `rmcp`) that gives
 //! an agent one virtual sandbox as tools: `execute`, `read_file`, `write_file`,
 //! `snapshot`, `restore`, `stats`, `history`. Snapshots taken with the `snapshot` tool
-//! stay in the server's memory under an id; `--snapshot FILE` persists the sandbox
-//! across sessions as for `vsh`. This is the only code that builds a tokio runtime (rmcp
+//! stay in the server's memory under an id; `--store FILE` keeps the sandbox in a redb
+//! file, committed after every tool call, so that a client reconnecting (a new server
+//! on the same file) finds it as it was; `--snapshot FILE` persists it across sessions
+//! as for `vsh`. This is the only code that builds a tokio runtime (rmcp
 //! needs one), and it builds it only here: a current-thread runtime, since tool calls
 //! run one at a time on the one sandbox anyway.
 
@@ -111,7 +113,7 @@ impl VirtualSandboxServer {
 #[tool_router]
 impl VirtualSandboxServer {
     #[tool(
-        description = "Run a command line in the virtual sandbox (an in-memory filesystem; nothing touches the host). Returns JSON: command, stdout, stderr, exit_code (0 ok, 1 error, 127 not found), success, duration_ms."
+        description = "Run a command line in the virtual sandbox (a virtual filesystem; nothing touches the host). Returns JSON: command, stdout, stderr, exit_code (0 ok, 1 error, 127 not found), success, duration_ms."
     )]
     fn execute(&self, Parameters(request): Parameters<ExecuteRequest>) -> Result<CallToolResult, rmcp::ErrorData> {
         self.with(|state| json(&state.sandbox.execute(&request.command)))
@@ -138,7 +140,10 @@ impl VirtualSandboxServer {
     )]
     fn snapshot(&self) -> Result<CallToolResult, rmcp::ErrorData> {
         self.with(|state| {
-            let snapshot = state.sandbox.create_snapshot();
+            let snapshot = match state.sandbox.create_snapshot() {
+                Ok(snapshot) => snapshot,
+                Err(err) => return failure(err.to_string()),
+            };
             let summary = serde_json::json!({
                 "id": state.snapshots.len() + 1,
                 "timestamp": snapshot.timestamp,

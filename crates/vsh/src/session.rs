@@ -1,6 +1,7 @@
 //! The session set-up `vsh` and `mcp` share: limits and timeout, the curl allowlist,
-//! `--snapshot FILE` (restored at start when it exists, written back at the end), and
-//! the explicit host `--import`/`--export`.
+//! where the state lives (`--store FILE`: a redb store, committed after every command;
+//! `--snapshot FILE`: restored at start when it exists, written back at the end; else
+//! memory only), and the explicit host `--import`/`--export`.
 
 use std::{
     path::{Path, PathBuf},
@@ -8,12 +9,14 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use vsandbox::{curl::Curl, Config, Sandbox, Snapshot};
+use vsandbox::{curl::Curl, Config, RedbStore, Sandbox, Snapshot};
 
 /// Where a session's sandbox starts from and ends up.
 #[derive(Clone, Debug, Default)]
 pub struct SessionOptions {
     pub snapshot: Option<PathBuf>,
+    /// The persistent store (opened or created; locked while the session runs).
+    pub store: Option<PathBuf>,
     /// `HOST_DIR[:DIR]` copied in at the start.
     pub import: Option<String>,
     /// `HOST_DIR[:DIR]` written out at the end (to a new or empty host directory).
@@ -34,10 +37,34 @@ fn host_and_dir(spec: &str) -> (PathBuf, String) {
 /// The sandbox a session starts with, and a line for the user about what came in.
 pub fn open(args: &SessionOptions) -> Result<(Sandbox, Vec<String>)> {
     check_export_target(args)?;
+    if args.store.is_some() && args.snapshot.is_some() {
+        bail!("--store and --snapshot: choose one (the store keeps the state itself; take a snapshot from it with the snapshot tool)");
+    }
     let config = Config { command_timeout: Duration::from_secs(args.timeout), ..Config::default() };
-    let mut sandbox = Sandbox::new(config).context("creating the virtual sandbox")?;
-    sandbox.register(Box::new(Curl::new(&args.allow_hosts))).context("registering curl")?;
     let mut notes = Vec::new();
+    let mut sandbox = match &args.store {
+        None => Sandbox::new(config).context("creating the virtual sandbox")?,
+        Some(path) => {
+            let existed = std::fs::metadata(path).is_ok_and(|meta| meta.len() > 0);
+            let store = RedbStore::open(path)?;
+            let sandbox = Sandbox::open(config, Box::new(store))
+                .with_context(|| format!("opening the store {}", path.display()))?;
+            let stats = sandbox.stats();
+            notes.push(if existed {
+                format!(
+                    "using the store {}: {} files, {} directories, working directory {}",
+                    path.display(),
+                    stats.files,
+                    stats.directories,
+                    stats.cwd
+                )
+            } else {
+                format!("created the store {}: every command's changes are saved there", path.display())
+            });
+            sandbox
+        }
+    };
+    sandbox.register(Box::new(Curl::new(&args.allow_hosts))).context("registering curl")?;
     if let Some(path) = &args.snapshot {
         match std::fs::read_to_string(path) {
             Ok(text) => {
@@ -72,7 +99,10 @@ pub fn open(args: &SessionOptions) -> Result<(Sandbox, Vec<String>)> {
 pub fn close(sandbox: &Sandbox, args: &SessionOptions) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     if let Some(path) = &args.snapshot {
-        write_atomically(path, sandbox.create_snapshot().to_json().as_bytes())?;
+        write_atomically(
+            path,
+            sandbox.create_snapshot().context("reading the sandbox for its snapshot")?.to_json().as_bytes(),
+        )?;
         notes.push(format!("saved the sandbox to {}", path.display()));
     }
     if let Some(spec) = &args.export {
