@@ -1,9 +1,13 @@
 //! The parser and the shell never panic, whatever the input: the CI half of the fuzz
 //! target in `fuzz/` (which runs the same `vsandbox::fuzz_one` under libFuzzer).
-//! Inputs are deterministic: a fixed corpus, proptest's strings, and a seeded stream of
-//! shell-heavy text.
+//! Inputs are deterministic: a fixed corpus, the files of `fuzz/corpus/shell/` (glob
+//! and regex heavy, the target's seed corpus) and seeded mutations of them, proptest's
+//! strings, and a seeded stream of shell-heavy text.
+
+use std::path::Path;
 
 use proptest::prelude::*;
+use util::fuzzing::Campaign;
 
 /// Inputs that once reached every error path of the lexer and parser.
 const CORPUS: &[&str] = &[
@@ -77,6 +81,82 @@ fn the_corpus_parses_or_errs_without_panicking() {
     for input in CORPUS {
         vsandbox::fuzz_one(&mut sandbox, input.as_bytes());
     }
+}
+
+/// Pieces of wildcards, bracket expressions, regular expressions and shell syntax,
+/// spliced in by the mutator.
+const TOKENS: &[&[u8]] = &[
+    b"*",
+    b"?",
+    b"[",
+    b"]",
+    b"[!",
+    b"[^",
+    b"[:alpha:]",
+    b"[[:",
+    b":]]",
+    b"-",
+    b"\\",
+    b"\\*",
+    b"'",
+    b"\"",
+    b"/",
+    b"..",
+    b".",
+    b"/*",
+    b"*/",
+    b".*",
+    b"**",
+    b"$",
+    b"$D",
+    b"{",
+    b"}",
+    b"{2,}",
+    b"(",
+    b")",
+    b"|",
+    b"\\(",
+    b"\\|",
+    b"+",
+    b"^",
+    b"\n",
+    b";",
+    b"&&",
+    b" > ",
+    b" -r ",
+    b" -E ",
+    b"--include=",
+    b"\xff",
+    b"\xc3",
+    b"\0",
+    b"\xc3\xa9",
+];
+
+fn campaign() -> Campaign<'static> {
+    Campaign {
+        corpus: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/shell"),
+        min_files: 30,
+        tokens: TOKENS,
+        mutations: 3_000,
+        max_cut: 8,
+        max_splice: 24,
+    }
+}
+
+/// A fresh sandbox per input, so that one input cannot hide the next one's failure.
+fn fuzz_fresh(data: &[u8]) {
+    let config = vsandbox::Config { command_timeout: std::time::Duration::from_millis(200), ..Default::default() };
+    vsandbox::fuzz_one(&mut vsandbox::fuzz_sandbox(config), data);
+}
+
+#[test]
+fn every_shell_corpus_file_runs_without_panicking() {
+    campaign().run_corpus(fuzz_fresh);
+}
+
+#[test]
+fn seeded_mutations_of_the_shell_corpus_never_panic() {
+    campaign().run_mutations(fuzz_fresh);
 }
 
 #[test]

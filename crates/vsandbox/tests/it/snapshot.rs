@@ -1,9 +1,12 @@
 //! Snapshots: restore gives back exactly the snapshot's state after any sequence of
-//! commands (property test), the JSON form round-trips exactly (binary files
-//! included), and malformed or newer files are refused with a clear message.
+//! commands (property test, on each store, and from one store into the other), the JSON
+//! form round-trips exactly (binary files included), and malformed or newer files are
+//! refused with a clear message.
 
 use proptest::prelude::*;
 use vsandbox::{fs::Entry, Config, Sandbox, Snapshot};
+
+use crate::support::{open, BACKENDS};
 
 /// Commands over a few paths, so that sequences collide (overwrite, remove, move into).
 fn command() -> impl Strategy<Value = String> {
@@ -64,8 +67,10 @@ proptest! {
     fn restore_gives_back_exactly_the_snapshot_state(
         before in prop::collection::vec(step(), 0..24),
         after in prop::collection::vec(step(), 0..24),
+        backend in prop::sample::select(BACKENDS.to_vec()),
+        other_backend in prop::sample::select(BACKENDS.to_vec()),
     ) {
-        let mut sandbox = Sandbox::new(Config::default()).expect("config");
+        let mut sandbox = open(backend, Config::default());
         apply(&mut sandbox, &before);
         let snapshot = sandbox.create_snapshot().expect("snapshot");
         let json = snapshot.to_json();
@@ -73,8 +78,9 @@ proptest! {
         apply(&mut sandbox, &after);
         sandbox.restore_snapshot(&snapshot).expect("restore");
         prop_assert_eq!(state(&sandbox, &snapshot), snapshot.clone());
-        // And through the JSON file, into a fresh sandbox.
-        let mut other = Sandbox::new(Config::default()).expect("config");
+        // And through the JSON file, into a fresh sandbox on either store.
+        let mut other = open(other_backend, Config::default());
+        apply(&mut other, &after);
         other.restore_snapshot(&Snapshot::from_json(&json).expect("parses")).expect("restore");
         prop_assert_eq!(state(&other, &snapshot).to_json(), json);
     }
