@@ -68,11 +68,15 @@ enum Node {
     Dir(BTreeMap<String, Node>),
 }
 
-/// The tree in memory: nested sorted maps. `begin` keeps a copy for `rollback`.
+/// The tree in memory: nested sorted maps. After `begin`, the first change keeps the
+/// tree as it was for `rollback` (moved aside, not copied, when that change is `clear`,
+/// as in a restore).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     root: BTreeMap<String, Node>,
     attributes: BTreeMap<String, Vec<u8>>,
+    /// Between `begin` and `commit`/`rollback`.
+    in_unit: bool,
     saved: Option<Saved>,
 }
 
@@ -104,6 +108,13 @@ impl MemoryStore {
             }
         }
         Ok(entries)
+    }
+
+    /// Before the first change of a unit: keep the state to roll back to.
+    fn save(&mut self) {
+        if self.in_unit && self.saved.is_none() {
+            self.saved = Some((self.root.clone(), self.attributes.clone()));
+        }
     }
 
     fn node(&self, path: &[&str]) -> Option<&Node> {
@@ -145,6 +156,7 @@ impl Store for MemoryStore {
     }
 
     fn write(&mut self, path: &[&str], data: &[u8], append: bool) -> Result<(), StoreError> {
+        self.save();
         let (name, parent) = path.split_last().ok_or_else(|| broken(path))?;
         let entries = self.dir_mut(parent)?;
         match entries.get_mut(*name) {
@@ -159,6 +171,7 @@ impl Store for MemoryStore {
     }
 
     fn create_dir(&mut self, path: &[&str]) -> Result<(), StoreError> {
+        self.save();
         let (name, parent) = path.split_last().ok_or_else(|| broken(path))?;
         let entries = self.dir_mut(parent)?;
         if entries.contains_key(*name) {
@@ -169,11 +182,13 @@ impl Store for MemoryStore {
     }
 
     fn remove(&mut self, path: &[&str]) -> Result<(), StoreError> {
+        self.save();
         let (name, parent) = path.split_last().ok_or_else(|| broken(path))?;
         self.dir_mut(parent)?.remove(*name).map(drop).ok_or_else(|| broken(path))
     }
 
     fn rename(&mut self, from: &[&str], to: &[&str]) -> Result<(), StoreError> {
+        self.save();
         let (from_name, from_parent) = from.split_last().ok_or_else(|| broken(from))?;
         let (to_name, to_parent) = to.split_last().ok_or_else(|| broken(to))?;
         if self.dir(to_parent).is_none_or(|entries| entries.contains_key(*to_name)) {
@@ -185,7 +200,10 @@ impl Store for MemoryStore {
     }
 
     fn clear(&mut self) -> Result<(), StoreError> {
-        self.root.clear();
+        let root = std::mem::take(&mut self.root);
+        if self.in_unit && self.saved.is_none() {
+            self.saved = Some((root, self.attributes.clone()));
+        }
         Ok(())
     }
 
@@ -194,12 +212,13 @@ impl Store for MemoryStore {
     }
 
     fn set_attribute(&mut self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.save();
         self.attributes.insert(key.to_owned(), value.to_vec());
         Ok(())
     }
 
     fn begin(&mut self) -> Result<(), StoreError> {
-        self.saved = Some((self.root.clone(), self.attributes.clone()));
+        (self.in_unit, self.saved) = (true, None);
         Ok(())
     }
 
@@ -208,11 +227,12 @@ impl Store for MemoryStore {
             self.root = root;
             self.attributes = attributes;
         }
+        self.in_unit = false;
         Ok(())
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
-        self.saved = None;
+        (self.in_unit, self.saved) = (false, None);
         Ok(())
     }
 
