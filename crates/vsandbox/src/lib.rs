@@ -264,10 +264,7 @@ impl Sandbox {
         let timeout = self.config.command_timeout.min(Duration::from_secs(365 * 24 * 3600));
         let budget = shell::Budget {
             deadline: start + timeout,
-            timeout_text: format!(
-                "timed out after {} ms (the command timeout); nothing after this ran\n",
-                self.config.command_timeout.as_millis()
-            ),
+            timeout_ms: self.config.command_timeout.as_millis(),
             output_limit: usize::try_from(self.config.limits.max_total_size).unwrap_or(usize::MAX),
             env_limit: usize::try_from(self.config.limits.max_file_size).unwrap_or(usize::MAX),
             interrupt: self.interrupt.as_deref(),

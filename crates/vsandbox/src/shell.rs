@@ -32,7 +32,8 @@ pub(crate) struct Shell {
 /// Limits of one command line's run.
 pub(crate) struct Budget<'a> {
     pub deadline: Instant,
-    pub timeout_text: String,
+    /// The command timeout, for the message (formatted only when it is needed).
+    pub timeout_ms: u128,
     pub output_limit: usize,
     pub env_limit: usize,
     /// Set by the front end (Ctrl-C, a signal) to stop the line as the deadline does.
@@ -54,7 +55,10 @@ impl Budget<'_> {
             return true;
         }
         if Instant::now() >= self.deadline {
-            line.stderr.push_str(&self.timeout_text);
+            line.stderr.push_str(&format!(
+                "timed out after {} ms (the command timeout); nothing after this ran\n",
+                self.timeout_ms
+            ));
             return true;
         }
         false
