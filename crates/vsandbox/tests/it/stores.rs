@@ -112,3 +112,43 @@ fn a_file_that_is_not_a_store_is_refused_and_left_alone() {
     assert!(err.to_string().contains("cannot open the store"), "{err}");
     assert_eq!(std::fs::read_to_string(&path).expect("read"), "{\"format\": \"agent-sandbox-vsandbox-snapshot\"}");
 }
+
+/// The store contract `FileSystem::atomically` relies on, on each store: `rollback`
+/// puts back the state at `begin` whatever happened since (changes, a `clear`), and
+/// `commit` keeps it.
+#[test]
+fn rollback_puts_back_the_state_at_begin_on_each_store() {
+    use vsandbox::{fs::Metadata, MemoryStore, Store};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stores: Vec<Box<dyn Store>> =
+        vec![Box::new(MemoryStore::new()), Box::new(RedbStore::open(&dir.path().join("s.redb")).expect("store"))];
+    for mut store in stores {
+        let name = store.describe();
+        store.create_dir(&["d"]).expect("mkdir");
+        store.write(&["d", "f"], b"one", false).expect("write");
+        store.commit().expect("commit");
+        let listing = |store: &dyn Store| store.read_dir(&[]).expect("ls /");
+        let before = listing(&*store);
+        assert_eq!(before, [(String::from("d"), Metadata::Dir { entries: 1 })], "{name}");
+
+        store.begin().expect("begin");
+        store.write(&["d", "f"], b"+two", true).expect("append");
+        store.rename(&["d"], &["e"]).expect("rename");
+        store.set_attribute("shell", b"x").expect("attribute");
+        store.rollback().expect("rollback");
+        assert_eq!(listing(&*store), before, "{name}: changes undone");
+        assert_eq!(&*store.read(&["d", "f"]).expect("read"), b"one", "{name}");
+        assert_eq!(store.attribute("shell").expect("attribute"), None, "{name}");
+
+        store.begin().expect("begin");
+        store.clear().expect("clear");
+        assert_eq!(store.metadata(&[]).expect("stat /"), Some(Metadata::Dir { entries: 0 }), "{name}");
+        store.rollback().expect("rollback");
+        assert_eq!(listing(&*store), before, "{name}: a clear undone");
+
+        store.begin().expect("begin");
+        store.remove(&["d"]).expect("rm -r");
+        store.commit().expect("commit");
+        assert_eq!(listing(&*store), [], "{name}: a commit keeps the change");
+    }
+}
