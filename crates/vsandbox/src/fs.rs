@@ -103,6 +103,9 @@ pub struct FileSystem {
     total_size: u64,
     files: u64,
     dirs: u64,
+    /// A store change failed half-way: what the store holds may not match the usage,
+    /// so the changes since the last commit are dropped instead of committed.
+    broken: bool,
 }
 
 impl std::fmt::Debug for FileSystem {
@@ -118,14 +121,14 @@ impl std::fmt::Debug for FileSystem {
 impl FileSystem {
     /// An empty filesystem (only `/`) in memory.
     pub fn new(limits: Limits) -> FileSystem {
-        FileSystem { store: Box::new(MemoryStore::new()), limits, total_size: 0, files: 0, dirs: 0 }
+        FileSystem { store: Box::new(MemoryStore::new()), limits, total_size: 0, files: 0, dirs: 0, broken: false }
     }
 
     /// The filesystem kept in `store`, as it is: its usage is counted by walking it
     /// (nothing the store says about itself is believed), and it must fit `limits` and
     /// the name rules, or it is refused whole.
     pub fn open(store: Box<dyn Store>, limits: Limits) -> Result<FileSystem, FsError> {
-        let mut fs = FileSystem { store, limits, total_size: 0, files: 0, dirs: 0 };
+        let mut fs = FileSystem { store, limits, total_size: 0, files: 0, dirs: 0, broken: false };
         fs.recount()?;
         let usage = fs.usage();
         let place = fs.store.describe();
@@ -254,7 +257,7 @@ impl FileSystem {
                 limit: limits.max_node_count,
             });
         }
-        self.store.write(&components, data, append).map_err(storage)?;
+        self.change(|store| store.write(&components, data, append))?;
         self.total_size = new_total;
         if old.is_none() {
             self.files += 1;
@@ -277,7 +280,7 @@ impl FileSystem {
         if nodes + 1 > limit {
             return Err(FsError::NodeCountExceeded { path: path.to_owned(), count: nodes + 1, limit });
         }
-        self.store.create_dir(&components).map_err(storage)?;
+        self.change(|store| store.create_dir(&components))?;
         self.dirs += 1;
         Ok(())
     }
@@ -334,7 +337,7 @@ impl FileSystem {
                 }
             }
         }
-        self.store.remove(&components).map_err(storage)?;
+        self.change(|store| store.remove(&components))?;
         self.total_size -= size;
         self.files -= files;
         self.dirs -= dirs;
@@ -373,7 +376,7 @@ impl FileSystem {
         if replaced.is_some() {
             self.remove(to)?;
         }
-        self.store.rename(&from_components, &to_components).map_err(storage)
+        self.change(|store| store.rename(&from_components, &to_components))
     }
 
     /// Every node under `path` (itself first), depth first, names sorted.
@@ -425,7 +428,7 @@ impl FileSystem {
     /// `write` so that the limits hold for it as for anything else. Stops at the first
     /// error: run it in [`FileSystem::atomically`] for all or nothing.
     pub fn replace_all(&mut self, entries: &[Entry]) -> Result<(), FsError> {
-        self.store.clear().map_err(storage)?;
+        self.change(|store| store.clear())?;
         (self.total_size, self.files, self.dirs) = (0, 0, 0);
         for entry in entries {
             match entry {
@@ -461,6 +464,7 @@ impl FileSystem {
             Err(err) => {
                 self.store.rollback().map_err(storage)?;
                 (self.total_size, self.files, self.dirs) = saved;
+                self.broken = false;
                 Err(err)
             }
         }
@@ -469,12 +473,27 @@ impl FileSystem {
     /// Makes every change so far permanent (a no-op in memory). When the store cannot,
     /// its changes since the last commit are gone and the usage is counted again.
     pub fn commit(&mut self) -> Result<(), FsError> {
-        if let Err(err) = self.store.commit() {
+        let res = if self.broken {
+            Err(FsError::Storage(format!("{}: a change failed half-way", self.store.describe())))
+        } else {
+            self.store.commit().map_err(storage)
+        };
+        if res.is_err() {
+            self.broken = false;
+            // When even these fail, the store refuses everything from now on (redb: no
+            // transaction), so stale counters cannot let anything through.
             let _ = self.store.rollback();
             let _ = self.recount();
-            return Err(storage(err));
         }
-        Ok(())
+        res
+    }
+
+    /// A change of the store, after every check passed; a failure marks the unit broken.
+    fn change(&mut self, change: impl FnOnce(&mut dyn Store) -> Result<(), StoreError>) -> Result<(), FsError> {
+        change(&mut *self.store).map_err(|err| {
+            self.broken = true;
+            storage(err)
+        })
     }
 
     /// A value kept with the tree (committed with it): the shell's state.
@@ -483,7 +502,7 @@ impl FileSystem {
     }
 
     pub fn set_attribute(&mut self, key: &str, value: &[u8]) -> Result<(), FsError> {
-        self.store.set_attribute(key, value).map_err(storage)
+        self.change(|store| store.set_attribute(key, value))
     }
 
     fn store_metadata(&self, components: &[&str]) -> Result<Option<Metadata>, FsError> {
