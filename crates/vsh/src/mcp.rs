@@ -194,7 +194,7 @@ impl ServerHandler for VirtualSandboxServer {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("agent-sandbox", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "A virtual sandbox: an in-memory filesystem with a small shell (run `help` through execute). \
+                "A virtual sandbox: a virtual filesystem with a small shell (run `help` through execute). \
              Nothing you do here touches the real machine; curl reaches only allowlisted hosts. \
              Take a snapshot before risky changes and restore it to roll back.",
             )
