@@ -1,6 +1,7 @@
 //! `agent-sandbox vsh` end to end: the interactive shell fed through stdin and on a real
 //! pseudo-terminal (line editing, history, completion, Ctrl-C, Ctrl-D, signals), the
-//! `--json` line protocol, a snapshot file carried across two sessions, and a host
+//! `--json` line protocol, a snapshot file and a store carried across sessions (a killed
+//! one included), and a host
 //! project imported, changed and exported. No bwrap needed: nothing runs on the host.
 
 use std::{
@@ -70,6 +71,32 @@ fn vsh_keeps_the_sandbox_in_a_store_file_across_sessions() {
     assert_eq!(out.status.code(), Some(125));
     assert!(text(&out.stderr).contains("state.json: cannot open the store"), "{}", text(&out.stderr));
     assert_eq!(std::fs::read_to_string(dir.path().join("state.json")).expect("read"), "{}");
+}
+
+/// Each command line is committed to the store when it ends: a session killed with
+/// SIGKILL (no chance to save anything) loses nothing that had finished.
+#[test]
+fn a_killed_vsh_loses_no_finished_command_of_its_store() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(&*BIN)
+        .args(["vsh", "--json", "--store", "state.redb"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agent-sandbox runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"{\"command\": \"mkdir /w && cd /w && echo hi > f\"}\n").expect("write");
+    stdin.flush().expect("flush");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("one result");
+    assert!(line.contains("\"success\":true"), "{line}");
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    let out = vsh(dir.path(), &["--store", "state.redb"], "pwd; cat f\n");
+    assert_eq!(text(&out.stdout), "/w\nhi\n", "{}", text(&out.stderr));
 }
 
 #[test]
