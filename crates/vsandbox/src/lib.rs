@@ -207,11 +207,6 @@ impl Sandbox {
         Ok(sandbox)
     }
 
-    /// `memory`, or the store file.
-    pub fn store(&self) -> String {
-        self.fs.describe_store()
-    }
-
     /// Commits the changes so far to the store, with the shell's state when it changed
     /// (persistent stores only: in memory, there is nothing to do).
     fn save(&mut self) -> Result<(), FsError> {
