@@ -54,7 +54,14 @@ fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
 /// Inside bubblewrap: the snapshot `exec` took at start. In a container: the root-owned
 /// `/etc/agent-sandbox`. Outside any sandbox: the configuration read with the home
 /// directory from the password database.
-fn load_settings(top: &Path) -> Result<HookGuardSettings, Refusal> {
+fn load_settings(top: &Path, host_push: Option<&Path>) -> Result<HookGuardSettings, Refusal> {
+    if let Some(path) = host_push {
+        return match HookGuardSettings::read(path) {
+            Ok(Some(settings)) if settings.check_sandbox.is_some() => Ok(settings),
+            Ok(_) => Err(refuse(format!("the push's settings {} are missing", path.display()), "restart the sandbox")),
+            Err(err) => Err(refuse(err.to_string(), "restart the sandbox")),
+        };
+    }
     match HookGuardSettings::read(&RuntimeLayout::inside().hook_guard_settings()) {
         Ok(Some(settings)) => return Ok(settings),
         Ok(None) => {}
@@ -82,6 +89,9 @@ fn load_settings(top: &Path) -> Result<HookGuardSettings, Refusal> {
 struct Repo {
     /// The top of the work tree: git runs hooks there.
     top: PathBuf,
+    /// Whether this is the pre-push of a push the host carries out (`hostpush`): the
+    /// checks then run in the fresh sandbox of `settings.check_sandbox`.
+    host_push: bool,
     git: PathBuf,
     settings: HookGuardSettings,
     /// Whether git's `GIT_INDEX_FILE` is honoured (pre-commit).
@@ -112,7 +122,7 @@ impl Repo {
         // `.git/shallow` is the agent's to write: a commit marked shallow would hide its
         // ancestors from the walk and look like a root. The guard's git goes on through
         // them (a parent truly missing is an error, and the push is refused).
-        command.args(["--shallow-file", "/dev/null"]);
+        command.args(["--shallow-file", "/dev/null", "-c", "advice.graftFileDeprecated=false"]);
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
             if name.starts_with("GIT_CONFIG_KEY_") || name.starts_with("GIT_CONFIG_VALUE_") {
@@ -173,12 +183,25 @@ impl Repo {
 fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     let top = std::env::current_dir().map_err(|err| refuse(format!("no working directory: {err}"), "retry"))?;
     let inside = runtime_layout::detect() != runtime_layout::Where::Outside;
+    // Set by the host's push service for the git it runs; never honoured inside.
+    let host_push = (!inside && hook == "pre-push")
+        .then(|| std::env::var_os(hostpush::service::SETTINGS_VAR).filter(|path| !path.is_empty()))
+        .flatten()
+        .map(PathBuf::from);
+    if host_push.is_some() {
+        // The service's `-c core.hooksPath` is not the repository's own setting (which
+        // decides the protected hooks directory); and checks report on stderr.
+        std::env::remove_var("GIT_CONFIG_PARAMETERS");
+        std::env::remove_var("GIT_CONFIG_COUNT");
+        // SAFETY: dup2 on the process's own standard descriptors.
+        unsafe { libc::dup2(2, 1) };
+    }
     // Inside, the real git directly: the git guard has already judged this command.
     let real = RuntimeLayout::inside().bin("git");
     let git = if real.exists() { real } else { PathBuf::from("git") };
-    let settings = load_settings(&top)?;
-    let repo = Repo { top, git, settings, keep_index: hook == "pre-commit" };
-    let check = inside || repo.settings.humans;
+    let settings = load_settings(&top, host_push.as_deref())?;
+    let repo = Repo { top, host_push: host_push.is_some(), git, settings, keep_index: hook == "pre-commit" };
+    let check = inside || repo.host_push || repo.settings.humans;
     let mut stdin = Vec::new();
     if hook == "pre-push" {
         std::io::stdin()
@@ -191,6 +214,11 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
             "pre-push" => pre_push(&repo, args, &stdin)?,
             _ => {}
         }
+    }
+    if repo.host_push {
+        // The repository's own pre-push hooks are files the agent may have changed: the
+        // host runs none of them (checks.commands run in the fresh sandbox instead).
+        return Ok(0);
     }
     chain(&repo, hook, args, &stdin)
 }
@@ -744,6 +772,9 @@ fn check_commit(
 ) -> Result<(), Refusal> {
     let short = &commit[..12.min(commit.len())];
     let what = format!("commit {short} of {local_ref}");
+    if let Some(sandbox) = repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push) {
+        return check_in_sandbox(repo, sandbox, commit, &what, dependencies);
+    }
     if is_head {
         let status =
             repo.git_ok(&["status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none"])?;
@@ -772,6 +803,65 @@ fn check_commit(
     let result = run_checks(repo, &worktree, &what);
     let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
     let _ = repo.git(&["worktree", "prune"]);
+    result
+}
+
+/// The host's check of `commit`: checked out at the sandbox's worktree (a directory only
+/// the host and that sandbox see; the agent's processes are in another pid namespace),
+/// each check run in a fresh sandbox made with the session's policy, with the session's
+/// environment.
+fn check_in_sandbox(
+    repo: &Repo,
+    sandbox: &guard_settings::CheckSandbox,
+    commit: &str,
+    what: &str,
+    dependencies: &std::cell::OnceCell<Vec<String>>,
+) -> Result<(), Refusal> {
+    let worktree = &sandbox.worktree;
+    let worktree_text = worktree.display().to_string();
+    let remove = || {
+        let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
+        let _ = std::fs::remove_dir_all(worktree);
+        let _ = repo.git(&["worktree", "prune"]);
+    };
+    remove();
+    repo.git_ok(&[
+        "-c",
+        "core.sparseCheckout=false",
+        "worktree",
+        "add",
+        "--detach",
+        "--quiet",
+        &worktree_text,
+        commit,
+    ])?;
+    link_dependencies(repo, worktree, dependencies.get_or_init(|| dependency_dirs(repo)));
+    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+        sandbox.env.iter().map(|(name, value)| (name.into(), value.into())).collect();
+    let runtime = RuntimeLayout::host(&sandbox.runtime);
+    let mut result = Ok(());
+    for command in &repo.settings.check_commands {
+        let mut args: Vec<std::ffi::OsString> = sandbox.args.iter().map(Into::into).collect();
+        args.push(command.into());
+        match sandbox::run::run(&sandbox.bwrap, &args, &env, &runtime, audit::default_path()) {
+            Ok(0) => {}
+            Ok(code) => {
+                result = Err(refuse(
+                    format!("the check `{command}` failed on {what} (exit status: {code})"),
+                    "fix what the check reports, then try again (never skip the check)",
+                ));
+                break;
+            }
+            Err(err) => {
+                result = Err(refuse(
+                    format!("cannot run the check `{command}` in a sandbox: {err}"),
+                    "fix what the message says (the push stays refused until the checks run)",
+                ));
+                break;
+            }
+        }
+    }
+    remove();
     result
 }
 

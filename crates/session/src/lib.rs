@@ -481,8 +481,12 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     ];
     let copies: Vec<&Path> =
         sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
-    let runtime =
-        sandbox::runtime::Runtime::create(&commands, &files, &copies).context("creating the runtime directory")?;
+    let links: Vec<(&Path, &Path)> = sandbox::plan::copied_links(&policy.mounts)
+        .iter()
+        .filter_map(|mount| Some((mount.path.as_path(), mount.link.as_deref()?)))
+        .collect();
+    let runtime = sandbox::runtime::Runtime::create(&commands, &files, &copies, &links)
+        .context("creating the runtime directory")?;
     let plan = plan(&policy, &net_policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
@@ -510,6 +514,25 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         std::fs::write(runtime.layout().hook_guard_settings(), hook_settings.to_json())
             .context("writing the hook guard's settings")?;
     }
+    // Pushes leave through this process: `git push` inside asks it, and it pushes from
+    // here once every new commit passed the checks in a fresh sandbox.
+    let push = match (&repo, gitfacts::layout(&ctx.project_root)) {
+        (Some(_), Some(layout)) => {
+            let check = CheckPlan {
+                config: &config,
+                ctx: &ctx,
+                pinned: [&host_present, &by_path],
+                net_policy: &net_policy,
+                masks: &masks,
+                commands: &commands,
+                self_exe: &self_exe,
+                bwrap: &bwrap,
+                env: &env,
+            };
+            Some(start_push_service(&check, &state_dir, &runtime, &hook_settings, layout.common_dir, &agent)?)
+        }
+        _ => None,
+    };
     // The proxy lives exactly as long as the sandbox: this process owns it.
     let proxy = if net_policy.mode == config::Network::Allowlist {
         let listener = runtime.listen_net().context("creating the network proxy's socket")?;
@@ -525,10 +548,11 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     } else {
         None
     };
-    let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
+    let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime.layout(), audit::default_path());
     if let Some(proxy) = proxy {
         proxy.stop();
     }
+    drop(push);
     // What the session left behind, listed the same (cached) way; when the scan fails (a
     // directory made unreadable), the fail-closed walk, which makes it readable again or
     // reports it for quarantine.
@@ -873,6 +897,87 @@ fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (gitcare::wa
         }
     }
     (found, secrets)
+}
+
+/// What the checks of a pushed commit run in: the session's sandbox, decided again with
+/// the push's private directory granted read-write.
+struct CheckPlan<'a> {
+    config: &'a config::Config,
+    ctx: &'a Context,
+    /// Paths whose parents are pinned in the session's policy.
+    pinned: [&'a [PathBuf]; 2],
+    net_policy: &'a policy::network::NetPolicy,
+    masks: &'a [Mask],
+    commands: &'a [sandbox::plan::WrappedCommand],
+    self_exe: &'a Path,
+    bwrap: &'a Path,
+    env: &'a [(OsString, OsString)],
+}
+
+/// The push service and its private directory (removed when dropped).
+struct PushService {
+    _service: hostpush::service::Service,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts the host's push service for this session: a private directory in the state
+/// directory (which no sandbox shows) holding the pre-push hook the host's git runs, its
+/// settings (the hook guard's, with the check sandbox), and the worktree checks use.
+fn start_push_service(
+    check: &CheckPlan<'_>,
+    state_dir: &Path,
+    runtime: &sandbox::runtime::Runtime,
+    hook_settings: &guard_settings::HookGuardSettings,
+    common_dir: PathBuf,
+    agent: &str,
+) -> Result<PushService> {
+    let parent = state_dir.join("push");
+    std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&parent).context("creating the push directory")?;
+    let dir = tempfile::Builder::new().prefix("session-").tempdir_in(&parent).context("creating the push directory")?;
+    let hooks_dir = dir.path().join("hooks");
+    std::fs::DirBuilder::new().mode(0o700).create(&hooks_dir).context("creating the push hooks")?;
+    let hook = hooks_dir.join("pre-push");
+    std::fs::write(&hook, hostpush::service::hook_script(check.self_exe)).context("writing the push hook")?;
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    let worktree = dir.path().join("worktree");
+
+    let mut config = check.config.clone();
+    config.rw.push(builtin_path(dir.path()));
+    let mut policy = policy::resolve(&config, check.ctx)?;
+    for pinned in check.pinned {
+        policy::pin_parents(&mut policy.mounts, pinned);
+    }
+    let ctx = Context { cwd: worktree.clone(), ..check.ctx.clone() };
+    let command: Vec<OsString> = vec!["/bin/sh".into(), "-c".into()];
+    let plan =
+        plan(&policy, check.net_policy, check.masks, check.commands, &ctx, runtime.path(), check.self_exe, &command);
+    let text = |value: &std::ffi::OsStr| value.to_string_lossy().into_owned();
+    let mut settings = hook_settings.clone();
+    settings.check_sandbox = Some(guard_settings::CheckSandbox {
+        bwrap: check.bwrap.to_path_buf(),
+        args: sandbox::plan::bwrap_args(&plan).iter().map(|arg| text(arg)).collect(),
+        env: check.env.iter().map(|(name, value)| (text(name), text(value))).collect(),
+        runtime: runtime.path().to_path_buf(),
+        worktree,
+    });
+    let settings_path = dir.path().join("hook-guard.json");
+    util::fs::atomic_write(&settings_path, settings.to_json().as_bytes(), 0o600)
+        .context("writing the push's settings")?;
+    let listener = runtime.listen_push().context("creating the push service's socket")?;
+    let service = hostpush::service::start(
+        listener,
+        runtime.layout().push_socket(),
+        hostpush::service::ServiceConfig {
+            project_root: check.ctx.project_root.clone(),
+            common_dir,
+            allow_branch_deletion: check.config.git_allow_branch_deletion.value,
+            hooks_dir,
+            settings: settings_path,
+            env: std::env::vars_os().collect(),
+            agent: agent.to_owned(),
+        },
+    );
+    Ok(PushService { _service: service, _dir: dir })
 }
 
 #[allow(clippy::too_many_arguments)]

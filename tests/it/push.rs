@@ -1,0 +1,182 @@
+//! Pushes carried out by agent-sandbox outside the sandbox: `git push` inside becomes a
+//! request to the `exec` process on the host, which checks every new commit in a fresh
+//! sandbox and pushes with the user's own git setup. The remote is never granted to
+//! the sandbox here: it is reachable only through the host.
+
+use std::process::Command;
+
+use crate::support::{require_bwrap, World};
+
+/// A project with the check `test ! -e BROKEN`, `.husky` protected (a built-in default),
+/// pushed to a bare remote beside it that the sandbox can read but not write.
+fn pushed_world() -> World {
+    let world = World::new();
+    world.write("home/proj/src.txt", "one\n");
+    world.write("home/proj/.husky/pre-commit", "npm test\n");
+    world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "second"]);
+    let remote = world.path("home/remote.git");
+    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().expect("git init");
+    assert!(out.status.success());
+    world.git(&["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    world
+}
+
+fn remote_refs(world: &World) -> String {
+    let remote = world.path("home/remote.git");
+    let out = Command::new("git")
+        .args(["--git-dir", remote.to_str().expect("utf-8"), "for-each-ref", "--format=%(refname) %(objectname)"])
+        .output()
+        .expect("git");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn reset(world: &World) {
+    for leftover in [".git/shallow", ".git/objects/info/alternates"] {
+        let _ = std::fs::remove_file(world.path(&format!("home/proj/{leftover}")));
+    }
+    world.git(&["checkout", "-qf", "main"]);
+    world.git(&["reset", "-q", "--hard", "origin/main"]);
+    world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
+    for name in world.git(&["for-each-ref", "--format=%(refname)", "refs/tags/", "refs/replace/"]).lines() {
+        world.git(&["update-ref", "-d", name]);
+    }
+}
+
+/// Every way an agent got a failing commit onto the remote from inside the sandbox, with
+/// the remote not granted: none reaches it, and each says why.
+#[test]
+fn nothing_unchecked_leaves_through_the_host() {
+    require_bwrap!();
+    let world = pushed_world();
+    let before = remote_refs(&world);
+    let own_git = "cp /run/agent-sandbox/bin/git /tmp/g && ";
+    let commit_broken = "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky";
+    let scratch = "/tmp/g clone -q . /tmp/s && cd /tmp/s && /tmp/g -c user.name=a -c user.email=a@b commit -q";
+    let attacks: Vec<(&str, String)> = vec![
+        // A commit made without hooks, pushed through the guard: the host's check fails.
+        ("failed on commit", format!("{own_git}{commit_broken} && git push -q origin main")),
+        // The same, on a new branch, with a clean-up commit on top.
+        (
+            "failed on commit",
+            format!("{own_git}{commit_broken} && git rm -q BROKEN && git commit -qm fine && git push -q origin HEAD:refs/heads/topic"),
+        ),
+        // Its own git cannot reach the remote: it is not in the sandbox at all.
+        ("does not appear to be a git repository", format!("{own_git}{commit_broken} && /tmp/g push -q origin main")),
+        // A push from a scratch clone, through the guard.
+        ("this push comes from /tmp/s", format!("{own_git}{scratch} --allow-empty -m x && git push -q origin HEAD:refs/heads/topic")),
+        // ...or from another git directory named for the push.
+        ("names another git directory", format!("{own_git}{scratch} --allow-empty -m x && cd - >/dev/null && git --git-dir=/tmp/s/.git push -q origin main")),
+        // A change to a protected path made in a scratch clone and fetched.
+        (
+            "which is protected (.husky)",
+            format!("{own_git}{scratch} --allow-empty -m x && echo 'exit 0' > .husky/pre-commit && /tmp/g commit -qam skip \
+                     && cd - >/dev/null && git fetch -q /tmp/s main:refs/heads/topic && git push -q origin topic"),
+        ),
+        // Objects borrowed from elsewhere: the host sees only the project's own store.
+        (
+            "not in the project's own object store",
+            format!("{own_git}{scratch} --allow-empty -m borrowed && S=$(/tmp/g rev-parse HEAD) && cd - >/dev/null \
+                     && export GIT_ALTERNATE_OBJECT_DIRECTORIES=/tmp/s/.git/objects \
+                     && /tmp/g update-ref refs/heads/borrowed $S && git push -q origin borrowed"),
+        ),
+        (
+            ".git/objects/info/alternates changed since the sandbox started",
+            format!("{own_git}{scratch} --allow-empty -m borrowed && S=$(/tmp/g rev-parse HEAD) && cd - >/dev/null \
+                     && echo /tmp/s/.git/objects > .git/objects/info/alternates \
+                     && /tmp/g update-ref refs/heads/borrowed $S && git push -q origin borrowed"),
+        ),
+        // A shallow file that hides the failing commit under a clean one.
+        (
+            ".git/shallow changed since the sandbox started",
+            format!("{own_git}{commit_broken} && git rm -q BROKEN && git commit -qm cleanup && git rev-parse HEAD~1 > .git/shallow \
+                     && git push -q origin main"),
+        ),
+        // A global config of the agent's making (a smudge filter hiding the file from the
+        // check's checkout), an `sh` planted first on PATH: the host uses neither.
+        (
+            "failed on commit",
+            format!("{own_git}{commit_broken} && mkdir -p /tmp/h && cp ~/.gitconfig /tmp/h/ \
+                     && echo 'BROKEN filter=hide' > .gitattributes && /tmp/g add .gitattributes && /tmp/g commit -qn -m attrs \
+                     && printf '[filter \"hide\"]\\n\\tsmudge = rm -f BROKEN\\n' >> /tmp/h/.gitconfig \
+                     && mkdir -p /tmp/bin && printf '#!/bin/sh\\nexit 0\\n' > /tmp/bin/sh && chmod +x /tmp/bin/sh \
+                     && HOME=/tmp/h PATH=/tmp/bin:$PATH git push -q origin main"),
+        ),
+        // A tag of a tree carries content no check runs on.
+        ("not a commit", format!("{own_git}/tmp/g tag treetag HEAD^{{tree}} && git push -q origin treetag")),
+        // Rewrites, deletions, other destinations and programs run on the host.
+        ("force-updates the remote branch", "git commit -q --allow-empty -m x && git push -q origin +main".to_owned()),
+        ("refused `git push --force`", "git push -q --force origin main".to_owned()),
+        ("not one of the repository's configured remotes", "git push -q /tmp/elsewhere.git main".to_owned()),
+        ("not carried out from the host", "git push -q --receive-pack='touch /tmp/x; git-receive-pack' origin main".to_owned()),
+    ];
+    for (expected, attack) in &attacks {
+        let run = world.sh(&[], attack);
+        let err = run.stderr();
+        assert!(err.contains(expected), "`{attack}`: expected {expected:?} in:\n{err}");
+        assert_eq!(remote_refs(&world), before, "`{attack}` changed the remote");
+        reset(&world);
+    }
+    let log = world.audit_log();
+    assert!(log.contains("\"host-push\""), "refusals of the push service are audited:\n{log}");
+}
+
+/// What an agent legitimately pushes goes through the host: main, a new branch with
+/// `-u` (pushed; the upstream is not recorded, as `.git/config` is the user's), a tag, `--all` and `--tags`; each new commit's check ran (a check that records
+/// it ran, in the fresh sandbox, in a worktree of the commit).
+#[test]
+fn legitimate_pushes_go_through_the_host() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN && pwd >&2 && cat src.txt >&2"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "config"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    let run = world.sh(
+        &[],
+        "echo two >> src.txt && git commit -qam two && git push -q origin main \
+         && git switch -qc feature && echo three >> src.txt && git commit -qam three && git push -q -u origin feature \
+         && git tag -a -m v1 v1 && git push -q origin v1 \
+         && git switch -qc other && git commit -q --allow-empty -m other && git tag v2 && git push -q --all origin \
+         && git push -q --tags origin && echo pushed",
+    );
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+    let err = run.stderr();
+    assert!(err.contains("one\ntwo\nthree\n"), "the check ran on the commit's own content:\n{err}");
+    assert!(err.contains("/agent-sandbox/push/session-"), "in the host's private worktree:\n{err}");
+    let refs = remote_refs(&world);
+    for name in ["refs/heads/main", "refs/heads/feature", "refs/heads/other", "refs/tags/v1", "refs/tags/v2"] {
+        assert!(refs.contains(name), "{name} not pushed:\n{refs}");
+    }
+    assert!(err.contains("the upstream is not recorded"), "-u says what it did not do:\n{err}");
+}
+
+/// The worktree the checks run in, and the host's push process, are out of the agent's
+/// reach: the push directory does not show inside, and the processes of the push are in
+/// no pid namespace the agent can signal.
+#[test]
+fn the_checks_worktree_and_processes_are_out_of_reach() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.project_config(r#"{ "checks": { "commands": ["sleep 2; test ! -e BROKEN"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "slow check"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    let before = remote_refs(&world);
+    let state = world.path("xdg-state/agent-sandbox/push");
+    let script = format!(
+        "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky; \
+         (sleep 1; ls {state} 2>/dev/null | wc -l > /tmp/seen; for p in $(pgrep -f 'hook pre-pus[h]|slee[p] 2'); do kill -STOP $p && echo stopped $p; done > /tmp/stopped) & \
+         git push -q origin main; wait; echo \"seen=$(cat /tmp/seen) stopped=$(cat /tmp/stopped | wc -l)\"",
+        state = state.display()
+    );
+    let run = world.sh(&[], &script);
+    assert!(run.stderr().contains("failed on commit"), "{}", run.stderr());
+    assert_eq!(run.stdout().trim(), "seen=0 stopped=0", "{}", run.stderr());
+    assert_eq!(remote_refs(&world), before);
+}
