@@ -180,3 +180,139 @@ fn the_checks_worktree_and_processes_are_out_of_reach() {
     assert_eq!(run.stdout().trim(), "seen=0 stopped=0", "{}", run.stderr());
     assert_eq!(remote_refs(&world), before);
 }
+
+/// An sshd on loopback run by the test as the current user, accepting one key; and an
+/// ssh agent holding that key. Both live in the test's own directory on the host,
+/// which no sandbox shows.
+struct SshRemote {
+    sshd: std::process::Child,
+    agent: std::process::Child,
+    url: String,
+    /// `SSH_AUTH_SOCK` and `GIT_SSH_COMMAND` of the user's setup.
+    env: [(String, String); 2],
+}
+
+impl Drop for SshRemote {
+    fn drop(&mut self) {
+        let _ = self.sshd.kill();
+        let _ = self.agent.kill();
+        let _ = self.sshd.wait();
+        let _ = self.agent.wait();
+    }
+}
+
+fn ssh_remote(world: &World) -> Option<SshRemote> {
+    let sshd = std::path::Path::new("/usr/sbin/sshd");
+    if !sshd.exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have sshd (openssh-server): xtask installs it");
+        eprintln!("skipping: no /usr/sbin/sshd (apt-get install openssh-server)");
+        return None;
+    }
+    let dir = world.path("ssh");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let keygen = |file: &std::path::Path| {
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(file)
+            .output()
+            .expect("ssh-keygen");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    keygen(&dir.join("host_key"));
+    // The user's key, where users keep it: the sandbox's home is a scratch one.
+    let key = world.path("home/.ssh/id_ed25519");
+    std::fs::create_dir_all(key.parent().expect("parent")).expect("mkdir");
+    keygen(&key);
+    std::fs::copy(key.with_extension("pub"), dir.join("authorized_keys")).expect("authorized_keys");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let config = dir.join("sshd_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {dir}/host_key\nAuthorizedKeysFile {dir}/authorized_keys\n\
+             PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n",
+            dir = dir.display()
+        ),
+    )
+    .expect("config");
+    if crate::support::is_root() {
+        let _ = std::fs::create_dir_all("/run/sshd");
+    }
+    let sshd = Command::new(sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(&config)
+        .stderr(std::fs::File::create(dir.join("sshd.log")).expect("log"))
+        .spawn()
+        .expect("sshd starts");
+    let socket = dir.join("agent.sock");
+    let agent = Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ssh-agent");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !(socket.exists() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sshd or ssh-agent did not start: {}",
+            world.read("ssh/sshd.log")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = Command::new("ssh-add").arg("-q").arg(&key).env("SSH_AUTH_SOCK", &socket).output().expect("ssh-add");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The host key as the user's known_hosts would have it.
+    let host_key = world.read("ssh/host_key.pub");
+    let known = dir.join("known_hosts");
+    std::fs::write(&known, format!("[127.0.0.1]:{port} {host_key}")).expect("known_hosts");
+    let user = String::from_utf8_lossy(&Command::new("id").arg("-un").output().expect("id").stdout).trim().to_owned();
+    let remote = world.path("home/remote.git");
+    Some(SshRemote {
+        sshd,
+        agent,
+        url: format!("ssh://{user}@127.0.0.1:{port}{}", remote.display()),
+        env: [
+            ("SSH_AUTH_SOCK".into(), socket.display().to_string()),
+            (
+                "GIT_SSH_COMMAND".into(),
+                format!("ssh -F /dev/null -o BatchMode=yes -o UserKnownHostsFile={}", known.display()),
+            ),
+        ],
+    })
+}
+
+/// A push that needs the user's credentials (an ssh remote, the key in an ssh agent on
+/// the host) goes through from inside, while the key, `~/.ssh` and the agent's socket
+/// are nowhere inside, and the agent's own git cannot push there; the host still
+/// refuses a failing commit.
+#[test]
+fn a_push_over_ssh_uses_the_users_credentials_that_the_sandbox_never_sees() {
+    require_bwrap!();
+    let world = pushed_world();
+    let Some(ssh) = ssh_remote(&world) else { return };
+    world.git(&["remote", "set-url", "origin", &ssh.url]);
+    let before = remote_refs(&world);
+    let sh = |script: &str| {
+        let mut cmd = world.cmd();
+        for (name, value) in &ssh.env {
+            cmd.env(name, value);
+        }
+        cmd.args(["exec", "--", "sh", "-c", script]).run()
+    };
+    let run = sh("test -e ~/.ssh/id_ed25519 && echo key-visible; test -S \"$SSH_AUTH_SOCK\" && echo agent-visible; \
+                  ssh-add -l >/dev/null 2>&1 && echo agent-answers; \
+                  cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g commit -q --allow-empty -m own && /tmp/g push -q origin main 2>/dev/null && echo own-push; \
+                  git reset -q --hard HEAD~1; exit 0");
+    assert_eq!(run.stdout(), "", "{}", run.stderr());
+    assert_eq!(remote_refs(&world), before);
+    let run = sh("echo two >> src.txt && git commit -qam two && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "pushed\n", "{}\n{}", run.stderr(), world.read("ssh/sshd.log"));
+    assert!(remote_refs(&world).contains(&world.git(&["rev-parse", "HEAD"]).trim().to_owned()));
+    let run =
+        sh("cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
+                  && git push -q origin main");
+    assert!(run.stderr().contains("failed on commit"), "{}", run.stderr());
+    assert!(!remote_refs(&world).contains(&world.git(&["rev-parse", "HEAD"]).trim().to_owned()));
+}
