@@ -35,12 +35,12 @@ fn remote_refs(world: &World) -> String {
 }
 
 fn reset(world: &World) {
-    for leftover in [".git/shallow", ".git/objects/info/alternates"] {
+    for leftover in [".git/shallow", ".git/objects/info/alternates", ".git/config.worktree"] {
         let _ = std::fs::remove_file(world.path(&format!("home/proj/{leftover}")));
     }
     world.git(&["checkout", "-qf", "main"]);
     world.git(&["reset", "-q", "--hard", "origin/main"]);
-    world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
+    world.git(&["clean", "-qffdx", "-e", ".agent-sandbox"]);
     for name in world.git(&["for-each-ref", "--format=%(refname)", "refs/tags/", "refs/replace/"]).lines() {
         world.git(&["update-ref", "-d", name]);
     }
@@ -52,6 +52,7 @@ fn reset(world: &World) {
 fn nothing_unchecked_leaves_through_the_host() {
     require_bwrap!();
     let world = pushed_world();
+    world.git(&["config", "extensions.worktreeConfig", "true"]);
     let before = remote_refs(&world);
     let own_git = "cp /run/agent-sandbox/bin/git /tmp/g && ";
     let commit_broken = "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky";
@@ -112,6 +113,16 @@ fn nothing_unchecked_leaves_through_the_host() {
         ("refused `git push --force`", "git push -q --force origin main".to_owned()),
         ("not one of the repository's configured remotes", "git push -q /tmp/elsewhere.git main".to_owned()),
         ("not carried out from the host", "git push -q --receive-pack='touch /tmp/x; git-receive-pack' origin main".to_owned()),
+        // A repository nested in the project (its `.git` could be anything: a FIFO).
+        ("this push comes from", "mkdir -p sub && cd sub && git init -q && mkfifo .git/config 2>/dev/null; git push -q origin main".to_owned()),
+        // A per-worktree config (the user enabled them) naming a program the host's git
+        // would run.
+        (
+            ".git/config.worktree changed since the sandbox started",
+            "git commit -q --allow-empty -m x && printf '[core]\\n\\tsshCommand = touch /tmp/pwned\\n' > .git/config.worktree \
+             && git push -q origin main"
+                .to_owned(),
+        ),
     ];
     for (expected, attack) in &attacks {
         let run = world.sh(&[], attack);
@@ -315,4 +326,70 @@ fn a_push_over_ssh_uses_the_users_credentials_that_the_sandbox_never_sees() {
                   && git push -q origin main");
     assert!(run.stderr().contains("failed on commit"), "{}", run.stderr());
     assert!(!remote_refs(&world).contains(&world.git(&["rev-parse", "HEAD"]).trim().to_owned()));
+}
+
+/// The host runs nothing of the repository's: not the hooks a checkout would run (here
+/// a post-checkout hook that, as husky's do, runs a script from the work tree, which the
+/// agent changed), not the checks outside a sandbox.
+#[test]
+fn the_host_runs_nothing_the_agent_wrote() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.write("home/proj/.githooks/post-checkout", "#!/bin/sh\nsh scripts/post-checkout.sh\n");
+    world.chmod("home/proj/.githooks/post-checkout", 0o755);
+    world.write("home/proj/scripts/post-checkout.sh", "true\n");
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "hooks"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["config", "core.hooksPath", ".githooks"]);
+    let planted = world.path("home/PLANTED");
+    let run = world.sh(
+        &[],
+        &format!(
+            "echo 'touch {}' > scripts/post-checkout.sh && git commit -qam 'innocent' && git push -q origin main && echo pushed",
+            planted.display()
+        ),
+    );
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+    assert!(!planted.exists(), "the host ran the agent's script");
+}
+
+/// An agent that interrupts its `git push` ends the host's push and its checks (nothing
+/// the repository holds can keep a host process waiting after that).
+#[test]
+fn an_interrupted_push_ends_on_the_host() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.project_config(r#"{ "checks": { "commands": ["sleep 31.25"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "slow"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    let before = remote_refs(&world);
+    let mut session = world.cmd();
+    session.args([
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "git commit -q --allow-empty -m x; timeout -s INT 3 git push -q origin main; touch .interrupted; sleep 20",
+    ]);
+    let mut child = session.cmd.stderr(std::process::Stdio::null()).spawn().expect("exec starts");
+    let running = || {
+        let out = Command::new("pgrep").args(["-f", "sleep 31[.]25"]).output().expect("pgrep");
+        !out.stdout.is_empty()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !world.path("home/proj/.interrupted").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(world.path("home/proj/.interrupted").exists(), "the push did not return when interrupted");
+    let gone = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while running() && std::time::Instant::now() < gone {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let still = running();
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    assert!(!still, "the check kept running on the host after the agent interrupted its push");
+    assert_eq!(remote_refs(&world), before);
 }

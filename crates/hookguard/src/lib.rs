@@ -123,6 +123,11 @@ impl Repo {
         // ancestors from the walk and look like a root. The guard's git goes on through
         // them (a parent truly missing is an error, and the push is refused).
         command.args(["--shallow-file", "/dev/null", "-c", "advice.graftFileDeprecated=false"]);
+        if self.host_push {
+            // On the host, git must run nothing of the repository's: `worktree add` would
+            // run its post-checkout hook (husky's leads to files in the work tree).
+            command.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]);
+        }
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
             if name.starts_with("GIT_CONFIG_KEY_") || name.starts_with("GIT_CONFIG_VALUE_") {

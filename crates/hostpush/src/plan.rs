@@ -8,7 +8,7 @@
 //! remote) or a rewrite (`--force`, `+refspec`, `--mirror`, `--delete`, `--prune`) is
 //! refused, as is anything unknown.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// What the host knows when a request comes in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,8 +19,8 @@ pub struct PushFacts {
     pub common_dir: PathBuf,
     /// Where the request says git started.
     pub request_dir: PathBuf,
-    /// The repository that directory belongs to, as the host sees it (`None`: none, or
-    /// the directory is not in the project).
+    /// The repository git would find from there (`None`: none, or it is not in the
+    /// project): see [`request_repository`].
     pub request_common_dir: Option<PathBuf>,
     /// The remotes configured in the repository (`.git/config` is read-only inside).
     pub remotes: Vec<String>,
@@ -175,6 +175,9 @@ pub fn plan(args: &[String], facts: &PushFacts) -> Result<PushCommand, Refusal> 
         // against on every run.
         "-c".to_owned(),
         "advice.graftFileDeprecated=false".to_owned(),
+        // Submodules' pushes would read `.gitmodules`, the agent's.
+        "-c".to_owned(),
+        "push.recurseSubmodules=no".to_owned(),
         "push".to_owned(),
     ];
     command.extend(options);
@@ -184,6 +187,30 @@ pub fn plan(args: &[String], facts: &PushFacts) -> Result<PushCommand, Refusal> 
     }
     notes.dedup();
     Ok(PushCommand { argv: command, notes })
+}
+
+/// The repository git would find starting in `dir`, told without reading anything the
+/// agent wrote (a `.git` it plants could be a FIFO): the project's when `dir` is in the
+/// project and no directory between them has a `.git` entry; else `None`. `has_git`
+/// answers for one directory (an lstat on the host).
+pub fn request_repository(
+    dir: &Path,
+    project_root: &Path,
+    common_dir: &Path,
+    has_git: impl Fn(&Path) -> bool,
+) -> Option<PathBuf> {
+    let rel = dir.strip_prefix(project_root).ok()?;
+    if rel.components().any(|part| !matches!(part, std::path::Component::Normal(_))) {
+        return None;
+    }
+    let mut below = project_root.to_path_buf();
+    for part in rel.components() {
+        below.push(part);
+        if has_git(&below) {
+            return None;
+        }
+    }
+    Some(common_dir.to_path_buf())
 }
 
 #[cfg(test)]
@@ -210,7 +237,8 @@ mod tests {
     #[test]
     fn accepted_pushes_become_whole_command_lines() {
         let ok = |line: &str| plan(&args(line), &facts()).map(|command| command.argv.join(" "));
-        let hooks = "-c core.hooksPath=/state/push/1/hooks -c advice.graftFileDeprecated=false push";
+        let hooks = "-c core.hooksPath=/state/push/1/hooks -c advice.graftFileDeprecated=false \
+                     -c push.recurseSubmodules=no push";
         assert_eq!(ok(""), Ok(hooks.to_owned()));
         assert_eq!(ok("origin main"), Ok(format!("{hooks} -- origin main")));
         assert_eq!(ok("-uq origin HEAD:refs/heads/topic"), Ok(format!("{hooks} -q -- origin HEAD:refs/heads/topic")));
@@ -221,6 +249,22 @@ mod tests {
         assert_eq!(ok("-o ci.skip origin v1"), Ok(format!("{hooks} --push-option=ci.skip -- origin v1")));
         assert_eq!(ok("origin -- -weird"), Ok(format!("{hooks} -- origin -weird")));
         assert_eq!(ok("--push-option=x origin :"), Ok(format!("{hooks} --push-option=x -- origin :")));
+    }
+
+    #[test]
+    fn the_request_directory_must_be_the_projects_own_repository() {
+        let find = |dir: &str, planted: &[&str]| {
+            request_repository(Path::new(dir), Path::new("/p"), Path::new("/p/.git"), |dir: &Path| {
+                planted.iter().any(|git| Path::new(git) == dir)
+            })
+        };
+        assert_eq!(find("/p", &[]), Some("/p/.git".into()));
+        assert_eq!(find("/p/src/deep", &["/p/other"]), Some("/p/.git".into()));
+        assert_eq!(find("/p/vendor/x/src", &["/p/vendor/x"]), None, "a nested repository");
+        assert_eq!(find("/p/src", &["/p/src"]), None);
+        assert_eq!(find("/tmp/s", &[]), None, "outside the project");
+        assert_eq!(find("/p/../tmp/s", &[]), None, "no way out through ..");
+        assert_eq!(find("/pp", &[]), None);
     }
 
     #[test]

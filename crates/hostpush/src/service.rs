@@ -7,7 +7,11 @@
 use std::{
     ffi::OsString,
     io::Read,
-    os::unix::net::{UnixListener, UnixStream},
+    os::unix::{
+        io::AsRawFd,
+        net::{UnixListener, UnixStream},
+        process::CommandExt,
+    },
     path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::{
@@ -31,8 +35,10 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const SETTINGS_VAR: &str = "AGENT_SANDBOX_PUSH_GUARD";
 
 /// Repository files whose change since the start refuses a push (relative to the
-/// common directory).
-const WATCHED: &[&str] = &["shallow", "objects/info/alternates"];
+/// common directory): what git would read to see another history or other objects,
+/// and the per-worktree config (with `extensions.worktreeConfig`, settings such as
+/// `core.sshCommand` that the host's git would run).
+const WATCHED: &[&str] = &["shallow", "objects/info/alternates", "config.worktree"];
 
 /// What the service needs, decided before the sandbox starts.
 #[derive(Debug, Clone)]
@@ -100,17 +106,32 @@ pub fn git_env(user: &[(OsString, OsString)], settings: &Path) -> Vec<(OsString,
     env
 }
 
-/// The service; dropping it stops it.
+/// The service; dropping it stops it, and ends a push still running (the session is
+/// over).
 pub struct Service {
     stop: Arc<AtomicBool>,
     socket: PathBuf,
+    running: Arc<Mutex<i32>>,
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        kill_group(&self.running);
         // Wakes the blocking accept.
         let _ = UnixStream::connect(&self.socket);
+    }
+}
+
+/// Ends the process group of the push running, if any (git, the hook, the checks'
+/// sandbox).
+fn kill_group(running: &Mutex<i32>) {
+    let Ok(mut pid) = running.lock() else { return };
+    if *pid > 0 {
+        // SAFETY: kill(2) on the group of a child this service started and has not
+        // reaped (it is reaped only after this value is cleared, under the same lock).
+        unsafe { libc::kill(-*pid, libc::SIGKILL) };
+        *pid = 0;
     }
 }
 
@@ -119,7 +140,15 @@ impl Drop for Service {
 pub fn start(listener: UnixListener, socket: PathBuf, config: ServiceConfig) -> Service {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
-    let at_start = watched_state(&config.common_dir);
+    let running = Arc::new(Mutex::new(0));
+    let pid = Arc::clone(&running);
+    let start = Start {
+        watched: watched_state(&config.common_dir),
+        // `.git/config` is read-only inside: the remotes cannot change while it runs.
+        remotes: gix::open(&config.project_root)
+            .map(|repo| repo.remote_names().into_iter().map(|name| name.to_string()).collect())
+            .unwrap_or_default(),
+    };
     thread::spawn(move || {
         for client in listener.incoming() {
             if flag.load(Ordering::SeqCst) {
@@ -129,10 +158,16 @@ pub fn start(listener: UnixListener, socket: PathBuf, config: ServiceConfig) -> 
                 thread::sleep(Duration::from_millis(50));
                 continue;
             };
-            serve(client, &config, &at_start);
+            serve(client, &config, &start, &pid);
         }
     });
-    Service { stop, socket }
+    Service { stop, socket, running }
+}
+
+/// What the service read when the session started.
+struct Start {
+    watched: Vec<Option<Vec<u8>>>,
+    remotes: Vec<String>,
 }
 
 /// Each watched file's bytes (`None`: absent; an unreadable or special file reads as
@@ -148,7 +183,7 @@ fn watched_state(common_dir: &Path) -> Vec<Option<Vec<u8>>> {
         .collect()
 }
 
-fn serve(client: UnixStream, config: &ServiceConfig, at_start: &[Option<Vec<u8>>]) {
+fn serve(client: UnixStream, config: &ServiceConfig, start: &Start, running: &Mutex<i32>) {
     let _ = client.set_read_timeout(Some(REQUEST_TIMEOUT));
     let _ = client.set_write_timeout(Some(WRITE_TIMEOUT));
     let Ok(request) = Request::read(&client) else {
@@ -156,12 +191,12 @@ fn serve(client: UnixStream, config: &ServiceConfig, at_start: &[Option<Vec<u8>>
         let _ = protocol::write_frame(&client, protocol::EXIT, &1i32.to_be_bytes());
         return;
     };
-    let code = match decide(&request, config, at_start) {
+    let code = match decide(&request, config, start) {
         Ok(command) => {
             for note in &command.notes {
                 let _ = protocol::write_frame(&client, protocol::ERR, format!("{note}\n").as_bytes());
             }
-            run_git(&command.argv, config, &client)
+            run_git(&command.argv, config, &client, running)
         }
         Err(refusal) => {
             let _ = protocol::write_frame(&client, protocol::ERR, format!("{refusal}\n").as_bytes());
@@ -177,29 +212,25 @@ fn serve(client: UnixStream, config: &ServiceConfig, at_start: &[Option<Vec<u8>>
 }
 
 /// The facts of this request, gathered on the host, and the plan.
-fn decide(request: &Request, config: &ServiceConfig, at_start: &[Option<Vec<u8>>]) -> Result<PushCommand, Refusal> {
-    let request_dir = PathBuf::from(&request.cwd);
-    let inside_project = gitfacts::normalize(&request_dir).starts_with(&config.project_root);
-    let request_common_dir = inside_project
-        .then(|| gitfacts::repo_facts(&request_dir))
-        .flatten()
-        .map(|facts| gitfacts::canonical(&facts.common_dir));
+fn decide(request: &Request, config: &ServiceConfig, start: &Start) -> Result<PushCommand, Refusal> {
+    let request_dir = gitfacts::normalize(Path::new(&request.cwd));
+    let common_dir = gitfacts::canonical(&config.common_dir);
+    let request_common_dir = crate::plan::request_repository(&request_dir, &config.project_root, &common_dir, |dir| {
+        dir.join(".git").symlink_metadata().is_ok()
+    });
     let now = watched_state(&config.common_dir);
     let changed_since_start = WATCHED
         .iter()
-        .zip(now.iter().zip(at_start))
+        .zip(now.iter().zip(&start.watched))
         .filter(|(_, (now, then))| now != then)
         .map(|(name, _)| format!(".git/{name}"))
         .collect();
-    let remotes = gix::open(&config.project_root)
-        .map(|repo| repo.remote_names().into_iter().map(|name| name.to_string()).collect())
-        .unwrap_or_default();
     let facts = PushFacts {
         project_root: config.project_root.clone(),
-        common_dir: gitfacts::canonical(&config.common_dir),
+        common_dir,
         request_dir,
         request_common_dir,
-        remotes,
+        remotes: start.remotes.clone(),
         allow_branch_deletion: config.allow_branch_deletion,
         changed_since_start,
         hooks_dir: config.hooks_dir.clone(),
@@ -208,8 +239,9 @@ fn decide(request: &Request, config: &ServiceConfig, at_start: &[Option<Vec<u8>>
 }
 
 /// Runs the host's git, relaying its output as it comes; its exit status.
-fn run_git(argv: &[String], config: &ServiceConfig, client: &UnixStream) -> i32 {
+fn run_git(argv: &[String], config: &ServiceConfig, client: &UnixStream, running: &Mutex<i32>) -> i32 {
     let spawned = Command::new("git")
+        .process_group(0)
         .args(argv)
         .current_dir(&config.project_root)
         .env_clear()
@@ -226,8 +258,14 @@ fn run_git(argv: &[String], config: &ServiceConfig, client: &UnixStream) -> i32 
             return 1;
         }
     };
-    // Once the client stops taking output, the rest is read and dropped.
+    if let Ok(mut pid) = running.lock() {
+        *pid = i32::try_from(child.id()).unwrap_or(0);
+    }
+    // Once the client stops taking output, the rest is read and dropped; once it hangs
+    // up (the agent interrupted its `git push`), the push ends: nothing the repository
+    // holds can keep the host's git waiting after that.
     let gone = AtomicBool::new(false);
+    let finished = AtomicBool::new(false);
     let writer = Mutex::new(client);
     let relay = |mut pipe: Box<dyn Read + Send>, tag: u8| {
         let mut buf = [0u8; 8192];
@@ -247,17 +285,45 @@ fn run_git(argv: &[String], config: &ServiceConfig, client: &UnixStream) -> i32 
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     thread::scope(|scope| {
+        scope.spawn(|| {
+            while !finished.load(Ordering::SeqCst) {
+                if hung_up(client) {
+                    kill_group(running);
+                    return;
+                }
+            }
+        });
         if let Some(stdout) = stdout {
             scope.spawn(|| relay(Box::new(stdout), protocol::OUT));
         }
         if let Some(stderr) = stderr {
             relay(Box::new(stderr), protocol::ERR);
         }
-    });
-    match child.wait() {
-        Ok(status) => status.code().unwrap_or(1),
-        Err(_) => 1,
-    }
+        // Waited for without reaping first, so that its pid (the group a hang-up kills)
+        // is forgotten before it can be another process's.
+        // SAFETY: a zeroed siginfo_t is valid; waitid only writes into it.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, child.id(), &mut info, libc::WEXITED | libc::WNOWAIT);
+        }
+        if let Ok(mut pid) = running.lock() {
+            *pid = 0;
+        }
+        let status = child.wait();
+        finished.store(true, Ordering::SeqCst);
+        match status {
+            Ok(status) => status.code().unwrap_or(1),
+            Err(_) => 1,
+        }
+    })
+}
+
+/// Waits up to 200 ms for the client to hang up; whether it did.
+fn hung_up(client: &UnixStream) -> bool {
+    let mut poll = libc::pollfd { fd: client.as_raw_fd(), events: libc::POLLRDHUP, revents: 0 };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let ready = unsafe { libc::poll(&mut poll, 1, 200) };
+    ready > 0 && poll.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 #[cfg(test)]
