@@ -135,21 +135,28 @@ fn kill_group(running: &Mutex<i32>) {
     }
 }
 
+/// What the service's thread does before it answers the first request (writes the
+/// hook and its settings); its error refuses every push.
+pub type Prepare = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
 /// Starts serving `listener` (bound at `socket`). The watched repository files are
-/// read now, as the start's state.
-pub fn start(listener: UnixListener, socket: PathBuf, config: ServiceConfig) -> Service {
+/// read now, as the start's state; the rest is prepared on the service's thread (a
+/// request that comes meanwhile waits).
+pub fn start(listener: UnixListener, socket: PathBuf, config: ServiceConfig, prepare: Prepare) -> Service {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     let running = Arc::new(Mutex::new(0));
     let pid = Arc::clone(&running);
-    let start = Start {
-        watched: watched_state(&config.common_dir),
-        // `.git/config` is read-only inside: the remotes cannot change while it runs.
-        remotes: gix::open(&config.project_root)
-            .map(|repo| repo.remote_names().into_iter().map(|name| name.to_string()).collect())
-            .unwrap_or_default(),
-    };
+    let watched = watched_state(&config.common_dir);
     thread::spawn(move || {
+        let start = Start {
+            watched,
+            // `.git/config` is read-only inside: the remotes cannot change while it runs.
+            remotes: gix::open(&config.project_root)
+                .map(|repo| repo.remote_names().into_iter().map(|name| name.to_string()).collect())
+                .unwrap_or_default(),
+            prepared: prepare(),
+        };
         for client in listener.incoming() {
             if flag.load(Ordering::SeqCst) {
                 return;
@@ -168,6 +175,7 @@ pub fn start(listener: UnixListener, socket: PathBuf, config: ServiceConfig) -> 
 struct Start {
     watched: Vec<Option<Vec<u8>>>,
     remotes: Vec<String>,
+    prepared: Result<(), String>,
 }
 
 /// Each watched file's bytes (`None`: absent; an unreadable or special file reads as
@@ -213,6 +221,12 @@ fn serve(client: UnixStream, config: &ServiceConfig, start: &Start, running: &Mu
 
 /// The facts of this request, gathered on the host, and the plan.
 fn decide(request: &Request, config: &ServiceConfig, start: &Start) -> Result<PushCommand, Refusal> {
+    if let Err(err) = &start.prepared {
+        return Err(Refusal {
+            why: format!("the push service could not be set up: {err}"),
+            instead: "fix what the message says and restart the sandbox (pushes leave only through the host)".into(),
+        });
+    }
     let request_dir = gitfacts::normalize(Path::new(&request.cwd));
     let common_dir = gitfacts::canonical(&config.common_dir);
     let request_common_dir = crate::plan::request_repository(&request_dir, &config.project_root, &common_dir, |dir| {

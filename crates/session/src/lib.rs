@@ -518,18 +518,21 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     // here once every new commit passed the checks in a fresh sandbox.
     let push = match (&repo, gitfacts::layout(&ctx.project_root)) {
         (Some(_), Some(layout)) => {
-            let check = CheckPlan {
-                config: &config,
-                ctx: &ctx,
-                pinned: [&host_present, &by_path],
-                net_policy: &net_policy,
-                masks: &masks,
-                commands: &commands,
-                self_exe: &self_exe,
-                bwrap: &bwrap,
-                env: &env,
+            let check = CheckInputs {
+                config: config.clone(),
+                ctx: ctx.clone(),
+                pinned: host_present.iter().chain(&by_path).cloned().collect(),
+                net_policy: net_policy.clone(),
+                masks: masks.clone(),
+                commands: commands.clone(),
+                self_exe: self_exe.clone(),
+                bwrap: bwrap.clone(),
+                env: env.clone(),
+                hook_settings: hook_settings.clone(),
+                runtime: runtime.path().to_path_buf(),
             };
-            Some(start_push_service(&check, &state_dir, &runtime, &hook_settings, layout.common_dir, &agent)?)
+            debug("pushes leave through this process (push.sock)");
+            Some(start_push_service(check, &state_dir, &runtime, layout.common_dir, &agent)?)
         }
         _ => None,
     };
@@ -900,19 +903,59 @@ fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (gitcare::wa
 }
 
 /// What the checks of a pushed commit run in: the session's sandbox, decided again with
-/// the push's private directory granted read-write.
-struct CheckPlan<'a> {
-    config: &'a config::Config,
-    ctx: &'a Context,
+/// the push's private directory granted read-write. Owned, because the push service
+/// decides it on its own thread while the sandbox starts.
+struct CheckInputs {
+    config: config::Config,
+    ctx: Context,
     /// Paths whose parents are pinned in the session's policy.
-    pinned: [&'a [PathBuf]; 2],
-    net_policy: &'a policy::network::NetPolicy,
-    masks: &'a [Mask],
-    commands: &'a [sandbox::plan::WrappedCommand],
-    self_exe: &'a Path,
-    bwrap: &'a Path,
-    env: &'a [(OsString, OsString)],
+    pinned: Vec<PathBuf>,
+    net_policy: policy::network::NetPolicy,
+    masks: Vec<Mask>,
+    commands: Vec<sandbox::plan::WrappedCommand>,
+    self_exe: PathBuf,
+    bwrap: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    hook_settings: guard_settings::HookGuardSettings,
+    /// The session's runtime directory (the checks' sandboxes use it too).
+    runtime: PathBuf,
 }
+
+impl CheckInputs {
+    /// Writes into the push directory `dir` the pre-push hook the host's git runs and its
+    /// settings: the hook guard's, with the sandbox its checks run in (worktree
+    /// `dir/worktree`).
+    fn prepare(self, dir: &Path) -> Result<()> {
+        let hook = dir.join("hooks/pre-push");
+        std::fs::DirBuilder::new().mode(0o700).create(dir.join("hooks")).context("creating the push hooks")?;
+        std::fs::write(&hook, hostpush::service::hook_script(&self.self_exe)).context("writing the push hook")?;
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        let worktree = dir.join("worktree");
+        let mut config = self.config;
+        config.rw.push(builtin_path(dir));
+        let mut policy = policy::resolve(&config, &self.ctx)?;
+        policy::pin_parents(&mut policy.mounts, &self.pinned);
+        let ctx = Context { cwd: worktree.clone(), ..self.ctx };
+        let command: Vec<OsString> = vec!["/bin/sh".into(), "-c".into()];
+        let plan =
+            plan(&policy, &self.net_policy, &self.masks, &self.commands, &ctx, &self.runtime, &self.self_exe, &command);
+        let text = |value: &std::ffi::OsStr| value.to_string_lossy().into_owned();
+        let mut settings = self.hook_settings;
+        settings.check_sandbox = Some(guard_settings::CheckSandbox {
+            bwrap: self.bwrap,
+            args: sandbox::plan::bwrap_args(&plan).iter().map(|arg| text(arg)).collect(),
+            env: self.env.iter().map(|(name, value)| (text(name), text(value))).collect(),
+            runtime: self.runtime,
+            worktree,
+        });
+        util::fs::atomic_write(&dir.join(PUSH_SETTINGS), settings.to_json().as_bytes(), 0o600)
+            .context("writing the push's settings")?;
+        Ok(())
+    }
+}
+
+/// The hook guard's settings in the push directory.
+const PUSH_SETTINGS: &str = "hook-guard.json";
 
 /// The push service and its private directory (removed when dropped).
 struct PushService {
@@ -920,62 +963,37 @@ struct PushService {
     _dir: tempfile::TempDir,
 }
 
-/// Starts the host's push service for this session: a private directory in the state
-/// directory (which no sandbox shows) holding the pre-push hook the host's git runs, its
-/// settings (the hook guard's, with the check sandbox), and the worktree checks use.
+/// Starts the host's push service for this session: its socket now (the git guard
+/// inside only forwards to one that exists), and a private directory in the state
+/// directory (which no sandbox shows) for the pre-push hook the host's git runs, its
+/// settings and the worktree checks use, filled on the service's thread.
 fn start_push_service(
-    check: &CheckPlan<'_>,
+    check: CheckInputs,
     state_dir: &Path,
     runtime: &sandbox::runtime::Runtime,
-    hook_settings: &guard_settings::HookGuardSettings,
     common_dir: PathBuf,
     agent: &str,
 ) -> Result<PushService> {
     let parent = state_dir.join("push");
     std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&parent).context("creating the push directory")?;
     let dir = tempfile::Builder::new().prefix("session-").tempdir_in(&parent).context("creating the push directory")?;
-    let hooks_dir = dir.path().join("hooks");
-    std::fs::DirBuilder::new().mode(0o700).create(&hooks_dir).context("creating the push hooks")?;
-    let hook = hooks_dir.join("pre-push");
-    std::fs::write(&hook, hostpush::service::hook_script(check.self_exe)).context("writing the push hook")?;
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-    let worktree = dir.path().join("worktree");
-
-    let mut config = check.config.clone();
-    config.rw.push(builtin_path(dir.path()));
-    let mut policy = policy::resolve(&config, check.ctx)?;
-    for pinned in check.pinned {
-        policy::pin_parents(&mut policy.mounts, pinned);
-    }
-    let ctx = Context { cwd: worktree.clone(), ..check.ctx.clone() };
-    let command: Vec<OsString> = vec!["/bin/sh".into(), "-c".into()];
-    let plan =
-        plan(&policy, check.net_policy, check.masks, check.commands, &ctx, runtime.path(), check.self_exe, &command);
-    let text = |value: &std::ffi::OsStr| value.to_string_lossy().into_owned();
-    let mut settings = hook_settings.clone();
-    settings.check_sandbox = Some(guard_settings::CheckSandbox {
-        bwrap: check.bwrap.to_path_buf(),
-        args: sandbox::plan::bwrap_args(&plan).iter().map(|arg| text(arg)).collect(),
-        env: check.env.iter().map(|(name, value)| (text(name), text(value))).collect(),
-        runtime: runtime.path().to_path_buf(),
-        worktree,
-    });
-    let settings_path = dir.path().join("hook-guard.json");
-    util::fs::atomic_write(&settings_path, settings.to_json().as_bytes(), 0o600)
-        .context("writing the push's settings")?;
     let listener = runtime.listen_push().context("creating the push service's socket")?;
+    let allow_branch_deletion = check.config.git_allow_branch_deletion.value;
+    let project_root = check.ctx.project_root.clone();
+    let path = dir.path().to_path_buf();
     let service = hostpush::service::start(
         listener,
         runtime.layout().push_socket(),
         hostpush::service::ServiceConfig {
-            project_root: check.ctx.project_root.clone(),
+            project_root,
             common_dir,
-            allow_branch_deletion: check.config.git_allow_branch_deletion.value,
-            hooks_dir,
-            settings: settings_path,
+            allow_branch_deletion,
+            hooks_dir: dir.path().join("hooks"),
+            settings: dir.path().join(PUSH_SETTINGS),
             env: std::env::vars_os().collect(),
             agent: agent.to_owned(),
         },
+        Box::new(move || check.prepare(&path).map_err(|err| format!("{err:#}"))),
     );
     Ok(PushService { _service: service, _dir: dir })
 }
