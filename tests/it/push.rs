@@ -393,3 +393,26 @@ fn an_interrupted_push_ends_on_the_host() {
     assert!(!still, "the check kept running on the host after the agent interrupted its push");
     assert_eq!(remote_refs(&world), before);
 }
+
+/// A session killed before it removed its push directory leaves it behind; the next
+/// start removes it, and never the directory of a session still running.
+#[test]
+fn a_killed_sessions_push_directory_is_removed_at_the_next_start() {
+    require_bwrap!();
+    use std::os::unix::io::AsRawFd;
+    let world = pushed_world();
+    let parent = world.path("xdg-state/agent-sandbox/push");
+    for name in ["session-killed", "session-running"] {
+        std::fs::create_dir_all(parent.join(name).join("worktree")).expect("mkdir");
+        let out = Command::new("touch").args(["-d", "-2 minutes"]).arg(parent.join(name)).output().expect("touch");
+        assert!(out.status.success());
+    }
+    let held = std::fs::File::create(parent.join("session-running/lock")).expect("lock file");
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    world.sh(&[], "true").ok();
+    assert!(!parent.join("session-killed").exists(), "the killed session's directory stayed");
+    assert!(parent.join("session-running/worktree").exists(), "a running session's directory was removed");
+    let left: Vec<_> = std::fs::read_dir(&parent).expect("list").flatten().map(|entry| entry.file_name()).collect();
+    assert_eq!(left, ["session-running"], "the session removed its own directory at its end");
+}

@@ -957,11 +957,35 @@ impl CheckInputs {
 /// The hook guard's settings in the push directory.
 const PUSH_SETTINGS: &str = "hook-guard.json";
 
-/// The push service and its private directory (removed when dropped).
+/// The push service and its private directory (removed when dropped; locked while it
+/// lives, so that the next start can tell a killed session's from a running one's).
 struct PushService {
     _service: hostpush::service::Service,
+    _lock: std::fs::File,
     _dir: tempfile::TempDir,
 }
+
+/// Removes the push directories of sessions that are gone (killed before removing
+/// theirs); `git worktree prune` forgets a check worktree left in one. Only directories
+/// older than a minute: a starting session makes its directory, then locks it.
+fn remove_stale_push_dirs(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(|meta| meta.is_dir())
+            .and_then(|meta| meta.modified().ok())
+            .is_some_and(|modified| modified.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(60)));
+        if old && matches!(util::fs::lock(&dir.join(PUSH_LOCK), false), Ok(Some(_))) {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+/// Held by the session that owns a push directory.
+const PUSH_LOCK: &str = "lock";
 
 /// Starts the host's push service for this session: its socket now (the git guard
 /// inside only forwards to one that exists), and a private directory in the state
@@ -976,7 +1000,11 @@ fn start_push_service(
 ) -> Result<PushService> {
     let parent = state_dir.join("push");
     std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&parent).context("creating the push directory")?;
+    remove_stale_push_dirs(&parent);
     let dir = tempfile::Builder::new().prefix("session-").tempdir_in(&parent).context("creating the push directory")?;
+    let lock = util::fs::lock(&dir.path().join(PUSH_LOCK), true)
+        .context("locking the push directory")?
+        .context("locking the push directory")?;
     let listener = runtime.listen_push().context("creating the push service's socket")?;
     let allow_branch_deletion = check.config.git_allow_branch_deletion.value;
     let project_root = check.ctx.project_root.clone();
@@ -995,7 +1023,7 @@ fn start_push_service(
         },
         Box::new(move || check.prepare(&path).map_err(|err| format!("{err:#}"))),
     );
-    Ok(PushService { _service: service, _dir: dir })
+    Ok(PushService { _service: service, _lock: lock, _dir: dir })
 }
 
 #[allow(clippy::too_many_arguments)]
