@@ -526,21 +526,27 @@ fn secrets_in_diff(diff: &str) -> Vec<(String, Finding)> {
 
 fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
     for command in &repo.settings.check_commands {
-        // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
-        // /bin/sh: never an `sh` planted in a directory on the pusher's PATH.
-        let mut check = Command::new("/bin/sh");
-        if !repo.settings.check_env.is_empty() {
-            check.env_clear().envs(repo.settings.check_env.iter().map(|(name, value)| (name, value)));
-            check.envs(hook_git_env(repo));
-        }
-        let status = check
-            .args(["-c", command])
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(std::io::stderr())
-            .status()
-            .map_err(|err| refuse(format!("cannot run the check `{command}`: {err}"), "fix the check"))?;
-        if !status.success() {
+        let (passed, status) = match repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push) {
+            Some(sandbox) => run_in_sandbox(sandbox, command)?,
+            None => {
+                // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
+                // /bin/sh: never an `sh` planted in a directory on the pusher's PATH.
+                let mut check = Command::new("/bin/sh");
+                if !repo.settings.check_env.is_empty() {
+                    check.env_clear().envs(repo.settings.check_env.iter().map(|(name, value)| (name, value)));
+                    check.envs(hook_git_env(repo));
+                }
+                let status = check
+                    .args(["-c", command])
+                    .current_dir(dir)
+                    .stdin(Stdio::null())
+                    .stdout(std::io::stderr())
+                    .status()
+                    .map_err(|err| refuse(format!("cannot run the check `{command}`: {err}"), "fix the check"))?;
+                (status.success(), status.to_string())
+            }
+        };
+        if !passed {
             return Err(refuse(
                 format!("the check `{command}` failed on {what} ({status})"),
                 "fix what the check reports, then try again (never skip the check)",
@@ -548,6 +554,24 @@ fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+/// Runs the check `command` in the fresh sandbox of a push the host carries out (its
+/// argv ends with the worktree as `--chdir`, then `/bin/sh -c`): whether it passed, and
+/// its exit status as [`std::process::ExitStatus`] shows one.
+fn run_in_sandbox(sandbox: &guard_settings::CheckSandbox, command: &str) -> Result<(bool, String), Refusal> {
+    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+        sandbox.env.iter().map(|(name, value)| (name.into(), value.into())).collect();
+    let mut args: Vec<std::ffi::OsString> = sandbox.args.iter().map(Into::into).collect();
+    args.push(command.into());
+    let runtime = RuntimeLayout::host(&sandbox.runtime);
+    match sandbox::run::run(&sandbox.bwrap, &args, &env, &runtime, audit::default_path()) {
+        Ok(code) => Ok((code == 0, format!("exit status: {code}"))),
+        Err(err) => Err(refuse(
+            format!("cannot run the check `{command}` in a sandbox: {err}"),
+            "fix what the message says (the push stays refused until the checks run)",
+        )),
+    }
 }
 
 /// What git itself tells a hook and its checks need: the index being committed
@@ -767,7 +791,10 @@ const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "tar
 /// Runs the checks on `commit`: in place when it is the checked-out HEAD and the work
 /// tree is clean (the project's dependencies are there), else in a temporary worktree of
 /// it that links to the project's dependency directories (`dependencies`: listed once
-/// for a whole push).
+/// for a whole push). For a push the host carries out, always in the worktree its
+/// settings name (a directory only the host and the checks' sandbox see; the agent can
+/// change the work tree while the checks run, and its processes are in another pid
+/// namespace).
 fn check_commit(
     repo: &Repo,
     commit: &str,
@@ -777,22 +804,33 @@ fn check_commit(
 ) -> Result<(), Refusal> {
     let short = &commit[..12.min(commit.len())];
     let what = format!("commit {short} of {local_ref}");
-    if let Some(sandbox) = repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push) {
-        return check_in_sandbox(repo, sandbox, commit, &what, dependencies);
-    }
-    if is_head {
+    let host_worktree =
+        repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push).map(|sandbox| &sandbox.worktree);
+    if is_head && host_worktree.is_none() {
         let status =
             repo.git_ok(&["status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none"])?;
         if status.is_empty() {
             return run_checks(repo, &repo.top, &what);
         }
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("agent-sandbox-check-")
-        .tempdir()
-        .map_err(|err| refuse(format!("cannot create a temporary worktree: {err}"), "free some space in /tmp"))?;
-    let worktree = tmp.path().join("worktree");
+    let tmp;
+    let worktree = match host_worktree {
+        Some(worktree) => worktree.clone(),
+        None => {
+            tmp = tempfile::Builder::new().prefix("agent-sandbox-check-").tempdir().map_err(|err| {
+                refuse(format!("cannot create a temporary worktree: {err}"), "free some space in /tmp")
+            })?;
+            tmp.path().join("worktree")
+        }
+    };
     let worktree_text = worktree.display().to_string();
+    let remove = || {
+        let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
+        let _ = std::fs::remove_dir_all(&worktree);
+        let _ = repo.git(&["worktree", "prune"]);
+    };
+    // A worktree an interrupted push left there.
+    remove();
     // The whole tree: a sparse-checkout file would leave paths out of the checks.
     repo.git_ok(&[
         "-c",
@@ -806,66 +844,6 @@ fn check_commit(
     ])?;
     link_dependencies(repo, &worktree, dependencies.get_or_init(|| dependency_dirs(repo)));
     let result = run_checks(repo, &worktree, &what);
-    let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
-    let _ = repo.git(&["worktree", "prune"]);
-    result
-}
-
-/// The host's check of `commit`: checked out at the sandbox's worktree (a directory only
-/// the host and that sandbox see; the agent's processes are in another pid namespace),
-/// each check run in a fresh sandbox made with the session's policy, with the session's
-/// environment.
-fn check_in_sandbox(
-    repo: &Repo,
-    sandbox: &guard_settings::CheckSandbox,
-    commit: &str,
-    what: &str,
-    dependencies: &std::cell::OnceCell<Vec<String>>,
-) -> Result<(), Refusal> {
-    let worktree = &sandbox.worktree;
-    let worktree_text = worktree.display().to_string();
-    let remove = || {
-        let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
-        let _ = std::fs::remove_dir_all(worktree);
-        let _ = repo.git(&["worktree", "prune"]);
-    };
-    remove();
-    repo.git_ok(&[
-        "-c",
-        "core.sparseCheckout=false",
-        "worktree",
-        "add",
-        "--detach",
-        "--quiet",
-        &worktree_text,
-        commit,
-    ])?;
-    link_dependencies(repo, worktree, dependencies.get_or_init(|| dependency_dirs(repo)));
-    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
-        sandbox.env.iter().map(|(name, value)| (name.into(), value.into())).collect();
-    let runtime = RuntimeLayout::host(&sandbox.runtime);
-    let mut result = Ok(());
-    for command in &repo.settings.check_commands {
-        let mut args: Vec<std::ffi::OsString> = sandbox.args.iter().map(Into::into).collect();
-        args.push(command.into());
-        match sandbox::run::run(&sandbox.bwrap, &args, &env, &runtime, audit::default_path()) {
-            Ok(0) => {}
-            Ok(code) => {
-                result = Err(refuse(
-                    format!("the check `{command}` failed on {what} (exit status: {code})"),
-                    "fix what the check reports, then try again (never skip the check)",
-                ));
-                break;
-            }
-            Err(err) => {
-                result = Err(refuse(
-                    format!("cannot run the check `{command}` in a sandbox: {err}"),
-                    "fix what the message says (the push stays refused until the checks run)",
-                ));
-                break;
-            }
-        }
-    }
     remove();
     result
 }
