@@ -18,14 +18,7 @@ fn world_with_remote(hook: &str) -> World {
     world.write("home/proj/src.txt", "one\n");
     world.git(&["add", "-A"]);
     world.git(&["commit", "-qm", "second"]);
-    let remote = world.path("home/remote.git");
-    let out = std::process::Command::new("git")
-        .args(["init", "-q", "--bare"])
-        .arg(&remote)
-        .output()
-        .expect("git init --bare");
-    assert!(out.status.success());
-    world.git(&["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+    world.bare_origin();
     world.git(&["push", "-q", "origin", "main", "main:feature"]);
     world.write("home/proj/.git/hooks/pre-commit", hook);
     world.chmod("home/proj/.git/hooks/pre-commit", 0o755);

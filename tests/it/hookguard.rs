@@ -17,10 +17,7 @@ fn guarded_world() -> World {
     world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
     world.git(&["add", "-A"]);
     world.git(&["commit", "-qm", "second"]);
-    let remote = world.path("home/remote.git");
-    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().expect("git init");
-    assert!(out.status.success());
-    world.git(&["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+    world.bare_origin();
     world.git(&["push", "-q", "origin", "main", "main:feature"]);
     world.write("home/proj/.git/hooks/pre-commit", CHAINED_HOOK);
     world.chmod("home/proj/.git/hooks/pre-commit", 0o755);
