@@ -395,10 +395,14 @@ fn judge_container(observed: &Value, firewall: &firewall::Health) -> Vec<Row> {
     });
 
     let refusal = &observed["refusal"];
-    let reset = refusal["errno"] == libc::ECONNREFUSED;
+    // Refused at once by the firewall's reset, or (no route but loopback's: Docker's
+    // `none` network) nowhere to go at all.
+    let no_route = refusal["errno"] == libc::ENETUNREACH && observed["routes"] == 0;
+    let reset = refusal["errno"] == libc::ECONNREFUSED || no_route;
     let outcome = match (&refusal["connected"], refusal["errno"].as_i64()) {
         (Value::Bool(true), _) => "connected".to_owned(),
         (_, Some(errno)) if errno == i64::from(libc::ECONNREFUSED) => "refused by the firewall's reset".to_owned(),
+        _ if no_route => "no route (the container has no network but loopback)".to_owned(),
         (_, Some(errno)) => format!("failed with errno {errno}, not the firewall's reset"),
         _ => "timed out, not refused by the firewall".to_owned(),
     };
@@ -524,6 +528,7 @@ mod tests {
             "git": {"root": "/w", "configWritable": false, "hooksWritable": false, "noVerifyRefused": true, "forcePushRefused": true},
             "protected": [{"path": "/w/.devcontainer", "writable": false}, {"path": "/w/.git/hooks", "writable": false}],
             "refusal": {"address": "192.0.2.1:443", "connected": false, "errno": libc::ECONNREFUSED},
+            "routes": 2,
             "managed": [managed("/etc/claude-code/managed-settings.json"), managed("/etc/codex/requirements.toml")],
         })
     }
@@ -549,7 +554,7 @@ mod tests {
             ]
         );
         type Break = fn(&mut Value);
-        let cases: [(&str, Break); 9] = [
+        let cases: [(&str, Break); 10] = [
             ("marker present", |o| o["marker"]["writable"] = true.into()),
             ("git guard refuses --no-verify and force pushes", |o| o["git"]["forcePushRefused"] = false.into()),
             (".git/hooks and .git/config read-only", |o| o["git"]["hooksWritable"] = true.into()),
@@ -557,6 +562,8 @@ mod tests {
             // Rules flushed under a DROP policy: EPERM, not the firewall's reset.
             ("egress closed except the allowlist", |o| o["refusal"]["errno"] = libc::EPERM.into()),
             ("egress closed except the allowlist", |o| o["refusal"] = json!({"connected": false, "errno": null})),
+            // No route to it while the container has routes out: not the firewall's doing.
+            ("egress closed except the allowlist", |o| o["refusal"]["errno"] = libc::ENETUNREACH.into()),
             ("tool guard's managed files root-owned", |o| o["managed"][1]["file"]["mode"] = 0o666.into()),
             ("tool guard's managed files root-owned", |o| o["managed"][0]["dirWritable"] = true.into()),
             ("tool guard's managed files root-owned", |o| o["managed"][0]["runsGuard"] = false.into()),
@@ -576,6 +583,17 @@ mod tests {
             let row = rows.iter().find(|row| row.guarantee == "egress closed except the allowlist").expect("row");
             assert_eq!((row.status, row.fix.clone()), (Status::NotHeld, Some(health.banner())));
         }
+    }
+
+    #[test]
+    fn a_container_without_a_network_has_no_egress_to_close() {
+        let mut observed = good();
+        observed["refusal"]["errno"] = libc::ENETUNREACH.into();
+        observed["routes"] = 0.into();
+        let rows = judge_container(&observed, &firewall::Health::Applied);
+        let row = rows.iter().find(|row| row.guarantee == "egress closed except the allowlist").expect("row");
+        assert_eq!(row.status, Status::Held, "{}", row.probe);
+        assert!(row.probe.ends_with("no route (the container has no network but loopback)"), "{}", row.probe);
     }
 
     #[test]

@@ -58,6 +58,11 @@ pub fn tool_guard_files(
 /// nor replace them. Returns a line per file.
 pub fn install_tool_guard(settings: Option<&Path>) -> Result<Vec<String>, Error> {
     use std::os::unix::fs::PermissionsExt as _;
+    // On a host these files would hand every Claude Code and Codex session to a guard
+    // that blocks all calls outside a sandbox; install.sh makes the marker first.
+    if runtime_layout::detect() != runtime_layout::Where::Container {
+        return Err(Error::NotAnImage);
+    }
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source: std::io::Error| Error::Io { path: path.clone(), source }

@@ -111,6 +111,8 @@ pub enum Error {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     ToolGuard { path: PathBuf, message: String },
+    #[error("tool-guard-install writes a container image's managed files: only the Feature's install.sh runs it, in an image it marked with /.agent-sandbox (nothing was written)")]
+    NotAnImage,
 }
 
 /// The protected paths of a workspace that exist: [`ALWAYS_PROTECTED`], `hooks_path`

@@ -125,6 +125,10 @@ pub fn container(spec: &Value) -> Value {
                 Err(err) => json!({ "address": addr.to_string(), "connected": false, "errno": err.raw_os_error() }),
             }
         });
+    // Routes out of the container besides loopback's (none on Docker's `none` network:
+    // nothing can leave, whatever the rules, and the probe above finds no route).
+    let routes = routes_out("/proc/net/route", |fields| fields.first().copied(), 1)
+        + routes_out("/proc/net/ipv6_route", |fields| fields.last().copied(), 0);
     let managed: Vec<Value> = spec["managed"]
         .as_array()
         .into_iter()
@@ -141,8 +145,23 @@ pub fn container(spec: &Value) -> Value {
         "git": git,
         "protected": protected,
         "refusal": refusal,
+        "routes": routes,
         "managed": managed,
     })
+}
+
+/// The routes of a kernel routing table (`/proc/net/route`, `/proc/net/ipv6_route`)
+/// through another interface than loopback; `interface` picks its name from a line's
+/// fields, after `header` lines.
+fn routes_out(table: &str, interface: for<'a> fn(&[&'a str]) -> Option<&'a str>, header: usize) -> usize {
+    let text = std::fs::read_to_string(table).unwrap_or_default();
+    text.lines()
+        .skip(header)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            interface(&fields).is_some_and(|name| name != "lo")
+        })
+        .count()
 }
 
 /// A managed file: its owner and mode, its directory's, whether this user can change
