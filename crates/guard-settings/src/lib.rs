@@ -148,6 +148,11 @@ pub struct ToolGuardSettings {
 }
 
 impl ToolGuardSettings {
+    /// Where a container image keeps the settings the project's configuration gave when
+    /// the image was built (root-owned; written by the Feature's install, read by the
+    /// tool guard in addition to `/etc/agent-sandbox`'s config).
+    pub const CONTAINER_PATH: &'static str = "/etc/agent-sandbox/tool-guard.json";
+
     /// The settings `config` gives: a read-only project (`"project": "ro"`,
     /// `--read-only`) makes the agent's edit tools denied too, with a clear answer
     /// instead of a failed write.
