@@ -277,6 +277,7 @@ fn judge(observed: &Value, network_on: bool, git_preset: bool, landlock: bool) -
             "git guard refuses --no-verify and force pushes",
             "the project is not a git repository",
         ));
+        rows.push(not_applicable("pushes leave through the host", "the project is not a git repository"));
     } else {
         let writable = git["configWritable"] == true || git["hooksWritable"] == true;
         rows.push(row(
@@ -294,6 +295,13 @@ fn judge(observed: &Value, network_on: bool, git_preset: bool, landlock: bool) -
             git["noVerifyRefused"] == true && git["forcePushRefused"] == true,
             "ran git commit --no-verify and git push --force (both --dry-run) inside".into(),
             "git is not the guard inside: set commands.git to \"@git\" and keep the @git preset".into(),
+        ));
+        rows.push(row(
+            "pushes leave through the host",
+            git["pushAnsweredByHost"] == true,
+            "ran git push --dry-run to a remote that is not configured: the host's push service must refuse it".into(),
+            "git push does not reach the host's push service: set commands.git to \"@git\" and keep the @git preset"
+                .into(),
         ));
     }
     rows

@@ -58,6 +58,7 @@ pub fn run(spec: &str) -> i32 {
             "hooksWritable": creatable(&root.join(".git/hooks")),
             "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
             "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
+            "pushAnsweredByHost": answered_by_host(root),
         })
     });
     let observations = json!({
@@ -114,6 +115,7 @@ pub fn container(spec: &Value) -> Value {
             "hooksWritable": creatable(&root.join(".git/hooks")),
             "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
             "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
+            "pushAnsweredByHost": answered_by_host(root),
         })
     });
     // The marker the Feature makes (`runtime_layout::detect` looks for it).
@@ -244,6 +246,20 @@ fn refused(root: &Path, args: &[&str]) -> bool {
         std::process::Command::new("git").args(args).current_dir(root).stdin(std::process::Stdio::null()).output();
     out.is_ok_and(|out| {
         out.status.code() == Some(1) && String::from_utf8_lossy(&out.stderr).contains("agent-sandbox: refused")
+    })
+}
+
+/// Whether `git push` is answered by the host's push service: a dry run to a remote
+/// that is not configured is refused there, by the service's own words.
+fn answered_by_host(root: &Path) -> bool {
+    let out = std::process::Command::new("git")
+        .args(["push", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"])
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .output();
+    out.is_ok_and(|out| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        err.contains("agent-sandbox: push refused:") && err.contains("the host pushes only to those")
     })
 }
 
