@@ -97,6 +97,12 @@ enum Commands {
         /// What to probe (JSON, written by `test`)
         spec: String,
     },
+    /// What the Dev Container Feature's install.sh runs as root: the tool guard's managed files, root-owned in the image
+    #[command(hide = true)]
+    ToolGuardInstall {
+        /// The tool guard's settings (the Feature's tool-guard.json, written by `devcontainer init`)
+        settings: Option<PathBuf>,
+    },
     /// Print the man page (roff); `cargo xtask man` writes it to target/man/
     #[command(hide = true)]
     Man,
@@ -295,6 +301,14 @@ pub fn main(args: Vec<OsString>) -> i32 {
             devcontainer_init(path, base_tag, force, per_workspace_config)
         }
         Commands::ToolGuard { agent } => Ok(inside::tool_guard::run(&agent)),
+        Commands::ToolGuardInstall { settings } => {
+            devcontainer::feature::install_tool_guard(settings.as_deref()).map_err(anyhow::Error::from).map(|lines| {
+                for line in lines {
+                    println!("agent-sandbox Feature: {line}");
+                }
+                0
+            })
+        }
         Commands::Completions { shell } => {
             use clap::CommandFactory as _;
             clap_complete::generate(shell, &mut Cli::command(), "agent-sandbox", &mut std::io::stdout());
@@ -413,7 +427,13 @@ fn devcontainer_init(
     if !root.is_dir() {
         anyhow::bail!("{} is not a directory (give the workspace to set up)", root.display());
     }
-    let options = devcontainer::Options { base_tag, protected: protected_paths(&root)?, per_workspace_config, force };
+    let options = devcontainer::Options {
+        base_tag,
+        protected: protected_paths(&root)?,
+        per_workspace_config,
+        force,
+        tool_guard: Some(guard_settings::ToolGuardSettings::from_config(&project_config(&root)?)),
+    };
     let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
     for line in devcontainer::init(&root, &options, &binary)?.lines {
         println!("{line}");
@@ -425,10 +445,7 @@ fn devcontainer_init(
 /// `checks.protectedPaths` and git's `core.hooksPath`. Shared by the devcontainer and
 /// the Docker sandbox.
 pub fn protected_paths(root: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    // Protected paths may come from the project's file even before `config allow`:
-    // they only ever add read-only mounts.
-    let sources = config::Sources { global_dir: None, project_dir: Some(root.join(".agent-sandbox")), explicit: None };
-    let (config, _) = config::load(&sources, config::Layer::default())?;
+    let config = project_config(root)?;
     let configured: Vec<String> = config.protected_paths.iter().map(|p| p.value.clone()).collect();
     let hooks_path = std::process::Command::new("git")
         .arg("config")
@@ -441,6 +458,14 @@ pub fn protected_paths(root: &std::path::Path) -> anyhow::Result<Vec<String>> {
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
         .filter(|hooks| !hooks.is_empty());
     Ok(devcontainer::protected_paths(root, &configured, hooks_path.as_deref())?)
+}
+
+/// The defaults and the project's own file, with no flags and no global file: what a
+/// container built for the project takes from it. Read even before `config allow`:
+/// protected paths only ever add read-only mounts, and `tools.*` only ever deny.
+fn project_config(root: &std::path::Path) -> anyhow::Result<config::Config> {
+    let sources = config::Sources { global_dir: None, project_dir: Some(root.join(".agent-sandbox")), explicit: None };
+    Ok(config::load(&sources, config::Layer::default())?.0)
 }
 
 fn check(quiet: bool, json: bool) -> i32 {

@@ -4,6 +4,13 @@
 //! hidden `probe` inside (`inside::probe`), which looks at the sandbox from the agent's
 //! side; here the observations become one row per guarantee: held, not held (with the
 //! fix), or not applicable.
+//!
+//! Inside a container sandbox (the Feature's image) there is no sandbox to start: the
+//! container is the sandbox, and `test` probes its own guarantees in process
+//! (`inside::probe::container`) as the agent's user: the marker, the git guard, the
+//! read-only paths as `devcontainer init` mounts them, the firewall (its state as
+//! `firewall status` reads it, and a connection the rules must refuse) and the tool
+//! guard's managed files.
 
 use std::{
     ffi::OsString,
@@ -54,8 +61,12 @@ struct Row {
 }
 
 pub fn test(args: &TestArgs) -> Result<i32> {
-    if runtime_layout::detect() != runtime_layout::Where::Outside {
-        bail!("`agent-sandbox test` starts sandboxes of its own: run it outside, in your own shell");
+    match runtime_layout::detect() {
+        runtime_layout::Where::Bubblewrap => {
+            bail!("`agent-sandbox test` starts sandboxes of its own: run it outside, in your own shell")
+        }
+        runtime_layout::Where::Container => return container_test(args),
+        runtime_layout::Where::Outside => {}
     }
     let inv = crate::exec::invocation(&args.policy);
     let loaded = session::load(&inv)?;
@@ -266,6 +277,7 @@ fn judge(observed: &Value, network_on: bool, git_preset: bool, landlock: bool) -
             "git guard refuses --no-verify and force pushes",
             "the project is not a git repository",
         ));
+        rows.push(not_applicable("pushes leave through the host", "the project is not a git repository"));
     } else {
         let writable = git["configWritable"] == true || git["hooksWritable"] == true;
         rows.push(row(
@@ -284,7 +296,171 @@ fn judge(observed: &Value, network_on: bool, git_preset: bool, landlock: bool) -
             "ran git commit --no-verify and git push --force (both --dry-run) inside".into(),
             "git is not the guard inside: set commands.git to \"@git\" and keep the @git preset".into(),
         ));
+        rows.push(row(
+            "pushes leave through the host",
+            git["pushAnsweredByHost"] == true,
+            "ran git push --dry-run to a remote that is not configured: the host's push service must refuse it".into(),
+            "git push does not reach the host's push service: set commands.git to \"@git\" and keep the @git preset"
+                .into(),
+        ));
     }
+    rows
+}
+
+/// `test` inside a container sandbox: the container's guarantees, probed from here.
+fn container_test(args: &TestArgs) -> Result<i32> {
+    if !policy_flags(&args.policy).is_empty() || args.policy.read_only {
+        bail!(
+            "inside a container, `agent-sandbox test` checks the container's own guarantees: exec's flags do not \
+             apply here (run it without them)"
+        );
+    }
+    let config = config::load_for_container()?;
+    let mut protected: Vec<String> = devcontainer::ALWAYS_PROTECTED.iter().map(|path| (*path).to_owned()).collect();
+    protected.extend(config.protected_paths.iter().map(|path| path.value.clone()));
+    let spec = json!({
+        "protected": protected,
+        "refusalProbe": firewall::PROBE_V4,
+        "managed": [
+            runtime_layout::CLAUDE_MANAGED_SETTINGS,
+            runtime_layout::CODEX_REQUIREMENTS,
+            guard_settings::ToolGuardSettings::CONTAINER_PATH,
+        ],
+    });
+    let observed = inside::probe::container(&spec);
+    let rows = judge_container(&observed, &firewall::health());
+    print(&rows, args.json)?;
+    Ok(if rows.iter().any(|row| row.status == Status::NotHeld) { 1 } else { 0 })
+}
+
+/// The container's observations and the firewall's state: one row per guarantee.
+fn judge_container(observed: &Value, firewall: &firewall::Health) -> Vec<Row> {
+    let row = |guarantee, held: bool, probe: String, fix: String| Row {
+        guarantee,
+        status: if held { Status::Held } else { Status::NotHeld },
+        probe,
+        fix: (!held).then_some(fix),
+    };
+    let not_applicable =
+        |guarantee, probe: &str| Row { guarantee, status: Status::NotApplicable, probe: probe.into(), fix: None };
+    let rebuild =
+        "rebuild the container's image with the agent-sandbox Feature (agent-sandbox devcontainer init, then \
+                   Rebuild Container)";
+    let mut rows = Vec::new();
+
+    let marker = &observed["marker"];
+    rows.push(row(
+        "marker present",
+        marker["present"] == true && marker["rootOwned"] == true && marker["writable"] == false,
+        "/.agent-sandbox looked for, its owner read and opened for writing, from inside".into(),
+        format!("the marker is missing, not root's or writable: {rebuild}"),
+    ));
+
+    let git = &observed["git"];
+    if git.is_null() {
+        rows.push(not_applicable(
+            "git guard refuses --no-verify and force pushes",
+            "the current directory is in no git repository",
+        ));
+        rows.push(not_applicable(
+            ".git/hooks and .git/config read-only",
+            "the current directory is in no git repository",
+        ));
+    } else {
+        rows.push(row(
+            "git guard refuses --no-verify and force pushes",
+            git["noVerifyRefused"] == true && git["forcePushRefused"] == true,
+            "ran git commit --no-verify and git push --force (both --dry-run) inside".into(),
+            format!("git is not the guard here (the Feature puts it in front of every git): {rebuild}"),
+        ));
+        rows.push(row(
+            ".git/hooks and .git/config read-only",
+            git["configWritable"] == false && git["hooksWritable"] == false,
+            "opened .git/config for writing and created a file in .git/hooks, from inside".into(),
+            format!("git metadata is writable inside: devcontainer.json lacks the read-only mounts: {rebuild}"),
+        ));
+    }
+
+    let protected = observed["protected"].as_array().cloned().unwrap_or_default();
+    let writable: Vec<&str> =
+        protected.iter().filter(|item| item["writable"] != false).filter_map(|item| item["path"].as_str()).collect();
+    rows.push(match protected.is_empty() {
+        true => not_applicable("protected paths read-only", "none of the protected paths exists here"),
+        false => row(
+            "protected paths read-only",
+            writable.is_empty(),
+            format!(
+                "wrote to the {} protected path(s) that exist here (.devcontainer, .agent-sandbox, the hooks \
+                 directory, checks.protectedPaths, …)",
+                protected.len()
+            ),
+            format!(
+                "{} writable inside (created after init, or its mount removed): run agent-sandbox devcontainer init \
+                 again, then Rebuild Container",
+                writable.join(", ")
+            ),
+        ),
+    });
+
+    let refusal = &observed["refusal"];
+    // Refused at once by the firewall's reset, or (no route but loopback's: Docker's
+    // `none` network) nowhere to go at all.
+    let no_route = refusal["errno"] == libc::ENETUNREACH && observed["routes"] == 0;
+    let reset = refusal["errno"] == libc::ECONNREFUSED || no_route;
+    let outcome = match (&refusal["connected"], refusal["errno"].as_i64()) {
+        (Value::Bool(true), _) => "connected".to_owned(),
+        (_, Some(errno)) if errno == i64::from(libc::ECONNREFUSED) => "refused by the firewall's reset".to_owned(),
+        _ if no_route => "no route (the container has no network but loopback)".to_owned(),
+        (_, Some(errno)) => format!("failed with errno {errno}, not the firewall's reset"),
+        _ => "timed out, not refused by the firewall".to_owned(),
+    };
+    let address = refusal["address"].as_str().unwrap_or("?");
+    rows.push(row(
+        "egress closed except the allowlist",
+        *firewall == firewall::Health::Applied && reset,
+        format!(
+            "firewall state (as `firewall status` reads it): {}; a connection to {address} (never routed, outside \
+             the allowlist): {outcome}",
+            firewall.to_json()["state"].as_str().unwrap_or("?")
+        ),
+        match firewall {
+            firewall::Health::Applied => "the firewall's rules are not in force as they were applied: sudo \
+                                          agent-sandbox firewall apply (or restart the container)"
+                .into(),
+            other => other.banner(),
+        },
+    ));
+
+    let managed = observed["managed"].as_array().cloned().unwrap_or_default();
+    let problems: Vec<String> = managed
+        .iter()
+        .filter_map(|item| {
+            let path = item["path"].as_str().unwrap_or("?");
+            let safe =
+                |owner: &Value| owner["uid"] == 0 && owner["mode"].as_u64().is_some_and(|mode| mode & 0o022 == 0);
+            let why = if item["file"].is_null() {
+                "missing"
+            } else if !safe(&item["file"]) || item["writable"] != false {
+                "not root's, or writable"
+            } else if !safe(&item["dir"]) || item["dirWritable"] != false {
+                "in a directory that is not root's, or writable (it could be replaced)"
+            } else if item["runsGuard"] != true {
+                "does not run the tool guard"
+            } else {
+                return None;
+            };
+            Some(format!("{path}: {why}"))
+        })
+        .collect();
+    rows.push(row(
+        "tool guard's managed files root-owned",
+        !managed.is_empty() && problems.is_empty(),
+        format!(
+            "owner, mode and contents of {}, and a write to each and its directory, from inside",
+            managed.iter().filter_map(|item| item["path"].as_str()).collect::<Vec<_>>().join(", ")
+        ),
+        format!("{}: {rebuild}", problems.join("; ")),
+    ));
     rows
 }
 
@@ -343,4 +519,97 @@ fn policy_flags(args: &PolicyArgs) -> Vec<OsString> {
         flags.push("--read-only".into());
     }
     flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a correct container shows.
+    fn good() -> Value {
+        let managed = |path: &str| {
+            json!({ "path": path, "file": {"uid": 0, "mode": 0o644}, "dir": {"uid": 0, "mode": 0o755},
+                    "writable": false, "dirWritable": false, "runsGuard": true })
+        };
+        json!({
+            "marker": {"present": true, "rootOwned": true, "writable": false},
+            "git": {"root": "/w", "configWritable": false, "hooksWritable": false, "noVerifyRefused": true, "forcePushRefused": true},
+            "protected": [{"path": "/w/.devcontainer", "writable": false}, {"path": "/w/.git/hooks", "writable": false}],
+            "refusal": {"address": "192.0.2.1:443", "connected": false, "errno": libc::ECONNREFUSED},
+            "routes": 2,
+            "managed": [managed("/etc/claude-code/managed-settings.json"), managed("/etc/codex/requirements.toml")],
+        })
+    }
+
+    fn results(observed: &Value, firewall: &firewall::Health) -> Vec<(&'static str, Status)> {
+        judge_container(observed, firewall).into_iter().map(|row| (row.guarantee, row.status)).collect()
+    }
+
+    /// Each broken guarantee fails its own row and no other; a correct container holds
+    /// every one.
+    #[test]
+    fn each_broken_container_guarantee_fails_its_row() {
+        let all_held = results(&good(), &firewall::Health::Applied);
+        assert_eq!(
+            all_held,
+            [
+                ("marker present", Status::Held),
+                ("git guard refuses --no-verify and force pushes", Status::Held),
+                (".git/hooks and .git/config read-only", Status::Held),
+                ("protected paths read-only", Status::Held),
+                ("egress closed except the allowlist", Status::Held),
+                ("tool guard's managed files root-owned", Status::Held),
+            ]
+        );
+        type Break = fn(&mut Value);
+        let cases: [(&str, Break); 10] = [
+            ("marker present", |o| o["marker"]["writable"] = true.into()),
+            ("git guard refuses --no-verify and force pushes", |o| o["git"]["forcePushRefused"] = false.into()),
+            (".git/hooks and .git/config read-only", |o| o["git"]["hooksWritable"] = true.into()),
+            ("protected paths read-only", |o| o["protected"][1]["writable"] = true.into()),
+            // Rules flushed under a DROP policy: EPERM, not the firewall's reset.
+            ("egress closed except the allowlist", |o| o["refusal"]["errno"] = libc::EPERM.into()),
+            ("egress closed except the allowlist", |o| o["refusal"] = json!({"connected": false, "errno": null})),
+            // No route to it while the container has routes out: not the firewall's doing.
+            ("egress closed except the allowlist", |o| o["refusal"]["errno"] = libc::ENETUNREACH.into()),
+            ("tool guard's managed files root-owned", |o| o["managed"][1]["file"]["mode"] = 0o666.into()),
+            ("tool guard's managed files root-owned", |o| o["managed"][0]["dirWritable"] = true.into()),
+            ("tool guard's managed files root-owned", |o| o["managed"][0]["runsGuard"] = false.into()),
+        ];
+        for (guarantee, break_it) in cases {
+            let mut observed = good();
+            break_it(&mut observed);
+            let got = results(&observed, &firewall::Health::Applied);
+            let expected: Vec<(&str, Status)> = all_held
+                .iter()
+                .map(|(name, _)| (*name, if *name == guarantee { Status::NotHeld } else { Status::Held }))
+                .collect();
+            assert_eq!(got, expected, "{guarantee}: {observed}");
+        }
+        for health in [firewall::Health::NotApplied, firewall::Health::Closed("no resolver".into())] {
+            let rows = judge_container(&good(), &health);
+            let row = rows.iter().find(|row| row.guarantee == "egress closed except the allowlist").expect("row");
+            assert_eq!((row.status, row.fix.clone()), (Status::NotHeld, Some(health.banner())));
+        }
+    }
+
+    #[test]
+    fn a_container_without_a_network_has_no_egress_to_close() {
+        let mut observed = good();
+        observed["refusal"]["errno"] = libc::ENETUNREACH.into();
+        observed["routes"] = 0.into();
+        let rows = judge_container(&observed, &firewall::Health::Applied);
+        let row = rows.iter().find(|row| row.guarantee == "egress closed except the allowlist").expect("row");
+        assert_eq!(row.status, Status::Held, "{}", row.probe);
+        assert!(row.probe.ends_with("no route (the container has no network but loopback)"), "{}", row.probe);
+    }
+
+    #[test]
+    fn outside_a_repository_the_git_rows_do_not_apply() {
+        let mut observed = good();
+        observed["git"] = Value::Null;
+        observed["protected"] = json!([]);
+        let got = results(&observed, &firewall::Health::Applied);
+        assert_eq!(got[1..4].iter().map(|(_, status)| *status).collect::<Vec<_>>(), [Status::NotApplicable; 3]);
+    }
 }

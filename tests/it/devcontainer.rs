@@ -6,7 +6,9 @@
 //! without a dev container, which gets the template on `agent-sandbox-base`, and (c)
 //! a compose setup (see below). In each,
 //! the firewall holds after `docker restart`, and a broken project policy leaves
-//! egress closed. The network side uses only what this test creates: a private
+//! egress closed; `agent-sandbox test` inside holds every guarantee, and fails the
+//! matching rows when the firewall's rules are flushed and a managed file of the tool
+//! guard is made writable (as root, from outside the agent's reach). The network side uses only what this test creates: a private
 //! dual-stack network with an allowed host, a denied host (which also answers DNS)
 //! and the containers' resolver; nothing else is ever addressed. (c) is a compose
 //! setup whose second service is the only host its firewall allows.
@@ -341,6 +343,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     assert!(!plain.container().is_empty(), "the container is up despite the failing postCreateCommand:\n{up_text}");
     let guards = r#"
         agent-sandbox firewall wait >/dev/null
+        agent-sandbox test >/tmp/selftest 2>&1; say selftest $?
         say user "$(id -un)"
         say check "$(agent-sandbox check 2>/tmp/check_err)"
         say check_warned "$(grep -c WARNING /tmp/check_err)"
@@ -360,6 +363,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     let (got, all) = plain.exec(&format!("{guards}{}", network_script(&names)));
     let mut want = network_on.clone();
     want.extend([
+        ("selftest", "0"),
         ("user", "dev"),
         ("check", "inside an agent-sandbox (container)"),
         ("check_warned", "0"),
@@ -426,6 +430,12 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     test_repo(&template.repo, &names, ".git/hooks");
     std::fs::create_dir_all(template.repo.join(".husky")).expect("mkdir");
     std::fs::write(template.repo.join(".husky/pre-commit"), "npm test\n").expect("write");
+    // The project's tool guard rules, which the image takes at build time.
+    std::fs::write(
+        template.repo.join(".agent-sandbox/config.jsonc"),
+        "{\"tools\": {\"disallowed\": [\"WebFetch\"]}}\n",
+    )
+    .expect("write");
     template.init(&["--base-tag", &tag]);
     let json_path = template.repo.join(".devcontainer/devcontainer.json");
     let generated = std::fs::read_to_string(&json_path).expect("generated");
@@ -538,9 +548,72 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     ]);
     want.extend(protected_writes.iter().map(|key| (key.as_str(), "1")));
     check("template on the base image", &got, &want, &all);
+
+    // The tool guard's managed files: root's in the image, running the guard with the
+    // project's rules, and beyond the agent's user's reach (no write, no replacement
+    // beside or over them, no sudo); `agent-sandbox test` holds every guarantee.
+    let managed = r#"
+        say owners "$(stat -c '%U:%G:%a' /etc/claude-code /etc/claude-code/managed-settings.json /etc/codex /etc/codex/requirements.toml /etc/agent-sandbox /etc/agent-sandbox/tool-guard.json | tr '\n' ' ')"
+        for f in /etc/claude-code/managed-settings.json /etc/codex/requirements.toml /etc/agent-sandbox/tool-guard.json; do
+            (echo x >> "$f") 2>/dev/null; echo "append:$f=$?"
+            mv -f "$f" /tmp/moved 2>/dev/null; echo "move:$f=$?"
+            (echo '{}' > "$f.new") 2>/dev/null; echo "beside:$f=$?"
+        done
+        sudo -n chmod 666 /etc/codex/requirements.toml 2>/dev/null; say sudo_chmod $?
+        say managed_only "$(jq -c .allowManagedHooksOnly /etc/claude-code/managed-settings.json)"
+        say codex_managed_only "$(grep -cx 'allow_managed_hooks_only = true' /etc/codex/requirements.toml)"
+        say webfetch "$(printf '%s' '{"tool_name":"WebFetch","tool_input":{"url":"https://example.com/"},"cwd":"/workspace"}' | agent-sandbox tool-guard --agent claude 2>/dev/null | jq -r .hookSpecificOutput.permissionDecision)"
+        say read "$(printf '%s' '{"tool_name":"Read","tool_input":{"file_path":"/workspace/README"},"cwd":"/workspace"}' | agent-sandbox tool-guard --agent claude; echo "code=$?")"
+        agent-sandbox test --json > /tmp/test.json; say test $?
+        say results "$(jq -c '[.rows[] | .result] | unique' /tmp/test.json)"
+        cat /tmp/test.json
+        "#;
+    let (got, all) = template.exec(managed);
+    let mut want: Vec<(String, &str)> = vec![
+        ("owners".into(), "root:root:755 root:root:644 root:root:755 root:root:644 root:root:755 root:root:644 "),
+        ("sudo_chmod".into(), "1"),
+        ("managed_only".into(), "true"),
+        ("codex_managed_only".into(), "1"),
+        ("webfetch".into(), "deny"),
+        ("read".into(), "code=0"),
+        ("test".into(), "0"),
+        ("results".into(), "[\"held\"]"),
+    ];
+    for file in
+        ["/etc/claude-code/managed-settings.json", "/etc/codex/requirements.toml", "/etc/agent-sandbox/tool-guard.json"]
+    {
+        for attempt in ["append", "move", "beside"] {
+            want.push((format!("{attempt}:{file}"), "1"));
+        }
+    }
+    let want: Vec<(&str, &str)> = want.iter().map(|(key, value)| (key.as_str(), *value)).collect();
+    check("template, the tool guard's managed files", &got, &want, &all);
+    // Broken as root from outside the agent's reach: the firewall's rules flushed (the
+    // DROP policy stays) and a managed file made writable. Those two rows fail, with
+    // their fix, and the exit status is 1; the others still hold.
+    let container = template.container();
+    docker_ok(&["exec", "-u", "root", &container, "iptables", "-F"]);
+    docker_ok(&["exec", "-u", "root", &container, "chmod", "0666", "/etc/codex/requirements.toml"]);
+    let broken = r#"
+        agent-sandbox test > /tmp/test.txt; say test $?
+        say fixes "$(grep -c '  fix: ' /tmp/test.txt)"
+        say not_held "$(agent-sandbox test --json | jq -c '[.rows[] | select(.result == "not held") | .guarantee]')"
+        cat /tmp/test.txt
+        "#;
+    let (got, all) = template.exec(broken);
+    let not_held = r#"["egress closed except the allowlist","tool guard's managed files root-owned"]"#;
+    check(
+        "template, test with two guarantees broken",
+        &got,
+        &[("test", "1"), ("fixes", "2"), ("not_held", not_held)],
+        &all,
+    );
+    docker_ok(&["exec", "-u", "root", &container, "chmod", "0644", "/etc/codex/requirements.toml"]);
     assert_eq!(template.restart(), on);
     let (got, all) = template.exec(&network_script(&names));
     check("template, after docker restart", &got, &network_on, &all);
+    let (got, all) = template.exec("agent-sandbox test >/tmp/test.txt; say test $?; cat /tmp/test.txt");
+    check("template, test after the repair and a restart", &got, &[("test", "0")], &all);
     let allowed_url = format!("http://{}:8080/", names.allowed);
     let denied_url = format!("http://{}.20:8080/", names.v4);
     template.broken_policy_closes("template", &policy(&names), &allowed_url, &hello, &denied_url);

@@ -189,6 +189,7 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         echo "pwd=$(pwd)"
         echo "secret=$(env | grep -c s3cret)"
         agent-sandbox firewall status | head -1
+        agent-sandbox test >/tmp/test.txt 2>&1; echo "selftest=$?"; cat /tmp/test.txt
         touch .git/hooks/pre-commit 2>/dev/null; echo "hooks_write=$?"
         echo 'exit 0' >> .githooks/pre-commit 2>/dev/null; echo "hooks_path_write=$?"
         git config core.hooksPath /tmp 2>/dev/null; echo "hooks_path_set=$?"
@@ -209,6 +210,7 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         "pwd=/workspace/proj",
         "secret=0",
         "firewall: on",
+        "selftest=0",
         "hooks_write=1",
         "hooks_path_write=1",
         "hooks_path_set=1",

@@ -17,10 +17,7 @@ fn guarded_world() -> World {
     world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
     world.git(&["add", "-A"]);
     world.git(&["commit", "-qm", "second"]);
-    let remote = world.path("home/remote.git");
-    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().expect("git init");
-    assert!(out.status.success());
-    world.git(&["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+    world.bare_origin();
     world.git(&["push", "-q", "origin", "main", "main:feature"]);
     world.write("home/proj/.git/hooks/pre-commit", CHAINED_HOOK);
     world.chmod("home/proj/.git/hooks/pre-commit", 0o755);
@@ -160,7 +157,8 @@ fn pre_push_stops_what_slipped_past_the_git_guard() {
         ("deletes", "/tmp/g push -q origin :feature"),
         // ...or makes the guard's own git see another history: a graft or a replace ref
         // that makes a rewrite look like a fast-forward;
-        ("not a fast-forward", "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
+        // (through the guard, the host's git never reads the agent's graft file)
+        ("fast-forward", "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
           && echo \"$(git rev-parse HEAD) $S\" > /tmp/gr && GIT_GRAFT_FILE=/tmp/gr git push -q origin main"),
         // (.git/info is read-only inside: the graft cannot even be written.)
         (READ_ONLY, "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
@@ -176,7 +174,8 @@ fn pre_push_stops_what_slipped_past_the_git_guard() {
     for (expected, attack) in attacks {
         let run = world.sh(&rw, &format!("{own_git}{attack}"));
         let err = run.stderr();
-        let refused = expected == READ_ONLY || err.contains("agent-sandbox: pre-push refused:");
+        let refused =
+            expected == READ_ONLY || err.contains("agent-sandbox: pre-push refused:") || err.contains("[rejected]");
         assert!(refused && err.contains(expected), "`{attack}`:\n{err}");
         assert_eq!(
             (remote_ref(&world, "refs/heads/main"), remote_ref(&world, "refs/heads/feature")),
@@ -407,7 +406,7 @@ fn pre_push_holds_commits_made_elsewhere_to_the_protected_paths_and_own_objects(
             "failed",
             "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
              && git rm -q BROKEN && git commit -qm cleanup && git rev-parse HEAD > .git/shallow \
-             && git push -q origin HEAD:refs/heads/topic"
+             && /tmp/g push -q origin HEAD:refs/heads/topic"
                 .to_owned(),
         ),
         (

@@ -19,6 +19,7 @@ mod mcp;
 mod network;
 mod next_session;
 mod projects;
+mod push;
 mod runtime;
 mod secrets;
 mod selftest;

@@ -237,7 +237,12 @@ fn git_clones_over_http_from_an_allowed_host_only() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("python3 http.server");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Until it listens (python starts slowly on a loaded machine).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.2", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "python3 -m http.server did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     world.project_config(&format!(
         r#"{{"network": {{"allow": ["allowed.test:{port}"], "allowPrivate": ["127.0.0.2"]}}}}"#
     ));

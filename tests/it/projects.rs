@@ -53,9 +53,7 @@ fn install(result: Result<String, String>) -> bool {
 fn publish(world: &World) {
     world.git(&["add", "-A"]);
     world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "project setup"]);
-    let remote = world.path("home/remote.git");
-    world.git_in(&world.root, &["init", "-q", "--bare", remote.to_str().expect("utf-8")]);
-    world.git(&["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+    world.bare_origin();
     world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
     world.cmd().args(["hooks", "install"]).run().ok();
 }

@@ -27,7 +27,7 @@ fn results(world: &World, flags: &[&str]) -> (i32, Vec<(String, String)>) {
     (run.code(), rows)
 }
 
-const GUARANTEES: [&str; 11] = [
+const GUARANTEES: [&str; 12] = [
     "home credentials hidden",
     "project secrets masked",
     "environment filtered",
@@ -39,6 +39,7 @@ const GUARANTEES: [&str; 11] = [
     "Landlock scope active",
     ".git/hooks and .git/config read-only",
     "git guard refuses --no-verify and force pushes",
+    "pushes leave through the host",
 ];
 
 /// The rows with `broken` not held and every other held.
@@ -69,7 +70,7 @@ fn each_guarantee_broken_on_purpose_fails_its_row() {
     assert_eq!(results(&world, &["--ro", &key]), (1, expected(&["home credentials hidden"])));
     assert_eq!(
         results(&world, &["--cmd", "git=true"]),
-        (1, expected(&["git guard refuses --no-verify and force pushes"]))
+        (1, expected(&["git guard refuses --no-verify and force pushes", "pushes leave through the host"]))
     );
     let config = world.write(
         "home/no-git.jsonc",
@@ -83,7 +84,8 @@ fn each_guarantee_broken_on_purpose_fails_its_row() {
             expected(&[
                 "environment filtered",
                 ".git/hooks and .git/config read-only",
-                "git guard refuses --no-verify and force pushes"
+                "git guard refuses --no-verify and force pushes",
+                "pushes leave through the host"
             ])
         )
     );
@@ -112,7 +114,8 @@ fn what_the_setup_lacks_is_not_applicable() {
             "home credentials hidden",
             "project secrets masked",
             ".git/hooks and .git/config read-only",
-            "git guard refuses --no-verify and force pushes"
+            "git guard refuses --no-verify and force pushes",
+            "pushes leave through the host"
         ]
     );
 }

@@ -116,6 +116,14 @@ impl World {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Makes `home/remote.git`, a bare repository, the project's `origin`; returns its path.
+    pub fn bare_origin(&self) -> PathBuf {
+        let remote = self.path("home/remote.git");
+        self.git_in(&self.root, &["init", "-q", "--bare", remote.to_str().expect("utf-8")]);
+        self.git(&["remote", "add", "origin", remote.to_str().expect("utf-8")]);
+        remote
+    }
+
     /// `agent-sandbox` with a clean environment pointing into this world, run in the project.
     pub fn cmd(&self) -> TestCommand {
         let mut cmd = Command::new(&*BIN);

@@ -127,6 +127,7 @@ fn the_managed_configuration_cannot_be_changed_or_shadowed_from_inside() {
     let (legit, files) = out.split_once("legit\n").unwrap_or_else(|| panic!("{out}\n{}", run.stderr()));
     assert_eq!(legit, "", "every attack failed:\n{out}");
     let (claude, codex) = files.split_once("}#").expect("both files");
+    let codex = format!("#{codex}");
     let settings: serde_json::Value = serde_json::from_str(&format!("{claude}}}")).expect("JSON");
     assert_eq!(settings["allowManagedHooksOnly"], true);
     assert_eq!(
@@ -134,6 +135,20 @@ fn the_managed_configuration_cannot_be_changed_or_shadowed_from_inside() {
         "/run/agent-sandbox/agent-sandbox tool-guard --agent claude"
     );
     assert!(codex.contains("command = \"/run/agent-sandbox/agent-sandbox tool-guard --agent codex\""), "{codex}");
+    assert!(codex.starts_with("# Added by agent-sandbox: only managed hooks run"), "{codex}");
+    assert!(codex.lines().any(|line| line == "allow_managed_hooks_only = true"), "{codex}");
+}
+
+/// What the Feature's install runs in an image is refused on a host (as root it would
+/// hand every Claude Code and Codex session there to a guard that blocks them all).
+#[test]
+fn the_images_managed_files_are_never_written_on_a_host() {
+    let world = World::new();
+    let before = std::fs::read("/etc/claude-code/managed-settings.json").ok();
+    let run = world.cmd().args(["tool-guard-install"]).run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(run.stderr().contains("only the Feature's install.sh runs it"), "{}", run.stderr());
+    assert_eq!(std::fs::read("/etc/claude-code/managed-settings.json").ok(), before);
 }
 
 #[test]

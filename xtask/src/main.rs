@@ -81,6 +81,9 @@ const PACKAGES: &[(&str, &str)] = &[
     ("ps", "procps"),
     ("git", "git"),
     ("pipx", "pipx"),
+    // An ssh remote on loopback for the push-through-the-host tests.
+    ("sshd", "openssh-server"),
+    ("ssh-keygen", "openssh-client"),
 ];
 
 pub fn ensure_packages() -> Result<()> {

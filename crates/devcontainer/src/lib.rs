@@ -11,6 +11,7 @@
 //! their `image`, `build` or compose setup. [`init`] is the executor: all or nothing,
 //! every file is written aside first and renamed into place only when all were written.
 
+pub mod feature;
 mod risks;
 
 use std::path::{Path, PathBuf};
@@ -88,6 +89,10 @@ pub struct Options {
     pub per_workspace_config: bool,
     /// Keep risky settings (they are reported, not refused).
     pub force: bool,
+    /// The tool guard's settings the image is built with (the project's `tools.*`):
+    /// written into the Feature's folder as [`feature::TOOL_GUARD_FILE`]; `None` writes
+    /// none (the image's guard then has only `/etc/agent-sandbox`'s config).
+    pub tool_guard: Option<guard_settings::ToolGuardSettings>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +109,10 @@ pub enum Error {
     MissingHooksPath(String),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    ToolGuard { path: PathBuf, message: String },
+    #[error("tool-guard-install writes a container image's managed files: only the Feature's install.sh runs it, in an image it marked with /.agent-sandbox (nothing was written)")]
+    NotAnImage,
 }
 
 /// The protected paths of a workspace that exist: [`ALWAYS_PROTECTED`], `hooks_path`
@@ -286,6 +295,19 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
     plan.lines.push(format!(
         "the Feature and this host's agent-sandbox binary: .devcontainer/{FEATURE_DIR}/ (the binary is ignored by git)"
     ));
+    if let Some(settings) = &options.tool_guard {
+        let path = Path::new(".devcontainer").join(FEATURE_DIR).join(feature::TOOL_GUARD_FILE);
+        toolguard::Guard::new(&settings.disallowed, settings.read_only)
+            .map_err(|message| Error::ToolGuard { path: path.clone(), message })?;
+        plan.lines.push(format!(
+            "the tool guard's settings for the image: {} (tools.disallowed: {}, tools.readOnly: {}; run init again \
+             and rebuild after changing them)",
+            path.display(),
+            settings.disallowed.len(),
+            settings.read_only
+        ));
+        plan.files.push((path, format!("{}\n", settings.to_json()), 0o644));
+    }
     if let Source::Compose { files, service } = &source {
         let first = files.first().map(String::as_str).unwrap_or(COMPOSE_OVERRIDE);
         let project_dir = Path::new(".devcontainer").join(first).parent().map(Path::to_path_buf).unwrap_or_default();

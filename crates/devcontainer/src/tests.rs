@@ -15,6 +15,7 @@ fn options() -> Options {
             .to_vec(),
         per_workspace_config: false,
         force: false,
+        tool_guard: Some(guard_settings::ToolGuardSettings { disallowed: vec!["WebFetch".into()], read_only: true }),
     }
 }
 
@@ -48,6 +49,22 @@ fn a_repository_without_a_dev_container_gets_the_template_and_the_feature() {
     assert_eq!(written(&plan, ".devcontainer/agent-sandbox/.gitignore"), "/agent-sandbox\n");
     assert!(written(&plan, ".devcontainer/agent-sandbox/install.sh").starts_with("#!/bin/sh"));
     assert_eq!(plan.binary, Path::new(".devcontainer/agent-sandbox/agent-sandbox"));
+    assert_eq!(
+        written(&plan, ".devcontainer/agent-sandbox/tool-guard.json"),
+        "{\"disallowed\":[\"WebFetch\"],\"readOnly\":true}\n"
+    );
+}
+
+#[test]
+fn tool_guard_rules_that_do_not_parse_stop_init() {
+    let settings = guard_settings::ToolGuardSettings { disallowed: vec!["Bash(".into()], read_only: false };
+    let err = plan_for(&[], &Options { tool_guard: Some(settings), ..options() }).expect_err("refused");
+    assert!(
+        err.to_string().starts_with(".devcontainer/agent-sandbox/tool-guard.json: tools.disallowed: \"Bash(\""),
+        "{err}"
+    );
+    let none = plan_for(&[], &Options { tool_guard: None, ..options() }).expect("plan");
+    assert!(none.files.iter().all(|(path, _, _)| !path.ends_with("tool-guard.json")));
 }
 
 #[test]

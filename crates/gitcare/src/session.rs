@@ -25,7 +25,7 @@
 
 use std::{
     fs::File,
-    os::unix::{fs::DirBuilderExt, io::AsRawFd},
+    os::unix::fs::DirBuilderExt,
     path::{Path, PathBuf},
 };
 
@@ -102,7 +102,7 @@ pub fn recover(state_dir: &Path, project_root: &Path) -> std::io::Result<(Vec<Ac
     if !dir.is_dir() {
         return Ok((Vec::new(), 0));
     }
-    let _lock = lock(&dir.join("lock"), true)?.expect("a blocking lock is always taken");
+    let _lock = util::fs::lock(&dir.join("lock"), true)?.expect("a blocking lock is always taken");
     if live_sessions(&dir)? > 0 {
         return Ok((Vec::new(), 0));
     }
@@ -199,7 +199,7 @@ pub fn begin(
 ) -> std::io::Result<Session> {
     let dir = sessions_dir(state_dir, &watch.project_root);
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-    let _lock = lock(&dir.join("lock"), true)?.expect("a blocking lock is always taken");
+    let _lock = util::fs::lock(&dir.join("lock"), true)?.expect("a blocking lock is always taken");
     let known = if live_sessions(&dir)? == 0 {
         let (actions, _) = check_stale(&dir, &watch.project_root);
         let found = if actions.is_empty() {
@@ -234,7 +234,8 @@ pub fn begin(
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let live = dir.join(format!("{}-{stamp}.live", std::process::id()));
     std::fs::write(&live, b"")?;
-    let live_lock = lock(&live, false)?.ok_or_else(|| std::io::Error::other("a new session file is locked"))?;
+    let live_lock =
+        util::fs::lock(&live, false)?.ok_or_else(|| std::io::Error::other("a new session file is locked"))?;
     Ok(Session { dir, live, _live_lock: live_lock, known_commits, agent_commits })
 }
 
@@ -246,7 +247,7 @@ pub fn finish(
     watch: &Watch,
     found_now: impl FnOnce() -> Found,
 ) -> std::io::Result<(Vec<Action>, usize)> {
-    let _lock = lock(&session.dir.join("lock"), true)?.expect("a blocking lock is always taken");
+    let _lock = util::fs::lock(&session.dir.join("lock"), true)?.expect("a blocking lock is always taken");
     let baseline = session.dir.join("baseline.json");
     let saved = load(&baseline).ok_or_else(|| {
         std::io::Error::other(format!("the session baseline {} is gone or unreadable", baseline.display()))
@@ -294,7 +295,7 @@ fn live_sessions(dir: &Path) -> std::io::Result<usize> {
         if path.extension().is_none_or(|ext| ext != "live") {
             continue;
         }
-        match lock(&path, false) {
+        match util::fs::lock(&path, false) {
             Ok(Some(_)) => {
                 let _ = std::fs::remove_file(&path);
             }
@@ -303,23 +304,4 @@ fn live_sessions(dir: &Path) -> std::io::Result<usize> {
         }
     }
     Ok(live)
-}
-
-/// An exclusive `flock` on `path` (created if missing), held while the `File` lives;
-/// `None` when `wait` is false and another process holds it.
-fn lock(path: &Path, wait: bool) -> std::io::Result<Option<File>> {
-    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-    let operation = if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB };
-    loop {
-        // SAFETY: flock on a descriptor this process owns.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(Some(file));
-        }
-        let err = std::io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) => return Ok(None),
-            _ => return Err(err),
-        }
-    }
 }

@@ -82,6 +82,26 @@ pub struct HookGuardSettings {
     /// made in the scratch home (a smudge filter there could change what is checked).
     /// Empty outside a sandbox.
     pub global_config: String,
+    /// For pushes carried out by the host (`hostpush`): the fresh sandbox the checks run
+    /// in. Absent inside the sandbox.
+    #[serde(default)]
+    pub check_sandbox: Option<CheckSandbox>,
+}
+
+/// The sandbox a check of a pushed commit runs in, decided by `exec` with the session's
+/// policy: bwrap's whole argument vector up to the command (`… -- /bin/sh -c`), to which
+/// the check's command line is appended, its environment, the runtime directory it uses
+/// (seccomp program, audit FIFO, network socket), and the worktree the commit is checked
+/// out in (the argument vector's `--chdir`), in a directory the agent's sandbox does not
+/// show.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckSandbox {
+    pub bwrap: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub runtime: PathBuf,
+    pub worktree: PathBuf,
 }
 
 impl HookGuardSettings {
@@ -100,6 +120,7 @@ impl HookGuardSettings {
             known_commits: Vec::new(),
             agent_commits: Vec::new(),
             global_config: String::new(),
+            check_sandbox: None,
         }
     }
 
@@ -127,6 +148,11 @@ pub struct ToolGuardSettings {
 }
 
 impl ToolGuardSettings {
+    /// Where a container image keeps the settings the project's configuration gave when
+    /// the image was built (root-owned; written by the Feature's install, read by the
+    /// tool guard in addition to `/etc/agent-sandbox`'s config).
+    pub const CONTAINER_PATH: &'static str = "/etc/agent-sandbox/tool-guard.json";
+
     /// The settings `config` gives: a read-only project (`"project": "ro"`,
     /// `--read-only`) makes the agent's edit tools denied too, with a clear answer
     /// instead of a failed write.
@@ -195,6 +221,13 @@ mod tests {
             known_commits: vec!["0123456789abcdef0123456789abcdef01234567".into()],
             agent_commits: vec!["89abcdef0123456789abcdef0123456789abcdef".into()],
             global_config: "/home/u/.gitconfig".into(),
+            check_sandbox: Some(CheckSandbox {
+                bwrap: "/usr/bin/bwrap".into(),
+                args: vec!["--unshare-pid".into(), "--".into(), "/bin/sh".into(), "-c".into()],
+                env: vec![("PATH".into(), "/usr/bin".into())],
+                runtime: "/run/user/1/agent-sandbox-x".into(),
+                worktree: "/home/u/.local/state/agent-sandbox/push/x/worktree".into(),
+            }),
         }
     }
 
@@ -265,6 +298,13 @@ mod tests {
                 "knownCommits": ["0123456789abcdef0123456789abcdef01234567"],
                 "agentCommits": ["89abcdef0123456789abcdef0123456789abcdef"],
                 "globalConfig": "/home/u/.gitconfig",
+                "checkSandbox": {
+                    "bwrap": "/usr/bin/bwrap",
+                    "args": ["--unshare-pid", "--", "/bin/sh", "-c"],
+                    "env": [["PATH", "/usr/bin"]],
+                    "runtime": "/run/user/1/agent-sandbox-x",
+                    "worktree": "/home/u/.local/state/agent-sandbox/push/x/worktree",
+                },
             })
         );
     }

@@ -54,7 +54,14 @@ fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
 /// Inside bubblewrap: the snapshot `exec` took at start. In a container: the root-owned
 /// `/etc/agent-sandbox`. Outside any sandbox: the configuration read with the home
 /// directory from the password database.
-fn load_settings(top: &Path) -> Result<HookGuardSettings, Refusal> {
+fn load_settings(top: &Path, host_push: Option<&Path>) -> Result<HookGuardSettings, Refusal> {
+    if let Some(path) = host_push {
+        return match HookGuardSettings::read(path) {
+            Ok(Some(settings)) if settings.check_sandbox.is_some() => Ok(settings),
+            Ok(_) => Err(refuse(format!("the push's settings {} are missing", path.display()), "restart the sandbox")),
+            Err(err) => Err(refuse(err.to_string(), "restart the sandbox")),
+        };
+    }
     match HookGuardSettings::read(&RuntimeLayout::inside().hook_guard_settings()) {
         Ok(Some(settings)) => return Ok(settings),
         Ok(None) => {}
@@ -82,6 +89,9 @@ fn load_settings(top: &Path) -> Result<HookGuardSettings, Refusal> {
 struct Repo {
     /// The top of the work tree: git runs hooks there.
     top: PathBuf,
+    /// Whether this is the pre-push of a push the host carries out (`hostpush`): the
+    /// checks then run in the fresh sandbox of `settings.check_sandbox`.
+    host_push: bool,
     git: PathBuf,
     settings: HookGuardSettings,
     /// Whether git's `GIT_INDEX_FILE` is honoured (pre-commit).
@@ -112,7 +122,12 @@ impl Repo {
         // `.git/shallow` is the agent's to write: a commit marked shallow would hide its
         // ancestors from the walk and look like a root. The guard's git goes on through
         // them (a parent truly missing is an error, and the push is refused).
-        command.args(["--shallow-file", "/dev/null"]);
+        command.args(["--shallow-file", "/dev/null", "-c", "advice.graftFileDeprecated=false"]);
+        if self.host_push {
+            // On the host, git must run nothing of the repository's: `worktree add` would
+            // run its post-checkout hook (husky's leads to files in the work tree).
+            command.args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]);
+        }
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
             if name.starts_with("GIT_CONFIG_KEY_") || name.starts_with("GIT_CONFIG_VALUE_") {
@@ -173,12 +188,25 @@ impl Repo {
 fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     let top = std::env::current_dir().map_err(|err| refuse(format!("no working directory: {err}"), "retry"))?;
     let inside = runtime_layout::detect() != runtime_layout::Where::Outside;
+    // Set by the host's push service for the git it runs; never honoured inside.
+    let host_push = (!inside && hook == "pre-push")
+        .then(|| std::env::var_os(hostpush::service::SETTINGS_VAR).filter(|path| !path.is_empty()))
+        .flatten()
+        .map(PathBuf::from);
+    if host_push.is_some() {
+        // The service's `-c core.hooksPath` is not the repository's own setting (which
+        // decides the protected hooks directory); and checks report on stderr.
+        std::env::remove_var("GIT_CONFIG_PARAMETERS");
+        std::env::remove_var("GIT_CONFIG_COUNT");
+        // SAFETY: dup2 on the process's own standard descriptors.
+        unsafe { libc::dup2(2, 1) };
+    }
     // Inside, the real git directly: the git guard has already judged this command.
     let real = RuntimeLayout::inside().bin("git");
     let git = if real.exists() { real } else { PathBuf::from("git") };
-    let settings = load_settings(&top)?;
-    let repo = Repo { top, git, settings, keep_index: hook == "pre-commit" };
-    let check = inside || repo.settings.humans;
+    let settings = load_settings(&top, host_push.as_deref())?;
+    let repo = Repo { top, host_push: host_push.is_some(), git, settings, keep_index: hook == "pre-commit" };
+    let check = inside || repo.host_push || repo.settings.humans;
     let mut stdin = Vec::new();
     if hook == "pre-push" {
         std::io::stdin()
@@ -191,6 +219,11 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
             "pre-push" => pre_push(&repo, args, &stdin)?,
             _ => {}
         }
+    }
+    if repo.host_push {
+        // The repository's own pre-push hooks are files the agent may have changed: the
+        // host runs none of them (checks.commands run in the fresh sandbox instead).
+        return Ok(0);
     }
     chain(&repo, hook, args, &stdin)
 }
@@ -493,21 +526,27 @@ fn secrets_in_diff(diff: &str) -> Vec<(String, Finding)> {
 
 fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
     for command in &repo.settings.check_commands {
-        // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
-        // /bin/sh: never an `sh` planted in a directory on the pusher's PATH.
-        let mut check = Command::new("/bin/sh");
-        if !repo.settings.check_env.is_empty() {
-            check.env_clear().envs(repo.settings.check_env.iter().map(|(name, value)| (name, value)));
-            check.envs(hook_git_env(repo));
-        }
-        let status = check
-            .args(["-c", command])
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(std::io::stderr())
-            .status()
-            .map_err(|err| refuse(format!("cannot run the check `{command}`: {err}"), "fix the check"))?;
-        if !status.success() {
+        let (passed, status) = match repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push) {
+            Some(sandbox) => run_in_sandbox(sandbox, command)?,
+            None => {
+                // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
+                // /bin/sh: never an `sh` planted in a directory on the pusher's PATH.
+                let mut check = Command::new("/bin/sh");
+                if !repo.settings.check_env.is_empty() {
+                    check.env_clear().envs(repo.settings.check_env.iter().map(|(name, value)| (name, value)));
+                    check.envs(hook_git_env(repo));
+                }
+                let status = check
+                    .args(["-c", command])
+                    .current_dir(dir)
+                    .stdin(Stdio::null())
+                    .stdout(std::io::stderr())
+                    .status()
+                    .map_err(|err| refuse(format!("cannot run the check `{command}`: {err}"), "fix the check"))?;
+                (status.success(), status.to_string())
+            }
+        };
+        if !passed {
             return Err(refuse(
                 format!("the check `{command}` failed on {what} ({status})"),
                 "fix what the check reports, then try again (never skip the check)",
@@ -515,6 +554,24 @@ fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+/// Runs the check `command` in the fresh sandbox of a push the host carries out (its
+/// argv ends with the worktree as `--chdir`, then `/bin/sh -c`): whether it passed, and
+/// its exit status as [`std::process::ExitStatus`] shows one.
+fn run_in_sandbox(sandbox: &guard_settings::CheckSandbox, command: &str) -> Result<(bool, String), Refusal> {
+    let env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+        sandbox.env.iter().map(|(name, value)| (name.into(), value.into())).collect();
+    let mut args: Vec<std::ffi::OsString> = sandbox.args.iter().map(Into::into).collect();
+    args.push(command.into());
+    let runtime = RuntimeLayout::host(&sandbox.runtime);
+    match sandbox::run::run(&sandbox.bwrap, &args, &env, &runtime, audit::default_path()) {
+        Ok(code) => Ok((code == 0, format!("exit status: {code}"))),
+        Err(err) => Err(refuse(
+            format!("cannot run the check `{command}` in a sandbox: {err}"),
+            "fix what the message says (the push stays refused until the checks run)",
+        )),
+    }
 }
 
 /// What git itself tells a hook and its checks need: the index being committed
@@ -734,7 +791,10 @@ const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "tar
 /// Runs the checks on `commit`: in place when it is the checked-out HEAD and the work
 /// tree is clean (the project's dependencies are there), else in a temporary worktree of
 /// it that links to the project's dependency directories (`dependencies`: listed once
-/// for a whole push).
+/// for a whole push). For a push the host carries out, always in the worktree its
+/// settings name (a directory only the host and the checks' sandbox see; the agent can
+/// change the work tree while the checks run, and its processes are in another pid
+/// namespace).
 fn check_commit(
     repo: &Repo,
     commit: &str,
@@ -744,19 +804,33 @@ fn check_commit(
 ) -> Result<(), Refusal> {
     let short = &commit[..12.min(commit.len())];
     let what = format!("commit {short} of {local_ref}");
-    if is_head {
+    let host_worktree =
+        repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push).map(|sandbox| &sandbox.worktree);
+    if is_head && host_worktree.is_none() {
         let status =
             repo.git_ok(&["status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none"])?;
         if status.is_empty() {
             return run_checks(repo, &repo.top, &what);
         }
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("agent-sandbox-check-")
-        .tempdir()
-        .map_err(|err| refuse(format!("cannot create a temporary worktree: {err}"), "free some space in /tmp"))?;
-    let worktree = tmp.path().join("worktree");
+    let tmp;
+    let worktree = match host_worktree {
+        Some(worktree) => worktree.clone(),
+        None => {
+            tmp = tempfile::Builder::new().prefix("agent-sandbox-check-").tempdir().map_err(|err| {
+                refuse(format!("cannot create a temporary worktree: {err}"), "free some space in /tmp")
+            })?;
+            tmp.path().join("worktree")
+        }
+    };
     let worktree_text = worktree.display().to_string();
+    let remove = || {
+        let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
+        let _ = std::fs::remove_dir_all(&worktree);
+        let _ = repo.git(&["worktree", "prune"]);
+    };
+    // A worktree an interrupted push left there.
+    remove();
     // The whole tree: a sparse-checkout file would leave paths out of the checks.
     repo.git_ok(&[
         "-c",
@@ -770,8 +844,7 @@ fn check_commit(
     ])?;
     link_dependencies(repo, &worktree, dependencies.get_or_init(|| dependency_dirs(repo)));
     let result = run_checks(repo, &worktree, &what);
-    let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
-    let _ = repo.git(&["worktree", "prune"]);
+    remove();
     result
 }
 

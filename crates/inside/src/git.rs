@@ -222,8 +222,15 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
             for notice in notices {
                 eprintln!("agent-sandbox: {notice}");
             }
-            if project.is_some() && RuntimeLayout::inside().marker().exists() {
-                if let Some(what) = gitguard::parse(&request).ok().and_then(|parsed| writes_repo_config(&parsed)) {
+            let inside = RuntimeLayout::inside();
+            let parsed = gitguard::parse(&request).ok();
+            if let Some(parsed) = parsed.as_ref().filter(|parsed| parsed.subcommand.as_deref() == Some("push")) {
+                if inside.push_socket().exists() {
+                    return push_through_host(&inside, parsed, &start, args);
+                }
+            }
+            if project.is_some() && inside.marker().exists() {
+                if let Some(what) = parsed.as_ref().and_then(writes_repo_config) {
                     eprintln!(
                         "agent-sandbox: note: .git/config is read-only in this sandbox, so {what} will not be recorded \
                          (git may print an error about the config file; push with an explicit `git push origin <branch>`)"
@@ -252,6 +259,28 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
             REFUSED
         }
     }
+}
+
+/// A push inside a bwrap sandbox leaves only through the host's push service: from the
+/// project's repository, as the service decides (another `--git-dir`, work tree or
+/// common directory is refused here already, so the request cannot say one thing and
+/// mean another).
+fn push_through_host(inside: &RuntimeLayout, parsed: &gitguard::Parsed, start: &Path, args: &[OsString]) -> i32 {
+    if parsed.git_dir.is_some() || parsed.work_tree.is_some() || parsed.common_dir.is_some() {
+        let refusal = Refusal {
+            rule: "push-elsewhere",
+            what: "git push".into(),
+            why: "pushes leave through the host, from the project's own repository, and this one names another git \
+                  directory or work tree (--git-dir, --work-tree, GIT_DIR, GIT_WORK_TREE or GIT_COMMON_DIR)"
+                .into(),
+            instead: "push from the project's repository itself, without those options or variables".into(),
+        };
+        eprintln!("{refusal}");
+        let target = format!("git {}", args.iter().map(|arg| arg.to_string_lossy()).collect::<Vec<_>>().join(" "));
+        audit::send(&audit::Event::new("git", "exec", &target, "blocked", refusal.rule, Some(refusal.why.clone())));
+        return REFUSED;
+    }
+    crate::push::forward(&inside.push_socket(), start, &parsed.args)
 }
 
 fn exec_real(real: &Path, args: &[OsString], strip_env: &[String]) -> i32 {

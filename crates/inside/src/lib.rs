@@ -1,7 +1,8 @@
 //! What runs inside the sandbox: the multicall dispatcher (this binary mounted over every
 //! wrapped command, or reached through a shim), the `@git` preset it hands git to (the
 //! git guard, also installed as `git` in a container image), and the tool guard the
-//! agents' managed configuration runs before every tool call, and the probe `test` runs. Everything here runs for an
+//! agents' managed configuration runs before every tool call, the probe `test` runs, and the client side of `git push` (a request to the host's push
+//! service, `push.rs`). Everything here runs for an
 //! untrusted caller, in an environment the agent controls, over files the agent can
 //! write; host code never depends on this crate (only the binary's `argv[0]` dispatch
 //! does), and what the host needs at start lives in `gitfacts`, `guard-settings` and
@@ -22,4 +23,5 @@ mod git;
 pub mod multicall;
 pub mod net;
 pub mod probe;
+mod push;
 pub mod tool_guard;

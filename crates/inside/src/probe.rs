@@ -5,10 +5,15 @@
 //! could make: reading hidden and masked paths, writing git metadata, connecting to
 //! host sockets, `TIOCSTI`, running git with `--no-verify` and `--force`. An attempt that
 //! unexpectedly succeeds in writing is undone at once.
+//!
+//! [`container`] is the same inside a container sandbox (the Feature's image), where
+//! `test` runs it in process as the agent's user: the marker, the git guard, the
+//! read-only paths, the firewall (a connection to an address never routed) and the
+//! tool guard's managed files.
 
 use std::{
     io::Read as _,
-    os::unix::fs::OpenOptionsExt as _,
+    os::unix::fs::{MetadataExt as _, OpenOptionsExt as _},
     path::{Path, PathBuf},
 };
 
@@ -53,6 +58,7 @@ pub fn run(spec: &str) -> i32 {
             "hooksWritable": creatable(&root.join(".git/hooks")),
             "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
             "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
+            "pushAnsweredByHost": answered_by_host(root),
         })
     });
     let observations = json!({
@@ -70,6 +76,133 @@ pub fn run(spec: &str) -> i32 {
     });
     println!("{observations}");
     0
+}
+
+/// The observations in a container: `spec` names the protected paths (relative to the
+/// project's root: the repository's work tree around the current directory, else the
+/// current directory), the address to connect to (`refusalProbe`, never routed), and the
+/// managed files (`managed`). The repository's hooks directory is added to the
+/// protected paths.
+pub fn container(spec: &Value) -> Value {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let repo = gitfacts::discover(&cwd).ok();
+    let work_tree = repo.as_ref().and_then(|repo| repo.workdir().map(Path::to_path_buf));
+    let root = work_tree.clone().unwrap_or_else(|| cwd.clone());
+    let mut protected: Vec<PathBuf> = spec["protected"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|rel| root.join(rel))
+        .collect();
+    if let Some(hooks) = repo.as_ref().and_then(|repo| gitfacts::hooks_dir(repo).ok().flatten()) {
+        protected.push(hooks);
+    }
+    protected.sort();
+    protected.dedup();
+    let protected: Vec<Value> = protected
+        .iter()
+        .filter(|path| path.symlink_metadata().is_ok())
+        .map(|path| {
+            let changeable = if path.is_dir() { creatable(path) } else { writable(path) };
+            json!({ "path": path, "writable": changeable })
+        })
+        .collect();
+    let git = work_tree.as_deref().map(|root| {
+        json!({
+            "root": root,
+            "configWritable": writable(&root.join(".git/config")),
+            "hooksWritable": creatable(&root.join(".git/hooks")),
+            "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
+            "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
+            "pushAnsweredByHost": answered_by_host(root),
+        })
+    });
+    // The marker the Feature makes (`runtime_layout::detect` looks for it).
+    let marker = Path::new("/.agent-sandbox");
+    let refusal =
+        spec["refusalProbe"].as_str().and_then(|addr| addr.parse::<std::net::SocketAddr>().ok()).map(|addr| {
+            match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3)) {
+                Ok(_) => json!({ "address": addr.to_string(), "connected": true, "errno": null }),
+                Err(err) => json!({ "address": addr.to_string(), "connected": false, "errno": err.raw_os_error() }),
+            }
+        });
+    // Routes out of the container besides loopback's (none on Docker's `none` network:
+    // nothing can leave, whatever the rules, and the probe above finds no route).
+    let routes = routes_out("/proc/net/route", |fields| fields.first().copied(), 1)
+        + routes_out("/proc/net/ipv6_route", |fields| fields.last().copied(), 0);
+    let managed: Vec<Value> = spec["managed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|path| managed_file(Path::new(path)))
+        .collect();
+    json!({
+        "marker": {
+            "present": runtime_layout::detect() == runtime_layout::Where::Container,
+            "rootOwned": marker.symlink_metadata().is_ok_and(|meta| meta.uid() == 0),
+            "writable": writable(marker),
+        },
+        "git": git,
+        "protected": protected,
+        "refusal": refusal,
+        "routes": routes,
+        "managed": managed,
+    })
+}
+
+/// The routes of a kernel routing table (`/proc/net/route`, `/proc/net/ipv6_route`)
+/// through another interface than loopback; `interface` picks its name from a line's
+/// fields, after `header` lines.
+fn routes_out(table: &str, interface: for<'a> fn(&[&'a str]) -> Option<&'a str>, header: usize) -> usize {
+    let text = std::fs::read_to_string(table).unwrap_or_default();
+    text.lines()
+        .skip(header)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            interface(&fields).is_some_and(|name| name != "lo")
+        })
+        .count()
+}
+
+/// A managed file: its owner and mode, its directory's, whether this user can change
+/// either, and whether it runs the tool guard (and only managed hooks).
+fn managed_file(path: &Path) -> Value {
+    let owner = |path: &Path| {
+        path.symlink_metadata().ok().map(|meta| json!({ "uid": meta.uid(), "mode": meta.mode() & 0o7777 }))
+    };
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let text =
+        util::fs::read_regular(path, 16 * 1024 * 1024).ok().map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    let runs_guard = text.as_deref().is_some_and(|text| {
+        if path == Path::new(runtime_layout::CLAUDE_MANAGED_SETTINGS) {
+            serde_json::from_str::<Value>(text).is_ok_and(|settings| {
+                settings["allowManagedHooksOnly"] == true
+                    && settings["hooks"]["PreToolUse"].as_array().into_iter().flatten().any(|entry| {
+                        entry["hooks"].as_array().into_iter().flatten().any(|hook| {
+                            hook["command"]
+                                .as_str()
+                                .is_some_and(|command| command.ends_with(" tool-guard --agent claude"))
+                        })
+                    })
+            })
+        } else if path == Path::new(runtime_layout::CODEX_REQUIREMENTS) {
+            text.lines().any(|line| line.trim() == "allow_managed_hooks_only = true")
+                && text.contains(" tool-guard --agent codex\"")
+        } else {
+            // The guard's settings: usable.
+            serde_json::from_str::<guard_settings::ToolGuardSettings>(text).is_ok()
+        }
+    });
+    json!({
+        "path": path,
+        "file": owner(path),
+        "dir": owner(dir),
+        "writable": writable(path),
+        "dirWritable": creatable(dir),
+        "runsGuard": runs_guard,
+    })
 }
 
 /// Whether anything of `path` can be read: a file with content, a directory with entries.
@@ -113,6 +246,20 @@ fn refused(root: &Path, args: &[&str]) -> bool {
         std::process::Command::new("git").args(args).current_dir(root).stdin(std::process::Stdio::null()).output();
     out.is_ok_and(|out| {
         out.status.code() == Some(1) && String::from_utf8_lossy(&out.stderr).contains("agent-sandbox: refused")
+    })
+}
+
+/// Whether `git push` is answered by the host's push service: a dry run to a remote
+/// that is not configured is refused there, by the service's own words.
+fn answered_by_host(root: &Path) -> bool {
+    let out = std::process::Command::new("git")
+        .args(["push", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"])
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .output();
+    out.is_ok_and(|out| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        err.contains("agent-sandbox: push refused:") && err.contains("the host pushes only to those")
     })
 }
 

@@ -1,8 +1,10 @@
 //! `agent-sandbox tool-guard`: what Claude Code and Codex run before every tool call,
 //! from the managed configuration `exec` mounts read-only (`/etc/claude-code/
-//! managed-settings.json`, `/etc/codex/requirements.toml`). It reads the `PreToolUse`
+//! managed-settings.json`, `/etc/codex/requirements.toml`; in a container image the
+//! Feature's install writes them root-owned). It reads the `PreToolUse`
 //! hook input on stdin, judges the call with `toolguard` against the settings snapshot
 //! in the runtime directory (in a container: the root-owned `/etc/agent-sandbox`
+//! config and `tool-guard.json`, which the image's build took from the project's
 //! config), and denies with the documented decision JSON and a reason, audited. It
 //! fails closed: input or settings it cannot use block the call (exit status 2, the
 //! reason on stderr, which both agents show the model).
@@ -75,9 +77,20 @@ fn settings() -> Result<ToolGuardSettings, String> {
                 Err(err) => Err(err.to_string()),
             }
         }
+        // The image's config and the settings its build took from the project's (both
+        // root-owned), together: lists only accumulate.
         Where::Container => {
             let config = config::load_for_container().map_err(|err| err.to_string())?;
-            Ok(ToolGuardSettings::from_config(&config))
+            let mut settings = ToolGuardSettings::from_config(&config);
+            match ToolGuardSettings::read(std::path::Path::new(ToolGuardSettings::CONTAINER_PATH)) {
+                Ok(Some(image)) => {
+                    settings.disallowed.extend(image.disallowed);
+                    settings.read_only |= image.read_only;
+                }
+                Ok(None) => {}
+                Err(err) => return Err(err.to_string()),
+            }
+            Ok(settings)
         }
         Where::Outside => Err("not inside an agent-sandbox, where its settings are".into()),
     }

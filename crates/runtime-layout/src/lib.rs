@@ -32,6 +32,8 @@
 //!                   stand-in directory takes
 //! net.sock          the network proxy's unix socket (`network.mode` allowlist): the
 //!                   only way out of the sandbox's private network namespace
+//! push.sock         the host's push service (`hostpush`): `git push` inside becomes a
+//!                   request there, carried out outside the sandbox
 //! ```
 //!
 //! Nothing here touches the filesystem, except [`detect`], which asks whether the
@@ -74,6 +76,7 @@ const PACKAGES: &str = "packages";
 const COPIED: &str = "copied";
 const GIT_EXEC_REAL: &str = "git-exec-real";
 const NET_SOCKET: &str = "net.sock";
+const PUSH_SOCKET: &str = "push.sock";
 
 /// The loopback port inside the sandbox's network namespace where the bridge listens for
 /// proxy clients (HTTP CONNECT, absolute-URI HTTP and SOCKS5 on the same port).
@@ -205,6 +208,11 @@ impl RuntimeLayout {
         self.root.join(NET_SOCKET)
     }
 
+    /// The host's push service's unix socket.
+    pub fn push_socket(&self) -> PathBuf {
+        self.root.join(PUSH_SOCKET)
+    }
+
     /// Where git's exec-path directory `index` is, as the host has it.
     pub fn git_exec_real(&self, index: usize) -> PathBuf {
         self.root.join(GIT_EXEC_REAL).join(index.to_string())
@@ -240,6 +248,7 @@ mod tests {
             (inside.copied(Path::new("/etc")), "/run/agent-sandbox/copied/etc"),
             (inside.git_exec_real(0), "/run/agent-sandbox/git-exec-real/0"),
             (inside.net_socket(), "/run/agent-sandbox/net.sock"),
+            (inside.push_socket(), "/run/agent-sandbox/push.sock"),
         ];
         for (path, expected) in entries {
             assert_eq!(path, Path::new(expected));

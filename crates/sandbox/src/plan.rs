@@ -102,6 +102,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     }
 
     let copied = copied_files(plan.mounts);
+    let copied_links = copied_links(plan.mounts);
     let mut copied_dirs: Vec<&Path> = copied.iter().filter_map(|mount| mount.path.parent()).collect();
     copied_dirs.dedup();
     // Writable while bwrap makes the mount points of what is granted inside it, then
@@ -116,6 +117,9 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
             continue;
         }
         if let Some(link) = &mount.link {
+            if copied_links.iter().any(|copy| copy.path == mount.path) {
+                continue;
+            }
             args.push("--symlink");
             args.push_path(link);
             args.push_path(&mount.path);
@@ -222,6 +226,19 @@ pub fn copied_files(mounts: &[Mount]) -> Vec<&Mount> {
                     && !mounts.iter().any(|other| other.path == parent)
             })
         })
+        .collect()
+}
+
+/// The symlinks of `mounts` that lie in a copied directory (`/etc/localtime`): made in
+/// the copy when the runtime directory is created, not by bwrap, which would make them
+/// in the host's copy through the writable bind and fail on the next sandbox that uses
+/// the same runtime directory (a push's checks do).
+pub fn copied_links(mounts: &[Mount]) -> Vec<&Mount> {
+    let copied = copied_files(mounts);
+    mounts
+        .iter()
+        .filter(|mount| mount.link.is_some())
+        .filter(|mount| copied.iter().any(|file| file.path.parent() == mount.path.parent()))
         .collect()
 }
 
@@ -524,6 +541,8 @@ mod tests {
             mount("/etc/passwd", Access::Ro, Kind::File),
             mount("/etc/hosts", Access::Ro, Kind::File),
             mount("/etc/ssl", Access::Ro, Kind::Dir),
+            Mount { link: Some("/usr/share/zoneinfo/UTC".into()), ..mount("/etc/localtime", Access::Ro, Kind::File) },
+            Mount { link: Some("../x".into()), ..mount("/opt/link", Access::Ro, Kind::File) },
             mount("/p", Access::Rw, Kind::Dir),
         ];
         let plan = Plan {
@@ -555,6 +574,10 @@ mod tests {
                 "--ro-bind",
                 "/etc/ssl",
                 "/etc/ssl",
+                // Made in the copy by the runtime (not by bwrap, through the bind).
+                "--symlink",
+                "../x",
+                "/opt/link",
                 "--bind",
                 "/p",
                 "/p",
@@ -570,6 +593,8 @@ mod tests {
         );
         let copied: Vec<&Path> = copied_files(&mounts).iter().map(|mount| mount.path.as_path()).collect();
         assert_eq!(copied, [Path::new("/etc/passwd"), Path::new("/etc/hosts")]);
+        let links: Vec<&Path> = copied_links(&mounts).iter().map(|mount| mount.path.as_path()).collect();
+        assert_eq!(links, [Path::new("/etc/localtime")]);
     }
 
     #[test]

@@ -21,10 +21,9 @@ use std::{
     thread,
 };
 
-use crate::{
-    plan::{SECCOMP_FD, STATUS_FD},
-    runtime::Runtime,
-};
+use runtime_layout::RuntimeLayout;
+
+use crate::plan::{SECCOMP_FD, STATUS_FD};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -43,13 +42,14 @@ pub fn run(
     bwrap: &Path,
     args: &[OsString],
     env: &[(OsString, OsString)],
-    runtime: &Runtime,
+    runtime: &RuntimeLayout,
     audit_log: Option<PathBuf>,
 ) -> Result<i32, RunError> {
     let seccomp = File::open(runtime.seccomp()).map_err(RunError::Audit)?;
     // O_RDWR keeps the FIFO open for writing too, so its reader never sees EOF while
     // the sandbox has no writer, and opening never blocks.
-    let fifo = std::fs::OpenOptions::new().read(true).write(true).open(runtime.fifo()).map_err(RunError::Audit)?;
+    let fifo =
+        std::fs::OpenOptions::new().read(true).write(true).open(runtime.audit_fifo()).map_err(RunError::Audit)?;
     let relay = Relay::spawn(fifo, audit_log).map_err(RunError::Audit)?;
 
     let seccomp_fd = seccomp.as_raw_fd();

@@ -32,9 +32,14 @@ impl Runtime {
     /// directories from a disk-backed `/tmp` costs milliseconds on every start.
     /// `files` are written at the root, for the guards inside (their settings);
     /// `copies` are host files copied into [`RuntimeLayout::copied`] (see
-    /// `plan::COPIED_DIRS`). A
+    /// `plan::COPIED_DIRS`), `links` symlinks made there. A
     /// file that cannot be read is left out: the sandbox could not have read it either.
-    pub fn create(commands: &[WrappedCommand], files: &[(&str, &str)], copies: &[&Path]) -> std::io::Result<Runtime> {
+    pub fn create(
+        commands: &[WrappedCommand],
+        files: &[(&str, &str)],
+        copies: &[&Path],
+        links: &[(&Path, &Path)],
+    ) -> std::io::Result<Runtime> {
         let parent = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|dir| dir.is_dir())
@@ -62,6 +67,13 @@ impl Runtime {
             if let (Ok(content), Some(name)) = (std::fs::read(source), source.file_name()) {
                 fs_err::write(target_dir.join(name), content)?;
             }
+        }
+        // The symlinks of the copied directories (`plan::copied_links`): path, target.
+        for (path, target) in links {
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { continue };
+            let target_dir = host.copied(dir);
+            fs_err::create_dir_all(&target_dir)?;
+            fs_err::os::unix::fs::symlink(target, target_dir.join(name))?;
         }
         make_fifo(&host.audit_fifo())?;
         for sub in host.command_dirs() {
@@ -112,12 +124,21 @@ impl Runtime {
     /// sandbox can connect to (a socket on a read-only mount still accepts connections)
     /// but not replace.
     pub fn listen_net(&self) -> std::io::Result<std::os::unix::net::UnixListener> {
+        self.listen(&self.layout().net_socket())
+    }
+
+    /// Binds the push service's unix socket ([`RuntimeLayout::push_socket`]), likewise.
+    pub fn listen_push(&self) -> std::io::Result<std::os::unix::net::UnixListener> {
+        self.listen(&self.layout().push_socket())
+    }
+
+    fn listen(&self, socket: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
         let host = self.layout();
         fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o700))?;
-        let listener = std::os::unix::net::UnixListener::bind(host.net_socket());
+        let listener = std::os::unix::net::UnixListener::bind(socket);
         fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o111))?;
         let listener = listener?;
-        fs_err::set_permissions(host.net_socket(), std::fs::Permissions::from_mode(0o600))?;
+        fs_err::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
         Ok(listener)
     }
 
@@ -184,7 +205,8 @@ mod tests {
         npm.real = Some("/usr/lib/node_modules/npm/bin/npm-cli.js".into());
         npm.package = Some("/usr/lib/node_modules/npm".into());
         let commands = [git, npm, command("sh", CommandRule::Deny)];
-        let runtime = Runtime::create(&commands, &[(runtime_layout::GIT_GUARD_SETTINGS, "{}")], &[]).expect("runtime");
+        let runtime =
+            Runtime::create(&commands, &[(runtime_layout::GIT_GUARD_SETTINGS, "{}")], &[], &[]).expect("runtime");
         let host = runtime.layout();
         for path in [
             host.marker(),

@@ -481,8 +481,12 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     ];
     let copies: Vec<&Path> =
         sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
-    let runtime =
-        sandbox::runtime::Runtime::create(&commands, &files, &copies).context("creating the runtime directory")?;
+    let links: Vec<(&Path, &Path)> = sandbox::plan::copied_links(&policy.mounts)
+        .iter()
+        .filter_map(|mount| Some((mount.path.as_path(), mount.link.as_deref()?)))
+        .collect();
+    let runtime = sandbox::runtime::Runtime::create(&commands, &files, &copies, &links)
+        .context("creating the runtime directory")?;
     let plan = plan(&policy, &net_policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
@@ -510,6 +514,28 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         std::fs::write(runtime.layout().hook_guard_settings(), hook_settings.to_json())
             .context("writing the hook guard's settings")?;
     }
+    // Pushes leave through this process: `git push` inside asks it, and it pushes from
+    // here once every new commit passed the checks in a fresh sandbox.
+    let push = match (&repo, gitfacts::layout(&ctx.project_root)) {
+        (Some(_), Some(layout)) => {
+            let check = CheckInputs {
+                config: config.clone(),
+                ctx: ctx.clone(),
+                pinned: host_present.iter().chain(&by_path).cloned().collect(),
+                net_policy: net_policy.clone(),
+                masks: masks.clone(),
+                commands: commands.clone(),
+                self_exe: self_exe.clone(),
+                bwrap: bwrap.clone(),
+                env: env.clone(),
+                hook_settings: hook_settings.clone(),
+                runtime: runtime.path().to_path_buf(),
+            };
+            debug("pushes leave through this process (push.sock)");
+            Some(start_push_service(check, &state_dir, &runtime, layout.common_dir, &agent)?)
+        }
+        _ => None,
+    };
     // The proxy lives exactly as long as the sandbox: this process owns it.
     let proxy = if net_policy.mode == config::Network::Allowlist {
         let listener = runtime.listen_net().context("creating the network proxy's socket")?;
@@ -525,10 +551,11 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     } else {
         None
     };
-    let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime, audit::default_path());
+    let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime.layout(), audit::default_path());
     if let Some(proxy) = proxy {
         proxy.stop();
     }
+    drop(push);
     // What the session left behind, listed the same (cached) way; when the scan fails (a
     // directory made unreadable), the fail-closed walk, which makes it readable again or
     // reports it for quarantine.
@@ -873,6 +900,130 @@ fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (gitcare::wa
         }
     }
     (found, secrets)
+}
+
+/// What the checks of a pushed commit run in: the session's sandbox, decided again with
+/// the push's private directory granted read-write. Owned, because the push service
+/// decides it on its own thread while the sandbox starts.
+struct CheckInputs {
+    config: config::Config,
+    ctx: Context,
+    /// Paths whose parents are pinned in the session's policy.
+    pinned: Vec<PathBuf>,
+    net_policy: policy::network::NetPolicy,
+    masks: Vec<Mask>,
+    commands: Vec<sandbox::plan::WrappedCommand>,
+    self_exe: PathBuf,
+    bwrap: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    hook_settings: guard_settings::HookGuardSettings,
+    /// The session's runtime directory (the checks' sandboxes use it too).
+    runtime: PathBuf,
+}
+
+impl CheckInputs {
+    /// Writes into the push directory `dir` the pre-push hook the host's git runs and its
+    /// settings: the hook guard's, with the sandbox its checks run in (worktree
+    /// `dir/worktree`).
+    fn prepare(self, dir: &Path) -> Result<()> {
+        let hook = dir.join("hooks/pre-push");
+        std::fs::DirBuilder::new().mode(0o700).create(dir.join("hooks")).context("creating the push hooks")?;
+        std::fs::write(&hook, hostpush::service::hook_script(&self.self_exe)).context("writing the push hook")?;
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        let worktree = dir.join("worktree");
+        let mut config = self.config;
+        config.rw.push(builtin_path(dir));
+        let mut policy = policy::resolve(&config, &self.ctx)?;
+        policy::pin_parents(&mut policy.mounts, &self.pinned);
+        let ctx = Context { cwd: worktree.clone(), ..self.ctx };
+        let command: Vec<OsString> = vec!["/bin/sh".into(), "-c".into()];
+        let plan =
+            plan(&policy, &self.net_policy, &self.masks, &self.commands, &ctx, &self.runtime, &self.self_exe, &command);
+        let text = |value: &std::ffi::OsStr| value.to_string_lossy().into_owned();
+        let mut settings = self.hook_settings;
+        settings.check_sandbox = Some(guard_settings::CheckSandbox {
+            bwrap: self.bwrap,
+            args: sandbox::plan::bwrap_args(&plan).iter().map(|arg| text(arg)).collect(),
+            env: self.env.iter().map(|(name, value)| (text(name), text(value))).collect(),
+            runtime: self.runtime,
+            worktree,
+        });
+        util::fs::atomic_write(&dir.join(PUSH_SETTINGS), settings.to_json().as_bytes(), 0o600)
+            .context("writing the push's settings")?;
+        Ok(())
+    }
+}
+
+/// The hook guard's settings in the push directory.
+const PUSH_SETTINGS: &str = "hook-guard.json";
+
+/// The push service and its private directory (removed when dropped; locked while it
+/// lives, so that the next start can tell a killed session's from a running one's).
+struct PushService {
+    _service: hostpush::service::Service,
+    _lock: std::fs::File,
+    _dir: tempfile::TempDir,
+}
+
+/// Removes the push directories of sessions that are gone (killed before removing
+/// theirs); `git worktree prune` forgets a check worktree left in one. Only directories
+/// older than a minute: a starting session makes its directory, then locks it.
+fn remove_stale_push_dirs(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(|meta| meta.is_dir())
+            .and_then(|meta| meta.modified().ok())
+            .is_some_and(|modified| modified.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(60)));
+        if old && matches!(util::fs::lock(&dir.join(PUSH_LOCK), false), Ok(Some(_))) {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+/// Held by the session that owns a push directory.
+const PUSH_LOCK: &str = "lock";
+
+/// Starts the host's push service for this session: its socket now (the git guard
+/// inside only forwards to one that exists), and a private directory in the state
+/// directory (which no sandbox shows) for the pre-push hook the host's git runs, its
+/// settings and the worktree checks use, filled on the service's thread.
+fn start_push_service(
+    check: CheckInputs,
+    state_dir: &Path,
+    runtime: &sandbox::runtime::Runtime,
+    common_dir: PathBuf,
+    agent: &str,
+) -> Result<PushService> {
+    let parent = state_dir.join("push");
+    std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&parent).context("creating the push directory")?;
+    remove_stale_push_dirs(&parent);
+    let dir = tempfile::Builder::new().prefix("session-").tempdir_in(&parent).context("creating the push directory")?;
+    let lock = util::fs::lock(&dir.path().join(PUSH_LOCK), true)
+        .context("locking the push directory")?
+        .context("locking the push directory")?;
+    let listener = runtime.listen_push().context("creating the push service's socket")?;
+    let allow_branch_deletion = check.config.git_allow_branch_deletion.value;
+    let project_root = check.ctx.project_root.clone();
+    let path = dir.path().to_path_buf();
+    let service = hostpush::service::start(
+        listener,
+        runtime.layout().push_socket(),
+        hostpush::service::ServiceConfig {
+            project_root,
+            common_dir,
+            allow_branch_deletion,
+            hooks_dir: dir.path().join("hooks"),
+            settings: dir.path().join(PUSH_SETTINGS),
+            env: std::env::vars_os().collect(),
+            agent: agent.to_owned(),
+        },
+        Box::new(move || check.prepare(&path).map_err(|err| format!("{err:#}"))),
+    );
+    Ok(PushService { _service: service, _lock: lock, _dir: dir })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -197,7 +197,8 @@ pub fn deny_json(denial: &Denial) -> String {
 
 /// Claude Code's managed settings with the tool guard as a `PreToolUse` hook for every
 /// tool and `allowManagedHooksOnly` (no user or project hook runs), merged into the
-/// host's own managed settings when there are some (`existing`).
+/// host's own managed settings when there are some (`existing`). A hook running
+/// `command` already there is not added twice (an image's Feature installed again).
 pub fn claude_managed_settings(existing: Option<&str>, command: &str) -> Result<String, String> {
     let mut settings = match existing {
         Some(text) => serde_json::from_str::<Value>(text).map_err(|err| format!("not JSON: {err}"))?,
@@ -209,16 +210,50 @@ pub fn claude_managed_settings(existing: Option<&str>, command: &str) -> Result<
     let Some(hooks) = hooks.as_object_mut() else { return Err("\"hooks\" is not an object".into()) };
     let pre = hooks.entry("PreToolUse").or_insert_with(|| serde_json::json!([]));
     let Some(pre) = pre.as_array_mut() else { return Err("\"hooks.PreToolUse\" is not an array".into()) };
-    pre.insert(0, serde_json::json!({ "hooks": [{ "type": "command", "command": command }] }));
+    let ours = serde_json::json!({ "hooks": [{ "type": "command", "command": command }] });
+    pre.retain(|entry| *entry != ours);
+    pre.insert(0, ours);
     serde_json::to_string_pretty(&settings).map_err(|err| err.to_string())
 }
 
-/// Codex's managed requirements with the tool guard as a `PreToolUse` hook for every
-/// tool, after the host's own requirements (`existing`), whose text is kept as it is.
+/// The first line of what [`codex_requirements`] puts before the host's own text.
+const CODEX_HEAD: &str = "# Added by agent-sandbox: only managed hooks run (user and project hooks are ignored).";
+/// The first line of what [`codex_requirements`] puts after it.
+const CODEX_TAIL: &str = "# Added by agent-sandbox: its tool guard runs before every tool call.";
+
+/// Codex's managed requirements: top-level `allow_managed_hooks_only = true` (Codex then
+/// ignores user, project and session hooks; openai/codex#20319, `docs/config.md`), the
+/// host's own requirements (`existing`) as they are but for their own
+/// `allow_managed_hooks_only`, then the tool guard as a `PreToolUse` hook for every tool.
+/// What an earlier run added is taken out first (an image's Feature installed again).
 pub fn codex_requirements(existing: Option<&str>, command: &str) -> String {
-    let mut text = existing.map(|text| format!("{}\n\n", text.trim_end())).unwrap_or_default();
-    text.push_str("# Added by agent-sandbox: its tool guard runs before every tool call.\n");
-    text.push_str("[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\n");
+    let mut theirs = existing.unwrap_or_default();
+    theirs = theirs.strip_prefix(CODEX_HEAD).unwrap_or(theirs);
+    if let Some((before, _)) = theirs.split_once(CODEX_TAIL) {
+        theirs = before;
+    }
+    // A top-level key must come before the first table, and only once: their own
+    // setting of it (before their first table) is dropped.
+    let mut in_table = false;
+    let kept: Vec<&str> = theirs
+        .lines()
+        .filter(|line| {
+            let trimmed = line.trim_start();
+            in_table |= trimmed.starts_with('[');
+            in_table
+                || !trimmed
+                    .strip_prefix("allow_managed_hooks_only")
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .collect();
+    let theirs = kept.join("\n");
+    let mut text = format!("{CODEX_HEAD}\nallow_managed_hooks_only = true\n\n");
+    if !theirs.trim().is_empty() {
+        text.push_str(theirs.trim());
+        text.push_str("\n\n");
+    }
+    text.push_str(CODEX_TAIL);
+    text.push_str("\n[[hooks.PreToolUse]]\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\n");
     text.push_str(&format!("command = {}\n", serde_json::Value::String(command.to_owned())));
     text
 }
@@ -369,13 +404,31 @@ mod tests {
     }
 
     #[test]
-    fn codex_requirements_follow_the_hosts_own() {
-        let expected = "# Added by agent-sandbox: its tool guard runs before every tool call.\n[[hooks.PreToolUse]]\n\
-                        [[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"/g --agent codex\"\n";
-        assert_eq!(codex_requirements(None, "/g --agent codex"), expected);
+    fn codex_requirements_allow_managed_hooks_only_and_follow_the_hosts_own() {
+        let head = "# Added by agent-sandbox: only managed hooks run (user and project hooks are ignored).\n\
+                    allow_managed_hooks_only = true\n\n";
+        let tail = "# Added by agent-sandbox: its tool guard runs before every tool call.\n[[hooks.PreToolUse]]\n\
+                    [[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"/g --agent codex\"\n";
+        assert_eq!(codex_requirements(None, "/g --agent codex"), format!("{head}{tail}"));
         assert_eq!(
             codex_requirements(Some("approval_policy = \"never\"\n"), "/g --agent codex"),
-            format!("approval_policy = \"never\"\n\n{expected}")
+            format!("{head}approval_policy = \"never\"\n\n{tail}")
         );
+        // Their own top-level setting gives way (a key twice is invalid TOML); a key of
+        // that name inside a table is another key and stays.
+        let host = "allow_managed_hooks_only = false\napproval_policy = \"never\"\n[x]\nallow_managed_hooks_only = 1\n";
+        assert_eq!(
+            codex_requirements(Some(host), "/g --agent codex"),
+            format!("{head}approval_policy = \"never\"\n[x]\nallow_managed_hooks_only = 1\n\n{tail}")
+        );
+        // Installed again over its own output: the same file.
+        let once = codex_requirements(Some(host), "/g --agent codex");
+        assert_eq!(codex_requirements(Some(&once), "/g --agent codex"), once);
+    }
+
+    #[test]
+    fn managed_settings_installed_again_are_the_same() {
+        let once = claude_managed_settings(Some(r#"{"permissions": {"deny": ["WebSearch"]}}"#), "/g").expect("valid");
+        assert_eq!(claude_managed_settings(Some(&once), "/g").expect("valid"), once);
     }
 }

@@ -82,6 +82,26 @@ pub fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
     Ok(())
 }
 
+/// An exclusive `flock` on `path` (created if missing), held while the `File` lives;
+/// `None` when `wait` is false and another process holds it.
+pub fn lock(path: &Path, wait: bool) -> std::io::Result<Option<File>> {
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    let operation = if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB };
+    loop {
+        // SAFETY: flock on a descriptor this process owns.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(Some(file));
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Ok(None),
+            _ => return Err(err),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,9 +2,10 @@
 # The agent-sandbox Dev Container Feature, run as root while the image is built.
 # Adds to a Debian or Ubuntu based image: the agent-sandbox binary (the host's own,
 # which `agent-sandbox devcontainer init` puts next to this file), the git guard in
-# front of every git entry point, the /.agent-sandbox marker, the firewall with its
-# image policy and its one sudo rule, the entrypoint that applies it at every start,
-# and the remote user's shell setup. Running it twice changes nothing.
+# front of every git entry point, the /.agent-sandbox marker, the tool guard's managed
+# files for Claude Code and Codex, the firewall with its image policy and its one sudo
+# rule, the entrypoint that applies it at every start, and the remote user's shell
+# setup. Running it twice changes nothing.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 user=${_REMOTE_USER:-node}
@@ -63,6 +64,16 @@ if [ -n "$exec_path" ] && [ -e "$exec_path/git" ]; then
   rm -f "$exec_path/git" && ln -s /usr/local/bin/agent-sandbox "$exec_path/git"
 fi
 touch /.agent-sandbox && chmod 0444 /.agent-sandbox
+
+# The tool guard: Claude Code's managed settings and Codex's managed requirements run
+# `agent-sandbox tool-guard` before every tool call (and only managed hooks run), with
+# the project's tools.* as `devcontainer init` wrote them into tool-guard.json; each
+# file root-owned 0644 in a root-owned 0755 directory, merged into the image's own.
+if [ -e "$here/tool-guard.json" ]; then
+  /usr/local/bin/agent-sandbox tool-guard-install "$here/tool-guard.json"
+else
+  /usr/local/bin/agent-sandbox tool-guard-install
+fi || fail "the tool guard's managed files could not be written (see above)"
 
 # The image's firewall policy (root-owned), the entrypoint, the one sudo rule.
 install -m 0644 "$here/firewall.jsonc" /etc/agent-sandbox/firewall.jsonc

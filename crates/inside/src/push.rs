@@ -1,0 +1,47 @@
+//! `git push` inside the sandbox: a request to the host's push service (`hostpush`),
+//! which pushes from outside with the user's own git setup once the hook guard, run
+//! there, has checked every new commit. This side only passes the request on and shows
+//! the answer; it decides nothing, and has no credentials to push with itself.
+
+use std::{io::Write, os::unix::net::UnixStream, path::Path};
+
+use hostpush::protocol::{self, Request};
+
+/// Sends the push (its arguments after `push`, started in `cwd`) to the service at
+/// `socket`, relays the output; the exit status to end with.
+pub fn forward(socket: &Path, cwd: &Path, args: &[String]) -> i32 {
+    let request = Request { cwd: cwd.to_string_lossy().into_owned(), args: args.to_vec() };
+    let stream = UnixStream::connect(socket).and_then(|mut stream| {
+        stream.write_all(&request.to_line())?;
+        Ok(stream)
+    });
+    let stream = match stream {
+        Ok(stream) => stream,
+        Err(err) => {
+            eprintln!(
+                "agent-sandbox: push refused: the host's push service does not answer ({err}).\nInstead: restart the \
+                 sandbox; pushes only leave through the host."
+            );
+            return 1;
+        }
+    };
+    loop {
+        match protocol::read_frame(&stream) {
+            Ok(Some((protocol::OUT, bytes))) => {
+                let _ = std::io::stdout().write_all(&bytes);
+            }
+            Ok(Some((protocol::ERR, bytes))) => {
+                let _ = std::io::stderr().write_all(&bytes);
+            }
+            Ok(Some((protocol::EXIT, bytes))) => {
+                let _ = std::io::stdout().flush();
+                return bytes.try_into().map(i32::from_be_bytes).unwrap_or(1);
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                eprintln!("agent-sandbox: push failed: the host's push service ended without an answer.");
+                return 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! Pushes carried out by agent-sandbox outside the sandbox: `git push` inside becomes a
+//! request to the `exec` process on the host, which checks every new commit in a fresh
+//! sandbox and pushes with the user's own git setup. The remote is never granted to
+//! the sandbox here: it is reachable only through the host.
+
+use std::process::Command;
+
+use crate::support::{require_bwrap, World};
+
+/// A project with the check `test ! -e BROKEN`, `.husky` protected (a built-in default),
+/// pushed to a bare remote beside it that the sandbox can read but not write.
+fn pushed_world() -> World {
+    let world = World::new();
+    world.write("home/proj/src.txt", "one\n");
+    world.write("home/proj/.husky/pre-commit", "npm test\n");
+    world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "second"]);
+    world.bare_origin();
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    world
+}
+
+fn remote_refs(world: &World) -> String {
+    let remote = world.path("home/remote.git");
+    let out = Command::new("git")
+        .args(["--git-dir", remote.to_str().expect("utf-8"), "for-each-ref", "--format=%(refname) %(objectname)"])
+        .output()
+        .expect("git");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn reset(world: &World) {
+    for leftover in [".git/shallow", ".git/objects/info/alternates", ".git/config.worktree"] {
+        let _ = std::fs::remove_file(world.path(&format!("home/proj/{leftover}")));
+    }
+    world.git(&["checkout", "-qf", "main"]);
+    world.git(&["reset", "-q", "--hard", "origin/main"]);
+    world.git(&["clean", "-qffdx", "-e", ".agent-sandbox"]);
+    for name in world.git(&["for-each-ref", "--format=%(refname)", "refs/tags/", "refs/replace/"]).lines() {
+        world.git(&["update-ref", "-d", name]);
+    }
+}
+
+/// Every way an agent got a failing commit onto the remote from inside the sandbox, with
+/// the remote not granted: none reaches it, and each says why.
+#[test]
+fn nothing_unchecked_leaves_through_the_host() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.git(&["config", "extensions.worktreeConfig", "true"]);
+    let before = remote_refs(&world);
+    let own_git = "cp /run/agent-sandbox/bin/git /tmp/g && ";
+    let commit_broken = "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky";
+    let scratch = "/tmp/g clone -q . /tmp/s && cd /tmp/s && /tmp/g -c user.name=a -c user.email=a@b commit -q";
+    let attacks: Vec<(&str, String)> = vec![
+        // A commit made without hooks, pushed through the guard: the host's check fails.
+        ("failed on commit", format!("{own_git}{commit_broken} && git push -q origin main")),
+        // The same, on a new branch, with a clean-up commit on top.
+        (
+            "failed on commit",
+            format!("{own_git}{commit_broken} && git rm -q BROKEN && git commit -qm fine && git push -q origin HEAD:refs/heads/topic"),
+        ),
+        // Its own git cannot reach the remote: it is not in the sandbox at all.
+        ("does not appear to be a git repository", format!("{own_git}{commit_broken} && /tmp/g push -q origin main")),
+        // A push from a scratch clone, through the guard.
+        ("this push comes from /tmp/s", format!("{own_git}{scratch} --allow-empty -m x && git push -q origin HEAD:refs/heads/topic")),
+        // ...or from another git directory named for the push.
+        ("names another git directory", format!("{own_git}{scratch} --allow-empty -m x && cd - >/dev/null && git --git-dir=/tmp/s/.git push -q origin main")),
+        // A change to a protected path made in a scratch clone and fetched.
+        (
+            "which is protected (.husky)",
+            format!("{own_git}{scratch} --allow-empty -m x && echo 'exit 0' > .husky/pre-commit && /tmp/g commit -qam skip \
+                     && cd - >/dev/null && git fetch -q /tmp/s main:refs/heads/topic && git push -q origin topic"),
+        ),
+        // Objects borrowed from elsewhere: the host sees only the project's own store.
+        (
+            "not in the project's own object store",
+            format!("{own_git}{scratch} --allow-empty -m borrowed && S=$(/tmp/g rev-parse HEAD) && cd - >/dev/null \
+                     && export GIT_ALTERNATE_OBJECT_DIRECTORIES=/tmp/s/.git/objects \
+                     && /tmp/g update-ref refs/heads/borrowed $S && git push -q origin borrowed"),
+        ),
+        (
+            ".git/objects/info/alternates changed since the sandbox started",
+            format!("{own_git}{scratch} --allow-empty -m borrowed && S=$(/tmp/g rev-parse HEAD) && cd - >/dev/null \
+                     && echo /tmp/s/.git/objects > .git/objects/info/alternates \
+                     && /tmp/g update-ref refs/heads/borrowed $S && git push -q origin borrowed"),
+        ),
+        // A shallow file that hides the failing commit under a clean one.
+        (
+            ".git/shallow changed since the sandbox started",
+            format!("{own_git}{commit_broken} && git rm -q BROKEN && git commit -qm cleanup && git rev-parse HEAD~1 > .git/shallow \
+                     && git push -q origin main"),
+        ),
+        // A global config of the agent's making (a smudge filter hiding the file from the
+        // check's checkout), an `sh` planted first on PATH: the host uses neither.
+        (
+            "failed on commit",
+            format!("{own_git}{commit_broken} && mkdir -p /tmp/h && cp ~/.gitconfig /tmp/h/ \
+                     && echo 'BROKEN filter=hide' > .gitattributes && /tmp/g add .gitattributes && /tmp/g commit -qn -m attrs \
+                     && printf '[filter \"hide\"]\\n\\tsmudge = rm -f BROKEN\\n' >> /tmp/h/.gitconfig \
+                     && mkdir -p /tmp/bin && printf '#!/bin/sh\\nexit 0\\n' > /tmp/bin/sh && chmod +x /tmp/bin/sh \
+                     && HOME=/tmp/h PATH=/tmp/bin:$PATH git push -q origin main"),
+        ),
+        // A tag of a tree carries content no check runs on.
+        ("not a commit", format!("{own_git}/tmp/g tag treetag HEAD^{{tree}} && git push -q origin treetag")),
+        // Rewrites, deletions, other destinations and programs run on the host.
+        ("force-updates the remote branch", "git commit -q --allow-empty -m x && git push -q origin +main".to_owned()),
+        ("refused `git push --force`", "git push -q --force origin main".to_owned()),
+        ("not one of the repository's configured remotes", "git push -q /tmp/elsewhere.git main".to_owned()),
+        ("not carried out from the host", "git push -q --receive-pack='touch /tmp/x; git-receive-pack' origin main".to_owned()),
+        // A repository nested in the project (its `.git` could be anything: a FIFO).
+        ("this push comes from", "mkdir -p sub && cd sub && git init -q && mkfifo .git/config 2>/dev/null; git push -q origin main".to_owned()),
+        // A per-worktree config (the user enabled them) naming a program the host's git
+        // would run.
+        (
+            ".git/config.worktree changed since the sandbox started",
+            "git commit -q --allow-empty -m x && printf '[core]\\n\\tsshCommand = touch /tmp/pwned\\n' > .git/config.worktree \
+             && git push -q origin main"
+                .to_owned(),
+        ),
+    ];
+    for (expected, attack) in &attacks {
+        let run = world.sh(&[], attack);
+        let err = run.stderr();
+        assert!(err.contains(expected), "`{attack}`: expected {expected:?} in:\n{err}");
+        assert_eq!(remote_refs(&world), before, "`{attack}` changed the remote");
+        reset(&world);
+    }
+    let log = world.audit_log();
+    assert!(log.contains("\"host-push\""), "refusals of the push service are audited:\n{log}");
+}
+
+/// What an agent legitimately pushes goes through the host: main, a new branch with
+/// `-u` (pushed; the upstream is not recorded, as `.git/config` is the user's), a tag, `--all` and `--tags`; each new commit's check ran (a check that records
+/// it ran, in the fresh sandbox, in a worktree of the commit).
+#[test]
+fn legitimate_pushes_go_through_the_host() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN && pwd >&2 && cat src.txt >&2"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "config"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    let run = world.sh(
+        &[],
+        "echo two >> src.txt && git commit -qam two && git push -q origin main \
+         && git switch -qc feature && echo three >> src.txt && git commit -qam three && git push -q -u origin feature \
+         && git tag -a -m v1 v1 && git push -q origin v1 \
+         && git switch -qc other && git commit -q --allow-empty -m other && git tag v2 && git push -q --all origin \
+         && git push -q --tags origin && echo pushed",
+    );
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+    let err = run.stderr();
+    assert!(err.contains("one\ntwo\nthree\n"), "the check ran on the commit's own content:\n{err}");
+    assert!(err.contains("/agent-sandbox/push/session-"), "in the host's private worktree:\n{err}");
+    let refs = remote_refs(&world);
+    for name in ["refs/heads/main", "refs/heads/feature", "refs/heads/other", "refs/tags/v1", "refs/tags/v2"] {
+        assert!(refs.contains(name), "{name} not pushed:\n{refs}");
+    }
+    assert!(err.contains("the upstream is not recorded"), "-u says what it did not do:\n{err}");
+}
+
+/// The worktree the checks run in, and the host's push process, are out of the agent's
+/// reach: the push directory does not show inside, and the processes of the push are in
+/// no pid namespace the agent can signal.
+#[test]
+fn the_checks_worktree_and_processes_are_out_of_reach() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.project_config(r#"{ "checks": { "commands": ["sleep 2; test ! -e BROKEN"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "slow check"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    let before = remote_refs(&world);
+    let state = world.path("xdg-state/agent-sandbox/push");
+    let script = format!(
+        "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky; \
+         (sleep 1; ls {state} 2>/dev/null | wc -l > /tmp/seen; for p in $(pgrep -f 'hook pre-pus[h]|slee[p] 2'); do kill -STOP $p && echo stopped $p; done > /tmp/stopped) & \
+         git push -q origin main; wait; echo \"seen=$(cat /tmp/seen) stopped=$(cat /tmp/stopped | wc -l)\"",
+        state = state.display()
+    );
+    let run = world.sh(&[], &script);
+    assert!(run.stderr().contains("failed on commit"), "{}", run.stderr());
+    assert_eq!(run.stdout().trim(), "seen=0 stopped=0", "{}", run.stderr());
+    assert_eq!(remote_refs(&world), before);
+}
+
+/// An sshd on loopback run by the test as the current user, accepting one key; and an
+/// ssh agent holding that key. Both live in the test's own directory on the host,
+/// which no sandbox shows.
+struct SshRemote {
+    sshd: std::process::Child,
+    agent: std::process::Child,
+    url: String,
+    /// `SSH_AUTH_SOCK` and `GIT_SSH_COMMAND` of the user's setup.
+    env: [(String, String); 2],
+}
+
+impl Drop for SshRemote {
+    fn drop(&mut self) {
+        let _ = self.sshd.kill();
+        let _ = self.agent.kill();
+        let _ = self.sshd.wait();
+        let _ = self.agent.wait();
+    }
+}
+
+fn ssh_remote(world: &World) -> Option<SshRemote> {
+    let sshd = std::path::Path::new("/usr/sbin/sshd");
+    if !sshd.exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have sshd (openssh-server): xtask installs it");
+        eprintln!("skipping: no /usr/sbin/sshd (apt-get install openssh-server)");
+        return None;
+    }
+    let dir = world.path("ssh");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let keygen = |file: &std::path::Path| {
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(file)
+            .output()
+            .expect("ssh-keygen");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    keygen(&dir.join("host_key"));
+    // The user's key, where users keep it: the sandbox's home is a scratch one.
+    let key = world.path("home/.ssh/id_ed25519");
+    std::fs::create_dir_all(key.parent().expect("parent")).expect("mkdir");
+    keygen(&key);
+    std::fs::copy(key.with_extension("pub"), dir.join("authorized_keys")).expect("authorized_keys");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let config = dir.join("sshd_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {dir}/host_key\nAuthorizedKeysFile {dir}/authorized_keys\n\
+             PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPidFile none\n",
+            dir = dir.display()
+        ),
+    )
+    .expect("config");
+    if crate::support::is_root() {
+        let _ = std::fs::create_dir_all("/run/sshd");
+    }
+    let sshd = Command::new(sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(&config)
+        .stderr(std::fs::File::create(dir.join("sshd.log")).expect("log"))
+        .spawn()
+        .expect("sshd starts");
+    let socket = dir.join("agent.sock");
+    let agent = Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("ssh-agent");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !(socket.exists() && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sshd or ssh-agent did not start: {}",
+            world.read("ssh/sshd.log")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = Command::new("ssh-add").arg("-q").arg(&key).env("SSH_AUTH_SOCK", &socket).output().expect("ssh-add");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The host key as the user's known_hosts would have it.
+    let host_key = world.read("ssh/host_key.pub");
+    let known = dir.join("known_hosts");
+    std::fs::write(&known, format!("[127.0.0.1]:{port} {host_key}")).expect("known_hosts");
+    let user = String::from_utf8_lossy(&Command::new("id").arg("-un").output().expect("id").stdout).trim().to_owned();
+    let remote = world.path("home/remote.git");
+    Some(SshRemote {
+        sshd,
+        agent,
+        url: format!("ssh://{user}@127.0.0.1:{port}{}", remote.display()),
+        env: [
+            ("SSH_AUTH_SOCK".into(), socket.display().to_string()),
+            (
+                "GIT_SSH_COMMAND".into(),
+                format!("ssh -F /dev/null -o BatchMode=yes -o UserKnownHostsFile={}", known.display()),
+            ),
+        ],
+    })
+}
+
+/// A push that needs the user's credentials (an ssh remote, the key in an ssh agent on
+/// the host) goes through from inside, while the key, `~/.ssh` and the agent's socket
+/// are nowhere inside, and the agent's own git cannot push there; the host still
+/// refuses a failing commit.
+#[test]
+fn a_push_over_ssh_uses_the_users_credentials_that_the_sandbox_never_sees() {
+    require_bwrap!();
+    let world = pushed_world();
+    let Some(ssh) = ssh_remote(&world) else { return };
+    world.git(&["remote", "set-url", "origin", &ssh.url]);
+    let before = remote_refs(&world);
+    let sh = |script: &str| {
+        let mut cmd = world.cmd();
+        for (name, value) in &ssh.env {
+            cmd.env(name, value);
+        }
+        cmd.args(["exec", "--", "sh", "-c", script]).run()
+    };
+    let run = sh("test -e ~/.ssh/id_ed25519 && echo key-visible; test -S \"$SSH_AUTH_SOCK\" && echo agent-visible; \
+                  ssh-add -l >/dev/null 2>&1 && echo agent-answers; \
+                  cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g commit -q --allow-empty -m own && /tmp/g push -q origin main 2>/dev/null && echo own-push; \
+                  git reset -q --hard HEAD~1; exit 0");
+    assert_eq!(run.stdout(), "", "{}", run.stderr());
+    assert_eq!(remote_refs(&world), before);
+    let run = sh("echo two >> src.txt && git commit -qam two && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "pushed\n", "{}\n{}", run.stderr(), world.read("ssh/sshd.log"));
+    assert!(remote_refs(&world).contains(&world.git(&["rev-parse", "HEAD"]).trim().to_owned()));
+    let run =
+        sh("cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
+                  && git push -q origin main");
+    assert!(run.stderr().contains("failed on commit"), "{}", run.stderr());
+    assert!(!remote_refs(&world).contains(&world.git(&["rev-parse", "HEAD"]).trim().to_owned()));
+}
+
+/// The host runs nothing of the repository's: not the hooks a checkout would run (here
+/// a post-checkout hook that, as husky's do, runs a script from the work tree, which the
+/// agent changed), not the checks outside a sandbox.
+#[test]
+fn the_host_runs_nothing_the_agent_wrote() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.write("home/proj/.githooks/post-checkout", "#!/bin/sh\nsh scripts/post-checkout.sh\n");
+    world.chmod("home/proj/.githooks/post-checkout", 0o755);
+    world.write("home/proj/scripts/post-checkout.sh", "true\n");
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "hooks"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["config", "core.hooksPath", ".githooks"]);
+    let planted = world.path("home/PLANTED");
+    let run = world.sh(
+        &[],
+        &format!(
+            "echo 'touch {}' > scripts/post-checkout.sh && git commit -qam 'innocent' && git push -q origin main && echo pushed",
+            planted.display()
+        ),
+    );
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+    assert!(!planted.exists(), "the host ran the agent's script");
+}
+
+/// An agent that interrupts its `git push` ends the host's push and its checks (nothing
+/// the repository holds can keep a host process waiting after that).
+#[test]
+fn an_interrupted_push_ends_on_the_host() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.project_config(r#"{ "checks": { "commands": ["sleep 31.25"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "slow"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    let before = remote_refs(&world);
+    let mut session = world.cmd();
+    session.args([
+        "exec",
+        "--",
+        "sh",
+        "-c",
+        "git commit -q --allow-empty -m x; timeout -s INT 3 git push -q origin main; touch .interrupted; sleep 20",
+    ]);
+    let mut child = session.cmd.stderr(std::process::Stdio::null()).spawn().expect("exec starts");
+    let running = || {
+        let out = Command::new("pgrep").args(["-f", "sleep 31[.]25"]).output().expect("pgrep");
+        !out.stdout.is_empty()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !world.path("home/proj/.interrupted").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(world.path("home/proj/.interrupted").exists(), "the push did not return when interrupted");
+    let gone = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while running() && std::time::Instant::now() < gone {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let still = running();
+    child.kill().expect("kill");
+    child.wait().expect("reaped");
+    assert!(!still, "the check kept running on the host after the agent interrupted its push");
+    assert_eq!(remote_refs(&world), before);
+}
+
+/// A session killed before it removed its push directory leaves it behind; the next
+/// start removes it, and never the directory of a session still running.
+#[test]
+fn a_killed_sessions_push_directory_is_removed_at_the_next_start() {
+    require_bwrap!();
+    use std::os::unix::io::AsRawFd;
+    let world = pushed_world();
+    let parent = world.path("xdg-state/agent-sandbox/push");
+    for name in ["session-killed", "session-running"] {
+        std::fs::create_dir_all(parent.join(name).join("worktree")).expect("mkdir");
+        let out = Command::new("touch").args(["-d", "-2 minutes"]).arg(parent.join(name)).output().expect("touch");
+        assert!(out.status.success());
+    }
+    let held = std::fs::File::create(parent.join("session-running/lock")).expect("lock file");
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    world.sh(&[], "true").ok();
+    assert!(!parent.join("session-killed").exists(), "the killed session's directory stayed");
+    assert!(parent.join("session-running/worktree").exists(), "a running session's directory was removed");
+    let left: Vec<_> = std::fs::read_dir(&parent).expect("list").flatten().map(|entry| entry.file_name()).collect();
+    assert_eq!(left, ["session-running"], "the session removed its own directory at its end");
+}
