@@ -565,7 +565,8 @@ fn run_in_sandbox(sandbox: &guard_settings::CheckSandbox, command: &str) -> Resu
     let mut args: Vec<std::ffi::OsString> = sandbox.args.iter().map(Into::into).collect();
     args.push(command.into());
     let runtime = RuntimeLayout::host(&sandbox.runtime);
-    match sandbox::run::run(&sandbox.bwrap, &args, &env, &runtime, audit::default_path()) {
+    // bwrap makes the checks' network namespace (`--unshare-net` in their plan).
+    match sandbox::run::run(&sandbox.bwrap, &args, &env, &runtime, audit::default_path(), None) {
         Ok(code) => Ok((code == 0, format!("exit status: {code}"))),
         Err(err) => Err(refuse(
             format!("cannot run the check `{command}` in a sandbox: {err}"),

@@ -19,9 +19,11 @@
 //! settings, and a command line the guard allows is still refused when its outcome
 //! (the repository, its hooks directory) differs from what `exec` recorded at start.
 
+pub mod dns;
 mod git;
 pub mod multicall;
 pub mod net;
 pub mod probe;
 mod push;
+mod resolver;
 pub mod tool_guard;

@@ -9,6 +9,8 @@
 //!   (`SCM_RIGHTS`), so that the proxy accepts connections made inside the namespace
 //!   itself, with no relay in between, then runs the command as its child and exits
 //!   with its status.
+//! - the resolver (`resolver.rs`), a thread of the bridge on `127.0.0.1:53`: allowed
+//!   names get loopback addresses whose listeners the proxy takes over the same way.
 //! - `connect HOST PORT`: stdin/stdout through `CONNECT HOST:PORT`, git's and ssh's
 //!   `ProxyCommand`.
 //!
@@ -18,7 +20,7 @@
 use std::{
     ffi::OsString,
     io::{Read, Write},
-    net::{Shutdown, TcpListener},
+    net::{Shutdown, TcpListener, UdpSocket},
     os::{
         fd::AsRawFd,
         unix::{net::UnixStream, process::CommandExt, process::ExitStatusExt},
@@ -27,7 +29,7 @@ use std::{
     thread,
 };
 
-use runtime_layout::{RuntimeLayout, PROXY_PORT};
+use runtime_layout::{RuntimeLayout, PROXY_PORT, RESOLVER};
 
 /// `agent-sandbox net-bridge [--host-port PORT]... -- CMD [ARGS...]`; returns the exit
 /// code (the command's, or 128 + the signal that ended it).
@@ -49,7 +51,7 @@ pub fn bridge(args: &[OsString]) -> i32 {
     let mut listeners = Vec::new();
     for port in std::iter::once(PROXY_PORT).chain(host_ports.iter().copied()) {
         match TcpListener::bind(("127.0.0.1", port)) {
-            Ok(listener) => listeners.push((listener, port)),
+            Ok(listener) => listeners.push((listener, port.to_string())),
             Err(err) => {
                 eprintln!("agent-sandbox: network: cannot listen on 127.0.0.1:{port} inside the sandbox: {err}");
                 return 126;
@@ -65,6 +67,18 @@ pub fn bridge(args: &[OsString]) -> i32 {
         );
     }
     drop(listeners);
+    // The resolver for programs that ignore the proxy variables. Port 53 needs the
+    // namespace's `ip_unprivileged_port_start` at 0, which `exec` sets before bwrap
+    // starts (`sandbox::netns`); without it, only proxy-aware programs have a network.
+    match UdpSocket::bind((std::net::Ipv4Addr::from(RESOLVER), 53)) {
+        Ok(socket) => {
+            thread::spawn(move || crate::resolver::serve(socket));
+        }
+        Err(err) => eprintln!(
+            "agent-sandbox: network: no resolver inside the sandbox ({err}): only programs that use the proxy \
+             variables can reach allowed hosts"
+        ),
+    }
     // The terminal's ^C and ^\ are the command's to handle; the bridge outlives them (the
     // command gets the default dispositions back).
     // SAFETY: signal(2) with SIG_IGN/SIG_DFL; the pre_exec closure only calls signal(2),
@@ -98,11 +112,13 @@ fn usage() -> i32 {
     2
 }
 
-/// Sends the listening sockets to the proxy with `LISTEN <port>...` and waits for `OK`.
-fn hand_over(listeners: &[(TcpListener, u16)]) -> Result<(), String> {
+/// Sends the listening sockets to the proxy with `LISTEN <role>...` (one role per
+/// socket: the proxy port, a host port, or `name:port` for the resolver's) and waits
+/// for `OK`.
+pub(crate) fn hand_over(listeners: &[(TcpListener, String)]) -> Result<(), String> {
     let proxy = UnixStream::connect(RuntimeLayout::inside().net_socket()).map_err(|err| err.to_string())?;
-    let ports: Vec<String> = listeners.iter().map(|(_, port)| port.to_string()).collect();
-    let line = format!("LISTEN {}\n", ports.join(" "));
+    let roles: Vec<&str> = listeners.iter().map(|(_, role)| role.as_str()).collect();
+    let line = format!("LISTEN {}\n", roles.join(" "));
     let fds: Vec<i32> = listeners.iter().map(|(listener, _)| listener.as_raw_fd()).collect();
     let mut iov = libc::iovec { iov_base: line.as_ptr().cast_mut().cast(), iov_len: line.len() };
     let payload = std::mem::size_of_val(fds.as_slice());

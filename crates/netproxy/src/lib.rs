@@ -11,6 +11,12 @@
 //! refusal is answered with `403` and the reason in `X-Proxy-Error` (SOCKS5: reply code
 //! 2), and every connection, allowed or not, becomes one audit event (host:port, bytes
 //! each way, duration, how it came in), never its payload.
+//!
+//! For the resolver inside the sandbox (`crates/inside/src/resolver.rs`) it also answers
+//! `RESOLVE name` with the ports the name is allowed on (`X-Allowed-Ports`) or a
+//! refusal, and serves the listeners the resolver hands over for each allowed name
+//! (`LISTEN name:port`): a connection to one is a connection to that name and port,
+//! checked as a `CONNECT` is (the audit's mode `transparent`).
 
 use std::{
     io::{Read, Write},
@@ -28,7 +34,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use policy::network::{NetPolicy, Verdict, LOCALHOST};
+use policy::network::{NetPolicy, Verdict, DEFAULT_PORTS, LOCALHOST};
 
 /// What the proxy needs, decided before it starts.
 #[derive(Debug, Clone)]
@@ -48,6 +54,18 @@ pub struct ProxyConfig {
 
 /// The default for [`ProxyConfig::max_connections`].
 pub const MAX_CONNECTIONS: usize = 512;
+
+/// Listening sockets taken over from the sandbox in one session (each has a thread of
+/// the `exec` process): more are refused, so an agent handing over sockets of its own
+/// cannot exhaust the host's threads either.
+pub const MAX_LISTENERS: usize = 8192;
+
+/// The request the resolver inside sends for a name it has not seen: `RESOLVE name
+/// HTTP/1.1`, answered `200` with the ports in [`PORTS_HEADER`], or `403` with the
+/// reason.
+pub const RESOLVE: &str = "RESOLVE";
+/// The header of a `RESOLVE` answer listing the name's ports, space-separated.
+pub const PORTS_HEADER: &str = "X-Allowed-Ports";
 
 /// Hidden, for the end-to-end tests only: `NAME=ADDRESS,…` names the proxy resolves
 /// itself, so that tests can give loopback test servers host names without touching
@@ -91,6 +109,16 @@ pub fn proxy_env(marker: &std::path::Path) -> Vec<(&'static str, String)> {
     env
 }
 
+/// The sandbox's `/etc/resolv.conf`: the resolver the bridge runs inside, and nothing
+/// else (no search domains: a short name is looked up as it is).
+pub fn resolv_conf() -> String {
+    let [a, b, c, d] = runtime_layout::RESOLVER;
+    format!(
+        "# agent-sandbox: the resolver inside the sandbox answers only the names network.allow allows\n\
+         nameserver {a}.{b}.{c}.{d}\noptions timeout:2 attempts:2\n"
+    )
+}
+
 /// A running proxy; stops accepting when [`Proxy::stop`]ped or dropped.
 pub struct Proxy {
     stop: Arc<AtomicBool>,
@@ -102,7 +130,7 @@ pub fn start(listener: UnixListener, socket: PathBuf, config: ProxyConfig) -> Pr
     let stop = Arc::new(AtomicBool::new(false));
     let config = Arc::new(config);
     let flag = Arc::clone(&stop);
-    let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let open = Arc::new(Counters::default());
     thread::spawn(move || {
         for client in listener.incoming() {
             if flag.load(Ordering::SeqCst) {
@@ -117,20 +145,27 @@ pub fn start(listener: UnixListener, socket: PathBuf, config: ProxyConfig) -> Pr
             let (config, open) = (Arc::clone(&config), Arc::clone(&open));
             thread::spawn(move || {
                 serve_unix(client, &config, &open);
-                open.fetch_sub(1, Ordering::SeqCst);
+                open.connections.fetch_sub(1, Ordering::SeqCst);
             });
         }
     });
     Proxy { stop, socket }
 }
 
-type Open = Arc<std::sync::atomic::AtomicUsize>;
+/// Connections open now, and listeners taken over so far.
+#[derive(Default)]
+struct Counters {
+    connections: std::sync::atomic::AtomicUsize,
+    listeners: std::sync::atomic::AtomicUsize,
+}
+
+type Open = Arc<Counters>;
 
 /// Counts `client` in, or refuses it (503) when [`ProxyConfig::max_connections`] are
 /// open already. The caller counts it out when it ends.
 fn admit<C: Conn>(mut client: C, config: &ProxyConfig, open: &Open) -> Option<C> {
-    if open.fetch_add(1, Ordering::SeqCst) >= config.max_connections {
-        open.fetch_sub(1, Ordering::SeqCst);
+    if open.connections.fetch_add(1, Ordering::SeqCst) >= config.max_connections {
+        open.connections.fetch_sub(1, Ordering::SeqCst);
         let reason = format!("more than {} connections at once", config.max_connections);
         reply_error(&mut client, 503, "Service Unavailable", &reason);
         return None;
@@ -172,7 +207,8 @@ impl Conn for TcpStream {
 
 /// What the bridge sends, with its listening sockets attached, so that connections
 /// inside the namespace reach this process without a relay in between:
-/// `LISTEN <port>...\n`, one port per socket (the proxy port, or a host port).
+/// `LISTEN <role>...\n`, one role per socket: the proxy port, a host port, or
+/// `name:port` for the resolver's listener of an allowed name.
 pub const LISTEN: &str = "LISTEN";
 
 /// A connection on the unix socket: the bridge handing its listeners over, or a client.
@@ -229,15 +265,31 @@ fn recv_first(client: &UnixStream) -> std::io::Result<(u8, Vec<OwnedFd>)> {
 }
 
 /// What connections on an adopted listener are.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Role {
     Proxy,
     HostPort(u16),
+    /// A listener of the resolver's: connections go to this name and port.
+    Transparent(String, u16),
 }
 
-/// Takes over the bridge's listening sockets (`LISTEN <port>...`): each must be a
+impl Role {
+    fn parse(word: &str) -> Option<Role> {
+        match word.rsplit_once(':') {
+            Some((name, port)) if !name.is_empty() => Some(Role::Transparent(name.to_owned(), port.parse().ok()?)),
+            Some(_) => None,
+            None => match word.parse().ok()? {
+                runtime_layout::PROXY_PORT => Some(Role::Proxy),
+                port => Some(Role::HostPort(port)),
+            },
+        }
+    }
+}
+
+/// Takes over the bridge's listening sockets (`LISTEN <role>...`): each must be a
 /// listening TCP socket; the proxy port's connections are served like the socket's,
-/// a host port's go to `localhost:PORT` if the policy allows it. Answers `OK` or `ERR`.
+/// a host port's go to `localhost:PORT` and a resolver listener's to its `name:port`,
+/// each if the policy allows it. Answers `OK` or `ERR`.
 fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<ProxyConfig>, open: &Open) {
     let mut line = Vec::new();
     let mut byte = [0u8; 1];
@@ -248,7 +300,7 @@ fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<Proxy
         }
     }
     let line = String::from_utf8_lossy(&line);
-    let ports: Option<Vec<u16>> = line.trim_end().split(' ').skip(1).map(|port| port.parse().ok()).collect();
+    let roles: Option<Vec<Role>> = line.trim_end().split(' ').skip(1).map(Role::parse).collect();
     let listening = |fd: &OwnedFd| {
         let mut value: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -264,12 +316,15 @@ fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<Proxy
         };
         ok == 0 && value == 1
     };
-    let Some(ports) = ports.filter(|ports| ports.len() == fds.len() && fds.iter().all(listening)) else {
-        let _ = client.write_all(b"ERR expected LISTEN <port>... with as many listening sockets\n");
+    let Some(roles) = roles.filter(|roles| roles.len() == fds.len() && fds.iter().all(listening)) else {
+        let _ = client.write_all(b"ERR expected LISTEN <role>... with as many listening sockets\n");
         return;
     };
-    for (fd, port) in fds.into_iter().zip(ports) {
-        let role = if port == runtime_layout::PROXY_PORT { Role::Proxy } else { Role::HostPort(port) };
+    if open.listeners.fetch_add(fds.len(), Ordering::SeqCst) + fds.len() > MAX_LISTENERS {
+        let _ = client.write_all(format!("ERR more than {MAX_LISTENERS} listeners in one session\n").as_bytes());
+        return;
+    }
+    for (fd, role) in fds.into_iter().zip(roles) {
         let listener = std::net::TcpListener::from(fd);
         let (config, open) = (Arc::clone(config), Arc::clone(open));
         thread::spawn(move || {
@@ -280,13 +335,18 @@ fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<Proxy
                 };
                 let _ = stream.set_nodelay(true);
                 let Some(stream) = admit(stream, &config, &open) else { continue };
-                let (config, open) = (Arc::clone(&config), Arc::clone(&open));
+                let (config, open, role) = (Arc::clone(&config), Arc::clone(&open), role.clone());
                 thread::spawn(move || {
                     match role {
                         Role::Proxy => serve(stream, &config),
-                        Role::HostPort(port) => host_port(stream, port, &config),
+                        Role::HostPort(port) => {
+                            direct(stream, Attempt { host: LOCALHOST.into(), port, mode: Mode::HostPort }, &config);
+                        }
+                        Role::Transparent(host, port) => {
+                            direct(stream, Attempt { host, port, mode: Mode::Transparent }, &config);
+                        }
                     }
-                    open.fetch_sub(1, Ordering::SeqCst);
+                    open.connections.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
@@ -294,10 +354,10 @@ fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<Proxy
     let _ = client.write_all(b"OK\n");
 }
 
-/// A connection to `localhost:PORT` inside: the host's `127.0.0.1:PORT` if `hostPorts`
-/// has it.
-fn host_port(client: TcpStream, port: u16, config: &ProxyConfig) {
-    let attempt = Attempt { host: LOCALHOST.into(), port, mode: Mode::HostPort };
+/// A connection made to an address inside that stands for one destination (a host
+/// port: the host's `127.0.0.1:PORT`; a resolver listener: its name and port), relayed
+/// there if the policy allows it, else closed (the refusal audited).
+fn direct(client: TcpStream, attempt: Attempt, config: &ProxyConfig) {
     match attempt.open(config) {
         Ok(upstream) => relay(client, upstream, &attempt, config, 0),
         Err((by_policy, reason)) => attempt.record(config, if by_policy { "blocked" } else { "failed" }, reason),
@@ -325,6 +385,10 @@ enum Mode {
     Http,
     Socks5,
     HostPort,
+    /// A connection to an address the resolver inside gave a name.
+    Transparent,
+    /// A lookup by the resolver inside (recorded only when refused).
+    Dns,
 }
 
 impl Mode {
@@ -334,6 +398,8 @@ impl Mode {
             Mode::Http => "http",
             Mode::Socks5 => "socks5",
             Mode::HostPort => "host-port",
+            Mode::Transparent => "transparent",
+            Mode::Dns => "dns",
         }
     }
 }
@@ -368,7 +434,7 @@ struct Attempt {
 impl Attempt {
     fn record(&self, config: &ProxyConfig, result: &str, detail: String) {
         let Some(path) = &config.audit_log else { return };
-        let target = format!("{}:{}", self.host, self.port);
+        let target = if self.mode == Mode::Dns { self.host.clone() } else { format!("{}:{}", self.host, self.port) };
         let reason = format!("mode={} {detail}", self.mode.as_str());
         let event = audit::Event::new(&config.agent, "net", &target, result, "network-allowlist", Some(reason));
         let _ = audit::append(path, &[event]);
@@ -455,6 +521,9 @@ fn http<C: Conn>(mut client: C, first: u8, config: &ProxyConfig) {
     let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next()) else {
         return reply_error(&mut client, 400, "Bad Request", "not an HTTP proxy request");
     };
+    if method == RESOLVE {
+        return resolve(client, target, config);
+    }
     let (mode, authority, path) = if method.eq_ignore_ascii_case("CONNECT") {
         (Mode::Connect, target.to_owned(), String::new())
     } else if let Some(after) = target.strip_prefix("http://") {
@@ -501,6 +570,26 @@ fn http<C: Conn>(mut client: C, first: u8, config: &ProxyConfig) {
         return;
     }
     relay(client, upstream, &attempt, config, rest.len() as u64);
+}
+
+/// `RESOLVE name`: the ports the resolver inside may give `name` listeners on, or a
+/// refusal (audited: a lookup of a refused name is an attempt too).
+fn resolve<C: Conn>(mut client: C, name: &str, config: &ProxyConfig) {
+    let ports = config.policy.allowed_ports(name);
+    if ports.is_empty() {
+        let reason = match config.policy.decide(name, DEFAULT_PORTS[1]) {
+            Verdict::Deny(reason) => reason,
+            Verdict::Allow(_) => format!("{name} is not a host name the resolver answers"),
+        };
+        Attempt { host: name.to_owned(), port: 53, mode: Mode::Dns }.record(config, "blocked", reason.clone());
+        return reply_error(&mut client, 403, "Forbidden", &reason);
+    }
+    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\n{PORTS_HEADER}: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        ports.join(" ")
+    );
+    let _ = client.write_all(answer.as_bytes());
 }
 
 fn socks5<C: Conn>(mut client: C, config: &ProxyConfig) {

@@ -64,7 +64,8 @@ fn network(port: u16) -> String {
 /// Sends `request`, returns the response head (status line and headers) and the rest.
 fn ask(socket: &Path, request: &[u8], then: &[u8]) -> (String, String) {
     let mut stream = UnixStream::connect(socket).expect("connect");
-    stream.write_all(request).expect("request");
+    // A refusal may come (and the socket close) before the whole request is written.
+    let _ = stream.write_all(request);
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut head = String::new();
     loop {
@@ -178,6 +179,100 @@ fn connections_beyond_the_limit_are_refused_until_one_ends() {
     thread::sleep(Duration::from_millis(200));
     let (again, _) = ask(&setup.socket, format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes(), b"x");
     assert!(again.starts_with("HTTP/1.1 200"), "{again}");
+}
+
+#[test]
+fn resolve_answers_the_ports_of_allowed_names_and_refuses_the_others() {
+    let port = echo_server();
+    let setup = setup(&network(port));
+    let (head, _) = ask(&setup.socket, b"RESOLVE allowed.test HTTP/1.1\r\n\r\n", b"");
+    assert!(head.starts_with("HTTP/1.1 200") && head.contains(&format!("X-Allowed-Ports: {port}\r\n")), "{head}");
+    let (head, _) = ask(&setup.socket, b"RESOLVE api.anthropic.com HTTP/1.1\r\n\r\n", b"");
+    assert!(head.contains("X-Allowed-Ports: 80 443\r\n"), "{head}");
+    for (name, reason) in [
+        ("denied.test", "denied.test:443 is denied by network.deny"),
+        ("unknown.test", "unknown.test is not on the network allowlist"),
+        ("localhost", "localhost:443: the host's port 443 is not in network.hostPorts"),
+    ] {
+        let (head, _) = ask(&setup.socket, format!("RESOLVE {name} HTTP/1.1\r\n\r\n").as_bytes(), b"");
+        assert!(head.starts_with("HTTP/1.1 403") && head.contains(&format!("X-Proxy-Error: {reason}")), "{head}");
+    }
+    let log = std::fs::read_to_string(&setup.audit).expect("audit");
+    assert!(log.contains("\"target\":\"unknown.test\",\"result\":\"blocked\""), "{log}");
+    assert!(log.contains("mode=dns unknown.test is not on the network allowlist"), "{log}");
+}
+
+/// Hands `listener` to the proxy as `LISTEN role`; the proxy's answer.
+fn hand_over(socket: &Path, listener: &TcpListener, role: &str) -> String {
+    use std::os::fd::AsRawFd;
+    let stream = UnixStream::connect(socket).expect("connect");
+    let line = format!("LISTEN {role}\n");
+    let fd = listener.as_raw_fd();
+    let mut iov = libc::iovec { iov_base: line.as_ptr().cast_mut().cast(), iov_len: line.len() };
+    // SAFETY: as in crates/inside/src/net.rs: one SCM_RIGHTS message in a buffer sized
+    // by CMSG_SPACE, all of it alive until sendmsg returns.
+    unsafe {
+        let space = libc::CMSG_SPACE(4) as usize;
+        let mut control = vec![0u64; space.div_ceil(8)];
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
+        assert_eq!(libc::sendmsg(stream.as_raw_fd(), &msg, 0), line.len() as isize);
+    }
+    let mut answer = String::new();
+    let _ = (&stream).read_to_string(&mut answer);
+    answer
+}
+
+#[test]
+fn a_resolver_listener_leads_to_its_name_and_port_as_the_policy_allows() {
+    let port = echo_server();
+    let setup = setup(&network(port));
+    let cases = [
+        (format!("allowed.test:{port}"), Some("HELLO ping")),
+        (format!("denied.test:{port}"), None),
+        ("allowed.test:443".to_owned(), None),
+    ];
+    for (role, expected) in cases {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        assert_eq!(hand_over(&setup.socket, &listener, &role), "OK\n", "{role}");
+        drop(listener);
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        let _ = stream.write_all(b"ping");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert_eq!(answer, expected.unwrap_or_default(), "{role}");
+    }
+    let log = fs_read(&setup.audit);
+    assert!(log.contains(&format!("\"target\":\"allowed.test:{port}\",\"result\":\"allowed\"")), "{log}");
+    assert!(log.contains("mode=transparent bytes_out=4 bytes_in=10"), "{log}");
+    assert!(log.contains("mode=transparent denied.test:"), "{log}");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    assert!(hand_over(&setup.socket, &listener, ":80").starts_with("ERR expected LISTEN <role>"));
+}
+
+#[test]
+fn listener_roles() {
+    let cases: &[(&str, Option<Role>)] = &[
+        ("3128", Some(Role::Proxy)),
+        ("5432", Some(Role::HostPort(5432))),
+        ("github.com:22", Some(Role::Transparent("github.com".into(), 22))),
+        (":22", None),
+        ("github.com:", None),
+        ("github.com:http", None),
+        ("x", None),
+    ];
+    for (word, expected) in cases {
+        assert_eq!(Role::parse(word), *expected, "{word}");
+    }
 }
 
 #[test]

@@ -122,14 +122,7 @@ impl NetPolicy {
         if let Some(rule) = self.allow.iter().find(|rule| rule.host.matches(&host) && rule.allows_port(port)) {
             return Verdict::Allow(format!("network.allow {}", rule.cited));
         }
-        let mut ports: Vec<u16> = self
-            .allow
-            .iter()
-            .filter(|rule| rule.host.matches(&host))
-            .flat_map(|rule| rule.port.map_or(DEFAULT_PORTS.to_vec(), |port| vec![port]))
-            .collect();
-        ports.sort_unstable();
-        ports.dedup();
+        let ports = self.listed_ports(&host);
         if !ports.is_empty() {
             let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
             return Verdict::Deny(format!(
@@ -143,6 +136,34 @@ impl NetPolicy {
             ));
         }
         Verdict::Deny(format!("{host} is not on the network allowlist (add it with --allow-host {host})"))
+    }
+
+    /// The ports the host name `host` may be reached on, sorted: those its allow entries
+    /// name (80 and 443 for an entry without a port), less what [`NetPolicy::decide`]
+    /// refuses (a deny entry). Empty for a name that is not allowed at all, for
+    /// `localhost` and for addresses: what the resolver inside the sandbox answers, and
+    /// the ports its transparent listeners take, for each name.
+    pub fn allowed_ports(&self, host: &str) -> Vec<u16> {
+        let host = normalize(host);
+        if host == LOCALHOST || !is_host_name(&host) {
+            return Vec::new();
+        }
+        let mut ports = self.listed_ports(&host);
+        ports.retain(|port| matches!(self.decide(&host, *port), Verdict::Allow(_)));
+        ports
+    }
+
+    /// The ports the allow entries matching `host` name, sorted, deduplicated.
+    fn listed_ports(&self, host: &str) -> Vec<u16> {
+        let mut ports: Vec<u16> = self
+            .allow
+            .iter()
+            .filter(|rule| rule.host.matches(host))
+            .flat_map(|rule| rule.port.map_or(DEFAULT_PORTS.to_vec(), |port| vec![port]))
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
     }
 
     /// May an allowed name lead to `addr`? Addresses in private, loopback, link-local
@@ -365,6 +386,39 @@ mod tests {
                 Err(reason) => Verdict::Deny((*reason).to_owned()),
             };
             assert_eq!(policy.decide(host, *port), expected, "{host}:{port}");
+        }
+    }
+
+    /// What the resolver inside answers: every port `decide` allows for the name, and
+    /// nothing for a name it refuses on every port.
+    #[test]
+    fn allowed_ports_per_name_agree_with_decide() {
+        let policy = policy(
+            r#"{"network": {"allow": ["*.example.org", "git.test:2222", "git.test", "10.1.2.3:8080", "both.test:8080"], "deny": ["gist.github.com", "bad.example.org:443", "both.test"], "hostPorts": [5432]}}"#,
+        );
+        let cases: &[(&str, &[u16])] = &[
+            ("api.anthropic.com", &[80, 443]),
+            ("API.Anthropic.COM.", &[80, 443]),
+            ("github.com", &[22, 80, 443]),
+            ("gist.github.com", &[]),
+            ("a.example.org", &[80, 443]),
+            ("bad.example.org", &[80]),
+            ("example.org", &[]),
+            ("git.test", &[80, 443, 2222]),
+            ("both.test", &[]),
+            ("evil.test", &[]),
+            ("10.1.2.3", &[]),
+            ("localhost", &[]),
+            ("a b", &[]),
+            ("", &[]),
+        ];
+        for (host, expected) in cases {
+            let ports = policy.allowed_ports(host);
+            assert_eq!(ports, *expected, "{host}");
+            for port in [22, 80, 443, 2222, 8080] {
+                let allowed = matches!(policy.decide(host, port), Verdict::Allow(_));
+                assert_eq!(ports.contains(&port), allowed && !ports.is_empty(), "{host}:{port}");
+            }
         }
     }
 

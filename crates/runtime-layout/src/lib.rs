@@ -34,6 +34,8 @@
 //!                   only way out of the sandbox's private network namespace
 //! push.sock         the host's push service (`hostpush`): `git push` inside becomes a
 //!                   request there, carried out outside the sandbox
+//! resolv.conf       mounted as `/etc/resolv.conf` in allowlist mode: names the resolver
+//!                   the bridge runs inside ([`RESOLVER`])
 //! ```
 //!
 //! Nothing here touches the filesystem, except [`detect`], which asks whether the
@@ -77,10 +79,20 @@ const COPIED: &str = "copied";
 const GIT_EXEC_REAL: &str = "git-exec-real";
 const NET_SOCKET: &str = "net.sock";
 const PUSH_SOCKET: &str = "push.sock";
+/// The sandbox's `/etc/resolv.conf` in allowlist mode (written by `exec`).
+pub const RESOLV_CONF: &str = "resolv.conf";
 
 /// The loopback port inside the sandbox's network namespace where the bridge listens for
 /// proxy clients (HTTP CONNECT, absolute-URI HTTP and SOCKS5 on the same port).
 pub const PROXY_PORT: u16 = 3128;
+
+/// Where the bridge's resolver answers inside the sandbox's network namespace (UDP port
+/// 53), which the sandbox's `/etc/resolv.conf` names.
+pub const RESOLVER: [u8; 4] = [127, 0, 0, 1];
+
+/// The first two octets of the loopback addresses the resolver gives allowed names, one
+/// per name for the session (`127.77.x.y`).
+pub const NAME_RANGE: [u8; 2] = [127, 77];
 
 /// The runtime directory rooted somewhere: inside the sandbox, on the host, or in a
 /// test's temporary tree.
@@ -213,6 +225,11 @@ impl RuntimeLayout {
         self.root.join(PUSH_SOCKET)
     }
 
+    /// What is mounted as `/etc/resolv.conf` in allowlist mode.
+    pub fn resolv_conf(&self) -> PathBuf {
+        self.root.join(RESOLV_CONF)
+    }
+
     /// Where git's exec-path directory `index` is, as the host has it.
     pub fn git_exec_real(&self, index: usize) -> PathBuf {
         self.root.join(GIT_EXEC_REAL).join(index.to_string())
@@ -249,6 +266,7 @@ mod tests {
             (inside.git_exec_real(0), "/run/agent-sandbox/git-exec-real/0"),
             (inside.net_socket(), "/run/agent-sandbox/net.sock"),
             (inside.push_socket(), "/run/agent-sandbox/push.sock"),
+            (inside.resolv_conf(), "/run/agent-sandbox/resolv.conf"),
         ];
         for (path, expected) in entries {
             assert_eq!(path, Path::new(expected));

@@ -5,6 +5,7 @@
 
 pub mod commands;
 pub mod landlock;
+pub mod netns;
 pub mod plan;
 pub mod run;
 pub mod runtime;

@@ -89,7 +89,8 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     let mut args = Args(Vec::new());
     args.push_all(&["--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc"]);
     args.push_all(&["--unshare-uts", "--unshare-cgroup-try"]);
-    if plan.network != Network::On {
+    // Allowlist: the executor has made the network namespace already (`netns.rs`).
+    if plan.network == Network::Off {
         args.push("--unshare-net");
     }
     args.push_all(&["--cap-drop", "ALL"]);
@@ -150,6 +151,10 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     // whatever is granted there: read-only, in a read-only `/etc`.
     args.bind("--ro-bind", &host.claude_managed(), Path::new(runtime_layout::CLAUDE_MANAGED_SETTINGS));
     args.bind("--ro-bind", &host.codex_managed(), Path::new(runtime_layout::CODEX_REQUIREMENTS));
+    if plan.network == Network::Allowlist {
+        // The resolver inside is the only DNS there is.
+        args.bind("--ro-bind", &host.resolv_conf(), Path::new("/etc/resolv.conf"));
+    }
 
     args.bind("--ro-bind", host.root(), inside.root());
     args.bind("--ro-bind", plan.self_exe, &inside.marker());
@@ -206,6 +211,13 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     }
     args.0.extend(plan.command.iter().cloned());
     args.0
+}
+
+/// Whether the executor makes the sandbox's network namespace before bwrap starts
+/// ([`crate::netns::PrivateNetwork`]) rather than bwrap (`--unshare-net`): in allowlist
+/// mode, whose namespace lets the bridge bind ports below 1024.
+pub fn premade_network_namespace(network: Network) -> bool {
+    network == Network::Allowlist
 }
 
 /// Directories whose granted files are copied into the runtime directory at start and
@@ -502,7 +514,7 @@ mod tests {
     }
 
     #[test]
-    fn allowlist_unshares_the_network_and_runs_the_command_under_the_bridge() {
+    fn allowlist_has_a_premade_network_namespace_its_resolver_and_the_bridge() {
         let plan = Plan {
             network: Network::Allowlist,
             host_ports: &[5432, 6379],
@@ -516,7 +528,11 @@ mod tests {
             command: &["curl".into(), "https://example.org".into()],
         };
         let args = strings(bwrap_args(&plan));
-        assert_eq!(args.iter().filter(|arg| *arg == "--unshare-net").count(), 1);
+        assert!(premade_network_namespace(plan.network));
+        assert!(!args.iter().any(|arg| arg == "--unshare-net"), "the executor makes it: {args:?}");
+        let resolv = args.windows(3).position(|window| window == ["--ro-bind", "/rt/resolv.conf", "/etc/resolv.conf"]);
+        let runtime = args.windows(3).position(|window| window == ["--ro-bind", "/rt", "/run/agent-sandbox"]);
+        assert!(resolv.is_some_and(|resolv| runtime.is_some_and(|runtime| resolv < runtime)), "{args:?}");
         let tail: Vec<&str> = args.iter().skip_while(|arg| *arg != "--").map(String::as_str).collect();
         assert_eq!(
             tail,

@@ -33,17 +33,22 @@ pub enum RunError {
     Spawn(PathBuf, #[source] std::io::Error),
     #[error("setting up the audit relay")]
     Audit(#[source] std::io::Error),
+    #[error("cannot make the sandbox's private network namespace{}; --network off or on does without it", diagnose_userns(&read_userns_settings()).map(|fix| format!(" ({fix})")).unwrap_or_default())]
+    PrivateNetwork(#[source] std::io::Error),
     #[error("bwrap could not start the command in the sandbox (its message is above){}", diagnose_userns(&read_userns_settings()).map(|fix| format!("; {fix}")).unwrap_or_default())]
     Setup,
 }
 
-/// Runs bwrap; returns the exit code to pass on (128 + signal for a killed command).
+/// Runs bwrap (in `network`'s namespace when there is one:
+/// [`crate::plan::premade_network_namespace`]); returns the exit code to pass on (128 +
+/// signal for a killed command).
 pub fn run(
     bwrap: &Path,
     args: &[OsString],
     env: &[(OsString, OsString)],
     runtime: &RuntimeLayout,
     audit_log: Option<PathBuf>,
+    network: Option<&crate::netns::PrivateNetwork>,
 ) -> Result<i32, RunError> {
     let seccomp = File::open(runtime.seccomp()).map_err(RunError::Audit)?;
     // O_RDWR keeps the FIFO open for writing too, so its reader never sees EOF while
@@ -56,9 +61,12 @@ pub fn run(
     let (status_read, status_write) = pipe().map_err(RunError::Audit)?;
     let status_fd = status_write.as_raw_fd();
     let scope = crate::landlock::supported();
+    let network = network.cloned();
+    let private_network = network.is_some();
     let mut command = Command::new(bwrap);
     command.args(args).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-    // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+    // SAFETY: only async-signal-safe calls (dup2, fcntl, and those of `enter`) between
+    // fork and exec.
     unsafe {
         command.pre_exec(move || {
             // Copies above the targets first (close-on-exec), so neither dup2 below can
@@ -72,14 +80,21 @@ pub fn run(
             {
                 return Err(std::io::Error::last_os_error());
             }
+            if let Some(network) = &network {
+                // SAFETY: between fork and exec, as `enter` requires.
+                network.enter()?;
+            }
             if scope {
                 crate::landlock::restrict_self()?;
             }
             Ok(())
         });
     }
+    // Only an errno comes back from the child: with a network namespace to make, any
+    // failure but a missing bwrap is taken to be that step's (Landlock's rarely fails).
     let mut child = command.spawn().map_err(|err| match err.kind() {
         std::io::ErrorKind::NotFound => RunError::BwrapMissing,
+        _ if private_network => RunError::PrivateNetwork(err),
         _ => RunError::Spawn(bwrap.to_owned(), err),
     })?;
     drop(seccomp);

@@ -471,7 +471,8 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .as_ref()
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
     let (tool_settings, claude_managed, codex_managed) = tool_guard_files(&config)?;
-    let files = [
+    let resolv_conf = netproxy::resolv_conf();
+    let mut files = vec![
         (runtime_layout::GIT_GUARD_SETTINGS, git_settings.as_str()),
         (runtime_layout::HOOK_GUARD_SETTINGS, hook_json.as_str()),
         (runtime_layout::TOOL_GUARD_SETTINGS, tool_settings.as_str()),
@@ -479,6 +480,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         (runtime_layout::CODEX_MANAGED, codex_managed.as_str()),
         (sandbox::runtime::PROFILE_FILE, profile.as_str()),
     ];
+    if net_policy.mode == config::Network::Allowlist {
+        files.push((runtime_layout::RESOLV_CONF, resolv_conf.as_str()));
+    }
     let copies: Vec<&Path> =
         sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
     let links: Vec<(&Path, &Path)> = sandbox::plan::copied_links(&policy.mounts)
@@ -551,7 +555,10 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     } else {
         None
     };
-    let code = sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime.layout(), audit::default_path());
+    let private_network = sandbox::plan::premade_network_namespace(net_policy.mode)
+        .then(sandbox::netns::PrivateNetwork::for_current_user);
+    let code =
+        sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime.layout(), audit::default_path(), private_network.as_ref());
     if let Some(proxy) = proxy {
         proxy.stop();
     }
