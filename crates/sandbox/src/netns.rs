@@ -104,6 +104,13 @@ unsafe fn loopback_up() -> std::io::Result<()> {
     }
 }
 
+/// Whether unprivileged user namespaces are kept from programs without an AppArmor
+/// profile of their own (Ubuntu 24.04's `kernel.apparmor_restrict_unprivileged_userns`),
+/// from [`crate::run::read_userns_settings`] (empty for root, who is not restricted).
+pub fn userns_restricted(settings: &[(&str, String)]) -> bool {
+    settings.iter().any(|(name, value)| *name == "kernel/apparmor_restrict_unprivileged_userns" && value == "1")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +120,14 @@ mod tests {
         let net = PrivateNetwork::new(1001, 1002);
         assert_eq!(net.uid_map, b"1001 1001 1\n");
         assert_eq!(net.gid_map, b"1002 1002 1\n");
+    }
+
+    #[test]
+    fn only_apparmors_restriction_counts() {
+        let setting = |name: &'static str, value: &str| vec![(name, value.to_owned())];
+        assert!(userns_restricted(&setting("kernel/apparmor_restrict_unprivileged_userns", "1")));
+        assert!(!userns_restricted(&setting("kernel/apparmor_restrict_unprivileged_userns", "0")));
+        assert!(!userns_restricted(&setting("user/max_user_namespaces", "1")));
+        assert!(!userns_restricted(&[]));
     }
 }

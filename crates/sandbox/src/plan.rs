@@ -69,6 +69,9 @@ pub struct ExecDir {
 
 pub struct Plan<'a> {
     pub network: Network,
+    /// The executor has made the network namespace (allowlist mode, where it can:
+    /// [`premade_network_namespace`]), so bwrap does not.
+    pub premade_network: bool,
     /// `network.hostPorts`, bridged into the namespace in allowlist mode.
     pub host_ports: &'a [u16],
     pub mounts: &'a [Mount],
@@ -89,8 +92,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     let mut args = Args(Vec::new());
     args.push_all(&["--die-with-parent", "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc"]);
     args.push_all(&["--unshare-uts", "--unshare-cgroup-try"]);
-    // Allowlist: the executor has made the network namespace already (`netns.rs`).
-    if plan.network == Network::Off {
+    if plan.network != Network::On && !plan.premade_network {
         args.push("--unshare-net");
     }
     args.push_all(&["--cap-drop", "ALL"]);
@@ -215,9 +217,12 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
 
 /// Whether the executor makes the sandbox's network namespace before bwrap starts
 /// ([`crate::netns::PrivateNetwork`]) rather than bwrap (`--unshare-net`): in allowlist
-/// mode, whose namespace lets the bridge bind ports below 1024.
-pub fn premade_network_namespace(network: Network) -> bool {
-    network == Network::Allowlist
+/// mode, whose namespace lets the bridge bind ports below 1024 (the resolver's and the
+/// transparent listeners'), unless the machine restricts unprivileged user namespaces
+/// to programs with a profile of their own (bwrap has one, agent-sandbox not): then
+/// bwrap makes it and only proxy-aware programs have a network.
+pub fn premade_network_namespace(network: Network, userns_restricted: bool) -> bool {
+    network == Network::Allowlist && !userns_restricted
 }
 
 /// Directories whose granted files are copied into the runtime directory at start and
@@ -353,6 +358,7 @@ mod tests {
         let command = ["claude".into(), "--resume".into()];
         let plan = Plan {
             network: Network::Off,
+            premade_network: false,
             host_ports: &[],
             mounts: &mounts,
             masks: &masks,
@@ -461,6 +467,7 @@ mod tests {
     fn network_on_keeps_the_host_network_namespace_only() {
         let plan = Plan {
             network: Network::On,
+            premade_network: false,
             host_ports: &[],
             mounts: &[],
             masks: &[],
@@ -517,6 +524,7 @@ mod tests {
     fn allowlist_has_a_premade_network_namespace_its_resolver_and_the_bridge() {
         let plan = Plan {
             network: Network::Allowlist,
+            premade_network: true,
             host_ports: &[5432, 6379],
             mounts: &[],
             masks: &[],
@@ -528,7 +536,9 @@ mod tests {
             command: &["curl".into(), "https://example.org".into()],
         };
         let args = strings(bwrap_args(&plan));
-        assert!(premade_network_namespace(plan.network));
+        assert!(premade_network_namespace(plan.network, false));
+        assert!(!premade_network_namespace(plan.network, true));
+        assert!(!premade_network_namespace(Network::Off, false));
         assert!(!args.iter().any(|arg| arg == "--unshare-net"), "the executor makes it: {args:?}");
         let resolv = args.windows(3).position(|window| window == ["--ro-bind", "/rt/resolv.conf", "/etc/resolv.conf"]);
         let runtime = args.windows(3).position(|window| window == ["--ro-bind", "/rt", "/run/agent-sandbox"]);
@@ -563,6 +573,7 @@ mod tests {
         ];
         let plan = Plan {
             network: Network::On,
+            premade_network: false,
             host_ports: &[],
             mounts: &mounts,
             masks: &[],

@@ -491,7 +491,17 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .collect();
     let runtime = sandbox::runtime::Runtime::create(&commands, &files, &copies, &links)
         .context("creating the runtime directory")?;
-    let plan = plan(&policy, &net_policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
+    let restricted = sandbox::netns::userns_restricted(&sandbox::run::read_userns_settings());
+    let premade_network = sandbox::plan::premade_network_namespace(net_policy.mode, restricted);
+    if net_policy.mode == config::Network::Allowlist && !premade_network {
+        eprintln!(
+            "agent-sandbox: warning: this machine keeps user namespaces from programs without an AppArmor profile \
+             (kernel.apparmor_restrict_unprivileged_userns = 1): no resolver inside, so only programs that use the \
+             proxy variables reach allowed hosts"
+        );
+    }
+    let mut plan = plan(&policy, &net_policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
+    plan.premade_network = premade_network;
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
     if let Some(file) = std::env::var_os(BENCH_ARGV_VAR).filter(|file| !file.is_empty()) {
@@ -555,8 +565,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     } else {
         None
     };
-    let private_network = sandbox::plan::premade_network_namespace(net_policy.mode)
-        .then(sandbox::netns::PrivateNetwork::for_current_user);
+    let private_network = premade_network.then(sandbox::netns::PrivateNetwork::for_current_user);
     let code =
         sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime.layout(), audit::default_path(), private_network.as_ref());
     if let Some(proxy) = proxy {
@@ -1046,6 +1055,7 @@ fn plan<'a>(
 ) -> Plan<'a> {
     Plan {
         network: policy.network.value,
+        premade_network: false,
         host_ports: &net_policy.host_ports,
         mounts: &policy.mounts,
         masks,
