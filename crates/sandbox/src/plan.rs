@@ -119,6 +119,9 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         if copied.iter().any(|copy| copy.path == mount.path) {
             continue;
         }
+        if replaced_by_resolver(plan.network, &mount.path) {
+            continue;
+        }
         if let Some(link) = &mount.link {
             if copied_links.iter().any(|copy| copy.path == mount.path) {
                 continue;
@@ -155,7 +158,7 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.bind("--ro-bind", &host.codex_managed(), Path::new(runtime_layout::CODEX_REQUIREMENTS));
     if plan.network == Network::Allowlist {
         // The resolver inside is the only DNS there is.
-        args.bind("--ro-bind", &host.resolv_conf(), Path::new("/etc/resolv.conf"));
+        args.bind("--ro-bind", &host.resolv_conf(), Path::new(RESOLV_CONF));
     }
 
     args.bind("--ro-bind", host.root(), inside.root());
@@ -213,6 +216,17 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     }
     args.0.extend(plan.command.iter().cloned());
     args.0
+}
+
+/// The resolver configuration every program reads, the runtime directory's own in
+/// allowlist mode.
+const RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// Whether a granted `path` gives way to the resolver's `/etc/resolv.conf` (allowlist
+/// mode): it is not mounted, nor copied as a link (`copied_links`), because bwrap could
+/// not mount over a link to a file it does not show (systemd-resolved's stub).
+pub fn replaced_by_resolver(network: Network, path: &Path) -> bool {
+    network == Network::Allowlist && path == Path::new(RESOLV_CONF)
 }
 
 /// Whether the executor makes the sandbox's network namespace before bwrap starts
@@ -537,6 +551,13 @@ mod tests {
         };
         let args = strings(bwrap_args(&plan));
         assert!(premade_network_namespace(plan.network, false));
+        // A granted /etc/resolv.conf that is a link (systemd-resolved's stub) gives way.
+        let mut link = mount("/etc/resolv.conf", Access::Ro, Kind::File);
+        link.link = Some("../run/systemd/resolve/stub-resolv.conf".into());
+        let mounts = [link];
+        let with_link = strings(bwrap_args(&Plan { mounts: &mounts, ..plan }));
+        assert!(!with_link.iter().any(|arg| arg.contains("stub-resolv")), "{with_link:?}");
+        assert_eq!(with_link.iter().filter(|arg| *arg == "/etc/resolv.conf").count(), 1, "{with_link:?}");
         assert!(!premade_network_namespace(plan.network, true));
         assert!(!premade_network_namespace(Network::Off, false));
         assert!(!args.iter().any(|arg| arg == "--unshare-net"), "the executor makes it: {args:?}");

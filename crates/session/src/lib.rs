@@ -487,6 +487,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
     let links: Vec<(&Path, &Path)> = sandbox::plan::copied_links(&policy.mounts)
         .iter()
+        .filter(|mount| !sandbox::plan::replaced_by_resolver(net_policy.mode, &mount.path))
         .filter_map(|mount| Some((mount.path.as_path(), mount.link.as_deref()?)))
         .collect();
     let runtime = sandbox::runtime::Runtime::create(&commands, &files, &copies, &links)
