@@ -31,13 +31,16 @@ use std::{
 
 use runtime_layout::{RuntimeLayout, PROXY_PORT, RESOLVER};
 
-/// `agent-sandbox net-bridge [--host-port PORT]... -- CMD [ARGS...]`; returns the exit
-/// code (the command's, or 128 + the signal that ended it).
+/// `agent-sandbox net-bridge [--resolver] [--host-port PORT]... -- CMD [ARGS...]`
+/// (`--resolver`: run the resolver, in a namespace whose low ports it may bind); returns
+/// the exit code (the command's, or 128 + the signal that ended it).
 pub fn bridge(args: &[OsString]) -> i32 {
     let mut host_ports = Vec::new();
+    let mut resolver = false;
     let mut rest = args.iter();
     loop {
         match rest.next().and_then(|arg| arg.to_str()) {
+            Some("--resolver") => resolver = true,
             Some("--host-port") => match rest.next().and_then(|port| port.to_str()?.parse::<u16>().ok()) {
                 Some(port) => host_ports.push(port),
                 None => return usage(),
@@ -70,11 +73,12 @@ pub fn bridge(args: &[OsString]) -> i32 {
     // The resolver for programs that ignore the proxy variables. Port 53 needs the
     // namespace's `ip_unprivileged_port_start` at 0, which `exec` sets before bwrap
     // starts (`sandbox::netns`); without it, only proxy-aware programs have a network.
-    match UdpSocket::bind((std::net::Ipv4Addr::from(RESOLVER), 53)) {
-        Ok(socket) => {
+    match resolver.then(|| UdpSocket::bind((std::net::Ipv4Addr::from(RESOLVER), 53))) {
+        None => {}
+        Some(Ok(socket)) => {
             thread::spawn(move || crate::resolver::serve(socket));
         }
-        Err(err) => eprintln!(
+        Some(Err(err)) => eprintln!(
             "agent-sandbox: network: no resolver inside the sandbox ({err}): only programs that use the proxy \
              variables can reach allowed hosts"
         ),
@@ -108,7 +112,7 @@ pub fn bridge(args: &[OsString]) -> i32 {
 }
 
 fn usage() -> i32 {
-    eprintln!("agent-sandbox: usage: agent-sandbox net-bridge [--host-port PORT]... -- CMD [ARGS...]");
+    eprintln!("agent-sandbox: usage: agent-sandbox net-bridge [--resolver] [--host-port PORT]... -- CMD [ARGS...]");
     2
 }
 

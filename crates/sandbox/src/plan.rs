@@ -208,6 +208,9 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         // The bridge to the host's proxy runs first, and the command as its child.
         args.push_path(&inside.marker());
         args.push("net-bridge");
+        if plan.premade_network {
+            args.push("--resolver");
+        }
         for port in plan.host_ports {
             args.push("--host-port");
             args.push(&port.to_string());
@@ -571,6 +574,7 @@ mod tests {
                 "--",
                 "/run/agent-sandbox/agent-sandbox",
                 "net-bridge",
+                "--resolver",
                 "--host-port",
                 "5432",
                 "--host-port",

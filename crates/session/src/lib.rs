@@ -567,8 +567,14 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         None
     };
     let private_network = premade_network.then(sandbox::netns::PrivateNetwork::for_current_user);
-    let code =
-        sandbox::run::run(&bwrap, &bwrap_args, &env, &runtime.layout(), audit::default_path(), private_network.as_ref());
+    let code = sandbox::run::run(
+        &bwrap,
+        &bwrap_args,
+        &env,
+        &runtime.layout(),
+        audit::default_path(),
+        private_network.as_ref(),
+    );
     if let Some(proxy) = proxy {
         proxy.stop();
     }
