@@ -43,7 +43,11 @@ pub fn serve(socket: UdpSocket) {
     let mut resolver = Resolver::default();
     let mut packet = [0u8; 1500];
     loop {
-        let Ok((len, peer)) = socket.recv_from(&mut packet) else { continue };
+        let Ok((len, peer)) = socket.recv_from(&mut packet) else {
+            // Not a busy loop if the socket keeps failing.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            continue;
+        };
         let reply = match dns::parse_query(&packet[..len]) {
             Ok(query) => Some(dns::response(&query, resolver.answer(&query))),
             Err(malformed) => dns::error_response(&packet[..len], malformed),
