@@ -402,7 +402,9 @@ impl Sandbox {
         let duration = start.elapsed();
         let result = ShellResult {
             command: command.to_owned(),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            // Valid UTF-8 (the usual case) is taken as it is, not copied.
+            stdout: String::from_utf8(output.stdout)
+                .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned()),
             stderr: output.stderr,
             exit_code: output.exit_code,
             success: output.exit_code == 0,
