@@ -60,6 +60,16 @@ struct Row {
     fix: Option<String>,
 }
 
+/// A guarantee probed: held, or not held with `fix`.
+fn row(guarantee: &'static str, held: bool, probe: String, fix: String) -> Row {
+    Row { guarantee, status: if held { Status::Held } else { Status::NotHeld }, probe, fix: (!held).then_some(fix) }
+}
+
+/// A guarantee the setup has nothing to hold (no repository, no secret files).
+fn not_applicable(guarantee: &'static str, probe: &str) -> Row {
+    Row { guarantee, status: Status::NotApplicable, probe: probe.into(), fix: None }
+}
+
 pub fn test(args: &TestArgs) -> Result<i32> {
     match runtime_layout::detect() {
         runtime_layout::Where::Bubblewrap => {
@@ -163,14 +173,6 @@ pub fn test(args: &TestArgs) -> Result<i32> {
 fn judge(observed: &Value, network_on: bool, git_preset: bool, landlock: bool) -> Vec<Row> {
     let list = |key: &str| observed[key].as_array().cloned().unwrap_or_default();
     let path = |item: &Value| item["path"].as_str().unwrap_or_default().to_owned();
-    let row = |guarantee, held: bool, probe: String, fix: String| Row {
-        guarantee,
-        status: if held { Status::Held } else { Status::NotHeld },
-        probe,
-        fix: (!held).then_some(fix),
-    };
-    let not_applicable =
-        |guarantee, probe: &str| Row { guarantee, status: Status::NotApplicable, probe: probe.into(), fix: None };
     let mut rows = Vec::new();
 
     let hidden = list("hidden");
@@ -335,14 +337,6 @@ fn container_test(args: &TestArgs) -> Result<i32> {
 
 /// The container's observations and the firewall's state: one row per guarantee.
 fn judge_container(observed: &Value, firewall: &firewall::Health) -> Vec<Row> {
-    let row = |guarantee, held: bool, probe: String, fix: String| Row {
-        guarantee,
-        status: if held { Status::Held } else { Status::NotHeld },
-        probe,
-        fix: (!held).then_some(fix),
-    };
-    let not_applicable =
-        |guarantee, probe: &str| Row { guarantee, status: Status::NotApplicable, probe: probe.into(), fix: None };
     let rebuild =
         "rebuild the container's image with the agent-sandbox Feature (agent-sandbox devcontainer init, then \
                    Rebuild Container)";
