@@ -83,10 +83,12 @@ fn docker_ok(args: &[&str]) {
 }
 
 /// A host answering HTTP on 8080 (IPv4 and IPv6) and, on the denied host, DNS on 53.
-const SERVER_JS: &str =
-    "require('http').createServer((q,s)=>s.end('hello from '+require('os').hostname())).listen(8080,'::');\
-    if (process.argv[1]==='dns'){const d=require('dgram').createSocket('udp4');\
-    d.on('message',(m,r)=>{const b=Buffer.from(m);b[2]|=0x80;b[3]=0x83;d.send(b,r.port,r.address)});d.bind(53);}";
+/// Prints `ready` once it listens (on 8080, and on 53/udp with the `dns` argument).
+const SERVER_JS: &str = "const dns=process.argv[1]==='dns';let left=dns?2:1;\
+    const up=()=>{if(--left===0)console.log('ready')};\
+    require('http').createServer((q,s)=>s.end('hello from '+require('os').hostname())).listen(8080,'::',up);\
+    if (dns){const d=require('dgram').createSocket('udp4');\
+    d.on('message',(m,r)=>{const b=Buffer.from(m);b[2]|=0x80;b[3]=0x83;d.send(b,r.port,r.address)});d.bind(53,up);}";
 
 pub(crate) fn start_host(image: &str, names: &Names, name: &str, last: u8, dns: bool) {
     let ip4 = format!("{}.{last}", names.v4);
@@ -97,6 +99,16 @@ pub(crate) fn start_host(image: &str, names: &Names, name: &str, last: u8, dns: 
         args.push("dns");
     }
     docker_ok(&args);
+    // `docker run -d` returns before the server listens; under load the firewall
+    // would resolve its allowlist against a DNS host that is not answering yet.
+    for _ in 0..240 {
+        let logs = Command::new("docker").args(["logs", name]).output().expect("docker");
+        if String::from_utf8_lossy(&logs.stdout).contains("ready") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    panic!("{name} did not start listening within 60 s");
 }
 
 struct Devcontainer<'a> {
