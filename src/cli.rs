@@ -119,7 +119,7 @@ enum Commands {
 
 #[derive(Subcommand)]
 enum FirewallCommand {
-    /// Allow only the policy's domains and ranges (IPv4 and IPv6), DNS only to the resolver; verify
+    /// Enforce the network section of config.jsonc: only the proxy leaves, DNS only through its resolver; verify
     Apply,
     /// Show the policy, what was applied last and (as root) the live address sets
     Status {
@@ -133,6 +133,12 @@ enum FirewallCommand {
     /// Wait until the entrypoint has applied (or closed) the firewall, then say which (at most 60 s)
     #[command(hide = true)]
     Wait,
+    /// The proxy's process (started by apply as its own user, with the sockets it bound)
+    #[command(hide = true)]
+    Serve {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -366,7 +372,7 @@ fn hooks(command: HooksCommand) -> anyhow::Result<i32> {
 }
 
 fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
-    let paths: Vec<&std::path::Path> = firewall::POLICY_FILES.iter().map(std::path::Path::new).collect();
+    let paths = firewall::policy_dirs();
     match command {
         // Fail closed: whatever goes wrong, egress ends up loopback only and the
         // error says so.
@@ -391,17 +397,20 @@ fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
             let text = serde_json::to_string_pretty(&firewall::status_json(firewall::load(&paths).as_ref()))?;
             println!("{text}");
         }
-        FirewallCommand::Status { json: false } => match firewall::load(&paths) {
-            Ok(policy) => {
-                for line in firewall::status(&policy) {
-                    println!("{line}");
+        FirewallCommand::Status { json: false } => {
+            let lines = match firewall::load(&paths) {
+                Ok(policy) => firewall::status(&policy),
+                Err(err) => vec![firewall::health().banner(), format!("policy: does not load: {err}")],
+            };
+            // A reader that stops early (`| head -1`) is no error.
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            for line in lines {
+                if writeln!(out, "{line}").is_err() {
+                    break;
                 }
             }
-            Err(err) => {
-                println!("{}", firewall::health().banner());
-                println!("policy: does not load: {err}");
-            }
-        },
+        }
         FirewallCommand::Wait => {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
             while firewall::health() == firewall::Health::NotApplied && std::time::Instant::now() < deadline {
@@ -409,6 +418,7 @@ fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
             }
             println!("{}", firewall::health().banner());
         }
+        FirewallCommand::Serve { args } => firewall::serve(&args)?,
     }
     Ok(0)
 }

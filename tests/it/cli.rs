@@ -230,9 +230,14 @@ fn check_and_firewall_status_speak_json() {
     assert_eq!((run.code(), run.stdout()), (1, "{\"inside\":false,\"where\":\"outside\"}\n".to_owned()));
     let run = world.sh(&[], "agent-sandbox check --json; echo code=$?");
     assert_eq!(run.ok(), "{\"inside\":true,\"where\":\"bubblewrap\"}\ncode=0\n");
-    // Outside a container: no policy, never applied; still an answer, not an error.
+    // Outside a container: the built-in defaults alone, never applied; still an answer,
+    // not an error.
     let out = world.cmd().args(["firewall", "status", "--json"]).run().ok();
     let status: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(status["health"]["state"], "not-applied", "{out}");
-    assert!(status["policy"]["error"].as_str().is_some_and(|err| err.contains("firewall.jsonc")), "{out}");
+    assert_eq!(status["policy"]["mode"], "allowlist", "{out}");
+    assert!(
+        status["policy"]["allow"].as_array().is_some_and(|allow| allow.contains(&"api.anthropic.com".into())),
+        "{out}"
+    );
 }

@@ -170,8 +170,8 @@ impl Devcontainer<'_> {
     /// allowed host unreachable, `check` and an interactive shell say so; then the fixed
     /// policy applied through the one sudo rule opens the allowlist again.
     fn broken_policy_closes(&self, case: &str, good_policy: &str, allowed_url: &str, hello: &str, denied_url: &str) {
-        let policy_path = self.repo.join(".agent-sandbox/firewall.jsonc");
-        std::fs::write(&policy_path, "{\"domains\": [\"not a host\"]}\n").expect("write");
+        let policy_path = self.repo.join(".agent-sandbox/config.jsonc");
+        std::fs::write(&policy_path, "{\"network\": {\"allow\": [\"not a host\"]}}\n").expect("write");
         let closed = self.restart();
         assert!(closed.starts_with("firewall: CLOSED: egress is loopback only, because "), "{case}: {closed}");
         let (got, all) = self.exec(&format!(
@@ -181,13 +181,9 @@ impl Devcontainer<'_> {
              say banner \"$(bash -ic true 2>&1 | grep -c 'firewall: CLOSED')\"\n\
              say status \"$(agent-sandbox firewall status | head -1 | cut -c1-17)\""
         ));
-        let want = [
-            ("allowed", "7"),
-            ("denied", "7"),
-            ("check_warned", "1"),
-            ("banner", "1"),
-            ("status", "firewall: CLOSED:"),
-        ];
+        // The allowed name does not even resolve (6) or does not connect (7).
+        assert!(got.get("allowed").is_some_and(|code| code == "6" || code == "7"), "{case}: {all}");
+        let want = [("denied", "7"), ("check_warned", "1"), ("banner", "1"), ("status", "firewall: CLOSED:")];
         check(&format!("{case}, broken policy"), &got, &want, &all);
         std::fs::write(&policy_path, good_policy).expect("write");
         let (got, all) = self.exec(&format!(
@@ -232,26 +228,31 @@ fn test_repo(path: &Path, names: &Names, hooks: &str) {
         git(path, &["config", "core.hooksPath", hooks]);
     }
     std::fs::create_dir_all(path.join(".agent-sandbox")).expect("mkdir");
-    std::fs::write(path.join(".agent-sandbox/firewall.jsonc"), policy(names)).expect("policy");
+    std::fs::write(path.join(".agent-sandbox/config.jsonc"), policy(names, "")).expect("policy");
     std::fs::write(path.join("README"), "test\n").expect("write");
     git(path, &["add", "."]);
     git(path, &["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "init"]);
 }
 
-fn policy(names: &Names) -> String {
+/// The project's `config.jsonc`: `extra` keys, and the network section that allows
+/// the allowed host's port and the test network's private ranges its name resolves into.
+fn policy(names: &Names, extra: &str) -> String {
     format!(
-        "// test hosts only\n{{\"domains\": [\"{}\"], \"githubMeta\": false, \"verify\": \"{}:8080\"}}\n",
-        names.allowed, names.allowed
+        "// test hosts only\n{{{extra}\"network\": {{\"allow\": [\"{}:8080\"], \"allowPrivate\": [\"{}.0/24\", \"{}::/64\"]}}}}\n",
+        names.allowed, names.v4, names.v6
     )
 }
 
-/// The network probes every case runs: the allowed host by name (v4 and v6), the
-/// denied one by address and by name.
+/// The network probes every case runs: the allowed host by name (and not by its
+/// addresses, v4 or v6: the policy is names), the denied one by address (v4 and v6) and
+/// by name, and Docker's embedded resolver asked directly.
 fn network_script(names: &Names) -> String {
     format!(
         r#"
-        say allowed4 "$(curl -4 -sS --max-time 5 http://{allowed}:8080/ 2>&1)"
-        say allowed6 "$(curl -6 -sS --max-time 5 http://{allowed}:8080/ 2>&1 || curl -sS --max-time 5 'http://[{v6}::10]:8080/' 2>&1)"
+        say allowed "$(curl -sS --max-time 5 http://{allowed}:8080/ 2>&1)"
+        curl -sS --max-time 5 http://{v4}.10:8080/ >/dev/null 2>&1; say allowed_by_v4 $?
+        curl -sS --max-time 5 'http://[{v6}::10]:8080/' >/dev/null 2>&1; say allowed_by_v6 $?
+        say dns_docker "$({dns_probe})"
         curl -sS --max-time 5 http://{v4}.20:8080/ >/dev/null 2>&1; say denied4 $?
         curl -sS --max-time 5 'http://[{v6}::20]:8080/' >/dev/null 2>&1; say denied6 $?
         curl -sS --max-time 5 http://{denied}:8080/ >/dev/null 2>&1; say denied_name $?
@@ -261,8 +262,13 @@ fn network_script(names: &Names) -> String {
         denied = names.denied,
         v4 = names.v4,
         v6 = names.v6,
+        dns_probe = DOCKER_DNS_PROBE,
     )
 }
+
+/// A query to Docker's embedded resolver with bash alone (the plain image has no dig):
+/// prints the answer's id (`1234`), or nothing when no answer comes.
+const DOCKER_DNS_PROBE: &str = "timeout 3 bash -c 'exec 3<>/dev/udp/127.0.0.11/53 && printf \"\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x07example\\x00\\x00\\x01\\x00\\x01\" >&3 && head -c 2 <&3 | od -An -tx1' 2>/dev/null | tr -d ' \\n'";
 
 #[test]
 fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
@@ -316,13 +322,15 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     let hostname_allowed = docker(&["inspect", "-f", "{{.Config.Hostname}}", &names.allowed]);
     let hello = format!("hello from {hostname_allowed}");
     let run_args = format!("[\"--network={}\", \"--dns={}.53\"]", names.network, names.v4);
-    let on = "firewall: on (only the allowlist is reachable)";
+    let on = "firewall: on (only the network policy's names are reachable, through its proxy)";
     let network_on: Vec<(&str, &str)> = vec![
-        ("allowed4", hello.as_str()),
-        ("allowed6", hello.as_str()),
+        ("allowed", hello.as_str()),
+        ("allowed_by_v4", "7"),
+        ("allowed_by_v6", "7"),
+        ("dns_docker", ""),
         ("denied4", "7"),
         ("denied6", "7"),
-        ("denied_name", "7"),
+        ("denied_name", "6"),
         ("status", on),
     ];
 
@@ -405,7 +413,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
 
     // A broken project policy (the human edits it on the host): after a restart egress
     // is closed, and every shell says so.
-    std::fs::write(plain.repo.join(".agent-sandbox/firewall.jsonc"), "{\"domains\": [\"not a host\"]}\n")
+    std::fs::write(plain.repo.join(".agent-sandbox/config.jsonc"), "{\"network\": {\"allow\": [\"not a host\"]}}\n")
         .expect("write");
     let closed = plain.restart();
     assert!(closed.starts_with("firewall: CLOSED: egress is loopback only, because "), "{closed}");
@@ -419,16 +427,16 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     let want_closed: Vec<(&str, &str)> = vec![
         ("denied4", "7"),
         ("denied6", "7"),
-        ("denied_name", "7"),
+        ("dns_docker", ""),
         ("check_warned", "1"),
         ("banner", "1"),
         ("status", closed_status.as_str()),
     ];
     check("plain image, broken policy", &got, &want_closed, &all);
-    assert!(got.get("allowed4").is_some_and(|text| !text.contains("hello")), "closed, yet allowed4 answered:\n{all}");
-    assert!(got.get("allowed6").is_some_and(|text| !text.contains("hello")), "closed, yet allowed6 answered:\n{all}");
+    assert!(got.get("allowed").is_some_and(|text| !text.contains("hello")), "closed, yet allowed answered:\n{all}");
+    assert!(got.get("denied_name").is_some_and(|code| code != "0"), "closed, yet denied_name answered:\n{all}");
     // Fixed on the host, applied again through the one sudo rule: open to the allowlist.
-    std::fs::write(plain.repo.join(".agent-sandbox/firewall.jsonc"), policy(&names)).expect("write");
+    std::fs::write(plain.repo.join(".agent-sandbox/config.jsonc"), policy(&names, "")).expect("write");
     let (got, all) = plain.exec(&format!(
         "sudo -n agent-sandbox firewall apply >/dev/null 2>&1; say apply $?\n{}",
         network_script(&names)
@@ -443,11 +451,8 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     std::fs::create_dir_all(template.repo.join(".husky")).expect("mkdir");
     std::fs::write(template.repo.join(".husky/pre-commit"), "npm test\n").expect("write");
     // The project's tool guard rules, which the image takes at build time.
-    std::fs::write(
-        template.repo.join(".agent-sandbox/config.jsonc"),
-        "{\"tools\": {\"disallowed\": [\"WebFetch\"]}}\n",
-    )
-    .expect("write");
+    let template_policy = policy(&names, "\"tools\": {\"disallowed\": [\"WebFetch\"]}, ");
+    std::fs::write(template.repo.join(".agent-sandbox/config.jsonc"), &template_policy).expect("write");
     template.init(&["--base-tag", &tag]);
     let json_path = template.repo.join(".devcontainer/devcontainer.json");
     let generated = std::fs::read_to_string(&json_path).expect("generated");
@@ -501,11 +506,11 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         say diag_resolv "$(grep nameserver /etc/resolv.conf | tr '\n' ' ')"
         say diag_state "$(agent-sandbox firewall status | grep -E '^(DNS|last)' | tr '\n' ' ')"
         say dns_resolver "$(dig +time=3 +tries=1 probe.test 2>&1 | grep -o 'status: [A-Z]*')"
-        sudo -n agent-sandbox firewall status | grep '^live' > /tmp/before
         sudo -n agent-sandbox firewall apply >/tmp/apply 2>&1; say reapply $?
         say reapply_verified "$(grep -c 'verified:' /tmp/apply)"
-        sudo -n agent-sandbox firewall status | grep '^live' > /tmp/after
-        grep -q '^live agent-sandbox-allow4: .*{v4}.10' /tmp/after && cmp -s /tmp/before /tmp/after; say status_same $?
+        say proxy_running "$(agent-sandbox firewall status | grep -c '^proxy: running')"
+        for p in /proc/[0-9]*; do [ "$(stat -c %U "$p" 2>/dev/null)" = agent-sandbox-net ] && kill -9 "${{p#/proc/}}" 2>/dev/null && echo killed; done > /tmp/kill
+        say kill_proxy "$(grep -c killed /tmp/kill)"
         {network}"#,
         v4 = names.v4,
         network = network_script(&names),
@@ -555,8 +560,9 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("dns_upstream_direct", "9"),
         ("dns_resolver", "status: NXDOMAIN"),
         ("reapply", "0"),
-        ("reapply_verified", "3"),
-        ("status_same", "0"),
+        ("reapply_verified", "4"),
+        ("proxy_running", "1"),
+        ("kill_proxy", "0"),
     ]);
     want.extend(protected_writes.iter().map(|key| (key.as_str(), "1")));
     check("template on the base image", &got, &want, &all);
@@ -628,7 +634,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     check("template, test after the repair and a restart", &got, &[("test", "0")], &all);
     let allowed_url = format!("http://{}:8080/", names.allowed);
     let denied_url = format!("http://{}.20:8080/", names.v4);
-    template.broken_policy_closes("template", &policy(&names), &allowed_url, &hello, &denied_url);
+    template.broken_policy_closes("template", &template_policy, &allowed_url, &hello, &denied_url);
 
     // History per workspace; Claude Code and Codex config in the shared volumes.
     let mounts = docker(&[
@@ -659,6 +665,12 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     assert!(control(&["curl", "-sS", "--max-time", "5", &denied_v4]), "denied host down?");
     assert!(control(&["curl", "-sS", "--max-time", "5", &denied_v6]), "denied host (v6) down?");
     assert!(control(&["dig", "+time=2", "+tries=1", &format!("@{}.20", names.v4), "probe.test"]), "denied DNS down?");
+    let embedded = Command::new("docker")
+        .args(["run", "--rm", "--network", &names.network, "--user", "root", "--entrypoint", "bash", &image, "-c"])
+        .arg(DOCKER_DNS_PROBE)
+        .output()
+        .expect("docker");
+    assert_eq!(String::from_utf8_lossy(&embedded.stdout), "1234", "the embedded resolver probe finds no answer");
     // Nothing leaked back to the host: the protected files are as they were.
     assert_eq!(
         std::fs::read_to_string(template.repo.join(".git/hooks/pre-commit")).expect("hook"),
@@ -670,8 +682,11 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     // (c) A compose setup with a second service, which the firewall allows by its
     // service name; the dev container's service is the plain Debian image.
     test_repo(&compose.repo, &names, ".git/hooks");
-    let compose_policy = "{\"domains\": [\"web\"], \"githubMeta\": false, \"verify\": \"web:8080\"}\n";
-    std::fs::write(compose.repo.join(".agent-sandbox/firewall.jsonc"), compose_policy).expect("policy");
+    let compose_policy = format!(
+        "{{\"network\": {{\"allow\": [\"web:8080\"], \"allowPrivate\": [\"{}.0/24\", \"{}::/64\"]}}}}\n",
+        names.v4, names.v6
+    );
+    std::fs::write(compose.repo.join(".agent-sandbox/config.jsonc"), &compose_policy).expect("policy");
     std::fs::create_dir_all(compose.repo.join(".devcontainer")).expect("mkdir");
     std::fs::write(
         compose.repo.join(".devcontainer/docker-compose.yml"),
@@ -719,7 +734,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("web", hello_web.as_str()),
         ("denied4", "7"),
         ("denied6", "7"),
-        ("not_listed", "7"),
+        ("not_listed", "6"),
         ("write_hook", "1"),
         ("write_compose", "1"),
         ("legit_write", "0"),
@@ -743,7 +758,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     {
         assert!(compose_mounts.split_whitespace().any(|mount| mount == shared), "{shared}: {compose_mounts}");
     }
-    compose.broken_policy_closes("compose", compose_policy, "http://web:8080/", &hello_web, &denied_url);
+    compose.broken_policy_closes("compose", &compose_policy, "http://web:8080/", &hello_web, &denied_url);
 
     // (d) The user's own Dockerfile on an image the Feature cannot serve (one that says
     // it is Alpine): init merges, and the build stops with the reason.

@@ -603,22 +603,39 @@ fn the_firewall_holds_before_the_shell_opens_and_fails_closed() {
     crate::devcontainer::start_host(&image, &names, &names.denied, 20, true);
     let settings = format!("{{\"network\": \"{}\", \"dns\": [\"{}.53\"]}}\n", names.network, names.v4);
     std::fs::write(repo.path.join(".agent-sandbox/settings.json"), settings).expect("write");
-    let policy =
-        format!("{{\"domains\": [\"{0}\"], \"githubMeta\": false, \"verify\": \"{0}:8080\"}}\n", names.allowed);
-    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), &policy).expect("write");
-    let probe = format!(
-        "curl -sS --max-time 5 http://{allowed}:8080/ >/dev/null 2>&1; echo allowed=$?; \
-         curl -sS --max-time 5 http://{v4}.20:8080/ >/dev/null 2>&1; echo denied=$?",
+    // The same `network` section `exec` reads: the allowed host's port, and the test
+    // network's private ranges its name resolves into.
+    let policy = format!(
+        "{{\"network\": {{\"allow\": [\"{allowed}:8080\"], \"allowPrivate\": [\"{v4}.0/24\", \"{v6}::/64\"]}}}}\n",
         allowed = names.allowed,
-        v4 = names.v4
+        v4 = names.v4,
+        v6 = names.v6
     );
-    // The first command already runs behind the firewall: the allowed host answers,
-    // the other one does not.
+    std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), &policy).expect("write");
+    let probe = format!(
+        "for target in allowed=http://{allowed}:8080/ other_port=http://{allowed}:80/ by_address=http://{v4}.10:8080/ \
+         denied_name=http://{denied}:8080/ denied_v4=http://{v4}.20:8080/ denied_v6=http://[{v6}::20]:8080/; do \
+           curl -gsS --max-time 5 \"${{target#*=}}\" >/dev/null 2>&1; echo \"${{target%%=*}}=$?\"; \
+         done; \
+         node -e 'const d=require(\"dns\");const ask=(s,label,then)=>{{\
+           const r=new d.Resolver({{timeout:2000,tries:1}});r.setServers([s]);\
+           r.resolve4(\"{allowed}\",(e)=>{{console.log(label+\"=\"+(e?\"refused\":\"answered\"));then()}})}};\
+           ask(\"127.0.0.11\",\"dns_docker\",()=>ask(\"{v4}.53\",\"dns_external\",()=>{{}}))'",
+        allowed = names.allowed,
+        denied = names.denied,
+        v4 = names.v4,
+        v6 = names.v6
+    );
+    let want = "allowed=0\nother_port=7\nby_address=7\ndenied_name=6\ndenied_v4=7\ndenied_v6=7\ndns_docker=refused\ndns_external=refused\n";
+    // The first command already runs behind the firewall: the allowed name on its port
+    // answers; its other port, its address, the denied host by name, IPv4 and IPv6
+    // address, and DNS servers other than the filtering resolver do not.
     let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "allowed=0\ndenied=7\n", "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{}", text(&out));
     // A project policy that does not load: after a restart, egress is closed (the
     // allowed host too) and start says so.
-    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), "{ not json").expect("write");
+    std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), "{\"network\": {\"allow\": [\"not a host\"]}}")
+        .expect("write");
     let out = repo.cmd(&["restart", "--base-tag", &tag]).output().expect("restart");
     assert!(out.status.success(), "{}", text(&out));
     assert!(
@@ -628,10 +645,19 @@ fn the_firewall_holds_before_the_shell_opens_and_fails_closed() {
     );
     let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(!stdout.contains("allowed=0") && !stdout.contains("denied=0"), "{}", text(&out));
+    assert!(!stdout.contains("=0") && !stdout.contains("answered"), "{}", text(&out));
+    // The old address allowlist is not silently ignored: it closes egress with the fix.
+    std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), &policy).expect("write");
+    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), "{\"domains\": []}").expect("write");
+    let out = repo.cmd(&["restart", "--base-tag", &tag]).output().expect("restart");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("firewall.jsonc is replaced by the `network` section"),
+        "{}",
+        text(&out)
+    );
     // The policy fixed, a restart opens the allowlist again.
-    std::fs::write(repo.path.join(".agent-sandbox/firewall.jsonc"), &policy).expect("write");
+    std::fs::remove_file(repo.path.join(".agent-sandbox/firewall.jsonc")).expect("remove");
     repo.ok(&["restart"]);
     let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "allowed=0\ndenied=7\n", "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{}", text(&out));
 }

@@ -521,7 +521,7 @@ fn docker_bench() -> Result<()> {
     })();
     cleanup();
     let (apply_ms, exec_ms) = result?;
-    println!("docker: firewall apply in a container (image policy, 23 domains), median of 9");
+    println!("docker: firewall apply in a container (the proxy restarted, resolv.conf, rules, verified), median of 9");
     println!("  docker exec … sudo agent-sandbox firewall apply  {apply_ms:8.1} ms");
     println!("  docker exec … true (baseline)                    {exec_ms:8.1} ms  ratio {:.2}x", apply_ms / exec_ms);
 

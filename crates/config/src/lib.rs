@@ -363,7 +363,8 @@ pub fn find_config_file(dir: &Path) -> Result<Option<PathBuf>, ConfigError> {
 /// No config file is legitimately bigger.
 pub const CONFIG_LIMIT: u64 = 16 * 1024 * 1024;
 
-fn read_layer(path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
+/// Reads one config file (a regular file only, never blocking) as a layer of `kind`.
+pub fn read_layer(path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
     // Never blocks: a FIFO planted as a config file is an error, not a hang.
     let bytes = util::fs::read_regular(path, CONFIG_LIMIT)
         .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;

@@ -56,6 +56,18 @@ fn a_repository_without_a_dev_container_gets_the_template_and_the_feature() {
 }
 
 #[test]
+fn a_legacy_firewall_policy_is_named_with_what_replaces_it() {
+    let plain = plan_for(&[], &options()).expect("plan");
+    assert!(!plain.lines.iter().any(|line| line.contains("firewall.jsonc")), "{:?}", plain.lines);
+    let legacy = plan_for(&[(".agent-sandbox/firewall.jsonc", "{\"domains\": []}")], &options()).expect("plan");
+    assert!(
+        legacy.lines.iter().any(|line| line.starts_with("WARNING: .agent-sandbox/firewall.jsonc is no longer read")),
+        "{:?}",
+        legacy.lines
+    );
+}
+
+#[test]
 fn tool_guard_rules_that_do_not_parse_stop_init() {
     let settings = guard_settings::ToolGuardSettings { disallowed: vec!["Bash(".into()], read_only: false };
     let err = plan_for(&[], &Options { tool_guard: Some(settings), ..options() }).expect_err("refused");
@@ -311,9 +323,9 @@ fn init_writes_everything_or_nothing_and_creates_no_empty_directory() {
             ".devcontainer/agent-sandbox/README.md",
             ".devcontainer/agent-sandbox/agent-sandbox",
             ".devcontainer/agent-sandbox/bashrc",
+            ".devcontainer/agent-sandbox/config.jsonc",
             ".devcontainer/agent-sandbox/devcontainer-feature.json",
             ".devcontainer/agent-sandbox/entrypoint.sh",
-            ".devcontainer/agent-sandbox/firewall.jsonc",
             ".devcontainer/agent-sandbox/install.sh",
             ".devcontainer/devcontainer.json",
             ".devcontainer/devcontainer.json.bak",

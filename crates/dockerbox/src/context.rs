@@ -129,9 +129,9 @@ mod tests {
             ("feature/README.md", 0o644),
             ("feature/agent-sandbox", 0o755),
             ("feature/bashrc", 0o644),
+            ("feature/config.jsonc", 0o644),
             ("feature/devcontainer-feature.json", 0o644),
             ("feature/entrypoint.sh", 0o755),
-            ("feature/firewall.jsonc", 0o644),
             ("feature/install.sh", 0o755),
         ]
         .iter()

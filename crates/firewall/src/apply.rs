@@ -1,8 +1,8 @@
-//! The executor: resolve the domains, fetch GitHub's ranges, feed the plan to
-//! `ipset`/`iptables-restore`/`ip6tables-restore`, verify from the inside, and write
-//! the state file `status` reads. Failing to resolve a domain or to fetch GitHub's
-//! ranges is a warning (the rest of the allowlist still applies); a firewall that
-//! lets the probe address through is an error.
+//! The executor: (re)start the proxy and its resolver as their own user (`serve.rs`),
+//! point `/etc/resolv.conf` at the resolver (the container's own servers kept aside
+//! for the proxy), feed the plan to `iptables-restore`/`ip6tables-restore`, verify from
+//! the inside, and write the state file `status` reads. A firewall that lets the probe
+//! address through, or a proxy that does not answer, is an error.
 //!
 //! [`apply_or_close`] is what the commands call: whatever goes wrong (a policy that
 //! does not load, a tool that fails, a probe that gets through), egress ends up
@@ -11,19 +11,20 @@
 
 use std::{
     io::Write as _,
-    net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs},
+    net::{IpAddr, SocketAddr, TcpStream},
+    os::unix::fs::PermissionsExt as _,
     path::Path,
     process::{Command, Stdio},
-    sync::mpsc,
     time::{Duration, Instant},
 };
 
+use config::Network;
 use serde_json::json;
 
 use crate::{
     load,
     plan::{self, closed_tables, starting_tables},
-    Cidr, Error, Policy, Resolved, PROBE_V4, PROBE_V6, SET_V4, SET_V6, STATE_FILE,
+    serve, Error, Policy, PROBE_V4, PROBE_V6, STATE_FILE,
 };
 
 /// Where the firewall stands in this container since it (last) started.
@@ -44,7 +45,7 @@ impl Health {
     /// The line every shell, `check` and `status` print; loud unless all is well.
     pub fn banner(&self) -> String {
         match self {
-            Health::Applied => "firewall: on (only the allowlist is reachable)".into(),
+            Health::Applied => "firewall: on (only the network policy's names are reachable, through its proxy)".into(),
             Health::Closed(reason) => format!(
                 "firewall: CLOSED: egress is loopback only, because {reason} (fix it, then: sudo agent-sandbox firewall apply)"
             ),
@@ -80,6 +81,10 @@ pub fn health() -> Health {
     }
     let reason = state["reason"].as_str().unwrap_or("unknown").to_owned();
     match state["state"].as_str() {
+        // Nothing leaves without the proxy: closed in effect, and said so.
+        Some("applied") if state["mode"] == "allowlist" && serve::running() == Some(0) => {
+            Health::Closed("the network proxy is not running (stopped or crashed since it was applied)".into())
+        }
         Some("applied") => Health::Applied,
         Some("closed") => Health::Closed(reason),
         Some("open") => Health::Open(reason),
@@ -96,11 +101,11 @@ fn boot_id() -> String {
     after_name.split_whitespace().nth(19).unwrap_or("unknown").to_owned()
 }
 
-/// Loads the policy from `paths` and applies it; on any failure closes egress (loopback
+/// Loads the policy from `dirs` and applies it; on any failure closes egress (loopback
 /// only), records why and returns the original error. With `starting` (the Feature's
 /// entrypoint, at every start), the agent has loopback only from the first moment:
-/// root's own lookups are the only traffic until the allowlist is in force.
-pub fn apply_or_close(paths: &[&Path], starting: bool) -> Result<Report, Error> {
+/// root's own traffic is the only traffic until the policy is in force.
+pub fn apply_or_close(dirs: &[&Path], starting: bool) -> Result<Report, Error> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(Error::NotRoot);
@@ -112,7 +117,7 @@ pub fn apply_or_close(paths: &[&Path], starting: bool) -> Result<Report, Error> 
             return Err(err);
         }
     }
-    let result = load(paths).and_then(|policy| apply(&policy));
+    let result = load(dirs).and_then(|policy| apply(&policy));
     if let Err(err) = &result {
         let reason = err.to_string();
         let (v4, v6) = closed_tables();
@@ -131,7 +136,7 @@ fn restore_tables(v4: &str, v6: &str) -> Result<(), Error> {
 
 fn write_outcome(state: &str, reason: &str) {
     write_state_value(json!({
-        "version": 2,
+        "version": 3,
         "state": state,
         "reason": reason,
         "boot": boot_id(),
@@ -150,8 +155,10 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-const RESOLVE_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A name no policy allows, for the check that the resolver answers (and refuses).
+const PROBE_NAME: &str = "agent-sandbox-probe.invalid";
 
 pub fn apply(policy: &Policy) -> Result<Report, Error> {
     // SAFETY: geteuid has no preconditions.
@@ -160,224 +167,197 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
     }
     let started = Instant::now();
     let mut report = Report::default();
-    let mut allowed = policy.cidrs.clone();
-    for (domain, result) in resolve_all(&policy.domains) {
-        match result {
-            Ok(addrs) if !addrs.is_empty() => allowed.extend(addrs.into_iter().map(Cidr::host)),
-            Ok(_) => report.warnings.push(format!("{domain}: no address (left out)")),
-            Err(err) => report.warnings.push(format!("{domain}: cannot resolve ({err}); left out")),
+    let upstream = upstream_resolvers()?;
+    let mode = policy.net.mode;
+    let net_uid = match mode {
+        Network::Allowlist => Some(serve::net_user()?),
+        _ => None,
+    };
+    // The proxy of an earlier apply goes first: it may hold an older policy.
+    serve::stop();
+    if let Some((uid, gid)) = net_uid {
+        serve::start(uid, gid, &upstream)?;
+        write_resolv_conf(&serve::resolv_conf())?;
+    } else {
+        write_resolv_conf(&upstream_text()?)?;
+    }
+    let (v4, v6) = plan::plan(mode, &upstream, net_uid.map_or(0, |(uid, _)| uid));
+    restore_tables(&v4, &v6)?;
+    let dns: Vec<String> = upstream.iter().map(IpAddr::to_string).collect();
+    match mode {
+        Network::Allowlist => {
+            report.lines.push(format!(
+                "network.mode allowlist: {} allowed name rule(s), {} denied; only the proxy (user {}) leaves the \
+                 container, over IPv4 and IPv6",
+                policy.config.net_allow.len(),
+                policy.config.net_deny.len(),
+                crate::NET_USER
+            ));
+            report.lines.push(format!(
+                "DNS: the filtering resolver on 127.0.0.1 (refused names: NXDOMAIN); the proxy asks {}",
+                if dns.is_empty() { "(no resolver configured)".into() } else { dns.join(", ") }
+            ));
         }
+        Network::On => report.lines.push("network.mode on: egress is not restricted".into()),
+        Network::Off => report.lines.push("network.mode off: egress is loopback only".into()),
     }
-    if policy.github_meta {
-        match github_meta() {
-            Ok(ranges) => {
-                report.lines.push(format!("GitHub's published ranges: {}", ranges.len()));
-                allowed.extend(ranges);
-            }
-            Err(err) => report.warnings.push(format!("GitHub's published ranges: {err}; left out")),
-        }
-    }
-    let resolvers = resolvers(Path::new("/etc/resolv.conf"));
-    let resolved = Resolved { allowed, resolvers };
-    let plan = plan::plan(&resolved);
-    for dup in &plan.duplicates {
-        report.warnings.push(format!("{dup} is allowed more than once (kept once)"));
-    }
-    run_with_input(Command::new("ipset").args(["-exist", "restore"]), &plan.ipset)?;
-    run_with_input(&mut Command::new("iptables-restore"), &plan.iptables)?;
-    run_with_input(&mut Command::new("ip6tables-restore"), &plan.ip6tables)?;
-    let v4 = resolved.allowed.iter().filter(|c| c.addr.is_ipv4()).count();
-    report.lines.push(format!(
-        "allowed: {} domain(s), {} IPv4 and {} IPv6 range(s); everything else refused (IPv4 and IPv6)",
-        policy.domains.len(),
-        v4,
-        resolved.allowed.len() - v4,
-    ));
-    let dns: Vec<String> = resolved.resolvers.iter().map(IpAddr::to_string).collect();
-    report.lines.push(format!(
-        "DNS: only to {}",
-        if dns.is_empty() { "(no resolver configured)".into() } else { dns.join(", ") }
-    ));
-
     // Verification: the probe addresses are never routed; a connection means no firewall.
-    for probe in [PROBE_V4, PROBE_V6] {
-        let addr: SocketAddr = probe.parse().expect("the probe addresses are valid");
-        if resolved.allowed.iter().any(|cidr| cidr.contains(addr.ip())) {
-            report.warnings.push(format!("cannot verify refusal: the allowlist covers {}", addr.ip()));
-            continue;
-        }
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(_) => return Err(Error::NotEffective(probe.into())),
-            Err(err) => report.lines.push(format!("verified: {probe} (outside the allowlist) refused: {err}")),
+    if mode != Network::On {
+        for probe in [PROBE_V4, PROBE_V6] {
+            let addr: SocketAddr = probe.parse().expect("the probe addresses are valid");
+            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+                Ok(_) => return Err(Error::NotEffective(probe.into())),
+                Err(err) => report.lines.push(format!("verified: {probe} refused: {err}")),
+            }
         }
     }
-    match &policy.verify {
-        Some(target) => match connect(target) {
-            Ok(addr) => report.lines.push(format!("verified: {target} (inside the allowlist) reachable at {addr}")),
-            Err(err) => report.warnings.push(format!("{target} (inside the allowlist) not reachable: {err}")),
-        },
-        None => report.lines.push("no `verify` target in the policy: reachability not checked".into()),
+    if mode == Network::Allowlist {
+        verify_proxy(&mut report)?;
     }
     report.lines.push(format!("applied in {} ms", started.elapsed().as_millis()));
-    write_state(policy, &resolved, &report);
+    write_state(policy, &upstream, &report);
     Ok(report)
 }
 
-/// What was applied last (from the state file) and, as root, the live sets.
+/// The resolver refuses a name no policy allows (with an answer, not silence) and the
+/// proxy port accepts: both belong to the proxy's process, started just before.
+fn verify_proxy(report: &mut Report) -> Result<(), Error> {
+    let resolver = SocketAddr::from(([127, 0, 0, 1], 53));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match netproxy::upstream::ask(PROBE_NAME, netproxy::upstream::TYPE_A, resolver) {
+            Ok(addrs) if addrs.is_empty() => break,
+            Ok(addrs) => {
+                return Err(Error::NotEffective(format!("the resolver gave {PROBE_NAME} an address ({addrs:?})")))
+            }
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            Err(err) => return Err(Error::Proxy(format!("the resolver on {resolver} does not answer: {err}"))),
+        }
+    }
+    report.lines.push(format!("verified: the resolver refuses {PROBE_NAME}"));
+    let proxy = SocketAddr::from(([127, 0, 0, 1], runtime_layout::PROXY_PORT));
+    TcpStream::connect_timeout(&proxy, CONNECT_TIMEOUT)
+        .map_err(|err| Error::Proxy(format!("the proxy on {proxy} does not accept: {err}")))?;
+    report.lines.push(format!("verified: the proxy accepts on {proxy}"));
+    if let Ok(start) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start") {
+        if start.trim().parse::<u32>().is_ok_and(|port| port > 80) {
+            report.warnings.push(format!(
+                "net.ipv4.ip_unprivileged_port_start is {} here (Docker sets 0): names on lower ports get no \
+                 address, so only programs that use HTTP_PROXY reach them",
+                start.trim()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The first line of the `/etc/resolv.conf` this firewall writes.
+const RESOLV_MARK: &str = "# agent-sandbox:";
+
+/// The DNS servers the container had (and the proxy asks): read from /etc/resolv.conf
+/// the first time and kept aside, because the file then names the filtering resolver.
+fn upstream_resolvers() -> Result<Vec<IpAddr>, Error> {
+    Ok(parse_resolvers(&upstream_text()?))
+}
+
+fn upstream_text() -> Result<String, Error> {
+    let io = |path: &'static str| move |source| Error::Io { path: path.into(), source };
+    let current = std::fs::read_to_string(crate::RESOLV_CONF).map_err(io(crate::RESOLV_CONF))?;
+    if current.starts_with(RESOLV_MARK) {
+        return std::fs::read_to_string(crate::SAVED_RESOLV_CONF).map_err(io(crate::SAVED_RESOLV_CONF));
+    }
+    write_file(Path::new(crate::SAVED_RESOLV_CONF), &current)?;
+    Ok(current)
+}
+
+/// Rewritten in place: Docker bind-mounts the file, so it cannot be replaced.
+fn write_resolv_conf(text: &str) -> Result<(), Error> {
+    let current = std::fs::read_to_string(crate::RESOLV_CONF).unwrap_or_default();
+    if current == text {
+        return Ok(());
+    }
+    std::fs::write(crate::RESOLV_CONF, text).map_err(|source| Error::Io { path: crate::RESOLV_CONF.into(), source })
+}
+
+/// Written aside and renamed, readable by everyone.
+fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let next = path.with_extension("next");
+    std::fs::write(&next, text).map_err(io)?;
+    std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o644)).map_err(io)?;
+    std::fs::rename(&next, path).map_err(io)
+}
+
+/// What was applied last (from the state file) and the policy the files give now.
 pub fn status(policy: &Policy) -> Vec<String> {
     let mut lines = vec![health().banner()];
     lines.push(format!(
-        "policy: {}",
-        policy.sources.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        "policy: built-in defaults{}",
+        policy.sources.iter().map(|p| format!(", {}", p.display())).collect::<String>()
     ));
-    lines.push(format!("domains: {}", policy.domains.join(" ")));
-    if !policy.cidrs.is_empty() {
-        lines.push(format!("ranges: {}", policy.cidrs.iter().map(Cidr::to_string).collect::<Vec<_>>().join(" ")));
+    lines.push(format!("network.mode: {}", policy.net.mode.as_str()));
+    let values = |items: &[config::Sourced<String>]| items.iter().map(|item| item.value.clone()).collect::<Vec<_>>();
+    lines.push(format!("allow: {}", values(&policy.config.net_allow).join(" ")));
+    if !policy.config.net_deny.is_empty() {
+        lines.push(format!("deny: {}", values(&policy.config.net_deny).join(" ")));
     }
-    lines.push(format!("GitHub's published ranges: {}", if policy.github_meta { "yes" } else { "no" }));
+    if !policy.config.net_allow_private.is_empty() {
+        lines.push(format!("allowPrivate: {}", values(&policy.config.net_allow_private).join(" ")));
+    }
     match std::fs::read_to_string(STATE_FILE)
         .ok()
         .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
     {
         Some(state) => {
             lines.push(format!("last applied: {} (unix time)", state["appliedAt"]));
-            lines.push(format!("DNS only to: {}", state["resolvers"]));
+            if let Some(resolvers) = state.get("upstream") {
+                lines.push(format!("the proxy's DNS servers: {resolvers}"));
+            }
             for warning in state["warnings"].as_array().into_iter().flatten() {
                 lines.push(format!("warning then: {}", warning.as_str().unwrap_or_default()));
             }
         }
         None => lines.push("not applied in this container yet (run: sudo agent-sandbox firewall apply)".into()),
     }
-    match live_sets() {
-        Some(sets) => {
-            for (set, members) in sets {
-                match members {
-                    Some(members) => lines.push(format!("live {set}: {}", members.join(" "))),
-                    None => lines.push(format!("live {set}: missing (the firewall is not in effect)")),
-                }
-            }
-        }
-        None => lines.push("(run with sudo to list the live address sets)".into()),
-    }
+    lines.push(match serve::running() {
+        Some(0) => "proxy: NOT RUNNING (run: sudo agent-sandbox firewall apply)".into(),
+        Some(count) => format!("proxy: running ({count} process(es) of user {})", crate::NET_USER),
+        None => format!("proxy: none (no user {} in this image)", crate::NET_USER),
+    });
     lines
 }
 
 /// `firewall status --json`: what [`status`] prints, as one object (`policy` holds
-/// `error` when it does not load; `live` is null unless run as root).
+/// `error` when it does not load).
 pub fn status_json(policy: Result<&Policy, &Error>) -> serde_json::Value {
     let policy = match policy {
-        Ok(policy) => json!({
-            "files": policy.sources.iter().map(|path| path.display().to_string()).collect::<Vec<_>>(),
-            "domains": policy.domains,
-            "ranges": policy.cidrs.iter().map(Cidr::to_string).collect::<Vec<_>>(),
-            "githubMeta": policy.github_meta,
-        }),
+        Ok(policy) => {
+            let values =
+                |items: &[config::Sourced<String>]| items.iter().map(|item| item.value.clone()).collect::<Vec<_>>();
+            json!({
+                "files": policy.sources.iter().map(|path| path.display().to_string()).collect::<Vec<_>>(),
+                "mode": policy.net.mode.as_str(),
+                "allow": values(&policy.config.net_allow),
+                "deny": values(&policy.config.net_deny),
+                "allowPrivate": values(&policy.config.net_allow_private),
+            })
+        }
         Err(err) => json!({ "error": err.to_string() }),
     };
     let last =
         std::fs::read_to_string(STATE_FILE).ok().and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
-    let live = live_sets().map(|sets| {
-        sets.into_iter().map(|(set, members)| (set.to_owned(), json!(members))).collect::<serde_json::Map<_, _>>()
-    });
-    json!({ "health": health().to_json(), "policy": policy, "lastApplied": last, "live": live })
-}
-
-/// A live address set: its name and members (`None` when it is missing).
-type LiveSet = (&'static str, Option<Vec<String>>);
-
-/// The live address sets; `None` when not root (only root may list them).
-fn live_sets() -> Option<Vec<LiveSet>> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return None;
-    }
-    let sets = [SET_V4, SET_V6].map(|set| {
-        let members =
-            Command::new("ipset").args(["list", set]).output().ok().filter(|out| out.status.success()).map(|out| {
-                let text = String::from_utf8_lossy(&out.stdout).into_owned();
-                text.lines().skip_while(|line| *line != "Members:").skip(1).map(str::to_owned).collect()
-            });
-        (set, members)
-    });
-    Some(sets.into())
-}
-
-fn resolve_all(domains: &[String]) -> Vec<(String, Result<Vec<IpAddr>, String>)> {
-    let (sender, receiver) = mpsc::channel();
-    for domain in domains {
-        let sender = sender.clone();
-        let domain = domain.clone();
-        std::thread::spawn(move || {
-            let result = (domain.as_str(), 0)
-                .to_socket_addrs()
-                .map(|addrs| {
-                    let mut ips: Vec<IpAddr> = addrs.map(|addr| addr.ip()).collect();
-                    ips.sort();
-                    ips.dedup();
-                    ips
-                })
-                .map_err(|err| err.to_string());
-            let _ = sender.send((domain, result));
-        });
-    }
-    drop(sender);
-    let deadline = Instant::now() + RESOLVE_TIMEOUT;
-    let mut results: Vec<(String, Result<Vec<IpAddr>, String>)> = Vec::new();
-    while results.len() < domains.len() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match receiver.recv_timeout(left) {
-            Ok(result) => results.push(result),
-            Err(_) => break,
-        }
-    }
-    for domain in domains {
-        if !results.iter().any(|(name, _)| name == domain) {
-            results.push((domain.clone(), Err("timed out".into())));
-        }
-    }
-    results.sort_by(|a, b| a.0.cmp(&b.0));
-    results
-}
-
-fn github_meta() -> Result<Vec<Cidr>, String> {
-    let out = Command::new("curl")
-        .args(["-fsS", "--max-time", "10", "https://api.github.com/meta"])
-        .output()
-        .map_err(|err| format!("cannot run curl: {err}"))?;
-    if !out.status.success() {
-        return Err(format!("curl: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|err| err.to_string())?;
-    let mut ranges = Vec::new();
-    for key in ["web", "api", "git"] {
-        for text in meta[key].as_array().into_iter().flatten().filter_map(|v| v.as_str()) {
-            if let Some(cidr) = Cidr::parse(text) {
-                ranges.push(cidr);
-            }
-        }
-    }
-    Ok(ranges)
+    json!({ "health": health().to_json(), "policy": policy, "lastApplied": last, "proxyProcesses": serve::running() })
 }
 
 /// The `nameserver` addresses of a resolv.conf.
-pub(crate) fn resolvers(path: &Path) -> Vec<IpAddr> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+pub(crate) fn parse_resolvers(text: &str) -> Vec<IpAddr> {
     text.lines()
         .filter_map(|line| line.trim().strip_prefix("nameserver"))
         .filter_map(|rest| rest.trim().split('%').next()?.parse().ok())
         .collect()
-}
-
-fn connect(target: &str) -> Result<SocketAddr, String> {
-    let addrs: Vec<SocketAddr> = target.to_socket_addrs().map_err(|err| err.to_string())?.collect();
-    let mut last = String::from("no address");
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(_) => return Ok(addr),
-            Err(err) => last = format!("{addr}: {err}"),
-        }
-    }
-    Err(last)
 }
 
 fn run_with_input(cmd: &mut Command, input: &str) -> Result<(), Error> {
@@ -397,15 +377,15 @@ fn run_with_input(cmd: &mut Command, input: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn write_state(policy: &Policy, resolved: &Resolved, report: &Report) {
+fn write_state(policy: &Policy, upstream: &[IpAddr], report: &Report) {
     write_state_value(json!({
-        "version": 2,
+        "version": 3,
         "state": "applied",
         "boot": boot_id(),
         "appliedAt": now(),
+        "mode": policy.net.mode.as_str(),
         "sources": policy.sources,
-        "allowed": resolved.allowed.iter().map(Cidr::to_string).collect::<Vec<_>>(),
-        "resolvers": resolved.resolvers.iter().map(IpAddr::to_string).collect::<Vec<_>>(),
+        "upstream": upstream.iter().map(IpAddr::to_string).collect::<Vec<_>>(),
         "warnings": report.warnings,
     }));
 }
@@ -426,11 +406,8 @@ fn write_state_value(state: serde_json::Value) {
 mod tests {
     #[test]
     fn resolvers_are_read_from_resolv_conf() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("resolv.conf");
-        std::fs::write(&path, "# c\nnameserver 127.0.0.11\nnameserver fe80::1%eth0\n nameserver 10.0.0.2 \nsearch x\n")
-            .expect("write");
-        let got: Vec<String> = super::resolvers(&path).iter().map(|ip| ip.to_string()).collect();
+        let text = "# c\nnameserver 127.0.0.11\nnameserver fe80::1%eth0\n nameserver 10.0.0.2 \nsearch x\n";
+        let got: Vec<String> = super::parse_resolvers(text).iter().map(|ip| ip.to_string()).collect();
         assert_eq!(got, ["127.0.0.11", "fe80::1", "10.0.0.2"]);
     }
 }

@@ -1,29 +1,46 @@
-//! The container's egress firewall: what `agent-sandbox firewall apply` and `status`
+//! The container's egress: what `agent-sandbox firewall apply`, `start` and `status`
 //! do. It runs as root through one sudo rule, takes no options, and reads only policy
-//! files the agent cannot change ([`POLICY_FILES`], see [`trust`]). The policy is a
-//! list of domains and address ranges; everything else leaving the container is
-//! refused, over IPv4 and IPv6, and DNS goes only to the configured resolver.
+//! files the agent cannot change (`config.jsonc` in [`IMAGE_DIR`] and [`PROJECT_DIR`],
+//! see [`trust`]): the same `network` section `exec` enforces, enforced the same way
+//! (a proxy that decides by name, a resolver that answers only allowed names), with
+//! the firewall as the fence that leaves the proxy no way around.
 //!
-//! `policy.rs` reads the files, `plan.rs` turns a policy plus the resolved addresses
-//! into `ipset` and `iptables-restore` input (pure, tested whole), `apply.rs` resolves,
-//! runs the tools, verifies the result and records what it did for `status`.
+//! `policy.rs` reads the files, `plan.rs` turns a mode into `iptables-restore` input
+//! (pure, tested whole), `serve.rs` runs the proxy as its own user, `apply.rs` puts it
+//! all in place, verifies it and records what it did for `status`.
 
 mod apply;
 mod plan;
 mod policy;
+mod serve;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use apply::{apply, apply_or_close, health, status, status_json, Health, Report};
-pub use plan::{closed_tables, plan, starting_tables, Cidr, Plan, Resolved, SET_V4, SET_V6};
-pub use policy::{load, parse, trust, Policy};
+pub use plan::{closed_tables, plan, starting_tables, DOCKER_DNS};
+pub use policy::{load, trust, Policy, LEGACY_FILE};
+pub use serve::serve;
 
-/// The policy files, in order: the image's (root-owned) and the project's (the
-/// project's `.agent-sandbox/` bind-mounted read-only by the generated devcontainer.json).
-pub const POLICY_FILES: &[&str] = &["/etc/agent-sandbox/firewall.jsonc", "/etc/agent-sandbox/project/firewall.jsonc"];
+/// The image's configuration (root-owned).
+pub const IMAGE_DIR: &str = "/etc/agent-sandbox";
+/// The project's `.agent-sandbox/`, bind-mounted read-only by the generated devcontainer.json.
+pub const PROJECT_DIR: &str = "/etc/agent-sandbox/project";
+
+/// The directories whose `config.jsonc` make the policy, in order.
+pub fn policy_dirs() -> [&'static Path; 2] {
+    [Path::new(IMAGE_DIR), Path::new(PROJECT_DIR)]
+}
+
+/// The user the proxy runs as: the only one the firewall lets leave the container.
+pub const NET_USER: &str = "agent-sandbox-net";
 
 /// Where `apply` records what it did (readable by everyone, for `status`).
 pub const STATE_FILE: &str = "/var/lib/agent-sandbox/firewall.json";
+
+/// The container's resolver configuration, and where its first version is kept (the
+/// DNS servers the proxy asks) once the file names the filtering resolver.
+pub const RESOLV_CONF: &str = "/etc/resolv.conf";
+pub const SAVED_RESOLV_CONF: &str = "/var/lib/agent-sandbox/upstream-resolv.conf";
 
 /// An address in TEST-NET-1 / the IPv6 documentation prefix: never routed, so probing
 /// it after applying proves refusal without sending traffic anywhere real.
@@ -38,8 +55,10 @@ pub enum Error {
     Untrusted { path: PathBuf, why: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("`{command}` failed: {message} (the container needs the NET_ADMIN and NET_RAW capabilities, and iptables, ip6tables and ipset installed)")]
+    #[error("`{command}` failed: {message} (the container needs the NET_ADMIN and NET_RAW capabilities, and iptables and ip6tables installed)")]
     Tool { command: String, message: String },
+    #[error("the proxy: {0}")]
+    Proxy(String),
     #[error("the firewall must be applied as root (run: sudo agent-sandbox firewall apply)")]
     NotRoot,
     #[error("verification failed: {0} was reachable after applying; the firewall is not in effect")]

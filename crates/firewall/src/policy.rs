@@ -1,123 +1,64 @@
-//! The policy file format (JSONC) and the trust check every file passes before it is read.
-//!
-//! ```jsonc
-//! {
-//!   "domains": ["api.anthropic.com"],   // resolved (A and AAAA) at every apply
-//!   "cidrs": ["10.20.0.0/16", "fd00::/64"],
-//!   "githubMeta": true,                 // add GitHub's published ranges
-//!   "verify": "api.github.com:443"      // must be reachable after applying
-//! }
-//! ```
-//! Layers add up: a later file adds domains and ranges, and its `githubMeta` and
-//! `verify` replace the earlier ones.
+//! Where the container's network policy comes from: the `network` section of the same
+//! `config.jsonc` that `exec` reads, in the layers a container trusts (the built-in
+//! defaults, the image's [`crate::IMAGE_DIR`], the project's `.agent-sandbox/` mounted
+//! read-only at [`crate::PROJECT_DIR`]), each file passing [`trust`] first. One file
+//! drives both modes; the old `firewall.jsonc` (an address allowlist) is refused with
+//! what to write instead, never silently ignored.
 
 use std::{
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
 };
 
-use serde_json::Value;
+use config::{Config, LayerKind};
+use policy::network::NetPolicy;
 
-use crate::{plan::Cidr, Error};
+use crate::Error;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Policy {
-    pub domains: Vec<String>,
-    pub cidrs: Vec<Cidr>,
-    pub github_meta: bool,
-    pub verify: Option<String>,
-    /// The files the policy came from.
+    /// The merged configuration (its `network` entries cite their files).
+    pub config: Config,
+    pub net: NetPolicy,
+    /// The files the policy came from, after the built-in defaults.
     pub sources: Vec<PathBuf>,
 }
 
-/// Reads the existing files of `paths` in order, after [`trust`] accepts each; a
-/// missing file is skipped. The first path must exist: without it there is no policy.
-pub fn load(paths: &[&Path]) -> Result<Policy, Error> {
-    let mut policy = Policy::default();
-    for (idx, path) in paths.iter().enumerate() {
-        let text = match std::fs::symlink_metadata(path) {
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound && idx > 0 => continue,
-            Err(source) => return Err(Error::Io { path: path.to_path_buf(), source }),
-            Ok(_) => {
-                trust(path)?;
-                std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?
-            }
-        };
-        parse(&text, path, &mut policy)?;
-    }
-    Ok(policy)
-}
+/// The file the firewall read before the `network` section drove it.
+pub const LEGACY_FILE: &str = "firewall.jsonc";
 
-/// Adds one file's content to `policy`.
-pub fn parse(text: &str, path: &Path, policy: &mut Policy) -> Result<(), Error> {
-    let error = |message: String| Error::Policy { path: path.to_path_buf(), message };
-    let value: Value =
-        jsonc_parser::parse_to_serde_value(text, &Default::default()).map_err(|err| error(err.to_string()))?;
-    let Value::Object(object) = value else { return Err(error("expected an object".into())) };
-    let strings = |key: &str, value: &Value| -> Result<Vec<String>, Error> {
-        let items = value.as_array().ok_or_else(|| error(format!("{key}: expected an array of strings")))?;
-        items
-            .iter()
-            .map(|item| item.as_str().map(str::to_owned).ok_or_else(|| error(format!("{key}: expected strings"))))
-            .collect()
-    };
-    for (key, value) in &object {
-        match key.as_str() {
-            "$schema" => {}
-            "domains" => {
-                for domain in strings(key, value)? {
-                    if !is_domain(&domain) {
-                        return Err(error(format!("domains: {domain:?} is not a host name")));
-                    }
-                    if !policy.domains.contains(&domain) {
-                        policy.domains.push(domain);
-                    }
-                }
-            }
-            "cidrs" => {
-                for text in strings(key, value)? {
-                    let cidr = Cidr::parse(&text).ok_or_else(|| {
-                        error(format!("cidrs: {text:?} is not an address range (e.g. 10.0.0.0/8 or fd00::/64)"))
-                    })?;
-                    if cidr.prefix < if cidr.addr.is_ipv4() { 8 } else { 16 } {
-                        return Err(error(format!(
-                            "cidrs: {text:?} is too broad to be an allowlist (use a narrower range)"
-                        )));
-                    }
-                    if !policy.cidrs.contains(&cidr) {
-                        policy.cidrs.push(cidr);
-                    }
-                }
-            }
-            "githubMeta" => {
-                policy.github_meta =
-                    value.as_bool().ok_or_else(|| error("githubMeta: expected true or false".into()))?
-            }
-            "verify" => {
-                let target = value.as_str().ok_or_else(|| error("verify: expected \"host:port\"".into()))?;
-                if target.rsplit_once(':').is_none_or(|(_, port)| port.parse::<u16>().is_err()) {
-                    return Err(error(format!("verify: expected \"host:port\", got {target:?}")));
-                }
-                policy.verify = Some(target.to_owned());
-            }
-            other => {
-                return Err(error(format!("unknown key {other:?} (valid keys: domains, cidrs, githubMeta, verify)")))
-            }
+/// Reads `config.jsonc` (or `config.json`) of the image's and the project's directory
+/// (`dirs`, in that order; either may have none) over the built-in defaults.
+pub fn load(dirs: &[&Path]) -> Result<Policy, Error> {
+    let mut layers = vec![config::defaults()];
+    let mut sources = Vec::new();
+    for (idx, dir) in dirs.iter().enumerate() {
+        let legacy = dir.join(LEGACY_FILE);
+        if std::fs::symlink_metadata(&legacy).is_ok() {
+            return Err(Error::Policy {
+                path: legacy,
+                message: "firewall.jsonc is replaced by the `network` section of config.jsonc beside it: move its \
+                          domains to network.allow (a name, *.domain, optional :port), its private ranges to \
+                          network.allowPrivate, and remove the file"
+                    .into(),
+            });
         }
+        let found = config::find_config_file(dir)
+            .map_err(|err| Error::Policy { path: dir.to_path_buf(), message: err.to_string() })?;
+        let Some(path) = found else { continue };
+        trust(&path)?;
+        let kind = if idx == 0 { LayerKind::Global } else { LayerKind::Project };
+        let layer = config::read_layer(&path, kind)
+            .map_err(|err| Error::Policy { path: path.clone(), message: err.to_string() })?;
+        layers.push(layer);
+        sources.push(path);
     }
-    policy.sources.push(path.to_path_buf());
-    Ok(())
-}
-
-fn is_domain(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 253
-        && text.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && !label.starts_with('-')
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
+    let config = config::merge(layers);
+    let net = NetPolicy::from_config(&config).map_err(|err| Error::Policy {
+        path: sources.last().cloned().unwrap_or_else(|| "<built-in defaults>".into()),
+        message: err.to_string(),
+    })?;
+    Ok(Policy { config, net, sources })
 }
 
 /// Accepts `path` only if the agent (any non-root user) cannot have written it: a
@@ -161,53 +102,68 @@ fn on_read_only_mount(path: &Path) -> bool {
 mod tests {
     use std::path::Path;
 
+    use config::Network;
+
     use super::*;
 
-    fn parsed(texts: &[&str]) -> Result<Policy, String> {
-        let mut policy = Policy::default();
-        for (idx, text) in texts.iter().enumerate() {
-            parse(text, Path::new(&format!("/p{idx}.jsonc")), &mut policy).map_err(|err| err.to_string())?;
+    fn dirs(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
         }
-        Ok(policy)
+        dir
+    }
+
+    fn root() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        euid == 0
     }
 
     #[test]
-    fn layers_add_domains_and_ranges_and_replace_scalars() {
-        let policy = parsed(&[
-            "// image\n{\"domains\": [\"api.anthropic.com\", \"github.com\",], \"githubMeta\": true, \"verify\": \"github.com:443\"}",
-            "{/* project */ \"domains\": [\"github.com\", \"my-registry.internal\"], \"cidrs\": [\"10.20.0.0/16\", \"fd00::/64\"], \"githubMeta\": false}",
-        ])
-        .expect("valid");
-        assert_eq!(policy.domains, ["api.anthropic.com", "github.com", "my-registry.internal"]);
-        assert_eq!(policy.cidrs.iter().map(ToString::to_string).collect::<Vec<_>>(), ["10.20.0.0/16", "fd00::/64"]);
-        assert!(!policy.github_meta);
-        assert_eq!(policy.verify.as_deref(), Some("github.com:443"));
-        assert_eq!(policy.sources.len(), 2);
+    fn the_network_section_of_each_layer_adds_up() {
+        let dir = dirs(&[
+            ("image/config.jsonc", r#"{"network": {"allow": ["marketplace.example"]}}"#),
+            (
+                "project/config.jsonc",
+                r#"{"network": {"allow": ["api.example:8443"], "deny": ["api.openai.com"], "allowPrivate": ["10.9.0.0/16"]}}"#,
+            ),
+        ]);
+        let (image, project) = (dir.path().join("image"), dir.path().join("project"));
+        if !root() {
+            // Files of an ordinary user are the agent's kind of file: refused.
+            let err = load(&[&image, &project]).expect_err("not root-owned").to_string();
+            assert!(err.contains("refusing a policy file the agent could change"), "{err}");
+            return;
+        }
+        let policy = load(&[&image, &project]).expect("loads");
+        assert_eq!(policy.net.mode, Network::Allowlist);
+        assert_eq!(policy.sources, [image.join("config.jsonc"), project.join("config.jsonc")]);
+        assert_eq!(policy.net.allowed_ports("marketplace.example"), [80, 443]);
+        assert_eq!(policy.net.allowed_ports("api.example"), [8443]);
+        assert_eq!(policy.net.allowed_ports("api.anthropic.com"), [80, 443], "the built-in defaults stay");
+        assert!(policy.net.allowed_ports("api.openai.com").is_empty(), "deny beats the defaults' allow");
+        assert!(policy.net.check_address("10.9.1.2".parse().expect("ip")).is_ok());
+        assert!(policy.net.check_address("10.8.1.2".parse().expect("ip")).is_err());
+        // Without files: the defaults alone.
+        let none = load(&[&dir.path().join("absent"), &dir.path().join("absent2")]).expect("loads");
+        assert!(none.sources.is_empty());
+        assert_eq!(none.net.allowed_ports("registry.npmjs.org"), [80, 443]);
     }
 
     #[test]
-    fn mistakes_are_refused_with_the_file_and_what_to_write() {
-        let table: &[(&str, &str)] = &[
-            ("{\"domain\": []}", "/p0.jsonc: unknown key \"domain\" (valid keys: domains, cidrs, githubMeta, verify)"),
-            ("{\"domains\": [\"a b\"]}", "/p0.jsonc: domains: \"a b\" is not a host name"),
-            (
-                "{\"cidrs\": [\"10.0.0.0/33\"]}",
-                "/p0.jsonc: cidrs: \"10.0.0.0/33\" is not an address range (e.g. 10.0.0.0/8 or fd00::/64)",
-            ),
-            (
-                "{\"cidrs\": [\"0.0.0.0/0\"]}",
-                "/p0.jsonc: cidrs: \"0.0.0.0/0\" is too broad to be an allowlist (use a narrower range)",
-            ),
-            (
-                "{\"cidrs\": [\"::/1\"]}",
-                "/p0.jsonc: cidrs: \"::/1\" is too broad to be an allowlist (use a narrower range)",
-            ),
-            ("{\"verify\": \"github.com\"}", "/p0.jsonc: verify: expected \"host:port\", got \"github.com\""),
-            ("{\"githubMeta\": \"yes\"}", "/p0.jsonc: githubMeta: expected true or false"),
-            ("[]", "/p0.jsonc: expected an object"),
-        ];
-        for (text, want) in table {
-            assert_eq!(parsed(&[text]).expect_err(text), *want);
+    fn a_legacy_firewall_jsonc_and_mistakes_stop_the_load_with_the_fix() {
+        let dir = dirs(&[
+            ("legacy/firewall.jsonc", r#"{"domains": ["a.example"]}"#),
+            ("bad/config.jsonc", r#"{"network": {"allow": ["a b"]}}"#),
+        ]);
+        let err = load(&[&dir.path().join("legacy")]).expect_err("legacy").to_string();
+        assert!(err.contains("firewall.jsonc is replaced by the `network` section of config.jsonc"), "{err}");
+        if root() {
+            let err = load(&[&dir.path().join("bad")]).expect_err("bad host").to_string();
+            assert!(err.contains("network.allow") && err.contains("a b"), "{err}");
         }
     }
 
@@ -215,25 +171,22 @@ mod tests {
     fn a_policy_file_the_agent_could_write_is_refused() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("firewall.jsonc");
+        let file = dir.path().join("config.jsonc");
         std::fs::write(&file, "{}").expect("write");
         // The temp dir lies in /tmp (world-writable, sticky) or a user's directory.
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
         let verdict = trust(&file).map_err(|err| err.to_string());
-        if root {
+        if root() {
             assert_eq!(verdict, Ok(()), "root-owned 0644 file in root-owned directories");
         } else {
             assert!(verdict.expect_err("not root-owned").contains("owner uid"));
         }
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).expect("chmod");
         assert!(trust(&file).expect_err("world-writable").to_string().contains("refusing a policy file"));
+        let err = load(&[dir.path()]).expect_err("world-writable").to_string();
+        assert!(err.contains("refusing a policy file"), "{err}");
         let link = dir.path().join("link.jsonc");
         std::os::unix::fs::symlink(&file, &link).expect("symlink");
         assert!(trust(&link).expect_err("symlink").to_string().contains("not a regular file"));
-        // A file on a read-only mount is trusted whoever owns it: /proc/self is not
-        // read-only, but /sys is on most systems; only assert what this machine has.
-        let missing = load(&[Path::new("/nonexistent/firewall.jsonc")]).expect_err("the image policy is required");
-        assert!(missing.to_string().starts_with("/nonexistent/firewall.jsonc: "), "{missing}");
+        let _ = Path::new("/");
     }
 }

@@ -25,5 +25,5 @@ pub mod multicall;
 pub mod net;
 pub mod probe;
 mod push;
-mod resolver;
+pub mod resolver;
 pub mod tool_guard;

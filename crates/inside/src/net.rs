@@ -119,7 +119,7 @@ fn usage() -> i32 {
 /// Sends the listening sockets to the proxy with `LISTEN <role>...` (one role per
 /// socket: the proxy port, a host port, or `name:port` for the resolver's) and waits
 /// for `OK`.
-pub(crate) fn hand_over(listeners: &[(TcpListener, String)]) -> Result<(), String> {
+pub fn hand_over(listeners: &[(TcpListener, String)]) -> Result<(), String> {
     let proxy = UnixStream::connect(RuntimeLayout::inside().net_socket()).map_err(|err| err.to_string())?;
     let roles: Vec<&str> = listeners.iter().map(|(_, role)| role.as_str()).collect();
     let line = format!("LISTEN {}\n", roles.join(" "));

@@ -18,6 +18,8 @@
 //! (`LISTEN name:port`): a connection to one is a connection to that name and port,
 //! checked as a `CONNECT` is (the audit's mode `transparent`).
 
+pub mod upstream;
+
 use std::{
     io::{Read, Write},
     net::{IpAddr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs},
@@ -50,6 +52,10 @@ pub struct ProxyConfig {
     /// Connections open at once (each is a thread of the `exec` process on the host):
     /// more are refused, so an agent cannot exhaust the host's threads.
     pub max_connections: usize,
+    /// DNS servers to resolve names with, instead of the C library's resolver (in a
+    /// container, whose `/etc/resolv.conf` names the filtering resolver: see
+    /// `upstream.rs`); empty: the C library's.
+    pub upstream: Vec<SocketAddr>,
 }
 
 /// The default for [`ProxyConfig::max_connections`].
@@ -462,6 +468,11 @@ impl Attempt {
                 .collect::<Vec<_>>()
             {
                 fixed if !fixed.is_empty() => fixed.into_iter().map(|addr| SocketAddr::new(addr, self.port)).collect(),
+                _ if !config.upstream.is_empty() => upstream::lookup(&host, &config.upstream)
+                    .map_err(|err| (false, format!("{host}: cannot resolve: {err}")))?
+                    .into_iter()
+                    .map(|addr| SocketAddr::new(addr, self.port))
+                    .collect(),
                 _ => (host.as_str(), self.port)
                     .to_socket_addrs()
                     .map_err(|err| (false, format!("{host}: cannot resolve: {err}")))?

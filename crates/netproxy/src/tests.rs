@@ -49,7 +49,14 @@ fn setup_with(network: &str, max_connections: usize) -> Setup {
     let layer = parse_layer(network, std::path::Path::new("/c.jsonc"), LayerKind::Project).expect("config");
     let policy = NetPolicy::from_config(&merge(vec![defaults(), layer])).expect("policy");
     let hosts = parse_test_hosts("allowed.test=127.0.0.1,denied.test=127.0.0.1,private.test=127.0.0.1");
-    let config = ProxyConfig { policy, hosts, audit_log: Some(audit.clone()), agent: "test".into(), max_connections };
+    let config = ProxyConfig {
+        policy,
+        hosts,
+        audit_log: Some(audit.clone()),
+        agent: "test".into(),
+        max_connections,
+        upstream: vec![],
+    };
     let listener = UnixListener::bind(&socket).expect("bind socket");
     let proxy = start(listener, socket.clone(), config);
     Setup { _proxy: proxy, socket, audit, _dir: dir }

@@ -561,6 +561,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             audit_log: audit::default_path(),
             agent: agent.clone(),
             max_connections: netproxy::MAX_CONNECTIONS,
+            upstream: Vec::new(),
         };
         Some(netproxy::start(listener, runtime.layout().net_socket(), proxy_config))
     } else {

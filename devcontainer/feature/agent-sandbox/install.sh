@@ -24,7 +24,7 @@ esac
 
 # What the guard and the firewall need, installed only when missing.
 missing=""
-for pair in git:git iptables:iptables ip6tables:iptables ipset:ipset sudo:sudo curl:curl; do
+for pair in git:git iptables:iptables ip6tables:iptables sudo:sudo curl:curl; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 done
 [ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$missing ca-certificates"
@@ -75,8 +75,14 @@ else
   /usr/local/bin/agent-sandbox tool-guard-install
 fi || fail "the tool guard's managed files could not be written (see above)"
 
-# The image's firewall policy (root-owned), the entrypoint, the one sudo rule.
-install -m 0644 "$here/firewall.jsonc" /etc/agent-sandbox/firewall.jsonc
+# The image's configuration (root-owned; its network section is the firewall's policy,
+# with the project's), the proxy's own user (the only one the firewall lets out), the
+# entrypoint, the one sudo rule. An older image's firewall.jsonc is replaced.
+install -m 0644 "$here/config.jsonc" /etc/agent-sandbox/config.jsonc
+rm -f /etc/agent-sandbox/firewall.jsonc
+id agent-sandbox-net >/dev/null 2>&1 \
+  || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin agent-sandbox-net \
+  || fail "cannot create the user agent-sandbox-net for the network proxy"
 install -m 0644 "$here/bashrc" /etc/agent-sandbox/bashrc
 install -m 0755 "$here/entrypoint.sh" /usr/local/share/agent-sandbox/entrypoint.sh
 sudoers=/etc/sudoers.d/agent-sandbox

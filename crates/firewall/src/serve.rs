@@ -1,0 +1,224 @@
+//! The proxy's process in a container: the same proxy `exec` runs on the host
+//! (`netproxy`: HTTP CONNECT, absolute-URI HTTP, SOCKS5, `RESOLVE`, per-name listeners)
+//! and the same filtering resolver the bubblewrap sandbox has (`inside::resolver`),
+//! run as [`crate::NET_USER`], the one user the firewall lets out. The agent cannot
+//! signal, trace or replace it (another uid), nor write the policy it reads.
+//!
+//! `apply` (root) binds what it listens on (the unix socket programs and the resolver
+//! reach it by, `127.0.0.1:PROXY_PORT`, `127.0.0.1:53`) and starts `agent-sandbox
+//! firewall serve` with them as descriptors 3, 4 and 5, as that user, in a session of
+//! its own with a clean environment; `apply` stops the previous one first.
+
+use std::{
+    ffi::OsString,
+    net::{IpAddr, SocketAddr, TcpListener, UdpSocket},
+    os::{
+        fd::{AsRawFd, FromRawFd, OwnedFd},
+        unix::{fs::PermissionsExt as _, net::UnixListener, process::CommandExt as _},
+    },
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use runtime_layout::{RuntimeLayout, PROXY_PORT};
+
+use crate::Error;
+
+/// Where the proxy's process writes what goes wrong, and its audit (one JSON line per
+/// connection, allowed or refused).
+pub const LOG_DIR: &str = "/var/log/agent-sandbox";
+
+/// The `/etc/resolv.conf` that names the filtering resolver.
+pub fn resolv_conf() -> String {
+    netproxy::resolv_conf()
+}
+
+/// The proxy user's uid and gid.
+pub fn net_user() -> Result<(u32, u32), Error> {
+    lookup_user().ok_or_else(|| {
+        Error::Proxy(format!(
+            "the image has no user {} for the proxy (rebuild it with the current agent-sandbox Feature)",
+            crate::NET_USER
+        ))
+    })
+}
+
+fn lookup_user() -> Option<(u32, u32)> {
+    let name = std::ffi::CString::new(crate::NET_USER).expect("no NUL in the name");
+    // SAFETY: getpwnam returns a pointer into static storage or null; read at once.
+    unsafe {
+        let entry = libc::getpwnam(name.as_ptr());
+        (!entry.is_null()).then(|| ((*entry).pw_uid, (*entry).pw_gid))
+    }
+}
+
+/// The processes of the proxy user: their count (`None`: no such user).
+pub fn running() -> Option<usize> {
+    let (uid, _) = lookup_user()?;
+    Some(processes_of(uid).len())
+}
+
+fn processes_of(uid: u32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+                status.lines().any(|line| {
+                    line.strip_prefix("Uid:").and_then(|ids| ids.split_whitespace().next()) == Some(&uid.to_string())
+                })
+            })
+        })
+        .collect()
+}
+
+/// Ends every process of the proxy user (nothing else runs as it) and waits for them.
+pub fn stop() {
+    let Some((uid, _)) = lookup_user() else { return };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let pids = processes_of(uid);
+        if pids.is_empty() || Instant::now() > deadline {
+            return;
+        }
+        for pid in pids {
+            // SAFETY: kill(2) has no memory preconditions.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// As root: binds the proxy's sockets and starts its process as `uid`/`gid`.
+pub fn start(uid: u32, gid: u32, upstream: &[IpAddr]) -> Result<(), Error> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let socket = RuntimeLayout::inside().net_socket();
+    let dir = socket.parent().expect("the socket has a directory");
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(io(dir))?;
+    match std::fs::remove_file(&socket) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(io(&socket)(err)),
+        _ => {}
+    }
+    let unix = UnixListener::bind(&socket).map_err(io(&socket))?;
+    // Everyone connects: the agent's programs, the resolver, git's ProxyCommand.
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).map_err(io(&socket))?;
+    let proxy_addr = SocketAddr::from(([127, 0, 0, 1], PROXY_PORT));
+    let tcp = TcpListener::bind(proxy_addr)
+        .map_err(|err| Error::Proxy(format!("cannot listen on {proxy_addr}: {err} (is something else there?)")))?;
+    let dns_addr = SocketAddr::from(([127, 0, 0, 1], 53));
+    let udp = UdpSocket::bind(dns_addr)
+        .map_err(|err| Error::Proxy(format!("cannot listen on {dns_addr}/udp: {err} (is another resolver there?)")))?;
+    let logs = Path::new(LOG_DIR);
+    std::fs::create_dir_all(logs).map_err(io(logs))?;
+    std::fs::set_permissions(logs, std::fs::Permissions::from_mode(0o755)).map_err(io(logs))?;
+    let log_path = logs.join("proxy.log");
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&log_path).map_err(io(&log_path))?;
+    for path in [log_path.clone(), logs.join("network.jsonl")] {
+        if !path.exists() {
+            std::fs::write(&path, "").map_err(io(&path))?;
+        }
+        std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(io(&path))?;
+    }
+    let exe = std::env::current_exe().map_err(|source| Error::Io { path: "/proc/self/exe".into(), source })?;
+    let mut command = Command::new(exe);
+    command.args(["firewall", "serve"]);
+    for server in upstream {
+        command.arg("--upstream").arg(server.to_string());
+    }
+    let fds = [unix.as_raw_fd(), tcp.as_raw_fd(), udp.as_raw_fd()];
+    command
+        .env_clear()
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(io(&log_path))?)
+        .stderr(log)
+        .uid(uid)
+        .gid(gid);
+    // SAFETY: only async-signal-safe calls (fcntl, dup2, close, setsid) between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            // Out of the way first (a source may be 3, 4 or 5 already), then in place,
+            // which clears close-on-exec.
+            let mut high = [0; 3];
+            for (idx, fd) in fds.iter().enumerate() {
+                high[idx] = libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 10);
+                if high[idx] < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            for (idx, fd) in high.iter().enumerate() {
+                if libc::dup2(*fd, 3 + idx as i32) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            libc::setsid();
+            Ok(())
+        });
+    }
+    command.spawn().map_err(|err| Error::Proxy(format!("cannot start the proxy: {err}")))?;
+    Ok(())
+}
+
+/// `agent-sandbox firewall serve [--upstream IP]...`: the proxy's process, with the
+/// sockets `start` bound as descriptors 3 (unix), 4 (TCP) and 5 (UDP). Never returns
+/// unless it cannot start.
+pub fn serve(args: &[OsString]) -> Result<(), Error> {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        return Err(Error::Proxy("the proxy never runs as root (`firewall apply` starts it)".into()));
+    }
+    let mut upstream = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match (arg.to_str(), rest.next().and_then(|value| value.to_str()?.parse::<IpAddr>().ok())) {
+            (Some("--upstream"), Some(ip)) => upstream.push(SocketAddr::new(ip, 53)),
+            _ => return Err(Error::Proxy("usage: agent-sandbox firewall serve [--upstream IP]...".into())),
+        }
+    }
+    let policy = crate::load(&crate::policy_dirs())?;
+    let socket_type = |fd: i32| {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt into a c_int this frame owns.
+        let ok = unsafe {
+            libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut value as *mut libc::c_int).cast(), &mut len)
+        };
+        (ok == 0).then_some(value)
+    };
+    if socket_type(3) != Some(libc::SOCK_STREAM)
+        || socket_type(4) != Some(libc::SOCK_STREAM)
+        || socket_type(5) != Some(libc::SOCK_DGRAM)
+    {
+        return Err(Error::Proxy("descriptors 3, 4 and 5 are not the proxy's sockets".into()));
+    }
+    // SAFETY: the descriptors were checked to be sockets of these kinds and are owned by
+    // this process from here on.
+    let (unix, tcp, udp) = unsafe {
+        (
+            UnixListener::from(OwnedFd::from_raw_fd(3)),
+            TcpListener::from(OwnedFd::from_raw_fd(4)),
+            UdpSocket::from(OwnedFd::from_raw_fd(5)),
+        )
+    };
+    let config = netproxy::ProxyConfig {
+        policy: policy.net,
+        hosts: Vec::new(),
+        audit_log: Some(Path::new(LOG_DIR).join("network.jsonl")),
+        agent: "container".into(),
+        max_connections: netproxy::MAX_CONNECTIONS,
+        upstream,
+    };
+    let _proxy = netproxy::start(unix, RuntimeLayout::inside().net_socket(), config);
+    inside::net::hand_over(&[(tcp, PROXY_PORT.to_string())])
+        .map_err(|err| Error::Proxy(format!("cannot hand the proxy port to the proxy: {err}")))?;
+    eprintln!("agent-sandbox: proxy and resolver serving");
+    inside::resolver::serve(udp);
+    Ok(())
+}
