@@ -65,10 +65,16 @@ fn processes_of(uid: u32) -> Vec<i32> {
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
+            // A zombie (killed, not yet reaped: a container's PID 1 often reaps nothing)
+            // holds nothing and cannot be killed again.
             std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
-                status.lines().any(|line| {
-                    line.strip_prefix("Uid:").and_then(|ids| ids.split_whitespace().next()) == Some(&uid.to_string())
-                })
+                let field = |name: &str| {
+                    status
+                        .lines()
+                        .find_map(|line| line.strip_prefix(name))
+                        .and_then(|rest| rest.split_whitespace().next())
+                };
+                field("Uid:") == Some(uid.to_string().as_str()) && field("State:") != Some("Z")
             })
         })
         .collect()
