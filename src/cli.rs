@@ -121,7 +121,7 @@ enum Commands {
 enum FirewallCommand {
     /// Enforce the network section of config.jsonc: only the proxy leaves, DNS only through its resolver; verify
     Apply,
-    /// Show the policy, what was applied last and (as root) the live address sets
+    /// Show the policy, what was applied last and whether the proxy runs
     Status {
         /// Print JSON instead of text
         #[arg(long)]

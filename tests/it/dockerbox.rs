@@ -632,6 +632,52 @@ fn the_firewall_holds_before_the_shell_opens_and_fails_closed() {
     // address, and DNS servers other than the filtering resolver do not.
     let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
     assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{}", text(&out));
+    let label = format!("label=agent-sandbox.workspace={}", repo.path.display());
+    let container = docker(&["ps", "-q", "--filter", &label]).trim().to_owned();
+    // Answers forged from Docker's resolver address (free for anyone to bind: its
+    // resolver listens on another port behind a DNAT) reach nobody, the proxy's queries
+    // included; a packet from another loopback address arrives beside it.
+    let forge = "node -e 'const d=require(\"dgram\");const got=[];const rx=d.createSocket(\"udp4\");\
+        rx.on(\"message\",(m)=>got.push(String(m)));rx.bind(5353,\"127.0.0.1\",()=>{\
+        const f=d.createSocket(\"udp4\");f.bind(53,\"127.0.0.11\",()=>f.send(\"forged\",5353,\"127.0.0.1\",()=>{\
+        d.createSocket(\"udp4\").send(\"plain\",5353,\"127.0.0.1\",()=>setTimeout(()=>{\
+        console.log(\"received=\"+got.join(\",\"));process.exit(0)},1000))}))})'";
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", forge]).output().expect("shell");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "received=plain\n", "{}", text(&out));
+    // A flow root opened (dockerd's upstream queries are root's) cannot be reused by the
+    // agent from the same port once root's socket is closed: conntrack knows ports, not
+    // sockets. Root's own query is answered beside it.
+    let query = |who: &str| {
+        format!(
+            "const s=require(\"dgram\").createSocket(\"udp4\");\
+             const q=Buffer.from(\"123401000001000000000000076578616d706c650000010001\",\"hex\");\
+             s.on(\"message\",()=>{{console.log(\"{who}=answered\");process.exit(0)}});\
+             s.bind(40555,()=>s.send(q,53,\"{v4}.53\",(e)=>console.log(\"{who}_sent=\"+(e?e.code:\"ok\"))));\
+             setTimeout(()=>{{console.log(\"{who}=none\");process.exit(0)}},2000)",
+            v4 = names.v4
+        )
+    };
+    let root = docker(&["exec", "-u", "root", &container, "node", "-e", &query("root")]);
+    assert_eq!(root, "root_sent=ok\nroot=answered");
+    let out = repo
+        .cmd(&["shell", "--base-tag", &tag, "-c", &format!("node -e '{}'", query("agent"))])
+        .output()
+        .expect("shell");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "agent_sent=EPERM\nagent=none\n", "{}", text(&out));
+    // network.mode "off" and "on" in the container do what they say, and every start
+    // says which.
+    for (mode, banner, denied) in [
+        ("off", "firewall: CLOSED: egress is loopback only, because network.mode is \"off\"", "denied_v4=7"),
+        ("on", "firewall: OPEN: egress is not restricted, because network.mode is \"on\"", "denied_v4=0"),
+    ] {
+        let config = format!("{{\"network\": {{\"mode\": \"{mode}\"}}}}");
+        std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), config).expect("write");
+        let out = repo.cmd(&["restart", "--base-tag", &tag]).output().expect("restart");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(banner), "{mode}: {}", text(&out));
+        let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
+        assert!(String::from_utf8_lossy(&out.stdout).contains(denied), "{mode}: {}", text(&out));
+    }
+    std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), &policy).expect("write");
     // A project policy that does not load: after a restart, egress is closed (the
     // allowed host too) and start says so.
     std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), "{\"network\": {\"allow\": [\"not a host\"]}}")

@@ -47,9 +47,9 @@ impl Health {
         match self {
             Health::Applied => "firewall: on (only the network policy's names are reachable, through its proxy)".into(),
             Health::Closed(reason) => format!(
-                "firewall: CLOSED: egress is loopback only, because {reason} (fix it, then: sudo agent-sandbox firewall apply)"
+                "firewall: CLOSED: egress is loopback only, because {reason} (to change it, fix that, then: sudo agent-sandbox firewall apply)"
             ),
-            Health::Open(reason) => format!("firewall: OPEN: NO RULES COULD BE INSTALLED ({reason}); egress is not restricted"),
+            Health::Open(reason) => format!("firewall: OPEN: egress is not restricted, because {reason}"),
             Health::NotApplied => "firewall: NOT APPLIED since this container started: egress may be OPEN (run: sudo agent-sandbox firewall apply)".into(),
         }
     }
@@ -110,6 +110,16 @@ pub fn apply_or_close(dirs: &[&Path], starting: bool) -> Result<Report, Error> {
     if unsafe { libc::geteuid() } != 0 {
         return Err(Error::NotRoot);
     }
+    // The agent runs `sudo` and may signal it, which passes the signal on: blocked, so
+    // that no apply stops half-way (the starting tables in force, the banner from the
+    // last apply saying "on"). Two applies at once take turns.
+    block_signals();
+    let lock_path = Path::new(APPLY_LOCK);
+    if let Some(dir) = lock_path.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.into(), source })?;
+    }
+    let _lock = util::fs::lock(lock_path, true).map_err(|source| Error::Io { path: lock_path.into(), source })?;
+    write_outcome("applying", "an apply is under way");
     if starting {
         let (v4, v6) = starting_tables();
         if let Err(err) = restore_tables(&v4, &v6) {
@@ -127,6 +137,26 @@ pub fn apply_or_close(dirs: &[&Path], starting: bool) -> Result<Report, Error> {
         }
     }
     result
+}
+
+/// Taken for the whole of an apply (root-owned, in a root-owned directory).
+const APPLY_LOCK: &str = "/var/lib/agent-sandbox/apply.lock";
+
+/// The signals a terminal or `sudo` can deliver; unblocked again in the proxy's process.
+pub(crate) const BLOCKED: [i32; 7] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
+
+fn block_signals() {
+    // SAFETY: sigset manipulation on a set this frame owns; sigprocmask on this thread
+    // (the only one at this point).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in BLOCKED {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 fn restore_tables(v4: &str, v6: &str) -> Result<(), Error> {
@@ -168,6 +198,15 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
     let started = Instant::now();
     let mut report = Report::default();
     let upstream = upstream_resolvers()?;
+    if let Some(server) = upstream.iter().find(|ip| ip.is_loopback() && **ip != plan::DOCKER_DNS) {
+        // Its answers could come from any local process (the agent's included), and
+        // 127.0.0.1 is where the filtering resolver listens.
+        return Err(Error::Proxy(format!(
+            "the container's DNS server {server} is on loopback, which only Docker's embedded resolver ({}) may be: \
+             give the container a DNS server on its network (--dns)",
+            plan::DOCKER_DNS
+        )));
+    }
     let mode = policy.net.mode;
     let net_uid = match mode {
         Network::Allowlist => Some(serve::net_user()?),
@@ -175,8 +214,9 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
     };
     // The proxy of an earlier apply goes first: it may hold an older policy.
     serve::stop();
+    let mut proxy = None;
     if let Some((uid, gid)) = net_uid {
-        serve::start(uid, gid, &upstream)?;
+        proxy = Some(serve::start(uid, gid, &upstream, policy)?);
         write_resolv_conf(&serve::resolv_conf())?;
     } else {
         write_resolv_conf(&upstream_text()?)?;
@@ -211,8 +251,8 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
             }
         }
     }
-    if mode == Network::Allowlist {
-        verify_proxy(&mut report)?;
+    if let Some(proxy) = &mut proxy {
+        verify_proxy(&mut report, proxy)?;
     }
     report.lines.push(format!("applied in {} ms", started.elapsed().as_millis()));
     write_state(policy, &upstream, &report);
@@ -221,10 +261,15 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
 
 /// The resolver refuses a name no policy allows (with an answer, not silence) and the
 /// proxy port accepts: both belong to the proxy's process, started just before.
-fn verify_proxy(report: &mut Report) -> Result<(), Error> {
+fn verify_proxy(report: &mut Report, proxy: &mut std::process::Child) -> Result<(), Error> {
     let resolver = SocketAddr::from(([127, 0, 0, 1], 53));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
+        if let Ok(Some(status)) = proxy.try_wait() {
+            let log = std::fs::read_to_string(Path::new(serve::LOG_DIR).join("proxy.log")).unwrap_or_default();
+            let last = log.lines().last().unwrap_or("(nothing in its log)").to_owned();
+            return Err(Error::Proxy(format!("its process ended ({status}): {last}")));
+        }
         match netproxy::upstream::ask(PROBE_NAME, netproxy::upstream::TYPE_A, resolver) {
             Ok(addrs) if addrs.is_empty() => break,
             Ok(addrs) => {
@@ -378,9 +423,16 @@ fn run_with_input(cmd: &mut Command, input: &str) -> Result<(), Error> {
 }
 
 fn write_state(policy: &Policy, upstream: &[IpAddr], report: &Report) {
+    // What the mode does is what every shell says: only allowlist is "on".
+    let (state, reason) = match policy.net.mode {
+        Network::Allowlist => ("applied", None),
+        Network::Off => ("closed", Some("network.mode is \"off\" in the configuration")),
+        Network::On => ("open", Some("network.mode is \"on\" in the configuration")),
+    };
     write_state_value(json!({
         "version": 3,
-        "state": "applied",
+        "state": state,
+        "reason": reason,
         "boot": boot_id(),
         "appliedAt": now(),
         "mode": policy.net.mode.as_str(),

@@ -31,8 +31,8 @@ pub fn plan(mode: Network, upstream: &[IpAddr], net_uid: u32) -> (String, String
 /// connections. The agent is never root, so it has loopback only until the policy is
 /// in force. `(iptables, ip6tables)`.
 pub fn starting_tables() -> (String, String) {
-    let root_only =
-        "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n-A OUTPUT -m owner --uid-owner 0 -j ACCEPT\n";
+    let root_only = format!("{REPLIES}-A OUTPUT -m owner --uid-owner 0 -j ACCEPT\n");
+    let root_only = root_only.as_str();
     (minimal_table(true, root_only), minimal_table(false, root_only))
 }
 
@@ -45,6 +45,12 @@ pub fn closed_tables() -> (String, String) {
 fn open_table() -> String {
     "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n".into()
 }
+
+/// Packets of connections already allowed, in the reply direction only: conntrack knows
+/// addresses and ports, not sockets, so accepting the original direction too would let
+/// the agent send on a flow the proxy (or dockerd) opened, from the same port, once that
+/// socket is closed. The original direction is accepted by owner.
+const REPLIES: &str = "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED --ctdir REPLY -j ACCEPT\n";
 
 fn rejects(v4: bool) -> String {
     let reject = if v4 { "icmp-admin-prohibited" } else { "icmp6-adm-prohibited" };
@@ -60,10 +66,13 @@ fn minimal_table(v4: bool, extra: &str) -> String {
 }
 
 /// Before loopback's general accept: Docker's embedded resolver (a loopback address
-/// that forwards queries out) is for `uids` only; dockerd's replies come from it, not
-/// to it.
+/// that forwards queries out) is for `uids` only, and only dockerd (root) answers from
+/// its address: the agent may bind `127.0.0.11:53` itself (Docker's resolver listens on
+/// another port behind a DNAT) and would otherwise forge answers to the proxy's queries.
 fn docker_dns_guard(uids: &[u32]) -> String {
     let mut rules = String::new();
+    let _ = writeln!(rules, "-A OUTPUT -s {DOCKER_DNS} -m owner --uid-owner 0 -j ACCEPT");
+    let _ = writeln!(rules, "-A OUTPUT -s {DOCKER_DNS} -j REJECT --reject-with icmp-admin-prohibited");
     for uid in uids {
         let _ = writeln!(rules, "-A OUTPUT -d {DOCKER_DNS} -m owner --uid-owner {uid} -j ACCEPT");
     }
@@ -78,7 +87,7 @@ fn allowlist_table(upstream: &[IpAddr], net_uid: u32, v4: bool) -> String {
         rules.push_str(&docker_dns_guard(&[0, net_uid]));
     }
     rules.push_str("-A OUTPUT -o lo -j ACCEPT\n");
-    rules.push_str("-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n");
+    rules.push_str(REPLIES);
     if !v4 {
         // Neighbour discovery: without it no IPv6 address on the link answers at all.
         for icmp in ["router-solicitation", "neighbour-solicitation", "neighbour-advertisement"] {
@@ -113,12 +122,14 @@ mod tests {
 :INPUT ACCEPT [0:0]
 :FORWARD DROP [0:0]
 :OUTPUT DROP [0:0]
+-A OUTPUT -s 127.0.0.11 -m owner --uid-owner 0 -j ACCEPT
+-A OUTPUT -s 127.0.0.11 -j REJECT --reject-with icmp-admin-prohibited
 -A OUTPUT -d 127.0.0.11 -m owner --uid-owner 0 -j ACCEPT
 -A OUTPUT -d 127.0.0.11 -m owner --uid-owner 990 -j ACCEPT
 -A OUTPUT -d 127.0.0.11 -p tcp -j REJECT --reject-with tcp-reset
 -A OUTPUT -d 127.0.0.11 -j REJECT --reject-with icmp-admin-prohibited
 -A OUTPUT -o lo -j ACCEPT
--A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED --ctdir REPLY -j ACCEPT
 -A OUTPUT -p udp --dport 53 -m owner --uid-owner 0 -j ACCEPT
 -A OUTPUT -p tcp --dport 53 -m owner --uid-owner 0 -j ACCEPT
 -A OUTPUT -m owner --uid-owner 990 -j ACCEPT
@@ -134,7 +145,7 @@ COMMIT
 :FORWARD DROP [0:0]
 :OUTPUT DROP [0:0]
 -A OUTPUT -o lo -j ACCEPT
--A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT
+-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED --ctdir REPLY -j ACCEPT
 -A OUTPUT -p ipv6-icmp --icmpv6-type router-solicitation -j ACCEPT
 -A OUTPUT -p ipv6-icmp --icmpv6-type neighbour-solicitation -j ACCEPT
 -A OUTPUT -p ipv6-icmp --icmpv6-type neighbour-advertisement -j ACCEPT
@@ -159,6 +170,8 @@ COMMIT
         assert_eq!(
             v4,
             "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT DROP [0:0]\n\
+             -A OUTPUT -s 127.0.0.11 -m owner --uid-owner 0 -j ACCEPT\n\
+             -A OUTPUT -s 127.0.0.11 -j REJECT --reject-with icmp-admin-prohibited\n\
              -A OUTPUT -d 127.0.0.11 -m owner --uid-owner 0 -j ACCEPT\n\
              -A OUTPUT -d 127.0.0.11 -p tcp -j REJECT --reject-with tcp-reset\n\
              -A OUTPUT -d 127.0.0.11 -j REJECT --reject-with icmp-admin-prohibited\n-A OUTPUT -o lo -j ACCEPT\n\
@@ -168,7 +181,7 @@ COMMIT
         let (start4, _) = starting_tables();
         assert_eq!(
             start4.replace(
-                "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n-A OUTPUT -m owner --uid-owner 0 -j ACCEPT\n",
+                "-A OUTPUT -m conntrack --ctstate ESTABLISHED,RELATED --ctdir REPLY -j ACCEPT\n-A OUTPUT -m owner --uid-owner 0 -j ACCEPT\n",
                 ""
             ),
             v4

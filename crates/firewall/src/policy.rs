@@ -22,6 +22,8 @@ pub struct Policy {
     pub net: NetPolicy,
     /// The files the policy came from, after the built-in defaults.
     pub sources: Vec<PathBuf>,
+    /// Each file with the index of the directory it was found in (0: the image's).
+    pub layers: Vec<(PathBuf, u8)>,
 }
 
 /// The file the firewall read before the `network` section drove it.
@@ -32,6 +34,7 @@ pub const LEGACY_FILE: &str = "firewall.jsonc";
 pub fn load(dirs: &[&Path]) -> Result<Policy, Error> {
     let mut layers = vec![config::defaults()];
     let mut sources = Vec::new();
+    let mut found_in = Vec::new();
     for (idx, dir) in dirs.iter().enumerate() {
         let legacy = dir.join(LEGACY_FILE);
         if std::fs::symlink_metadata(&legacy).is_ok() {
@@ -51,6 +54,7 @@ pub fn load(dirs: &[&Path]) -> Result<Policy, Error> {
         let layer = config::read_layer(&path, kind)
             .map_err(|err| Error::Policy { path: path.clone(), message: err.to_string() })?;
         layers.push(layer);
+        found_in.push((path.clone(), u8::try_from(idx).unwrap_or(u8::MAX)));
         sources.push(path);
     }
     let config = config::merge(layers);
@@ -58,7 +62,7 @@ pub fn load(dirs: &[&Path]) -> Result<Policy, Error> {
         path: sources.last().cloned().unwrap_or_else(|| "<built-in defaults>".into()),
         message: err.to_string(),
     })?;
-    Ok(Policy { config, net, sources })
+    Ok(Policy { config, net, sources, layers: found_in })
 }
 
 /// Accepts `path` only if the agent (any non-root user) cannot have written it: a

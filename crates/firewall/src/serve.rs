@@ -16,8 +16,8 @@ use std::{
         fd::{AsRawFd, FromRawFd, OwnedFd},
         unix::{fs::PermissionsExt as _, net::UnixListener, process::CommandExt as _},
     },
-    path::Path,
-    process::{Command, Stdio},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -29,9 +29,21 @@ use crate::Error;
 /// connection, allowed or refused).
 pub const LOG_DIR: &str = "/var/log/agent-sandbox";
 
-/// The `/etc/resolv.conf` that names the filtering resolver.
+/// The `/etc/resolv.conf` that names the filtering resolver (its first line is what
+/// `apply` recognises its own file by).
 pub fn resolv_conf() -> String {
-    netproxy::resolv_conf()
+    "# agent-sandbox: the filtering resolver of the container's proxy answers only the names network.allow \
+     allows\nnameserver 127.0.0.1\noptions timeout:2 attempts:2\n"
+        .into()
+}
+
+/// Where `apply` puts the policy files it read, for the proxy to read the very same
+/// ones (root-owned, readable by everyone: the project's own may not be readable by
+/// the proxy's user).
+pub const POLICY_COPY: &str = "/run/agent-sandbox/policy";
+
+fn policy_copy_dirs() -> [PathBuf; 2] {
+    [Path::new(POLICY_COPY).join("image"), Path::new(POLICY_COPY).join("project")]
 }
 
 /// The proxy user's uid and gid.
@@ -97,12 +109,32 @@ pub fn stop() {
     }
 }
 
-/// As root: binds the proxy's sockets and starts its process as `uid`/`gid`.
-pub fn start(uid: u32, gid: u32, upstream: &[IpAddr]) -> Result<(), Error> {
+/// As root: copies the policy's files for the proxy, binds its sockets and starts its
+/// process as `uid`/`gid`.
+pub fn start(uid: u32, gid: u32, upstream: &[IpAddr], policy: &crate::Policy) -> Result<Child, Error> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
+    let copies = Path::new(POLICY_COPY);
+    match std::fs::remove_dir_all(copies) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(io(copies)(err)),
+        _ => {}
+    }
+    for dir in policy_copy_dirs() {
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    }
+    // Whatever the umask: the trust check wants root's 0755 all the way up.
+    let mut dirs: Vec<PathBuf> = policy_copy_dirs().into();
+    dirs.extend([copies.to_path_buf(), copies.parent().expect("under /run").to_path_buf()]);
+    for dir in &dirs {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(io(dir))?;
+    }
+    for (source, layer) in &policy.layers {
+        let copy = policy_copy_dirs()[usize::from(*layer)].join("config.jsonc");
+        std::fs::copy(source, &copy).map_err(io(&copy))?;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).map_err(io(&copy))?;
+    }
     let socket = RuntimeLayout::inside().net_socket();
     let dir = socket.parent().expect("the socket has a directory");
     std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -138,6 +170,15 @@ pub fn start(uid: u32, gid: u32, upstream: &[IpAddr]) -> Result<(), Error> {
         command.arg("--upstream").arg(server.to_string());
     }
     let fds = [unix.as_raw_fd(), tcp.as_raw_fd(), udp.as_raw_fd()];
+    // SAFETY: an empty set, filled with the signals `apply` blocked.
+    let unblock = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in crate::apply::BLOCKED {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    };
     command
         .env_clear()
         .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
@@ -165,11 +206,11 @@ pub fn start(uid: u32, gid: u32, upstream: &[IpAddr]) -> Result<(), Error> {
                 }
             }
             libc::setsid();
+            libc::sigprocmask(libc::SIG_UNBLOCK, &unblock, std::ptr::null_mut());
             Ok(())
         });
     }
-    command.spawn().map_err(|err| Error::Proxy(format!("cannot start the proxy: {err}")))?;
-    Ok(())
+    command.spawn().map_err(|err| Error::Proxy(format!("cannot start the proxy: {err}")))
 }
 
 /// `agent-sandbox firewall serve [--upstream IP]...`: the proxy's process, with the
@@ -188,7 +229,8 @@ pub fn serve(args: &[OsString]) -> Result<(), Error> {
             _ => return Err(Error::Proxy("usage: agent-sandbox firewall serve [--upstream IP]...".into())),
         }
     }
-    let policy = crate::load(&crate::policy_dirs())?;
+    let [image, project] = policy_copy_dirs();
+    let policy = crate::load(&[&image, &project])?;
     let socket_type = |fd: i32| {
         let mut value: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
