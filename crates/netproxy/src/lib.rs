@@ -148,11 +148,13 @@ pub fn start(listener: UnixListener, socket: PathBuf, config: ProxyConfig) -> Pr
                 continue;
             };
             let Some(client) = admit(client, &config, &open) else { continue };
-            let (config, open) = (Arc::clone(&config), Arc::clone(&open));
-            thread::spawn(move || {
-                serve_unix(client, &config, &open);
+            let (config, counted) = (Arc::clone(&config), Arc::clone(&open));
+            if !spawn(move || {
+                serve_unix(client, &config, &counted);
+                counted.connections.fetch_sub(1, Ordering::SeqCst);
+            }) {
                 open.connections.fetch_sub(1, Ordering::SeqCst);
-            });
+            }
         }
     });
     Proxy { stop, socket }
@@ -333,7 +335,7 @@ fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<Proxy
     for (fd, role) in fds.into_iter().zip(roles) {
         let listener = std::net::TcpListener::from(fd);
         let (config, open) = (Arc::clone(config), Arc::clone(open));
-        thread::spawn(move || {
+        spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else {
                     thread::sleep(Duration::from_millis(50));
@@ -341,8 +343,8 @@ fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<Proxy
                 };
                 let _ = stream.set_nodelay(true);
                 let Some(stream) = admit(stream, &config, &open) else { continue };
-                let (config, open, role) = (Arc::clone(&config), Arc::clone(&open), role.clone());
-                thread::spawn(move || {
+                let (config, counted, role) = (Arc::clone(&config), Arc::clone(&open), role.clone());
+                let served = spawn(move || {
                     match role {
                         Role::Proxy => serve(stream, &config),
                         Role::HostPort(port) => {
@@ -352,12 +354,22 @@ fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<Proxy
                             direct(stream, Attempt { host, port, mode: Mode::Transparent }, &config);
                         }
                     }
-                    open.connections.fetch_sub(1, Ordering::SeqCst);
+                    counted.connections.fetch_sub(1, Ordering::SeqCst);
                 });
+                if !served {
+                    open.connections.fetch_sub(1, Ordering::SeqCst);
+                }
             }
         });
     }
     let _ = client.write_all(b"OK\n");
+}
+
+/// Runs `work` on a thread of its own; `false` when the system gives no thread (the
+/// work is dropped, and with it its connection): `thread::spawn` would panic instead,
+/// and end the accept loop that asked while the proxy still looks alive.
+fn spawn(work: impl FnOnce() + Send + 'static) -> bool {
+    thread::Builder::new().spawn(work).is_ok()
 }
 
 /// A connection made to an address inside that stands for one destination (a host
@@ -687,11 +699,13 @@ fn relay<C: Conn>(client: C, upstream: TcpStream, attempt: &Attempt, config: &Pr
     let started = Instant::now();
     client.set_timeout(None);
     let (Ok(client_read), Ok(upstream_write)) = (client.duplicate(), upstream.try_clone()) else { return };
-    let outbound = thread::spawn(move || {
+    let Ok(outbound) = thread::Builder::new().spawn(move || {
         let copied = util::splice::copy_stream(&client_read, &upstream_write);
         let _ = upstream_write.shutdown(Shutdown::Write);
         copied
-    });
+    }) else {
+        return;
+    };
     let inbound = util::splice::copy_stream(&upstream, &client);
     client.close_write();
     let outbound = outbound.join().unwrap_or(0) + already_out;
