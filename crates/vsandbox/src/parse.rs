@@ -121,10 +121,16 @@ struct WordBuilder {
 
 impl WordBuilder {
     fn push_char(&mut self, ch: char) {
+        self.push_str(&[ch]);
+    }
+
+    /// Appends literal text: a run at once, so that a word's text is allocated once.
+    fn push_str(&mut self, chars: &[char]) {
         self.started = true;
         match self.word.parts.last_mut() {
-            Some(Part::Literal(text)) => text.push(ch),
-            _ => self.word.parts.push(Part::Literal(ch.to_string())),
+            Some(Part::Literal(text)) => text.extend(chars),
+            _ if chars.is_empty() => {}
+            _ => self.word.parts.push(Part::Literal(chars.iter().collect())),
         }
     }
 
@@ -232,9 +238,7 @@ fn lex(line: &str) -> Result<Vec<(Token, usize)>, SyntaxError> {
                     .iter()
                     .position(|&c| c == '\'')
                     .ok_or_else(|| error("unterminated single quote", i))?;
-                for &c in &chars[i + 1..i + 1 + close] {
-                    word.push_char(c);
-                }
+                word.push_str(&chars[i + 1..i + 1 + close]);
                 i += close + 2;
             }
             '"' => {
@@ -275,14 +279,44 @@ fn lex(line: &str) -> Result<Vec<(Token, usize)>, SyntaxError> {
                 word.push_part(Part::Wildcard(c));
                 i += 1;
             }
-            c => {
-                word.push_char(c);
-                i += 1;
+            _ => {
+                // This character and the ordinary ones after it (a `#` inside a word
+                // is one of them).
+                let len = chars[i + 1..].iter().take_while(|&&c| c == '#' || !is_special(c)).count();
+                word.push_str(&chars[i..=i + len]);
+                i += 1 + len;
             }
         }
     }
     word.finish(&mut tokens, word_start);
     Ok(tokens)
+}
+
+/// Whether the lexer's `match` has an arm of its own for `ch` (`#` only at the start
+/// of a word).
+fn is_special(ch: char) -> bool {
+    matches!(
+        ch,
+        ' ' | '\t'
+            | '\r'
+            | '\n'
+            | ';'
+            | '#'
+            | '&'
+            | '|'
+            | '>'
+            | '<'
+            | '('
+            | ')'
+            | '`'
+            | '\\'
+            | '\''
+            | '"'
+            | '$'
+            | '*'
+            | '?'
+            | '['
+    )
 }
 
 /// `$NAME`, `${NAME}`, `$?` or a lone `$` at `chars[i]`; returns the index after it.
@@ -319,6 +353,8 @@ fn dollar(chars: &[char], i: usize, word: &mut WordBuilder) -> Result<usize, Syn
     }
 }
 
+/// Reads the tokens in order, never going back: a word is moved into the script,
+/// not copied.
 struct Parser {
     tokens: Vec<(Token, usize)>,
     pos: usize,
@@ -332,6 +368,19 @@ impl Parser {
 
     fn offset(&self) -> usize {
         self.tokens.get(self.pos).map_or(self.end, |(_, offset)| *offset)
+    }
+
+    /// Takes the next token if it is a word (leaving an empty one behind: the parser
+    /// never reads a token twice).
+    fn next_word(&mut self) -> Option<Word> {
+        match self.tokens.get_mut(self.pos) {
+            Some((Token::Word(word), _)) => {
+                let word = std::mem::take(word);
+                self.pos += 1;
+                Some(word)
+            }
+            _ => None,
+        }
     }
 
     fn script(mut self) -> Result<Script, SyntaxError> {
@@ -387,25 +436,24 @@ impl Parser {
         let mut words = Vec::new();
         let mut redirects = Vec::new();
         loop {
-            match self.peek().cloned() {
-                Some(Token::Word(word)) => {
-                    words.push(word);
+            if let Some(word) = self.next_word() {
+                words.push(word);
+                continue;
+            }
+            match self.peek() {
+                Some(&Token::Redirect { stream, append }) => {
                     self.pos += 1;
-                }
-                Some(Token::Redirect { stream, append }) => {
-                    self.pos += 1;
-                    match self.peek().cloned() {
-                        Some(Token::Word(target)) => {
-                            redirects.push(Redirect::File { stream, append, target });
-                            self.pos += 1;
+                    match self.next_word() {
+                        Some(target) => redirects.push(Redirect::File { stream, append, target }),
+                        None => {
+                            return Err(match self.peek() {
+                                Some(token) => error(
+                                    format!("expected a file name after the redirection, found {}", describe(token)),
+                                    self.offset(),
+                                ),
+                                None => error("expected a file name after the redirection", self.offset()),
+                            })
                         }
-                        Some(token) => {
-                            return Err(error(
-                                format!("expected a file name after the redirection, found {}", describe(&token)),
-                                self.offset(),
-                            ))
-                        }
-                        None => return Err(error("expected a file name after the redirection", self.offset())),
                     }
                 }
                 Some(Token::StderrToStdout) => {
