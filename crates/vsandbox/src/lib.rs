@@ -141,7 +141,7 @@ pub struct Sandbox {
     fs: FileSystem,
     shell: shell::Shell,
     config: Config,
-    history: VecDeque<ShellResult>,
+    history: VecDeque<HistoryEntry>,
     history_bytes: usize,
     executed: u64,
     failed: u64,
@@ -378,7 +378,7 @@ impl Sandbox {
 
     /// The recorded results, oldest first.
     pub fn history(&self) -> Vec<ShellResult> {
-        self.history.iter().cloned().collect()
+        self.history.iter().map(HistoryEntry::result).collect()
     }
 
     pub fn cwd(&self) -> &str {
@@ -413,18 +413,63 @@ impl Sandbox {
         self.executed += 1;
         self.failed += u64::from(!result.success);
         self.total_duration += duration;
-        self.history_bytes += entry_size(&result);
-        self.history.push_back(result.clone());
+        let entry = HistoryEntry::new(&result);
+        self.history_bytes += entry.size();
+        self.history.push_back(entry);
         while self.history.len() > self.config.history_limit || self.history_bytes > HISTORY_MAX_BYTES {
             let Some(old) = self.history.pop_front() else { break };
-            self.history_bytes -= entry_size(&old);
+            self.history_bytes -= old.size();
         }
         result
     }
 }
 
-fn entry_size(result: &ShellResult) -> usize {
-    result.command.len() + result.stdout.len() + result.stderr.len()
+/// A [`ShellResult`] as the history keeps it: its command, stdout and stderr one after
+/// the other in one string, so that recording a result copies it in one allocation
+/// rather than three (every command line is recorded).
+struct HistoryEntry {
+    texts: String,
+    command_len: usize,
+    stdout_len: usize,
+    exit_code: i32,
+    success: bool,
+    duration_ms: f64,
+}
+
+impl HistoryEntry {
+    fn new(result: &ShellResult) -> HistoryEntry {
+        let mut texts = String::with_capacity(result.command.len() + result.stdout.len() + result.stderr.len());
+        texts.push_str(&result.command);
+        texts.push_str(&result.stdout);
+        texts.push_str(&result.stderr);
+        HistoryEntry {
+            texts,
+            command_len: result.command.len(),
+            stdout_len: result.stdout.len(),
+            exit_code: result.exit_code,
+            success: result.success,
+            duration_ms: result.duration_ms,
+        }
+    }
+
+    /// The result as it was recorded.
+    fn result(&self) -> ShellResult {
+        let (command, rest) = self.texts.split_at(self.command_len);
+        let (stdout, stderr) = rest.split_at(self.stdout_len);
+        ShellResult {
+            command: command.to_owned(),
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            exit_code: self.exit_code,
+            success: self.success,
+            duration_ms: self.duration_ms,
+        }
+    }
+
+    /// Bytes of command, stdout and stderr (counted against [`HISTORY_MAX_BYTES`]).
+    fn size(&self) -> usize {
+        self.texts.len()
+    }
 }
 
 fn check_cwd(cwd: &str) -> Result<(), Error> {

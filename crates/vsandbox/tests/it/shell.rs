@@ -319,6 +319,36 @@ fn history_and_stats_record_every_command_line() {
 }
 
 #[test]
+fn the_history_holds_each_result_as_it_was_returned() {
+    let mut sandbox = Sandbox::new(Config::default()).expect("config");
+    sandbox.write_file("/bin.dat", b"\xff\xfe ok").expect("write");
+    let mut returned = Vec::new();
+    for command in ["echo out; cat /nope; echo more", "cat /bin.dat", "", "cd /nope || echo é", "echo 'unterminated"] {
+        returned.push(sandbox.execute(command));
+    }
+    let history = sandbox.history();
+    assert_eq!(history.len(), 6);
+    assert_eq!(history[0].command, "write_file /bin.dat (5 bytes)");
+    assert_eq!(history[1..], returned[..]);
+    assert_eq!(history[2].stdout, "\u{fffd}\u{fffd} ok");
+    assert!(!history[1].stderr.is_empty() && !history[1].stdout.is_empty());
+}
+
+#[test]
+fn the_history_drops_the_oldest_results_beyond_16_mib() {
+    let mut sandbox = Sandbox::new(Config::default()).expect("config");
+    sandbox.write_file("/big", &vec![b'x'; 5 * 1024 * 1024]).expect("write");
+    for _ in 0..3 {
+        sandbox.execute("cat /big");
+    }
+    // write_file and three cats fit in 16 MiB; a fourth cat pushes out the two oldest.
+    assert_eq!(sandbox.history().len(), 4);
+    sandbox.execute("cat /big");
+    let commands: Vec<String> = sandbox.history().into_iter().map(|result| result.command).collect();
+    assert_eq!(commands, ["cat /big", "cat /big", "cat /big"]);
+}
+
+#[test]
 fn config_sets_the_working_directory_and_environment() {
     let config = Config {
         working_directory: String::from("/home/agent"),
