@@ -181,8 +181,7 @@ fn flags(command: &str, args: &[String], known: &str, out: &mut Out) -> Result<(
 }
 
 fn pwd(_args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Abort> {
-    let cwd = inv.cwd.clone();
-    out.line(&cwd)
+    out.line(inv.cwd)
 }
 
 fn cd(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Abort> {
@@ -197,8 +196,14 @@ fn cd(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Ab
     let path = inv.resolve(&target);
     match inv.fs.metadata(&path) {
         Ok(Metadata::Dir { .. }) => {
-            *inv.cwd = path.clone();
-            inv.env.insert(String::from("PWD"), path);
+            // Copied into the old strings' room (cd runs often).
+            inv.cwd.clone_from(&path);
+            match inv.env.get_mut("PWD") {
+                Some(pwd) => pwd.clone_from(&path),
+                None => {
+                    inv.env.insert(String::from("PWD"), path);
+                }
+            }
         }
         Ok(Metadata::File { .. }) => out.fail("cd", FsError::NotADirectory(path)),
         Err(err) => out.fail("cd", err),

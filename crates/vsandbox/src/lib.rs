@@ -265,7 +265,7 @@ impl Sandbox {
             interrupt: self.interrupt.as_deref(),
         };
         let mut output = match parse::parse(command) {
-            Ok(script) => self.shell.run(&mut self.fs, &script, &budget),
+            Ok(script) => self.shell.run(&mut self.fs, script, &budget),
             Err(err) => {
                 self.shell.last_status = 1;
                 CommandOutput::error(err)

@@ -157,7 +157,9 @@ impl WordBuilder {
 }
 
 fn lex(line: &str) -> Result<Vec<(Token, usize)>, SyntaxError> {
-    let chars: Vec<char> = line.chars().collect();
+    // Room for every char at once (a line has at most as many chars as bytes).
+    let mut chars = Vec::with_capacity(line.len());
+    chars.extend(line.chars());
     let mut tokens = Vec::new();
     let mut word = WordBuilder::default();
     let mut word_start = 0;
