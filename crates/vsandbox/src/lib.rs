@@ -22,6 +22,7 @@ pub mod snapshot;
 pub mod store;
 
 use std::{
+    cell::Cell,
     collections::{BTreeMap, VecDeque},
     path::Path,
     sync::{atomic::AtomicBool, Arc},
@@ -263,6 +264,7 @@ impl Sandbox {
             output_limit: usize::try_from(self.config.limits.max_total_size).unwrap_or(usize::MAX),
             env_limit: usize::try_from(self.config.limits.max_file_size).unwrap_or(usize::MAX),
             interrupt: self.interrupt.as_deref(),
+            checked_at: Cell::new(None),
         };
         let mut output = match parse::parse(command) {
             Ok(script) => self.shell.run(&mut self.fs, script, &budget),
@@ -271,12 +273,19 @@ impl Sandbox {
                 CommandOutput::error(err)
             }
         };
+        let ran_until = budget.checked_at.get();
         if let Err(err) = self.save() {
             output.stderr.push_str(&format!("{err} (this command line's changes are lost)\n"));
             output.exit_code = 1;
             self.shell.last_status = 1;
         }
-        self.record(command, output, start)
+        // The line ended at its last deadline check, unless nothing ran or a store's
+        // commit (which takes time of its own) came after it.
+        let end = match ran_until {
+            Some(at) if !self.fs.persistent() => at,
+            _ => Instant::now(),
+        };
+        self.record(command, output, start, end)
     }
 
     /// The bytes of a file (for tool protocols; recorded in the history as `read_file`).
@@ -288,7 +297,7 @@ impl Sandbox {
             Ok(data) => CommandOutput::success(data.clone()),
             Err(err) => CommandOutput::error(format!("read_file: {err}")),
         };
-        self.record(&format!("read_file {path}"), output, start);
+        self.record(&format!("read_file {path}"), output, start, Instant::now());
         res
     }
 
@@ -306,7 +315,7 @@ impl Sandbox {
             Ok(()) => CommandOutput::default(),
             Err(err) => CommandOutput::error(format!("write_file: {err}")),
         };
-        self.record(&format!("write_file {path} ({} bytes)", data.len()), output, start);
+        self.record(&format!("write_file {path} ({} bytes)", data.len()), output, start, Instant::now());
         res
     }
 
@@ -398,8 +407,8 @@ impl Sandbox {
         Ok(host::export(&self.fs, &fs::resolve(&self.shell.cwd, src), host)?)
     }
 
-    fn record(&mut self, command: &str, output: CommandOutput, start: Instant) -> ShellResult {
-        let duration = start.elapsed();
+    fn record(&mut self, command: &str, output: CommandOutput, start: Instant, end: Instant) -> ShellResult {
+        let duration = end.saturating_duration_since(start);
         let result = ShellResult {
             command: command.to_owned(),
             // Valid UTF-8 (the usual case) is taken as it is, not copied.

@@ -7,6 +7,7 @@
 //! its limits. The whole line shares one deadline and one output limit.
 
 use std::{
+    cell::Cell,
     collections::BTreeMap,
     sync::atomic::{AtomicBool, Ordering},
     time::Instant,
@@ -38,6 +39,9 @@ pub(crate) struct Budget<'a> {
     pub env_limit: usize,
     /// Set by the front end (Ctrl-C, a signal) to stop the line as the deadline does.
     pub interrupt: Option<&'a AtomicBool>,
+    /// When the deadline was last checked (the line's end, once it ran): reading the
+    /// clock is a tenth of a simple command's cost, so the line's duration reuses it.
+    pub checked_at: Cell<Option<Instant>>,
 }
 
 /// The message of an interrupted command line; its exit code is 130, as in sh.
@@ -54,7 +58,9 @@ impl Budget<'_> {
             line.stderr.push_str(INTERRUPTED_TEXT);
             return true;
         }
-        if Instant::now() >= self.deadline {
+        let now = Instant::now();
+        self.checked_at.set(Some(now));
+        if now >= self.deadline {
             line.stderr.push_str(&format!(
                 "timed out after {} ms (the command timeout); nothing after this ran\n",
                 self.timeout_ms
