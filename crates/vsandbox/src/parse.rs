@@ -10,11 +10,17 @@
 //! have (`&`, `<`, subshells, command substitution) is a syntax error rather than a
 //! silent surprise. Unquoted `*`, `?` and `[` become [`Part::Wildcard`]s, so that
 //! pathname expansion knows which wildcards were quoted.
+//!
+//! A line usually holds one command of plain words, so the lists, pipelines and word
+//! parts keep their first element inline: parsing such a line allocates only the
+//! words' list and text.
+
+use smallvec::{smallvec, SmallVec};
 
 /// Command lines joined by `;` or newlines.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Script {
-    pub lists: Vec<AndOr>,
+    pub lists: SmallVec<[AndOr; 1]>,
 }
 
 /// Pipelines joined by `&&` and `||`, evaluated left to right.
@@ -32,7 +38,7 @@ pub enum Connector {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pipeline {
-    pub commands: Vec<SimpleCommand>,
+    pub commands: SmallVec<[SimpleCommand; 1]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +64,7 @@ pub enum Stream {
 /// One argument before expansion.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Word {
-    pub parts: Vec<Part>,
+    pub parts: SmallVec<[Part; 1]>,
     /// Whether any of it was quoted or escaped: an unquoted word that expands to
     /// nothing (`$UNSET`) is dropped, as sh does; `""` stays an empty argument.
     pub quoted: bool,
@@ -77,7 +83,7 @@ pub enum Part {
 
 impl Word {
     pub fn literal(text: &str) -> Word {
-        Word { parts: vec![Part::Literal(text.to_owned())], quoted: false }
+        Word { parts: smallvec![Part::Literal(text.to_owned())], quoted: false }
     }
 }
 
@@ -114,10 +120,10 @@ fn plain_words(line: &str) -> Option<Script> {
     }
     let words: Vec<Word> = line.split([' ', '\t', '\r']).filter(|word| !word.is_empty()).map(Word::literal).collect();
     if words.is_empty() {
-        return Some(Script { lists: Vec::new() });
+        return Some(Script { lists: SmallVec::new() });
     }
     let command = SimpleCommand { words, redirects: Vec::new() };
-    Some(Script { lists: vec![AndOr { first: Pipeline { commands: vec![command] }, rest: Vec::new() }] })
+    Some(Script { lists: smallvec![AndOr { first: Pipeline { commands: smallvec![command] }, rest: Vec::new() }] })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +172,7 @@ impl WordBuilder {
     }
 
     fn is_unquoted_two(&self) -> bool {
-        !self.quoted && self.word.parts == [Part::Literal(String::from("2"))]
+        !self.quoted && self.word.parts[..] == [Part::Literal(String::from("2"))]
     }
 
     fn finish(&mut self, tokens: &mut Vec<(Token, usize)>, offset: usize) {
@@ -412,7 +418,7 @@ impl Parser {
     }
 
     fn script(mut self) -> Result<Script, SyntaxError> {
-        let mut lists = Vec::new();
+        let mut lists = SmallVec::new();
         loop {
             while matches!(self.peek(), Some(Token::Semi | Token::Newline)) {
                 self.pos += 1;
@@ -451,7 +457,7 @@ impl Parser {
     }
 
     fn pipeline(&mut self) -> Result<Pipeline, SyntaxError> {
-        let mut commands = vec![self.command()?];
+        let mut commands = smallvec![self.command()?];
         while self.peek() == Some(&Token::Pipe) {
             self.pos += 1;
             self.skip_newlines();
