@@ -279,8 +279,8 @@ impl Sandbox {
             output.exit_code = 1;
             self.shell.last_status = 1;
         }
-        // The line ended at its last deadline check, unless nothing ran or a store's
-        // commit (which takes time of its own) came after it.
+        // The line ended at its last deadline check, unless nothing ran, it stopped
+        // early, or a store's commit (which takes time of its own) came after it.
         let end = match ran_until {
             Some(at) if !self.fs.persistent() => at,
             _ => Instant::now(),

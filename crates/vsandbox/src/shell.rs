@@ -39,8 +39,10 @@ pub(crate) struct Budget<'a> {
     pub env_limit: usize,
     /// Set by the front end (Ctrl-C, a signal) to stop the line as the deadline does.
     pub interrupt: Option<&'a AtomicBool>,
-    /// When the deadline was last checked (the line's end, once it ran): reading the
-    /// clock is a tenth of a simple command's cost, so the line's duration reuses it.
+    /// When the deadline was last checked. A line that ran to its end did so at such a
+    /// check (the one after its last pipeline), so its duration reuses that reading of
+    /// the clock (a tenth of a simple command's cost); `None` after a line stopped
+    /// early, which need not be at a check.
     pub checked_at: Cell<Option<Instant>>,
 }
 
@@ -114,6 +116,7 @@ impl Shell {
             if status.is_none() {
                 // Timed out, interrupted or over the output limit: the rest of the line
                 // does not run.
+                budget.checked_at.set(None);
                 line.exit_code = if budget.interrupted() { 130 } else { 1 };
                 self.last_status = line.exit_code;
                 return line;

@@ -230,6 +230,41 @@ impl Extension for Spin {
     }
 }
 
+/// An extension that takes 30 ms and succeeds.
+struct Nap;
+
+impl Extension for Nap {
+    fn name(&self) -> &str {
+        "nap"
+    }
+    fn aliases(&self) -> &[&str] {
+        &[]
+    }
+    fn description(&self) -> &str {
+        "sleeps 30 ms"
+    }
+    fn usage(&self) -> &str {
+        "nap"
+    }
+    fn execute(&self, _args: &[String], _context: &mut ShellContext<'_>) -> CommandOutput {
+        std::thread::sleep(Duration::from_millis(30));
+        CommandOutput::default()
+    }
+}
+
+#[test]
+fn a_command_lines_duration_covers_what_ran() {
+    let mut sandbox = Sandbox::new(Config::default()).expect("config");
+    sandbox.register(Box::new(Nap)).expect("register");
+    for line in ["nap", "echo a; nap", "nap | echo b", "false || nap"] {
+        let result = sandbox.execute(line);
+        assert!(result.duration_ms >= 30.0, "{line}: {result:?}");
+        assert_eq!(sandbox.history().last().map(|entry| entry.duration_ms), Some(result.duration_ms));
+    }
+    let stats = sandbox.stats();
+    assert!(stats.total_duration_ms >= 120.0, "{stats:?}");
+}
+
 #[test]
 fn a_command_line_stops_at_its_timeout() {
     let config = Config { command_timeout: Duration::from_millis(200), ..Config::default() };
@@ -240,6 +275,7 @@ fn a_command_line_stops_at_its_timeout() {
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     assert_eq!((result.stdout.as_str(), result.exit_code), ("before\n", 1));
     assert!(result.stderr.contains("timed out after 200 ms"), "{}", result.stderr);
+    assert!(result.duration_ms >= 200.0, "the duration covers the stopped line: {result:?}");
     assert!(!sandbox.execute("cat f").success, "nothing after the timeout ran");
     assert!(sandbox.execute("echo later").success, "the next command line has its own deadline");
 }
