@@ -7,6 +7,7 @@
 //! `grep --include` take shell wildcards (crate::glob).
 
 use std::{
+    borrow::Cow,
     collections::BTreeMap,
     sync::atomic::{AtomicBool, Ordering},
     time::Instant,
@@ -88,6 +89,15 @@ impl Out {
         }
         self.stdout.extend_from_slice(bytes);
         Ok(())
+    }
+
+    /// As [`Out::write`], moving `bytes` in when nothing was written yet.
+    pub fn write_owned(&mut self, bytes: Vec<u8>) -> Result<(), Abort> {
+        if self.stdout.is_empty() && bytes.len() <= self.limit {
+            self.stdout = bytes;
+            return Ok(());
+        }
+        self.write(&bytes)
     }
 
     pub fn line(&mut self, text: &str) -> Result<(), Abort> {
@@ -181,8 +191,7 @@ fn flags(command: &str, args: &[String], known: &str, out: &mut Out) -> Result<(
 }
 
 fn pwd(_args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Abort> {
-    let cwd = inv.cwd.clone();
-    out.line(&cwd)
+    out.line(inv.cwd)
 }
 
 fn cd(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Abort> {
@@ -197,8 +206,14 @@ fn cd(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Ab
     let path = inv.resolve(&target);
     match inv.fs.metadata(&path) {
         Ok(Metadata::Dir { .. }) => {
-            *inv.cwd = path.clone();
-            inv.env.insert(String::from("PWD"), path);
+            // Copied into the old strings' room (cd runs often).
+            inv.cwd.clone_from(&path);
+            match inv.env.get_mut("PWD") {
+                Some(pwd) => pwd.clone_from(&path),
+                None => {
+                    inv.env.insert(String::from("PWD"), path);
+                }
+            }
         }
         Ok(Metadata::File { .. }) => out.fail("cd", FsError::NotADirectory(path)),
         Err(err) => out.fail("cd", err),
@@ -207,6 +222,14 @@ fn cd(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Ab
 }
 
 fn ls(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Abort> {
+    fn entry_line(name: &str, meta: Metadata, long: bool) -> Cow<'_, str> {
+        match (long, meta) {
+            (false, _) => Cow::Borrowed(name),
+            (true, Metadata::File { size }) => Cow::Owned(format!("- {size:>10} {name}")),
+            (true, Metadata::Dir { entries }) => Cow::Owned(format!("d {entries:>10} {name}")),
+        }
+    }
+
     let (set, mut operands) = flags("ls", args, "aAl1", out)?;
     let all = set.contains(&'a') || set.contains(&'A');
     let long = set.contains(&'l');
@@ -217,15 +240,10 @@ fn ls(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Ab
     let mut first = true;
     for operand in &operands {
         let path = inv.resolve(operand);
-        let entry_line = |name: &str, meta: Metadata| match (long, meta) {
-            (false, _) => name.to_owned(),
-            (true, Metadata::File { size }) => format!("- {size:>10} {name}"),
-            (true, Metadata::Dir { entries }) => format!("d {entries:>10} {name}"),
-        };
         match inv.fs.metadata(&path) {
             Err(err) => out.fail("ls", err),
             Ok(meta @ Metadata::File { .. }) => {
-                out.line(&entry_line(operand, meta))?;
+                out.line(&entry_line(operand, meta, long))?;
                 first = false;
             }
             Ok(Metadata::Dir { .. }) => {
@@ -245,7 +263,7 @@ fn ls(args: &[String], inv: &mut Invocation<'_>, out: &mut Out) -> Result<(), Ab
                 first = false;
                 for (name, meta) in entries {
                     if all || !name.starts_with('.') {
-                        out.line(&entry_line(&name, meta))?;
+                        out.line(&entry_line(&name, meta, long))?;
                     }
                 }
             }
@@ -1026,9 +1044,16 @@ fn echo(args: &[String], out: &mut Out) -> Result<(), Abort> {
         }
         rest = tail;
     }
-    let text = rest.join(" ");
+    // Room for the newline too, so that the text can become the output as it is.
+    let mut text = String::with_capacity(rest.iter().map(|arg| arg.len() + 1).sum());
+    for (idx, arg) in rest.iter().enumerate() {
+        if idx > 0 {
+            text.push(' ');
+        }
+        text.push_str(arg);
+    }
     let text = if escapes { unescape(&text) } else { text };
-    out.write(text.as_bytes())?;
+    out.write_owned(text.into_bytes())?;
     if newline {
         out.write(b"\n")?;
     }

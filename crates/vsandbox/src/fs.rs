@@ -9,6 +9,8 @@
 
 use std::borrow::Cow;
 
+use smallvec::SmallVec;
+
 use crate::store::{MemoryStore, Store, StoreError};
 
 /// The sandbox's resource limits. Defaults: 100 MiB in total, 10 MiB per file, 10,000
@@ -531,20 +533,24 @@ fn storage(err: StoreError) -> FsError {
     FsError::Storage(err.0)
 }
 
+/// A path's components. Paths are rarely deep, so they are kept inline (every file
+/// operation splits one or two paths; that should not cost an allocation).
+pub type Components<'a> = SmallVec<[&'a str; 8]>;
+
 /// The components of a path this module built itself (absolute, normalized).
-fn components_unchecked(path: &str) -> Vec<&str> {
+fn components_unchecked(path: &str) -> Components<'_> {
     path.split('/').filter(|component| !component.is_empty()).collect()
 }
 
 /// `path` as components after resolving `.` and `..`; it must be absolute.
-pub fn components(path: &str) -> Result<Vec<&str>, FsError> {
+pub fn components(path: &str) -> Result<Components<'_>, FsError> {
     if !path.starts_with('/') {
         return Err(FsError::InvalidPath { path: path.to_owned(), reason: "not absolute" });
     }
     if path.contains('\0') {
         return Err(FsError::InvalidPath { path: path.replace('\0', "\\0"), reason: "contains a NUL byte" });
     }
-    let mut out: Vec<&str> = Vec::new();
+    let mut out = Components::new();
     for component in path.split('/') {
         match component {
             "" | "." => {}
@@ -559,20 +565,21 @@ pub fn components(path: &str) -> Result<Vec<&str>, FsError> {
 
 /// `path` resolved against `cwd` (absolute) into a normalized absolute path.
 pub fn resolve(cwd: &str, path: &str) -> String {
-    let joined = if path.starts_with('/') { path.to_owned() } else { format!("{cwd}/{path}") };
-    match components(&joined) {
-        Ok(components) if components.is_empty() => String::from("/"),
+    let joined = if path.starts_with('/') { Cow::Borrowed(path) } else { Cow::Owned(format!("{cwd}/{path}")) };
+    let resolved = match components(&joined) {
+        Ok(components) if components.is_empty() => Some(String::from("/")),
         Ok(components) => {
             let mut out = String::with_capacity(joined.len());
             for component in components {
                 out.push('/');
                 out.push_str(component);
             }
-            out
+            Some(out)
         }
-        // Only a NUL byte gets here; keep the text so that the FS call reports it.
-        Err(_) => joined,
-    }
+        Err(_) => None,
+    };
+    // Only a NUL byte makes it fail; keep the text so that the FS call reports it.
+    resolved.unwrap_or_else(|| joined.into_owned())
 }
 
 fn check_name(path: &str, name: &str) -> Result<(), FsError> {

@@ -22,6 +22,7 @@ pub mod snapshot;
 pub mod store;
 
 use std::{
+    cell::Cell,
     collections::{BTreeMap, VecDeque},
     path::Path,
     sync::{atomic::AtomicBool, Arc},
@@ -141,7 +142,7 @@ pub struct Sandbox {
     fs: FileSystem,
     shell: shell::Shell,
     config: Config,
-    history: VecDeque<ShellResult>,
+    history: VecDeque<HistoryEntry>,
     history_bytes: usize,
     executed: u64,
     failed: u64,
@@ -263,20 +264,28 @@ impl Sandbox {
             output_limit: usize::try_from(self.config.limits.max_total_size).unwrap_or(usize::MAX),
             env_limit: usize::try_from(self.config.limits.max_file_size).unwrap_or(usize::MAX),
             interrupt: self.interrupt.as_deref(),
+            checked_at: Cell::new(None),
         };
         let mut output = match parse::parse(command) {
-            Ok(script) => self.shell.run(&mut self.fs, &script, &budget),
+            Ok(script) => self.shell.run(&mut self.fs, script, &budget),
             Err(err) => {
                 self.shell.last_status = 1;
                 CommandOutput::error(err)
             }
         };
+        let ran_until = budget.checked_at.get();
         if let Err(err) = self.save() {
             output.stderr.push_str(&format!("{err} (this command line's changes are lost)\n"));
             output.exit_code = 1;
             self.shell.last_status = 1;
         }
-        self.record(command, output, start)
+        // The line ended at its last deadline check, unless nothing ran, it stopped
+        // early, or a store's commit (which takes time of its own) came after it.
+        let end = match ran_until {
+            Some(at) if !self.fs.persistent() => at,
+            _ => Instant::now(),
+        };
+        self.record(command, output, start, end)
     }
 
     /// The bytes of a file (for tool protocols; recorded in the history as `read_file`).
@@ -288,7 +297,7 @@ impl Sandbox {
             Ok(data) => CommandOutput::success(data.clone()),
             Err(err) => CommandOutput::error(format!("read_file: {err}")),
         };
-        self.record(&format!("read_file {path}"), output, start);
+        self.record(&format!("read_file {path}"), output, start, Instant::now());
         res
     }
 
@@ -306,7 +315,7 @@ impl Sandbox {
             Ok(()) => CommandOutput::default(),
             Err(err) => CommandOutput::error(format!("write_file: {err}")),
         };
-        self.record(&format!("write_file {path} ({} bytes)", data.len()), output, start);
+        self.record(&format!("write_file {path} ({} bytes)", data.len()), output, start, Instant::now());
         res
     }
 
@@ -378,7 +387,7 @@ impl Sandbox {
 
     /// The recorded results, oldest first.
     pub fn history(&self) -> Vec<ShellResult> {
-        self.history.iter().cloned().collect()
+        self.history.iter().map(HistoryEntry::result).collect()
     }
 
     pub fn cwd(&self) -> &str {
@@ -398,8 +407,8 @@ impl Sandbox {
         Ok(host::export(&self.fs, &fs::resolve(&self.shell.cwd, src), host)?)
     }
 
-    fn record(&mut self, command: &str, output: CommandOutput, start: Instant) -> ShellResult {
-        let duration = start.elapsed();
+    fn record(&mut self, command: &str, output: CommandOutput, start: Instant, end: Instant) -> ShellResult {
+        let duration = end.saturating_duration_since(start);
         let result = ShellResult {
             command: command.to_owned(),
             // Valid UTF-8 (the usual case) is taken as it is, not copied.
@@ -413,18 +422,63 @@ impl Sandbox {
         self.executed += 1;
         self.failed += u64::from(!result.success);
         self.total_duration += duration;
-        self.history_bytes += entry_size(&result);
-        self.history.push_back(result.clone());
+        let entry = HistoryEntry::new(&result);
+        self.history_bytes += entry.size();
+        self.history.push_back(entry);
         while self.history.len() > self.config.history_limit || self.history_bytes > HISTORY_MAX_BYTES {
             let Some(old) = self.history.pop_front() else { break };
-            self.history_bytes -= entry_size(&old);
+            self.history_bytes -= old.size();
         }
         result
     }
 }
 
-fn entry_size(result: &ShellResult) -> usize {
-    result.command.len() + result.stdout.len() + result.stderr.len()
+/// A [`ShellResult`] as the history keeps it: its command, stdout and stderr one after
+/// the other in one string, so that recording a result copies it in one allocation
+/// rather than three (every command line is recorded).
+struct HistoryEntry {
+    texts: String,
+    command_len: usize,
+    stdout_len: usize,
+    exit_code: i32,
+    success: bool,
+    duration_ms: f64,
+}
+
+impl HistoryEntry {
+    fn new(result: &ShellResult) -> HistoryEntry {
+        let mut texts = String::with_capacity(result.command.len() + result.stdout.len() + result.stderr.len());
+        texts.push_str(&result.command);
+        texts.push_str(&result.stdout);
+        texts.push_str(&result.stderr);
+        HistoryEntry {
+            texts,
+            command_len: result.command.len(),
+            stdout_len: result.stdout.len(),
+            exit_code: result.exit_code,
+            success: result.success,
+            duration_ms: result.duration_ms,
+        }
+    }
+
+    /// The result as it was recorded.
+    fn result(&self) -> ShellResult {
+        let (command, rest) = self.texts.split_at(self.command_len);
+        let (stdout, stderr) = rest.split_at(self.stdout_len);
+        ShellResult {
+            command: command.to_owned(),
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+            exit_code: self.exit_code,
+            success: self.success,
+            duration_ms: self.duration_ms,
+        }
+    }
+
+    /// Bytes of command, stdout and stderr (counted against [`HISTORY_MAX_BYTES`]).
+    fn size(&self) -> usize {
+        self.texts.len()
+    }
 }
 
 fn check_cwd(cwd: &str) -> Result<(), Error> {

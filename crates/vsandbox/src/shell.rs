@@ -7,6 +7,7 @@
 //! its limits. The whole line shares one deadline and one output limit.
 
 use std::{
+    cell::Cell,
     collections::BTreeMap,
     sync::atomic::{AtomicBool, Ordering},
     time::Instant,
@@ -38,6 +39,11 @@ pub(crate) struct Budget<'a> {
     pub env_limit: usize,
     /// Set by the front end (Ctrl-C, a signal) to stop the line as the deadline does.
     pub interrupt: Option<&'a AtomicBool>,
+    /// When the deadline was last checked. A line that ran to its end did so at such a
+    /// check (the one after its last pipeline), so its duration reuses that reading of
+    /// the clock (a tenth of a simple command's cost); `None` after a line stopped
+    /// early, which need not be at a check.
+    pub checked_at: Cell<Option<Instant>>,
 }
 
 /// The message of an interrupted command line; its exit code is 130, as in sh.
@@ -54,7 +60,9 @@ impl Budget<'_> {
             line.stderr.push_str(INTERRUPTED_TEXT);
             return true;
         }
-        if Instant::now() >= self.deadline {
+        let now = Instant::now();
+        self.checked_at.set(Some(now));
+        if now >= self.deadline {
             line.stderr.push_str(&format!(
                 "timed out after {} ms (the command timeout); nothing after this ran\n",
                 self.timeout_ms
@@ -87,11 +95,13 @@ impl Shell {
         all
     }
 
-    pub fn run(&mut self, fs: &mut FileSystem, script: &Script, budget: &Budget) -> CommandOutput {
+    /// Runs `script`, consuming it: each command runs at most once, so its words are
+    /// moved into its arguments rather than copied.
+    pub fn run(&mut self, fs: &mut FileSystem, script: Script, budget: &Budget) -> CommandOutput {
         let mut line = CommandOutput::default();
-        for list in &script.lists {
-            let mut status = self.pipeline(fs, &list.first, budget, &mut line);
-            for (connector, pipeline) in &list.rest {
+        for list in script.lists {
+            let mut status = self.pipeline(fs, list.first, budget, &mut line);
+            for (connector, pipeline) in list.rest {
                 if status.is_none() {
                     break;
                 }
@@ -106,6 +116,7 @@ impl Shell {
             if status.is_none() {
                 // Timed out, interrupted or over the output limit: the rest of the line
                 // does not run.
+                budget.checked_at.set(None);
                 line.exit_code = if budget.interrupted() { 130 } else { 1 };
                 self.last_status = line.exit_code;
                 return line;
@@ -118,20 +129,25 @@ impl Shell {
     fn pipeline(
         &mut self,
         fs: &mut FileSystem,
-        pipeline: &Pipeline,
+        pipeline: Pipeline,
         budget: &Budget,
         line: &mut CommandOutput,
     ) -> Option<()> {
         let mut input: Vec<u8> = Vec::new();
         let last = pipeline.commands.len() - 1;
         let mut code = 0;
-        for (idx, command) in pipeline.commands.iter().enumerate() {
+        for (idx, command) in pipeline.commands.into_iter().enumerate() {
             if budget.stop(line) {
                 return None;
             }
             let (stdout, stderr, exit_code) = self.command(fs, command, &input, budget);
             code = exit_code;
-            line.stderr.push_str(&stderr);
+            // Moved rather than copied when the line has none yet (the usual case).
+            if line.stderr.is_empty() {
+                line.stderr = stderr;
+            } else {
+                line.stderr.push_str(&stderr);
+            }
             if idx == last {
                 if line.stdout.len() + stdout.len() > budget.output_limit {
                     line.stderr.push_str(&format!(
@@ -140,7 +156,11 @@ impl Shell {
                     ));
                     return None;
                 }
-                line.stdout.extend_from_slice(&stdout);
+                if line.stdout.is_empty() {
+                    line.stdout = stdout;
+                } else {
+                    line.stdout.extend_from_slice(&stdout);
+                }
             } else {
                 input = stdout;
             }
@@ -157,20 +177,22 @@ impl Shell {
     fn command(
         &mut self,
         fs: &mut FileSystem,
-        command: &SimpleCommand,
+        mut command: SimpleCommand,
         stdin: &[u8],
         budget: &Budget,
     ) -> (Vec<u8>, String, i32) {
         let mut words = Vec::with_capacity(command.words.len());
         let mut expanded_size = 0;
-        for word in &command.words {
+        for word in command.words {
+            let dropped_when_empty = !word.quoted && word.parts.iter().any(|part| !matches!(part, Part::Literal(_)));
+            let pattern = word.parts.iter().any(|part| matches!(part, Part::Wildcard(_))).then(|| self.pattern(&word));
             let (text, from_vars) = self.expand(word);
             expanded_size += from_vars;
-            if text.is_empty() && !word.quoted && word.parts.iter().any(|part| !matches!(part, Part::Literal(_))) {
+            if text.is_empty() && dropped_when_empty {
                 continue;
             }
-            if word.parts.iter().any(|part| matches!(part, Part::Wildcard(_))) {
-                match glob::expand(fs, &self.cwd, &self.pattern(word), budget.deadline) {
+            if let Some(pattern) = pattern {
+                match glob::expand(fs, &self.cwd, &pattern, budget.deadline) {
                     // No match: the word stays as typed, as in sh.
                     Ok(paths) if paths.is_empty() => {}
                     Ok(paths) => {
@@ -184,9 +206,9 @@ impl Shell {
             words.push(text);
         }
         let mut targets = Vec::new();
-        for redirect in &command.redirects {
+        for redirect in &mut command.redirects {
             if let Redirect::File { target, .. } = redirect {
-                let (text, from_vars) = self.expand(target);
+                let (text, from_vars) = self.expand(std::mem::take(target));
                 expanded_size += from_vars;
                 targets.push(text);
             }
@@ -332,7 +354,11 @@ impl Shell {
 
     /// The word's text and how many of its bytes came from variables (the command line
     /// bounds the rest).
-    fn expand(&self, word: &Word) -> (String, usize) {
+    fn expand(&self, mut word: Word) -> (String, usize) {
+        // A plain word (the usual case) is its text.
+        if let [Part::Literal(text)] = word.parts.as_mut_slice() {
+            return (std::mem::take(text), 0);
+        }
         let mut text = String::new();
         let mut from_vars = 0;
         for part in &word.parts {

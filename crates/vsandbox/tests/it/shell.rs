@@ -230,6 +230,41 @@ impl Extension for Spin {
     }
 }
 
+/// An extension that takes 30 ms and succeeds.
+struct Nap;
+
+impl Extension for Nap {
+    fn name(&self) -> &str {
+        "nap"
+    }
+    fn aliases(&self) -> &[&str] {
+        &[]
+    }
+    fn description(&self) -> &str {
+        "sleeps 30 ms"
+    }
+    fn usage(&self) -> &str {
+        "nap"
+    }
+    fn execute(&self, _args: &[String], _context: &mut ShellContext<'_>) -> CommandOutput {
+        std::thread::sleep(Duration::from_millis(30));
+        CommandOutput::default()
+    }
+}
+
+#[test]
+fn a_command_lines_duration_covers_what_ran() {
+    let mut sandbox = Sandbox::new(Config::default()).expect("config");
+    sandbox.register(Box::new(Nap)).expect("register");
+    for line in ["nap", "echo a; nap", "nap | echo b", "false || nap"] {
+        let result = sandbox.execute(line);
+        assert!(result.duration_ms >= 30.0, "{line}: {result:?}");
+        assert_eq!(sandbox.history().last().map(|entry| entry.duration_ms), Some(result.duration_ms));
+    }
+    let stats = sandbox.stats();
+    assert!(stats.total_duration_ms >= 120.0, "{stats:?}");
+}
+
 #[test]
 fn a_command_line_stops_at_its_timeout() {
     let config = Config { command_timeout: Duration::from_millis(200), ..Config::default() };
@@ -240,6 +275,7 @@ fn a_command_line_stops_at_its_timeout() {
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     assert_eq!((result.stdout.as_str(), result.exit_code), ("before\n", 1));
     assert!(result.stderr.contains("timed out after 200 ms"), "{}", result.stderr);
+    assert!(result.duration_ms >= 200.0, "the duration covers the stopped line: {result:?}");
     assert!(!sandbox.execute("cat f").success, "nothing after the timeout ran");
     assert!(sandbox.execute("echo later").success, "the next command line has its own deadline");
 }
@@ -316,6 +352,36 @@ fn history_and_stats_record_every_command_line() {
     assert_eq!((stats.total_size, stats.history_entries, stats.cwd.as_str()), (3, 3, "/"));
     assert_eq!((stats.max_total_size, stats.max_file_size, stats.max_node_count), (104_857_600, 10_485_760, 10_000));
     assert_eq!(stats.command_timeout_ms, 30_000);
+}
+
+#[test]
+fn the_history_holds_each_result_as_it_was_returned() {
+    let mut sandbox = Sandbox::new(Config::default()).expect("config");
+    sandbox.write_file("/bin.dat", b"\xff\xfe ok").expect("write");
+    let mut returned = Vec::new();
+    for command in ["echo out; cat /nope; echo more", "cat /bin.dat", "", "cd /nope || echo é", "echo 'unterminated"] {
+        returned.push(sandbox.execute(command));
+    }
+    let history = sandbox.history();
+    assert_eq!(history.len(), 6);
+    assert_eq!(history[0].command, "write_file /bin.dat (5 bytes)");
+    assert_eq!(history[1..], returned[..]);
+    assert_eq!(history[2].stdout, "\u{fffd}\u{fffd} ok");
+    assert!(!history[1].stderr.is_empty() && !history[1].stdout.is_empty());
+}
+
+#[test]
+fn the_history_drops_the_oldest_results_beyond_16_mib() {
+    let mut sandbox = Sandbox::new(Config::default()).expect("config");
+    sandbox.write_file("/big", &vec![b'x'; 5 * 1024 * 1024]).expect("write");
+    for _ in 0..3 {
+        sandbox.execute("cat /big");
+    }
+    // write_file and three cats fit in 16 MiB; a fourth cat pushes out the two oldest.
+    assert_eq!(sandbox.history().len(), 4);
+    sandbox.execute("cat /big");
+    let commands: Vec<String> = sandbox.history().into_iter().map(|result| result.command).collect();
+    assert_eq!(commands, ["cat /big", "cat /big", "cat /big"]);
 }
 
 #[test]
