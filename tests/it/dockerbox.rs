@@ -588,6 +588,13 @@ fn the_firewall_holds_before_the_shell_opens_and_fails_closed() {
             for name in &self.0 {
                 docker(&["rm", "-f", name]);
             }
+            // The sandbox's own container is still attached (the repository is dropped
+            // after this): without it gone the network stays, and a later run whose
+            // pid picks the same subnet cannot create its own.
+            let attached = docker(&["network", "inspect", "-f", "{{range .Containers}}{{.Name}} {{end}}", &self.1]);
+            for name in attached.split_whitespace() {
+                docker(&["rm", "-f", name]);
+            }
             docker(&["network", "rm", &self.1]);
         }
     }
