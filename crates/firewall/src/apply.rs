@@ -142,21 +142,26 @@ pub fn apply_or_close(dirs: &[&Path], starting: bool) -> Result<Report, Error> {
 /// Taken for the whole of an apply (root-owned, in a root-owned directory).
 const APPLY_LOCK: &str = "/var/lib/agent-sandbox/apply.lock";
 
-/// The signals a terminal or `sudo` can deliver; unblocked again in the proxy's process.
-pub(crate) const BLOCKED: [i32; 7] =
-    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
-
-fn block_signals() {
-    // SAFETY: sigset manipulation on a set this frame owns; sigprocmask on this thread
-    // (the only one at this point).
+/// The signals a terminal or `sudo` can deliver, blocked for an apply and unblocked
+/// again in the proxy's process.
+pub(crate) fn blocked_set() -> libc::sigset_t {
+    // SAFETY: sigset manipulation on a set this frame owns.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for signal in BLOCKED {
+        for signal in
+            [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
+        {
             libc::sigaddset(&mut set, signal);
         }
-        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
     }
+}
+
+fn block_signals() {
+    let set = blocked_set();
+    // SAFETY: sigprocmask on this thread (the only one at this point) with a valid set.
+    unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
 fn restore_tables(v4: &str, v6: &str) -> Result<(), Error> {
@@ -197,7 +202,8 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
     }
     let started = Instant::now();
     let mut report = Report::default();
-    let upstream = upstream_resolvers()?;
+    let upstream_text = upstream_text()?;
+    let upstream = parse_resolvers(&upstream_text);
     if let Some(server) = upstream.iter().find(|ip| ip.is_loopback() && **ip != plan::DOCKER_DNS) {
         // Its answers could come from any local process (the agent's included), and
         // 127.0.0.1 is where the filtering resolver listens.
@@ -219,7 +225,7 @@ pub fn apply(policy: &Policy) -> Result<Report, Error> {
         proxy = Some(serve::start(uid, gid, &upstream, policy)?);
         write_resolv_conf(&serve::resolv_conf())?;
     } else {
-        write_resolv_conf(&upstream_text()?)?;
+        write_resolv_conf(&upstream_text)?;
     }
     let (v4, v6) = plan::plan(mode, &upstream, net_uid.map_or(0, |(uid, _)| uid));
     restore_tables(&v4, &v6)?;
@@ -299,12 +305,9 @@ fn verify_proxy(report: &mut Report, proxy: &mut std::process::Child) -> Result<
 /// The first line of the `/etc/resolv.conf` this firewall writes.
 const RESOLV_MARK: &str = "# agent-sandbox:";
 
-/// The DNS servers the container had (and the proxy asks): read from /etc/resolv.conf
-/// the first time and kept aside, because the file then names the filtering resolver.
-fn upstream_resolvers() -> Result<Vec<IpAddr>, Error> {
-    Ok(parse_resolvers(&upstream_text()?))
-}
-
+/// The resolv.conf the container had (whose servers the proxy asks): read from
+/// /etc/resolv.conf the first time and kept aside, because the file then names the
+/// filtering resolver.
 fn upstream_text() -> Result<String, Error> {
     let io = |path: &'static str| move |source| Error::Io { path: path.into(), source };
     let current = std::fs::read_to_string(crate::RESOLV_CONF).map_err(io(crate::RESOLV_CONF))?;
@@ -341,7 +344,7 @@ pub fn status(policy: &Policy) -> Vec<String> {
     let mut lines = vec![health().banner()];
     lines.push(format!(
         "policy: built-in defaults{}",
-        policy.sources.iter().map(|p| format!(", {}", p.display())).collect::<String>()
+        policy.sources().map(|p| format!(", {}", p.display())).collect::<String>()
     ));
     lines.push(format!("network.mode: {}", policy.net.mode.as_str()));
     let values = |items: &[config::Sourced<String>]| items.iter().map(|item| item.value.clone()).collect::<Vec<_>>();
@@ -383,7 +386,7 @@ pub fn status_json(policy: Result<&Policy, &Error>) -> serde_json::Value {
             let values =
                 |items: &[config::Sourced<String>]| items.iter().map(|item| item.value.clone()).collect::<Vec<_>>();
             json!({
-                "files": policy.sources.iter().map(|path| path.display().to_string()).collect::<Vec<_>>(),
+                "files": policy.sources().map(|path| path.display().to_string()).collect::<Vec<_>>(),
                 "mode": policy.net.mode.as_str(),
                 "allow": values(&policy.config.net_allow),
                 "deny": values(&policy.config.net_deny),
@@ -436,7 +439,7 @@ fn write_state(policy: &Policy, upstream: &[IpAddr], report: &Report) {
         "boot": boot_id(),
         "appliedAt": now(),
         "mode": policy.net.mode.as_str(),
-        "sources": policy.sources,
+        "sources": policy.sources().collect::<Vec<_>>(),
         "upstream": upstream.iter().map(IpAddr::to_string).collect::<Vec<_>>(),
         "warnings": report.warnings,
     }));

@@ -20,10 +20,16 @@ pub struct Policy {
     /// The merged configuration (its `network` entries cite their files).
     pub config: Config,
     pub net: NetPolicy,
-    /// The files the policy came from, after the built-in defaults.
-    pub sources: Vec<PathBuf>,
-    /// Each file with the index of the directory it was found in (0: the image's).
+    /// The files the policy came from, after the built-in defaults, each with the index
+    /// of the directory it was found in (0: the image's).
     pub layers: Vec<(PathBuf, u8)>,
+}
+
+impl Policy {
+    /// The files the policy came from, after the built-in defaults.
+    pub fn sources(&self) -> impl Iterator<Item = &Path> {
+        self.layers.iter().map(|(path, _)| path.as_path())
+    }
 }
 
 /// The file the firewall read before the `network` section drove it.
@@ -33,7 +39,6 @@ pub const LEGACY_FILE: &str = "firewall.jsonc";
 /// (`dirs`, in that order; either may have none) over the built-in defaults.
 pub fn load(dirs: &[&Path]) -> Result<Policy, Error> {
     let mut layers = vec![config::defaults()];
-    let mut sources = Vec::new();
     let mut found_in = Vec::new();
     for (idx, dir) in dirs.iter().enumerate() {
         let legacy = dir.join(LEGACY_FILE);
@@ -54,15 +59,14 @@ pub fn load(dirs: &[&Path]) -> Result<Policy, Error> {
         let layer = config::read_layer(&path, kind)
             .map_err(|err| Error::Policy { path: path.clone(), message: err.to_string() })?;
         layers.push(layer);
-        found_in.push((path.clone(), u8::try_from(idx).unwrap_or(u8::MAX)));
-        sources.push(path);
+        found_in.push((path, u8::try_from(idx).unwrap_or(u8::MAX)));
     }
     let config = config::merge(layers);
     let net = NetPolicy::from_config(&config).map_err(|err| Error::Policy {
-        path: sources.last().cloned().unwrap_or_else(|| "<built-in defaults>".into()),
+        path: found_in.last().map(|(path, _)| path.clone()).unwrap_or_else(|| "<built-in defaults>".into()),
         message: err.to_string(),
     })?;
-    Ok(Policy { config, net, sources, layers: found_in })
+    Ok(Policy { config, net, layers: found_in })
 }
 
 /// Accepts `path` only if the agent (any non-root user) cannot have written it: a
@@ -144,7 +148,7 @@ mod tests {
         }
         let policy = load(&[&image, &project]).expect("loads");
         assert_eq!(policy.net.mode, Network::Allowlist);
-        assert_eq!(policy.sources, [image.join("config.jsonc"), project.join("config.jsonc")]);
+        assert_eq!(policy.sources().collect::<Vec<_>>(), [image.join("config.jsonc"), project.join("config.jsonc")]);
         assert_eq!(policy.net.allowed_ports("marketplace.example"), [80, 443]);
         assert_eq!(policy.net.allowed_ports("api.example"), [8443]);
         assert_eq!(policy.net.allowed_ports("api.anthropic.com"), [80, 443], "the built-in defaults stay");
@@ -153,7 +157,7 @@ mod tests {
         assert!(policy.net.check_address("10.8.1.2".parse().expect("ip")).is_err());
         // Without files: the defaults alone.
         let none = load(&[&dir.path().join("absent"), &dir.path().join("absent2")]).expect("loads");
-        assert!(none.sources.is_empty());
+        assert_eq!(none.sources().count(), 0);
         assert_eq!(none.net.allowed_ports("registry.npmjs.org"), [80, 443]);
     }
 

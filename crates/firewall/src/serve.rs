@@ -170,15 +170,7 @@ pub fn start(uid: u32, gid: u32, upstream: &[IpAddr], policy: &crate::Policy) ->
         command.arg("--upstream").arg(server.to_string());
     }
     let fds = [unix.as_raw_fd(), tcp.as_raw_fd(), udp.as_raw_fd()];
-    // SAFETY: an empty set, filled with the signals `apply` blocked.
-    let unblock = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in crate::apply::BLOCKED {
-            libc::sigaddset(&mut set, signal);
-        }
-        set
-    };
+    let unblock = crate::apply::blocked_set();
     command
         .env_clear()
         .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
@@ -231,15 +223,7 @@ pub fn serve(args: &[OsString]) -> Result<(), Error> {
     }
     let [image, project] = policy_copy_dirs();
     let policy = crate::load(&[&image, &project])?;
-    let socket_type = |fd: i32| {
-        let mut value: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt into a c_int this frame owns.
-        let ok = unsafe {
-            libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut value as *mut libc::c_int).cast(), &mut len)
-        };
-        (ok == 0).then_some(value)
-    };
+    let socket_type = |fd: i32| util::socket_option(fd, libc::SO_TYPE);
     if socket_type(3) != Some(libc::SOCK_STREAM)
         || socket_type(4) != Some(libc::SOCK_STREAM)
         || socket_type(5) != Some(libc::SOCK_DGRAM)

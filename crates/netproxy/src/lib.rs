@@ -309,21 +309,7 @@ fn adopt_listeners(mut client: UnixStream, fds: Vec<OwnedFd>, config: &Arc<Proxy
     }
     let line = String::from_utf8_lossy(&line);
     let roles: Option<Vec<Role>> = line.trim_end().split(' ').skip(1).map(Role::parse).collect();
-    let listening = |fd: &OwnedFd| {
-        let mut value: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt into a c_int this frame owns.
-        let ok = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_ACCEPTCONN,
-                (&mut value as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        ok == 0 && value == 1
-    };
+    let listening = |fd: &OwnedFd| util::socket_option(fd.as_raw_fd(), libc::SO_ACCEPTCONN) == Some(1);
     let Some(roles) = roles.filter(|roles| roles.len() == fds.len() && fds.iter().all(listening)) else {
         let _ = client.write_all(b"ERR expected LISTEN <role>... with as many listening sockets\n");
         return;

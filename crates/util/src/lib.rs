@@ -167,6 +167,17 @@ pub fn passwd_home() -> Option<PathBuf> {
     })
 }
 
+/// An integer `SOL_SOCKET` option of `fd` (`SO_TYPE`, `SO_ACCEPTCONN`, …); `None` when
+/// `fd` is no socket or has no such option.
+pub fn socket_option(fd: std::os::fd::RawFd, option: libc::c_int) -> Option<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into a c_int this frame owns.
+    let ok =
+        unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, option, (&mut value as *mut libc::c_int).cast(), &mut len) };
+    (ok == 0).then_some(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
