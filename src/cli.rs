@@ -103,6 +103,9 @@ enum Commands {
         /// The tool guard's settings (the Feature's tool-guard.json, written by `devcontainer init`)
         settings: Option<PathBuf>,
     },
+    /// A container's push verifier (root, through the image's sudo rule): the request on stdin, from the git guard
+    #[command(hide = true)]
+    PushVerify,
     /// Print the man page (roff); `cargo xtask man` writes it to target/man/
     #[command(hide = true)]
     Man,
@@ -314,6 +317,10 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 }
                 0
             })
+        }
+        Commands::PushVerify => {
+            let config = config::load_for_container().map_err(|err| err.to_string());
+            Ok(hostpush::verify::run(config, std::path::Path::new(devcontainer::feature::IMAGE_BINARY)))
         }
         Commands::Completions { shell } => {
             use clap::CommandFactory as _;

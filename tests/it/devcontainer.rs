@@ -72,7 +72,7 @@ impl Drop for Cleanup {
     }
 }
 
-fn docker(args: &[&str]) -> String {
+pub(crate) fn docker(args: &[&str]) -> String {
     let out = Command::new("docker").args(args).output().expect("docker client");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
@@ -111,13 +111,13 @@ pub(crate) fn start_host(image: &str, names: &Names, name: &str, last: u8, dns: 
     panic!("{name} did not start listening within 60 s");
 }
 
-struct Devcontainer<'a> {
-    cli: &'a str,
-    repo: PathBuf,
+pub(crate) struct Devcontainer<'a> {
+    pub(crate) cli: &'a str,
+    pub(crate) repo: PathBuf,
 }
 
 impl Devcontainer<'_> {
-    fn init(&self, extra: &[&str]) -> String {
+    pub(crate) fn init(&self, extra: &[&str]) -> String {
         let out = Command::new(BIN.as_str())
             .args(["devcontainer", "init"])
             .args(extra)
@@ -134,7 +134,7 @@ impl Devcontainer<'_> {
     }
 
     /// `devcontainer up`; its stdout (the CLI's JSON outcome) and stderr.
-    fn up(&self, env: &[(&str, &str)]) -> (bool, String) {
+    pub(crate) fn up(&self, env: &[(&str, &str)]) -> (bool, String) {
         let up = Command::new(self.cli)
             .args(["up", "--workspace-folder"])
             .arg(&self.repo)
@@ -145,12 +145,12 @@ impl Devcontainer<'_> {
         (up.status.success() && text.contains("\"outcome\":\"success\""), text)
     }
 
-    fn container(&self) -> String {
+    pub(crate) fn container(&self) -> String {
         docker(&["ps", "-q", "--filter", &format!("label=devcontainer.local_folder={}", self.repo.display())])
     }
 
     /// Runs `script` as the remote user; its `key=value` lines, and the whole output.
-    fn exec(&self, script: &str) -> (BTreeMap<String, String>, String) {
+    pub(crate) fn exec(&self, script: &str) -> (BTreeMap<String, String>, String) {
         let out = Command::new(self.cli)
             .args(["exec", "--workspace-folder"])
             .arg(&self.repo)
@@ -203,7 +203,7 @@ impl Devcontainer<'_> {
     }
 }
 
-fn check(case: &str, got: &BTreeMap<String, String>, want: &[(&str, &str)], all: &str) {
+pub(crate) fn check(case: &str, got: &BTreeMap<String, String>, want: &[(&str, &str)], all: &str) {
     let mismatches: Vec<String> = want
         .iter()
         .filter(|(key, value)| got.get(*key).map(String::as_str) != Some(*value))
@@ -212,7 +212,7 @@ fn check(case: &str, got: &BTreeMap<String, String>, want: &[(&str, &str)], all:
     assert!(mismatches.is_empty(), "{case}:\n{}\n{all}", mismatches.join("\n"));
 }
 
-fn git(repo: &Path, args: &[&str]) {
+pub(crate) fn git(repo: &Path, args: &[&str]) {
     let out = Command::new("git").args(args).current_dir(repo).output().expect("git");
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
@@ -790,12 +790,12 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
 
 /// The workspace belongs to the host user the container's remote user stands for
 /// (uid 1000), as a developer's checkout would.
-fn chown_for_container(repo: &Path) {
+pub(crate) fn chown_for_container(repo: &Path) {
     let out = Command::new("chown").args(["-R", "1000:1000"]).arg(repo).output().expect("chown");
     assert!(out.status.success());
 }
 
-fn set_mode(path: &Path, mode: u32) {
+pub(crate) fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }

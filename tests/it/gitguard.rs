@@ -339,7 +339,7 @@ fn commands_that_would_write_the_repository_config_say_why_they_cannot() {
         .sh(&["--rw", remote.to_str().expect("utf-8")], "git push -q -u origin main; git branch -m main trunk; true");
     let err = run.stderr();
     // (a push is carried out by the host, which says so itself)
-    assert!(err.contains("note: pushed from the host; the upstream is not recorded"), "{err}");
+    assert!(err.contains("note: pushed by agent-sandbox, not by this git, so the upstream is not recorded"), "{err}");
     assert!(err.contains("so the branch's settings will not be recorded"), "{err}");
     // Reading the config says nothing.
     let quiet = world.sh(&[], "git config --get user.name >/dev/null; git status -s");

@@ -4,6 +4,7 @@
 
 mod cli;
 mod commands;
+mod container_push;
 mod devcontainer;
 mod dockerbox;
 mod env;

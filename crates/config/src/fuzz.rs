@@ -113,6 +113,7 @@ fn check_origins(layer: &Layer, lines: &Lines) {
     for (flag, what) in [
         (&layer.git_allow_branch_deletion, "git.allowBranchDeletion"),
         (&layer.git_allow_plumbing_commits, "git.allowPlumbingCommits"),
+        (&layer.git_verified_push, "git.verifiedPush"),
         (&layer.check_humans, "checks.humans"),
         (&layer.tools_read_only, "tools.readOnly"),
     ] {

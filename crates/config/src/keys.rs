@@ -161,6 +161,12 @@ pub const BOOL_KEYS: &[BoolKey] = &[
         config_mut: |config| &mut config.git_allow_plumbing_commits,
     },
     BoolKey {
+        key: "git.verifiedPush",
+        layer: |layer| &mut layer.git_verified_push,
+        config: |config| &config.git_verified_push,
+        config_mut: |config| &mut config.git_verified_push,
+    },
+    BoolKey {
         key: "checks.humans",
         layer: |layer| &mut layer.check_humans,
         config: |config| &config.check_humans,

@@ -185,6 +185,7 @@ pub struct Layer {
     pub commands: Vec<(String, Sourced<CommandRule>)>,
     pub git_allow_branch_deletion: Option<Sourced<bool>>,
     pub git_allow_plumbing_commits: Option<Sourced<bool>>,
+    pub git_verified_push: Option<Sourced<bool>>,
     pub check_commands: Vec<Sourced<String>>,
     pub protected_paths: Vec<Sourced<String>>,
     pub check_humans: Option<Sourced<bool>>,
@@ -220,6 +221,9 @@ pub struct Config {
     /// `git.allowPlumbingCommits`: the git guard lets `commit-tree`, `update-ref` and
     /// friends write branches without hooks.
     pub git_allow_plumbing_commits: Sourced<bool>,
+    /// `git.verifiedPush` (containers): every push goes to the image's verifier (root,
+    /// through its one sudo rule), which checks it and pushes with root's git setup.
+    pub git_verified_push: Sourced<bool>,
     /// `checks.commands`: shell commands the hook guard runs before a commit and on
     /// every commit being pushed.
     pub check_commands: Vec<Sourced<String>>,
@@ -257,6 +261,8 @@ pub enum ConfigError {
     },
     #[error("{flag}: {message}")]
     Flag { flag: String, message: String },
+    #[error("{}: refusing a file the agent could have written ({why})", .path.display())]
+    Untrusted { path: PathBuf, why: String },
 }
 
 /// Where to look for each file layer.
@@ -332,12 +338,21 @@ pub fn load_for_project(project_root: &Path, home: &Path) -> Result<(Config, Opt
 /// the agent inside cannot change the settings its guards read.
 pub const CONTAINER_CONFIG_DIR: &str = "/etc/agent-sandbox";
 
-/// The configuration for guards in a container: defaults and
-/// [`CONTAINER_CONFIG_DIR`] only. Project and home files are the agent's to write there.
+/// The project's `.agent-sandbox/` in a container: bind-mounted read-only there by the
+/// generated devcontainer.json and the Docker sandbox.
+pub const CONTAINER_PROJECT_DIR: &str = "/etc/agent-sandbox/project";
+
+/// The configuration for guards in a container: defaults, [`CONTAINER_CONFIG_DIR`] and
+/// [`CONTAINER_PROJECT_DIR`], each file only if the agent cannot have written it (on a
+/// read-only mount, or root's all the way up: `util::fs::trusted_file`). The project's
+/// own `.agent-sandbox` and the home directory are the agent's to write there.
 pub fn load_for_container() -> Result<Config, ConfigError> {
     let mut layers = vec![defaults()];
-    if let Some(path) = find_config_file(Path::new(CONTAINER_CONFIG_DIR))? {
-        layers.push(read_layer(&path, LayerKind::Global)?);
+    for (dir, kind) in [(CONTAINER_CONFIG_DIR, LayerKind::Global), (CONTAINER_PROJECT_DIR, LayerKind::Project)] {
+        if let Some(path) = find_config_file(Path::new(dir))? {
+            util::fs::trusted_file(&path).map_err(|why| ConfigError::Untrusted { path: path.clone(), why })?;
+            layers.push(read_layer(&path, kind)?);
+        }
     }
     Ok(merge(layers))
 }
@@ -383,6 +398,7 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         project_read_only: Sourced { value: false, origin: builtin.clone() },
         git_allow_branch_deletion: Sourced { value: false, origin: builtin.clone() },
         git_allow_plumbing_commits: Sourced { value: false, origin: builtin.clone() },
+        git_verified_push: Sourced { value: false, origin: builtin.clone() },
         check_commands: Vec::new(),
         protected_paths: Vec::new(),
         check_humans: Sourced { value: false, origin: builtin.clone() },

@@ -22,9 +22,9 @@ pub use policy::{load, trust, Policy, LEGACY_FILE};
 pub use serve::serve;
 
 /// The image's configuration (root-owned).
-pub const IMAGE_DIR: &str = "/etc/agent-sandbox";
+pub const IMAGE_DIR: &str = config::CONTAINER_CONFIG_DIR;
 /// The project's `.agent-sandbox/`, bind-mounted read-only by the generated devcontainer.json.
-pub const PROJECT_DIR: &str = "/etc/agent-sandbox/project";
+pub const PROJECT_DIR: &str = config::CONTAINER_PROJECT_DIR;
 
 /// The directories whose `config.jsonc` make the policy, in order.
 pub fn policy_dirs() -> [&'static Path; 2] {

@@ -5,10 +5,7 @@
 //! drives both modes; the old `firewall.jsonc` (an address allowlist) is refused with
 //! what to write instead, never silently ignored.
 
-use std::{
-    os::unix::fs::MetadataExt,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use config::{Config, LayerKind};
 use policy::network::NetPolicy;
@@ -74,36 +71,7 @@ pub fn load(dirs: &[&Path]) -> Result<Policy, Error> {
 /// not group/other-writable in directories that are root-owned and not
 /// group/other-writable all the way up.
 pub fn trust(path: &Path) -> Result<(), Error> {
-    let untrusted = |why: String| Error::Untrusted { path: path.to_path_buf(), why };
-    let meta = std::fs::symlink_metadata(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    if !meta.file_type().is_file() {
-        return Err(untrusted("not a regular file".into()));
-    }
-    if on_read_only_mount(path) {
-        return Ok(());
-    }
-    if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
-        return Err(untrusted(format!("owner uid {}, mode {:o}", meta.uid(), meta.mode() & 0o7777)));
-    }
-    let mut dir = path.parent();
-    while let Some(current) = dir {
-        let meta = std::fs::metadata(current).map_err(|source| Error::Io { path: current.to_path_buf(), source })?;
-        if meta.uid() != 0 || (meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0) {
-            return Err(untrusted(format!("its directory {} can be changed by others", current.display())));
-        }
-        dir = current.parent();
-    }
-    Ok(())
-}
-
-fn on_read_only_mount(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
-    // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
-    unsafe {
-        let mut stat: libc::statvfs = std::mem::zeroed();
-        libc::statvfs(c_path.as_ptr(), &mut stat) == 0 && stat.f_flag & libc::ST_RDONLY != 0
-    }
+    util::fs::trusted_file(path).map_err(|why| Error::Untrusted { path: path.to_path_buf(), why })
 }
 
 #[cfg(test)]

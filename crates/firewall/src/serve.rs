@@ -18,7 +18,7 @@ use std::{
     },
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use runtime_layout::{RuntimeLayout, PROXY_PORT};
@@ -57,55 +57,19 @@ pub fn net_user() -> Result<(u32, u32), Error> {
 }
 
 fn lookup_user() -> Option<(u32, u32)> {
-    let name = std::ffi::CString::new(crate::NET_USER).expect("no NUL in the name");
-    // SAFETY: getpwnam returns a pointer into static storage or null; read at once.
-    unsafe {
-        let entry = libc::getpwnam(name.as_ptr());
-        (!entry.is_null()).then(|| ((*entry).pw_uid, (*entry).pw_gid))
-    }
+    util::users::lookup(crate::NET_USER)
 }
 
 /// The processes of the proxy user: their count (`None`: no such user).
 pub fn running() -> Option<usize> {
     let (uid, _) = lookup_user()?;
-    Some(processes_of(uid).len())
-}
-
-fn processes_of(uid: u32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            // A zombie (killed, not yet reaped: a container's PID 1 often reaps nothing)
-            // holds nothing and cannot be killed again.
-            std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
-                let field = |name: &str| {
-                    status
-                        .lines()
-                        .find_map(|line| line.strip_prefix(name))
-                        .and_then(|rest| rest.split_whitespace().next())
-                };
-                field("Uid:") == Some(uid.to_string().as_str()) && field("State:") != Some("Z")
-            })
-        })
-        .collect()
+    Some(util::users::processes_of(uid).len())
 }
 
 /// Ends every process of the proxy user (nothing else runs as it) and waits for them.
 pub fn stop() {
-    let Some((uid, _)) = lookup_user() else { return };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let pids = processes_of(uid);
-        if pids.is_empty() || Instant::now() > deadline {
-            return;
-        }
-        for pid in pids {
-            // SAFETY: kill(2) has no memory preconditions.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if let Some((uid, _)) = lookup_user() {
+        util::users::kill_all(uid, Duration::from_secs(5));
     }
 }
 

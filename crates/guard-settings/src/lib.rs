@@ -86,6 +86,25 @@ pub struct HookGuardSettings {
     /// in. Absent inside the sandbox.
     #[serde(default)]
     pub check_sandbox: Option<CheckSandbox>,
+    /// For pushes a container's verifier carries out (root, `hostpush::verify`): the
+    /// user the checks run as instead. Absent everywhere else.
+    #[serde(default)]
+    pub check_user: Option<CheckUser>,
+}
+
+/// How a container's verifier runs the checks of a pushed commit: as `uid`/`gid` (a
+/// user that holds no credentials and is not the agent's), with exactly `env`, in
+/// `worktree` (a directory the agent cannot write), with the project's dependency
+/// directories (`dependencies`, relative to `project`) linked in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckUser {
+    pub uid: u32,
+    pub gid: u32,
+    pub env: Vec<(String, String)>,
+    pub worktree: PathBuf,
+    pub project: PathBuf,
+    pub dependencies: Vec<String>,
 }
 
 /// The sandbox a check of a pushed commit runs in, decided by `exec` with the session's
@@ -121,6 +140,7 @@ impl HookGuardSettings {
             agent_commits: Vec::new(),
             global_config: String::new(),
             check_sandbox: None,
+            check_user: None,
         }
     }
 

@@ -56,8 +56,14 @@ fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
 /// directory from the password database.
 fn load_settings(top: &Path, host_push: Option<&Path>) -> Result<HookGuardSettings, Refusal> {
     if let Some(path) = host_push {
+        if runtime_layout::detect() == runtime_layout::Where::Container && !root_only(path) {
+            return Err(refuse(
+                format!("the push's settings {} are not root's alone", path.display()),
+                "push again (the verifier writes them afresh)",
+            ));
+        }
         return match HookGuardSettings::read(path) {
-            Ok(Some(settings)) if settings.check_sandbox.is_some() => Ok(settings),
+            Ok(Some(settings)) if settings.check_sandbox.is_some() || settings.check_user.is_some() => Ok(settings),
             Ok(_) => Err(refuse(format!("the push's settings {} are missing", path.display()), "restart the sandbox")),
             Err(err) => Err(refuse(err.to_string(), "restart the sandbox")),
         };
@@ -84,6 +90,12 @@ fn load_settings(top: &Path, host_push: Option<&Path>) -> Result<HookGuardSettin
     loaded.map(|config| HookGuardSettings::from_config(&config)).map_err(|err| {
         refuse(format!("cannot read the agent-sandbox configuration: {err}"), "fix the configuration file it names")
     })
+}
+
+/// Whether `path` is a regular file of root's that nobody else may write.
+fn root_only(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    path.symlink_metadata().is_ok_and(|meta| meta.is_file() && meta.uid() == 0 && meta.mode() & 0o022 == 0)
 }
 
 struct Repo {
@@ -187,9 +199,17 @@ impl Repo {
 
 fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
     let top = std::env::current_dir().map_err(|err| refuse(format!("no working directory: {err}"), "retry"))?;
-    let inside = runtime_layout::detect() != runtime_layout::Where::Outside;
-    // Set by the host's push service for the git it runs; never honoured inside.
-    let host_push = (!inside && hook == "pre-push")
+    let place = runtime_layout::detect();
+    let inside = place != runtime_layout::Where::Outside;
+    // Set by the host's push service for the git it runs, or by a container's verifier
+    // (root, whom the agent's user cannot be); never honoured for the agent.
+    let trusted = match place {
+        runtime_layout::Where::Outside => true,
+        // SAFETY: geteuid has no preconditions.
+        runtime_layout::Where::Container => (unsafe { libc::geteuid() }) == 0,
+        runtime_layout::Where::Bubblewrap => false,
+    };
+    let host_push = (trusted && hook == "pre-push")
         .then(|| std::env::var_os(hostpush::service::SETTINGS_VAR).filter(|path| !path.is_empty()))
         .flatten()
         .map(PathBuf::from);
@@ -201,9 +221,17 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
         // SAFETY: dup2 on the process's own standard descriptors.
         unsafe { libc::dup2(2, 1) };
     }
-    // Inside, the real git directly: the git guard has already judged this command.
+    // Inside, the real git directly: the git guard has already judged this command (in
+    // a container's verifier, `git` on PATH is the guard, which refuses the guard's own
+    // `-c core.hooksPath`).
     let real = RuntimeLayout::inside().bin("git");
-    let git = if real.exists() { real } else { PathBuf::from("git") };
+    let git = if real.exists() {
+        real
+    } else if host_push.is_some() && place == runtime_layout::Where::Container {
+        PathBuf::from(runtime_layout::CONTAINER_REAL_GIT)
+    } else {
+        PathBuf::from("git")
+    };
     let settings = load_settings(&top, host_push.as_deref())?;
     let repo = Repo { top, host_push: host_push.is_some(), git, settings, keep_index: hook == "pre-commit" };
     let check = inside || repo.host_push || repo.settings.humans;
@@ -498,6 +526,11 @@ fn rule_covering<'a>(path: &str, rules: &'a [String]) -> Option<&'a String> {
 fn protected_paths(repo: &Repo) -> Vec<String> {
     let mut rules: Vec<String> =
         repo.settings.protected_paths.iter().map(|path| path.trim_end_matches('/').to_owned()).collect();
+    // A container's verifier works in its own bare mirror, and names the project's
+    // hooks directory itself.
+    if repo.settings.check_user.is_some() {
+        return rules;
+    }
     if let Ok(dir) = hookinstall::hooks_dir(&repo.top) {
         let top = repo.top.canonicalize().unwrap_or_else(|_| repo.top.clone());
         let dir = dir.canonicalize().unwrap_or(dir);
@@ -526,9 +559,12 @@ fn secrets_in_diff(diff: &str) -> Vec<(String, Finding)> {
 
 fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
     for command in &repo.settings.check_commands {
-        let (passed, status) = match repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push) {
-            Some(sandbox) => run_in_sandbox(sandbox, command)?,
-            None => {
+        let sandbox = repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push);
+        let user = repo.settings.check_user.as_ref().filter(|_| repo.host_push);
+        let (passed, status) = match (sandbox, user) {
+            (Some(sandbox), _) => run_in_sandbox(sandbox, command)?,
+            (None, Some(user)) => run_as_user(user, command)?,
+            (None, None) => {
                 // Checks report on stderr: stdout of a pre-push hook is not the terminal's.
                 // /bin/sh: never an `sh` planted in a directory on the pusher's PATH.
                 let mut check = Command::new("/bin/sh");
@@ -573,6 +609,54 @@ fn run_in_sandbox(sandbox: &guard_settings::CheckSandbox, command: &str) -> Resu
             "fix what the message says (the push stays refused until the checks run)",
         )),
     }
+}
+
+/// Runs the check `command` as the checks' user of a container's verifier, in its
+/// worktree, with exactly its environment (`/bin/sh`, never one on a `PATH` the agent
+/// writes). Every process of that user is ended afterwards: one left behind could
+/// change the next commit's worktree while it is checked.
+fn run_as_user(user: &guard_settings::CheckUser, command: &str) -> Result<(bool, String), Refusal> {
+    use std::os::unix::process::CommandExt;
+    let status = Command::new("/bin/sh")
+        .args(["-c", command])
+        .current_dir(&user.worktree)
+        .env_clear()
+        .envs(user.env.iter().map(|(name, value)| (name, value)))
+        // std drops the supplementary groups before setuid.
+        .uid(user.uid)
+        .gid(user.gid)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(std::io::stderr())
+        .status();
+    let ended = util::users::kill_all(user.uid, std::time::Duration::from_secs(10));
+    let status = status.map_err(|err| {
+        refuse(
+            format!("cannot run the check `{command}` as the checks' user: {err}"),
+            "rebuild the image with the Feature",
+        )
+    })?;
+    if !ended {
+        return Err(refuse(
+            format!("a process the check `{command}` started could not be ended"),
+            "push again (nothing was pushed)",
+        ));
+    }
+    Ok((status.success(), status.to_string()))
+}
+
+/// Gives `entry` and everything in it to `uid`/`gid` (the checks' user), links not
+/// followed. The worktree's `.git` file is never given: it leads to the verifier's
+/// repository, whose files root's git reads afterwards.
+fn give_to_entry(entry: &std::fs::DirEntry, uid: u32, gid: u32) -> std::io::Result<()> {
+    let path = entry.path();
+    std::os::unix::fs::lchown(&path, Some(uid), Some(gid))?;
+    if entry.file_type()?.is_dir() {
+        for inner in std::fs::read_dir(&path)? {
+            give_to_entry(&inner?, uid, gid)?;
+        }
+    }
+    Ok(())
 }
 
 /// What git itself tells a hook and its checks need: the index being committed
@@ -805,8 +889,13 @@ fn check_commit(
 ) -> Result<(), Refusal> {
     let short = &commit[..12.min(commit.len())];
     let what = format!("commit {short} of {local_ref}");
-    let host_worktree =
-        repo.settings.check_sandbox.as_ref().filter(|_| repo.host_push).map(|sandbox| &sandbox.worktree);
+    let user = repo.settings.check_user.as_ref().filter(|_| repo.host_push);
+    let host_worktree = match (&repo.settings.check_sandbox, user) {
+        _ if !repo.host_push => None,
+        (Some(sandbox), _) => Some(&sandbox.worktree),
+        (None, Some(user)) => Some(&user.worktree),
+        (None, None) => None,
+    };
     if is_head && host_worktree.is_none() {
         let status =
             repo.git_ok(&["status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none"])?;
@@ -826,7 +915,17 @@ fn check_commit(
     };
     let worktree_text = worktree.display().to_string();
     let remove = || {
-        let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
+        match user {
+            // The checks' user could have left anything in the worktree (a `.git` of its
+            // own among it): root's git does not go in; the directory goes, links not
+            // followed, and `prune` drops the record.
+            Some(user) => {
+                util::users::kill_all(user.uid, std::time::Duration::from_secs(10));
+            }
+            None => {
+                let _ = repo.git(&["worktree", "remove", "--force", &worktree_text]);
+            }
+        }
         let _ = std::fs::remove_dir_all(&worktree);
         let _ = repo.git(&["worktree", "prune"]);
     };
@@ -843,7 +942,30 @@ fn check_commit(
         &worktree_text,
         commit,
     ])?;
-    link_dependencies(repo, &worktree, dependencies.get_or_init(|| dependency_dirs(repo)));
+    match user {
+        Some(user) => {
+            let given = std::fs::read_dir(&worktree).and_then(|entries| {
+                std::os::unix::fs::lchown(&worktree, Some(user.uid), Some(user.gid))?;
+                for entry in entries {
+                    let entry = entry?;
+                    if entry.file_name() == ".git" {
+                        continue;
+                    }
+                    give_to_entry(&entry, user.uid, user.gid)?;
+                }
+                Ok(())
+            });
+            if let Err(err) = given {
+                remove();
+                return Err(refuse(
+                    format!("cannot give the worktree of {what} to the checks' user: {err}"),
+                    "push again (nothing was pushed)",
+                ));
+            }
+            link_dependencies(&user.project, &worktree, &user.dependencies);
+        }
+        None => link_dependencies(&repo.top, &worktree, dependencies.get_or_init(|| dependency_dirs(repo))),
+    }
     let result = run_checks(repo, &worktree, &what);
     remove();
     result
@@ -863,8 +985,9 @@ fn dependency_dirs(repo: &Repo) -> Vec<String> {
         .collect()
 }
 
-/// Links each of `dirs` into `worktree`, where the commit has nothing there.
-fn link_dependencies(repo: &Repo, worktree: &Path, dirs: &[String]) {
+/// Links each of `dirs` (relative to `top`) into `worktree`, where the commit has
+/// nothing there.
+fn link_dependencies(top: &Path, worktree: &Path, dirs: &[String]) {
     for dir in dirs {
         let target = worktree.join(dir);
         if target.symlink_metadata().is_ok() {
@@ -873,7 +996,7 @@ fn link_dependencies(repo: &Repo, worktree: &Path, dirs: &[String]) {
         if let Some(parent) = target.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
-        let _ = std::os::unix::fs::symlink(repo.top.join(dir), &target);
+        let _ = std::os::unix::fs::symlink(top.join(dir), &target);
     }
 }
 

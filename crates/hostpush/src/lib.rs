@@ -10,5 +10,6 @@
 pub mod plan;
 pub mod protocol;
 pub mod service;
+pub mod verify;
 
 pub use plan::{plan, PushCommand, PushFacts, Refusal};

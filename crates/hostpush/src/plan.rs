@@ -70,8 +70,9 @@ const FLAGS: &[&str] = &[
     "--thin",
     "--no-thin",
 ];
-const UPSTREAM_NOTE: &str = "agent-sandbox: note: pushed from the host; the upstream is not recorded (.git/config \
-                             stays as the user set it): push with an explicit `git push origin <branch>`";
+const UPSTREAM_NOTE: &str = "agent-sandbox: note: pushed by agent-sandbox, not by this git, so the upstream is not \
+                             recorded (.git/config stays as the user set it): push with an explicit \
+                             `git push origin <branch>`";
 /// Letters that may be bundled (`-uq`).
 const SHORT: &str = "uqvn";
 
@@ -86,6 +87,8 @@ pub struct PushCommand {
     pub argv: Vec<String>,
     /// Said to the agent before the push.
     pub notes: Vec<String>,
+    /// The remote named (`None`: git chooses it from the configuration).
+    pub remote: Option<String>,
 }
 
 /// The git command line the host runs for `args` (the arguments after `push`).
@@ -186,7 +189,7 @@ pub fn plan(args: &[String], facts: &PushFacts) -> Result<PushCommand, Refusal> 
         command.extend(positional.iter().map(|arg| (*arg).to_owned()));
     }
     notes.dedup();
-    Ok(PushCommand { argv: command, notes })
+    Ok(PushCommand { argv: command, notes, remote: positional.first().map(|remote| (*remote).to_owned()) })
 }
 
 /// The repository git would find starting in `dir`, told without reading anything the
@@ -245,6 +248,8 @@ mod tests {
         let upstream = plan(&args("-u --set-upstream origin x"), &facts()).expect("plan");
         assert_eq!(upstream.notes, [UPSTREAM_NOTE]);
         assert!(plan(&args("origin x"), &facts()).expect("plan").notes.is_empty());
+        assert_eq!(plan(&args("-q upstream x"), &facts()).expect("plan").remote.as_deref(), Some("upstream"));
+        assert_eq!(plan(&args("--tags"), &facts()).expect("plan").remote, None);
         assert_eq!(ok("--tags --all upstream"), Ok(format!("{hooks} --tags --all -- upstream")));
         assert_eq!(ok("-o ci.skip origin v1"), Ok(format!("{hooks} --push-option=ci.skip -- origin v1")));
         assert_eq!(ok("origin -- -weird"), Ok(format!("{hooks} -- origin -weird")));

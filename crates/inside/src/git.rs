@@ -97,7 +97,7 @@ fn check_repository(request: &Request<'_>, start_dir: &Path, project: &RepoFacts
 pub fn run(args: &[OsString]) -> i32 {
     let run = RuntimeLayout::inside();
     let (options, project) = load_options(&run);
-    guard(&run.bin("git"), &options, project.as_ref(), args)
+    guard(&run.bin("git"), &options, project.as_ref(), args, PushRoute::Direct)
 }
 
 /// What a git command would record in the repository's config, if it would: the sandbox
@@ -143,27 +143,46 @@ fn writes_repo_config(parsed: &gitguard::Parsed) -> Option<&'static str> {
     }
 }
 
-/// Where a container image keeps the real git when this binary is installed as
-/// `/usr/bin/git` (root-owned, so the agent cannot replace it).
-pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
+pub use runtime_layout::CONTAINER_REAL_GIT;
 
 /// The guard in a container (`/.agent-sandbox` marker, this binary installed as git):
 /// settings come from the root-owned `/etc/agent-sandbox` only, and since no start
 /// snapshot exists, the outcome check compares with the repository as a clean
 /// environment shows it.
 pub fn run_in_container(args: &[OsString]) -> i32 {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        // Root is not the agent (its user reaches root only through the image's exact
+        // sudo rules): the firewall's and the push verifier's git, and the git commands
+        // git itself runs for them through this entry point, are theirs to run.
+        return exec_real(Path::new(CONTAINER_REAL_GIT), args, &[]);
+    }
     let start = start_dir(args);
-    let options = match config::load_for_container() {
-        Ok(config) => GuardOptions {
-            allow_branch_deletion: config.git_allow_branch_deletion.value,
-            allow_plumbing_commits: config.git_allow_plumbing_commits.value,
-            global_config: None,
-        },
-        // An unreadable config means the strictest settings.
-        _ => GuardOptions::default(),
+    let (options, verified_push) = match config::load_for_container() {
+        Ok(config) => (
+            GuardOptions {
+                allow_branch_deletion: config.git_allow_branch_deletion.value,
+                allow_plumbing_commits: config.git_allow_plumbing_commits.value,
+                global_config: None,
+            },
+            config.git_verified_push.value,
+        ),
+        // An unreadable config means the strictest settings: no push but the verifier's.
+        _ => (GuardOptions::default(), true),
     };
     let project = clean_repo_facts(&start);
-    guard(Path::new(CONTAINER_REAL_GIT), &options, project.as_ref(), args)
+    let route = if verified_push { PushRoute::Verifier } else { PushRoute::Direct };
+    guard(Path::new(CONTAINER_REAL_GIT), &options, project.as_ref(), args, route)
+}
+
+/// Where a `git push` the guard lets through goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PushRoute {
+    /// The real git, as the agent's user (bwrap: the host's push service when its socket
+    /// is there).
+    Direct,
+    /// A container's verifier (`git.verifiedPush`): root, through the image's sudo rule.
+    Verifier,
 }
 
 /// The variables through which an invocation can make git read another configuration
@@ -205,7 +224,7 @@ fn clean_repo_facts(start: &Path) -> Option<RepoFacts> {
     facts
 }
 
-fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args: &[OsString]) -> i32 {
+fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args: &[OsString], route: PushRoute) -> i32 {
     let argv0 = "git";
     let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     let start = start_dir(args);
@@ -226,7 +245,10 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
             let parsed = gitguard::parse(&request).ok();
             if let Some(parsed) = parsed.as_ref().filter(|parsed| parsed.subcommand.as_deref() == Some("push")) {
                 if inside.push_socket().exists() {
-                    return push_through_host(&inside, parsed, &start, args);
+                    return push_elsewhere(Some(&inside.push_socket()), parsed, &start, args);
+                }
+                if route == PushRoute::Verifier {
+                    return push_elsewhere(None, parsed, &start, args);
                 }
             }
             if project.is_some() && inside.marker().exists() {
@@ -261,16 +283,17 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
     }
 }
 
-/// A push inside a bwrap sandbox leaves only through the host's push service: from the
-/// project's repository, as the service decides (another `--git-dir`, work tree or
-/// common directory is refused here already, so the request cannot say one thing and
-/// mean another).
-fn push_through_host(inside: &RuntimeLayout, parsed: &gitguard::Parsed, start: &Path, args: &[OsString]) -> i32 {
+/// A push inside a bwrap sandbox leaves only through the host's push service (at
+/// `socket`), and in a container with `git.verifiedPush` only through the verifier
+/// (`None`): from the project's repository, as they decide (another `--git-dir`, work
+/// tree or common directory is refused here already, so the request cannot say one
+/// thing and mean another).
+fn push_elsewhere(socket: Option<&Path>, parsed: &gitguard::Parsed, start: &Path, args: &[OsString]) -> i32 {
     if parsed.git_dir.is_some() || parsed.work_tree.is_some() || parsed.common_dir.is_some() {
         let refusal = Refusal {
             rule: "push-elsewhere",
             what: "git push".into(),
-            why: "pushes leave through the host, from the project's own repository, and this one names another git \
+            why: "pushes leave only once checked, from the project's own repository, and this one names another git \
                   directory or work tree (--git-dir, --work-tree, GIT_DIR, GIT_WORK_TREE or GIT_COMMON_DIR)"
                 .into(),
             instead: "push from the project's repository itself, without those options or variables".into(),
@@ -280,7 +303,10 @@ fn push_through_host(inside: &RuntimeLayout, parsed: &gitguard::Parsed, start: &
         audit::send(&audit::Event::new("git", "exec", &target, "blocked", refusal.rule, Some(refusal.why.clone())));
         return REFUSED;
     }
-    crate::push::forward(&inside.push_socket(), start, &parsed.args)
+    match socket {
+        Some(socket) => crate::push::forward(socket, start, &parsed.args),
+        None => crate::push::verify(start, &parsed.args),
+    }
 }
 
 fn exec_real(real: &Path, args: &[OsString], strip_env: &[String]) -> i32 {

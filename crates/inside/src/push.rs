@@ -45,3 +45,33 @@ pub fn forward(socket: &Path, cwd: &Path, args: &[String]) -> i32 {
         }
     }
 }
+
+/// The image's sudo, by its absolute path (the agent's `PATH` is its own).
+const SUDO: &str = "/usr/bin/sudo";
+/// What the image's sudo rule allows, exactly (`sudo` resets the environment).
+const VERIFIER: &[&str] = &["-n", "/usr/local/bin/agent-sandbox", "push-verify"];
+
+/// In a container with `git.verifiedPush`: hands the push to the verifier (root,
+/// through the image's one sudo rule for it), which checks it and pushes with root's
+/// git setup; its output is the agent's. The exit status to end with.
+pub fn verify(cwd: &Path, args: &[String]) -> i32 {
+    let request = Request { cwd: cwd.to_string_lossy().into_owned(), args: args.to_vec() };
+    let child = std::process::Command::new(SUDO).args(VERIFIER).stdin(std::process::Stdio::piped()).spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!(
+                "agent-sandbox: push refused: the push verifier cannot be started ({SUDO}: {err}).\nInstead: rebuild \
+                 the image with the agent-sandbox Feature; with git.verifiedPush, pushes leave only through it."
+            );
+            return 1;
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(&request.to_line());
+    }
+    match child.wait() {
+        Ok(status) => status.code().unwrap_or(1),
+        Err(_) => 1,
+    }
+}

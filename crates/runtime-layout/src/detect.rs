@@ -18,6 +18,10 @@ pub enum Where {
     Outside,
 }
 
+/// Where a container image keeps the real git when this binary is installed as
+/// `/usr/bin/git` (root-owned, so the agent cannot replace it).
+pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
+
 /// Where this process runs, read off the markers under `/`.
 pub fn detect() -> Where {
     detect_in(Path::new("/"))

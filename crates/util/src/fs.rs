@@ -140,3 +140,50 @@ mod tests {
         assert_eq!(mode, 0o600);
     }
 }
+
+/// Accepts `path` only if no user but root can have written it: a regular file (no
+/// symlink) that is either on a read-only mount, or root's and not group/other-writable
+/// in directories that are root's all the way up ([`root_only`]). The reason otherwise.
+pub fn trusted_file(path: &Path) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|err| err.to_string())?;
+    if !meta.file_type().is_file() {
+        return Err("not a regular file".into());
+    }
+    if on_read_only_mount(path) {
+        return Ok(());
+    }
+    root_only(path)
+}
+
+/// Accepts `path` (not a symlink) only if it is root's and not group/other-writable, in
+/// directories that are root's and not writable by others (a sticky directory may be)
+/// all the way up. The reason otherwise.
+pub fn root_only(path: &Path) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|err| err.to_string())?;
+    if meta.file_type().is_symlink() {
+        return Err("a symbolic link".into());
+    }
+    if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Err(format!("owner uid {}, mode {:o}", meta.uid(), meta.mode() & 0o7777));
+    }
+    let mut dir = path.parent();
+    while let Some(current) = dir.filter(|dir| !dir.as_os_str().is_empty()) {
+        let meta = std::fs::metadata(current).map_err(|err| format!("{}: {err}", current.display()))?;
+        if meta.uid() != 0 || (meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0) {
+            return Err(format!("its directory {} can be changed by others", current.display()));
+        }
+        dir = current.parent();
+    }
+    Ok(())
+}
+
+/// Whether `path` is on a read-only mount.
+pub fn on_read_only_mount(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
+    unsafe {
+        let mut stat: libc::statvfs = std::mem::zeroed();
+        libc::statvfs(c_path.as_ptr(), &mut stat) == 0 && stat.f_flag & libc::ST_RDONLY != 0
+    }
+}

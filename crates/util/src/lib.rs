@@ -6,6 +6,7 @@
 pub mod fs;
 pub mod fuzzing;
 pub mod splice;
+pub mod users;
 
 use std::{ffi::OsString, path::PathBuf};
 

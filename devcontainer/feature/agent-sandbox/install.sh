@@ -83,15 +83,21 @@ rm -f /etc/agent-sandbox/firewall.jsonc
 id agent-sandbox-net >/dev/null 2>&1 \
   || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin agent-sandbox-net \
   || fail "cannot create the user agent-sandbox-net for the network proxy"
+# The user the push verifier runs the checks as (no credentials, not the agent's).
+id agent-sandbox-check >/dev/null 2>&1 \
+  || useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin agent-sandbox-check \
+  || fail "cannot create the user agent-sandbox-check for the push verifier"
+[ -x /usr/bin/setpriv ] || fail "/usr/bin/setpriv (util-linux) is missing: the push verifier reads the repository through it"
 install -m 0644 "$here/bashrc" /etc/agent-sandbox/bashrc
 install -m 0755 "$here/entrypoint.sh" /usr/local/share/agent-sandbox/entrypoint.sh
 sudoers=/etc/sudoers.d/agent-sandbox
 {
-  echo "# The agent may apply and show the firewall, nothing else, with exactly these"
-  echo "# arguments: the policy comes from root-owned files, never from the caller."
+  echo "# The agent may apply and show the firewall and hand a push to the verifier,"
+  echo "# nothing else, with exactly these arguments: the policy comes from root-owned"
+  echo "# files, never from the caller, and the verifier trusts nothing in its request."
   for who in $(printf '%s\n%s\n' "$user" "$container_user" | grep -vx root | sort -u); do
     echo "Defaults:$who env_reset"
-    echo "$who ALL=(root) NOPASSWD: /usr/local/bin/agent-sandbox firewall apply, /usr/local/bin/agent-sandbox firewall status, /usr/local/bin/agent-sandbox firewall start"
+    echo "$who ALL=(root) NOPASSWD: /usr/local/bin/agent-sandbox firewall apply, /usr/local/bin/agent-sandbox firewall status, /usr/local/bin/agent-sandbox firewall start, /usr/local/bin/agent-sandbox push-verify"
   done
 } > "$sudoers.next"
 chmod 0440 "$sudoers.next"

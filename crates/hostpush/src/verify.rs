@@ -1,0 +1,612 @@
+//! Pushes in a container, where no process outside the agent's reach exists: with
+//! `git.verifiedPush`, the git guard hands `git push` to `agent-sandbox push-verify`,
+//! which root runs through the image's one exact sudo rule (`env_reset`: none of the
+//! agent's variables, `LD_*` among them, reach it). The request (the same JSON line as
+//! on the host's socket) comes on stdin; everything the agent could have written is
+//! treated as hostile:
+//!
+//! - only the project's repository is pushed: the work tree whose `.git/config` is a
+//!   read-only mount point (`devcontainer init` and the Docker sandbox mount it so), so
+//!   the remotes, credentials and commands git reads there are the user's;
+//! - root's git never works in the agent's repository: it fetches the refs into its own
+//!   mirror (`/var/lib/agent-sandbox/push/mirror.git`), with the reading side
+//!   (`upload-pack`) run as the checks' user, which cannot read root's files, and
+//!   index-pack verifying every object's hash, so what the checks see is what the
+//!   remote, which verifies the same hashes, receives; the agent can swap objects in
+//!   its own store at any time without effect;
+//! - the hook guard, as `pre-push` of root's push from the mirror, refuses protected
+//!   paths and runs `checks.commands` on every new commit, as the user
+//!   `agent-sandbox-check` (no credentials, not the agent's user: the agent can neither
+//!   signal its processes nor write its worktree) with a clean environment;
+//! - root's git pushes with root's own setup (`/root/.ssh`, `/root/.gitconfig`): the
+//!   container's push credentials are root's and the agent's user holds none.
+//!
+//! What the image's root trusts stays root's: every configuration file the mirror's git
+//! reads must be root's or on a read-only mount, and a remote that is a local directory
+//! must be root's all the way up (root's push would run that repository's hooks).
+
+use std::{
+    io::Read,
+    os::unix::{fs::PermissionsExt, io::AsRawFd},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use guard_settings::{CheckUser, HookGuardSettings};
+
+use crate::{
+    plan::{plan, request_repository, PushFacts, Refusal},
+    protocol::{Request, MAX_REQUEST},
+    service::{hook_script, SETTINGS_VAR},
+};
+
+/// The user the checks of a container's pushes run as (created by the Feature).
+pub const CHECK_USER: &str = "agent-sandbox-check";
+/// The verifier's directory: root's, readable by the checks' user (its worktree is in it).
+pub const STATE_DIR: &str = "/var/lib/agent-sandbox/push";
+/// Where refusals are recorded.
+const LOG: &str = "/var/log/agent-sandbox/push.jsonl";
+const SETPRIV: &str = "/usr/bin/setpriv";
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Files of the project's git directory that make git see other objects, another
+/// history or another configuration than the user's: no push while one is there.
+const REFUSED_FILES: &[&str] =
+    &["commondir", "shallow", "objects/info/alternates", "objects/info/http-alternates", "config.worktree"];
+
+fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
+    Refusal { why: why.into(), instead: instead.into() }
+}
+
+/// `agent-sandbox push-verify`: the push's exit status. `config` is the configuration a
+/// container trusts (the image's and the project's read-only one).
+pub fn run(config: Result<config::Config, String>, self_exe: &Path) -> i32 {
+    match verify(config, self_exe) {
+        Ok(code) => code,
+        Err(refusal) => {
+            eprintln!("{refusal}");
+            let event = audit::Event::new("git", "push", "git push", "blocked", "verified-push", Some(refusal.why));
+            if let Some(dir) = Path::new(LOG).parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = audit::append(Path::new(LOG), &[event]);
+            1
+        }
+    }
+}
+
+/// The work trees whose `.git/config` is a read-only mount point, as
+/// `/proc/self/mountinfo` lists them (the last mount at a path is the one seen).
+pub fn projects(mountinfo: &str) -> Vec<PathBuf> {
+    let mut seen: Vec<(PathBuf, bool)> = Vec::new();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (Some(point), Some(options)) = (fields.get(4), fields.get(5)) else { continue };
+        let point = PathBuf::from(unescape(point));
+        let read_only = options.split(',').any(|option| option == "ro");
+        seen.retain(|(earlier, _)| *earlier != point);
+        seen.push((point, read_only));
+    }
+    seen.into_iter()
+        .filter(|(point, read_only)| *read_only && point.ends_with(".git/config"))
+        .filter_map(|(point, _)| Some(point.parent()?.parent()?.to_path_buf()))
+        .collect()
+}
+
+/// mountinfo's octal escapes (`\040` for a blank).
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .and_then(|digits| std::str::from_utf8(digits).ok().and_then(|digits| u8::from_str_radix(digits, 8).ok()));
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Where a remote's URL leads, for root's push.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Remote {
+    /// Over the network (ssh, https, git): nothing there runs in this container.
+    Network,
+    /// A directory here: root's push runs its hooks, so it must be root's.
+    Local(PathBuf),
+    /// A remote helper (`ext::`, `fd::`, …) runs commands the URL names.
+    Helper,
+}
+
+/// What `url` is, as git reads it (`cwd` for a relative path).
+pub fn remote_kind(url: &str, cwd: &Path) -> Remote {
+    if let Some(path) = url.strip_prefix("file://") {
+        let path = path.strip_prefix("localhost").unwrap_or(path);
+        return Remote::Local(gitfacts::normalize(&cwd.join(path)));
+    }
+    if url.contains("://") {
+        return Remote::Network;
+    }
+    if let Some((transport, _)) = url.split_once("::") {
+        if !transport.contains('/') {
+            return Remote::Helper;
+        }
+    }
+    // scp-like `[user@]host:path`: a colon before any slash.
+    match (url.find(':'), url.find('/')) {
+        (Some(colon), slash) if slash.is_none_or(|slash| colon < slash) => Remote::Network,
+        _ => Remote::Local(gitfacts::normalize(&cwd.join(url))),
+    }
+}
+
+fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32, Refusal> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || runtime_layout::detect() != runtime_layout::Where::Container {
+        return Err(refuse(
+            "push-verify is a container's verifier, which root runs through the image's sudo rule",
+            "push with `git push`: the git guard hands the push over",
+        ));
+    }
+    let config = config.map_err(|err| {
+        refuse(format!("the configuration cannot be read: {err}"), "fix it (no push leaves until it reads)")
+    })?;
+    let request = read_request(std::io::stdin(), REQUEST_TIMEOUT)?;
+    let (uid, gid) = util::users::lookup(CHECK_USER).ok_or_else(|| {
+        refuse(format!("the image has no user {CHECK_USER} to run the checks as"), "rebuild the image with the Feature")
+    })?;
+    let state = Path::new(STATE_DIR);
+    make_root_dir(state, 0o755)?;
+    let _lock = util::fs::lock(&state.join("lock"), true)
+        .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "push again"))?;
+    // What a check left running in an earlier, interrupted push.
+    util::users::kill_all(uid, Duration::from_secs(10));
+
+    let cwd = gitfacts::normalize(Path::new(&request.cwd));
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|err| refuse(format!("cannot read the mounts: {err}"), "push again"))?;
+    let top = projects(&mountinfo)
+        .into_iter()
+        .filter(|top| cwd.starts_with(top))
+        .max_by_key(|top| top.components().count())
+        .ok_or_else(|| {
+            refuse(
+                format!(
+                    "pushes leave this container only from the project's repository (its .git/config mounted \
+                     read-only), and this push comes from {}",
+                    cwd.display()
+                ),
+                "push from the project itself",
+            )
+        })?;
+    let git_dir = top.join(".git");
+    let plain_dir = git_dir.symlink_metadata().is_ok_and(|meta| meta.is_dir());
+    if !plain_dir || std::fs::canonicalize(&top).ok().as_deref() != Some(top.as_path()) {
+        return Err(refuse(
+            format!("{} is not the project's own git directory as mounted", git_dir.display()),
+            "push from the project itself",
+        ));
+    }
+    if request_repository(&cwd, &top, &git_dir, |dir| dir.join(".git").symlink_metadata().is_ok()).is_none() {
+        return Err(refuse(
+            format!("this push comes from {}, a repository nested in the project", cwd.display()),
+            format!("push from the project ({}) itself", top.display()),
+        ));
+    }
+    for name in REFUSED_FILES {
+        if git_dir.join(name).symlink_metadata().is_ok() {
+            return Err(refuse(
+                format!(
+                    ".git/{name} is there: it changes which objects, history or configuration git sees, so nothing \
+                     the push sends could be checked"
+                ),
+                format!(
+                    "remove .git/{name} outside the container (for a shallow clone: `git fetch --unshallow`), then \
+                     push again"
+                ),
+            ));
+        }
+    }
+
+    let mirror = state.join("mirror.git");
+    prepare_mirror(&mirror, &top, uid, gid)?;
+    let remotes = lines(&mirror_git(&mirror, &["remote"])?);
+    let facts = PushFacts {
+        project_root: top.clone(),
+        common_dir: git_dir.clone(),
+        request_dir: cwd,
+        request_common_dir: Some(git_dir.clone()),
+        remotes: remotes.clone(),
+        allow_branch_deletion: config.git_allow_branch_deletion.value,
+        changed_since_start: Vec::new(),
+        hooks_dir: state.join("hooks"),
+    };
+    let command = plan(&request.args, &facts)?;
+    for remote in command.remote.iter().cloned().map(|remote| vec![remote]).next().unwrap_or(remotes) {
+        for url in lines(&mirror_git(&mirror, &["remote", "get-url", "--push", "--all", "--", &remote])?) {
+            check_remote(&remote, &url, &top)?;
+        }
+    }
+
+    let hooks = state.join("hooks");
+    make_root_dir(&hooks, 0o755)?;
+    write_root_file(&hooks.join("pre-push"), hook_script(self_exe).as_bytes(), 0o755)?;
+    let work = state.join("work");
+    remove(&work)?;
+    make_root_dir(&work, 0o755)?;
+    let home = work.join("home");
+    for dir in [&home, &work.join("tmp")] {
+        std::fs::create_dir(dir)
+            .and_then(|()| std::os::unix::fs::chown(dir, Some(uid), Some(gid)))
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|err| refuse(format!("cannot prepare {}: {err}", dir.display()), "push again"))?;
+    }
+    let mut settings = HookGuardSettings::from_config(&config);
+    if let Some(hooks_dir) = project_hooks_dir(&mirror, &top) {
+        settings.protected_paths.push(hooks_dir);
+    }
+    settings.check_user = Some(CheckUser {
+        uid,
+        gid,
+        env: check_env(&work),
+        worktree: work.join("tree"),
+        project: top.clone(),
+        dependencies: dependency_dirs(&top),
+    });
+    let settings_file = state.join("settings.json");
+    write_root_file(&settings_file, settings.to_json().as_bytes(), 0o600)?;
+
+    for note in &command.notes {
+        eprintln!("{note}");
+    }
+    let status = Command::new(runtime_layout::CONTAINER_REAL_GIT)
+        .arg("--git-dir")
+        .arg(&mirror)
+        .args(&command.argv)
+        .current_dir(&mirror)
+        .env_clear()
+        .envs(root_env())
+        .env(SETTINGS_VAR, &settings_file)
+        .stdin(Stdio::null())
+        .status();
+    util::users::kill_all(uid, Duration::from_secs(10));
+    let _ = remove(&work);
+    let status =
+        status.map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
+    Ok(status.code().unwrap_or(1))
+}
+
+/// The request line from `input`, which must come within `limit` (the agent may hold
+/// sudo's stdin open and send nothing).
+fn read_request(input: impl Read + AsRawFd, limit: Duration) -> Result<Request, Refusal> {
+    let deadline = Instant::now() + limit;
+    let fd = input.as_raw_fd();
+    let mut line = Vec::new();
+    let mut input = input;
+    let mut buf = [0u8; 4096];
+    let unreadable = |why: String| refuse(format!("unreadable request: {why}"), "push with `git push`");
+    while !line.contains(&b'\n') {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut poll = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let millis = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        if millis == 0 || unsafe { libc::poll(&mut poll, 1, millis) } <= 0 {
+            return Err(unreadable("none came in time".into()));
+        }
+        match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => line.extend_from_slice(&buf[..n]),
+            Err(err) => return Err(unreadable(err.to_string())),
+        }
+        if line.len() as u64 > MAX_REQUEST {
+            return Err(unreadable("too long".into()));
+        }
+    }
+    Request::read(&line[..]).map_err(|err| unreadable(err.to_string()))
+}
+
+/// Creates `dir` (and refuses one that is not root's, or a link) with `mode`.
+fn make_root_dir(dir: &Path, mode: u32) -> Result<(), Refusal> {
+    let failed = |err: String| refuse(format!("cannot prepare {}: {err}", dir.display()), "rebuild the image");
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(failed(err.to_string())),
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(|err| failed(err.to_string()))?;
+    util::fs::root_only(dir).map_err(failed)
+}
+
+fn write_root_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Refusal> {
+    util::fs::atomic_write(path, bytes, mode)
+        .map_err(|err| refuse(format!("cannot write {}: {err}", path.display()), "push again"))
+}
+
+fn remove(dir: &Path) -> Result<(), Refusal> {
+    match std::fs::remove_dir_all(dir) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+            Err(refuse(format!("cannot remove {}: {err}", dir.display()), "push again"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Root's git's environment: nothing of the agent's.
+fn root_env() -> [(&'static str, &'static str); 6] {
+    [
+        ("HOME", "/root"),
+        ("PATH", PATH),
+        ("GIT_NO_REPLACE_OBJECTS", "1"),
+        ("GIT_GRAFT_FILE", "/dev/null"),
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("USER", "root"),
+    ]
+}
+
+/// The checks' environment: their own home and temporary directory, git trusting the
+/// worktree (its records stay root's).
+fn check_env(work: &Path) -> Vec<(String, String)> {
+    let home = work.join("home").display().to_string();
+    let tmp = work.join("tmp").display().to_string();
+    [
+        ("PATH", PATH.to_owned()),
+        ("HOME", home),
+        ("TMPDIR", tmp),
+        ("USER", CHECK_USER.to_owned()),
+        ("LOGNAME", CHECK_USER.to_owned()),
+        ("LANG", "C.UTF-8".to_owned()),
+        ("GIT_CONFIG_COUNT", "1".to_owned()),
+        ("GIT_CONFIG_KEY_0", "safe.directory".to_owned()),
+        ("GIT_CONFIG_VALUE_0", "*".to_owned()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value))
+    .collect()
+}
+
+/// Root's git in the mirror (whose own configuration runs no hooks and no fsmonitor);
+/// its stdout.
+fn mirror_git(mirror: &Path, args: &[&str]) -> Result<Vec<u8>, Refusal> {
+    let out = Command::new(runtime_layout::CONTAINER_REAL_GIT)
+        .arg("--git-dir")
+        .arg(mirror)
+        .args(args)
+        .current_dir(mirror)
+        .env_clear()
+        .envs(root_env())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
+    if !out.status.success() {
+        return Err(refuse(
+            format!("`git {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()),
+            "fix what git says, then push again",
+        ));
+    }
+    Ok(out.stdout)
+}
+
+fn lines(bytes: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(bytes).lines().filter(|line| !line.is_empty()).map(str::to_owned).collect()
+}
+
+/// Makes the mirror hold the project's branches, tags, remote-tracking refs and `HEAD`,
+/// read by `upload-pack` as the checks' user and verified by root's index-pack; its
+/// configuration is the project's `.git/config` (read-only, the user's) under root's
+/// own settings, and every file that configuration brings in must be trusted too.
+fn prepare_mirror(mirror: &Path, top: &Path, uid: u32, gid: u32) -> Result<(), Refusal> {
+    if !mirror.join("HEAD").exists() {
+        remove(mirror)?;
+        let out = Command::new(runtime_layout::CONTAINER_REAL_GIT)
+            .args(["init", "--bare", "-q"])
+            .arg(mirror)
+            .env_clear()
+            .envs(root_env())
+            .output()
+            .map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
+        if !out.status.success() {
+            return Err(refuse(
+                format!("cannot create {}: {}", mirror.display(), String::from_utf8_lossy(&out.stderr).trim()),
+                "push again",
+            ));
+        }
+    }
+    let project_config = top.join(".git/config");
+    // The user's file first, root's settings after it (the later value wins).
+    let config = format!(
+        "[include]\n\tpath = {}\n[core]\n\trepositoryformatversion = 0\n\tbare = true\n\thooksPath = /dev/null\n\
+         \tfsmonitor = false\n[gc]\n\tauto = 0\n[advice]\n\tgraftFileDeprecated = false\n[protocol \"file\"]\n\tallow = always\n",
+        quote_config_value(&project_config.display().to_string())
+    );
+    write_root_file(&mirror.join("config"), config.as_bytes(), 0o644)?;
+    // Every file the mirror's git reads its configuration from.
+    let listing = mirror_git(mirror, &["config", "--list", "--show-origin", "--includes", "-z"])?;
+    for entry in listing.split(|b| *b == 0).step_by(2) {
+        let origin = String::from_utf8_lossy(entry);
+        let Some(file) = origin.strip_prefix("file:") else { continue };
+        let file = Path::new(file);
+        if file == project_config || file == mirror.join("config") {
+            continue;
+        }
+        util::fs::trusted_file(file).map_err(|why| {
+            refuse(
+                format!(
+                    "the repository's configuration reads {} ({why}), a file the agent may have written; root's git \
+                     would do what it says",
+                    file.display()
+                ),
+                "move that setting into .git/config or root's own git configuration",
+            )
+        })?;
+    }
+    // git clears `-c` options and GIT_* redirections for a local transport's
+    // upload-pack: the reader is given its own (the repository is not its user's).
+    let reader = format!(
+        "{SETPRIV} --reuid={uid} --regid={gid} --clear-groups --no-new-privs /usr/bin/env HOME=/nonexistent \
+         GIT_NO_REPLACE_OBJECTS=1 GIT_GRAFT_FILE=/dev/null {} -c safe.directory='*' -c advice.graftFileDeprecated=false \
+         -c uploadpack.allowAnySHA1InWant=true upload-pack",
+        runtime_layout::CONTAINER_REAL_GIT
+    );
+    let source = format!("file://{}", top.join(".git").display());
+    mirror_git(
+        mirror,
+        &[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--prune",
+            "--no-write-fetch-head",
+            "--upload-pack",
+            &reader,
+            &source,
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+            "+refs/remotes/*:refs/remotes/*",
+        ],
+    )
+    .map_err(|refusal| refuse(format!("cannot read the project's commits: {}", refusal.why), refusal.instead))?;
+    // HEAD: the branch checked out, or the detached commit.
+    let head = util::fs::read_regular_nofollow(&top.join(".git/HEAD"), 4096).unwrap_or_default();
+    let head = String::from_utf8_lossy(&head).trim().to_owned();
+    if let Some(branch) = head.strip_prefix("ref: ").filter(|name| name.starts_with("refs/heads/")) {
+        if mirror_git(mirror, &["check-ref-format", branch]).is_ok() {
+            mirror_git(mirror, &["symbolic-ref", "HEAD", branch])?;
+        }
+    } else if head.len() >= 40 && head.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let fetched = mirror_git(
+            mirror,
+            &[
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--upload-pack",
+                &reader,
+                &source,
+                &format!("+{head}:refs/agent-sandbox/head"),
+            ],
+        );
+        if fetched.is_ok() {
+            mirror_git(mirror, &["update-ref", "--no-deref", "HEAD", &head])?;
+        }
+    }
+    Ok(())
+}
+
+/// A config value in double quotes (a path may hold `;`, `#` or blanks).
+fn quote_config_value(value: &str) -> String {
+    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// Refuses a push URL through which root's push would run what the agent wrote.
+fn check_remote(remote: &str, url: &str, top: &Path) -> Result<(), Refusal> {
+    match remote_kind(url, top) {
+        Remote::Network => Ok(()),
+        Remote::Helper => Err(refuse(
+            format!("{remote}'s URL {url} names a remote helper, which runs commands"),
+            "push to an ssh or https remote",
+        )),
+        Remote::Local(path) => {
+            for part in [path.clone(), path.join("config"), path.join("hooks")] {
+                if part.symlink_metadata().is_err() && part != path {
+                    continue;
+                }
+                util::fs::root_only(&part).map_err(|why| {
+                    refuse(
+                        format!(
+                            "{remote} is the directory {} ({}: {why}): root's push would run that repository's \
+                             hooks, which others can change",
+                            path.display(),
+                            part.display()
+                        ),
+                        "push to an ssh or https remote, or make that repository root's alone",
+                    )
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The project's `core.hooksPath` (from its read-only config) when it is in the work
+/// tree, as a path relative to it: commits may not change it.
+fn project_hooks_dir(mirror: &Path, top: &Path) -> Option<String> {
+    let config = top.join(".git/config").display().to_string();
+    let value = mirror_git(mirror, &["config", "--file", &config, "--get", "core.hooksPath"]).ok()?;
+    let value = String::from_utf8_lossy(&value).trim().to_owned();
+    let dir = gitfacts::normalize(&top.join(&value));
+    let rel = dir.strip_prefix(top).ok()?;
+    (!rel.as_os_str().is_empty()).then(|| rel.display().to_string())
+}
+
+/// The project's dependency directories at its top (`node_modules`, `.venv`, …), which
+/// the checks see through links.
+fn dependency_dirs(top: &Path) -> Vec<String> {
+    ["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"]
+        .into_iter()
+        .filter(|name| top.join(name).symlink_metadata().is_ok_and(|meta| meta.is_dir()))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn projects_are_the_work_trees_with_a_read_only_git_config_mount() {
+        let mountinfo = "\
+22 1 0:21 / / rw,relatime - overlay overlay rw
+30 22 8:1 /home/u/p /workspace rw,relatime - ext4 /dev/sda1 rw
+31 30 8:1 /home/u/p/.git/config /workspace/.git/config ro,relatime - ext4 /dev/sda1 rw
+32 30 8:1 /home/u/p/.git/hooks /workspace/.git/hooks ro,relatime - ext4 /dev/sda1 rw
+33 22 8:1 /home/u/q/.git/config /srv/q/.git/config rw,relatime - ext4 /dev/sda1 rw
+34 22 8:1 /x /srv/with\\040blank/.git/config ro,relatime - ext4 /dev/sda1 rw
+35 22 8:1 /y /srv/over/.git/config ro,relatime - ext4 /dev/sda1 rw
+36 22 8:1 /z /srv/over/.git/config rw,relatime - ext4 /dev/sda1 rw
+37 22 8:1 /c /etc/config ro,relatime - ext4 /dev/sda1 rw";
+        assert_eq!(projects(mountinfo), [PathBuf::from("/workspace"), PathBuf::from("/srv/with blank")]);
+    }
+
+    #[test]
+    fn remote_urls_are_told_apart_as_git_reads_them() {
+        let top = Path::new("/workspace");
+        for url in ["git@github.com:o/r.git", "ssh://h/r", "https://h/r", "host:r", "git://h/r"] {
+            assert_eq!(remote_kind(url, top), Remote::Network, "{url}");
+        }
+        assert_eq!(remote_kind("ext::sh -c x", top), Remote::Helper);
+        assert_eq!(remote_kind("fd::3", top), Remote::Helper);
+        assert_eq!(remote_kind("/srv/r.git", top), Remote::Local("/srv/r.git".into()));
+        assert_eq!(remote_kind("../r.git", top), Remote::Local("/r.git".into()));
+        assert_eq!(remote_kind("./a:b", top), Remote::Local("/workspace/a:b".into()));
+        assert_eq!(remote_kind("file:///srv/r", top), Remote::Local("/srv/r".into()));
+        assert_eq!(remote_kind("file://localhost/srv/r", top), Remote::Local("/srv/r".into()));
+    }
+
+    #[test]
+    fn the_request_must_come_in_time_and_whole() {
+        let (mut writer, reader) = std::os::unix::net::UnixStream::pair().expect("pair");
+        let request = Request { cwd: "/w".into(), args: vec!["origin".into()] };
+        std::io::Write::write_all(&mut writer, &request.to_line()).expect("write");
+        assert_eq!(read_request(reader, Duration::from_secs(5)).expect("read"), request);
+        let (_silent, reader) = std::os::unix::net::UnixStream::pair().expect("pair");
+        let started = Instant::now();
+        let refusal = read_request(reader, Duration::from_millis(200)).expect_err("no request");
+        assert!(refusal.why.contains("none came in time"), "{}", refusal.why);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let (mut writer, reader) = std::os::unix::net::UnixStream::pair().expect("pair");
+        std::io::Write::write_all(&mut writer, b"{\"cwd\":1}\n").expect("write");
+        assert!(read_request(reader, Duration::from_secs(5)).is_err());
+        assert_eq!(quote_config_value("/a \"b\"\\c"), "\"/a \\\"b\\\"\\\\c\"");
+    }
+}

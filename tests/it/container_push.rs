@@ -1,0 +1,169 @@
+//! End to end: pushes from a dev container with `git.verifiedPush` (the real
+//! `@devcontainers/cli`, a real engine, the template on `agent-sandbox-base`). The
+//! remote is a bare repository only root can write, so root (the verifier, through the
+//! image's one sudo rule) holds the only credential; root also has a private key file
+//! the checks must not read. Every attack a capable agent has on the push (a failing
+//! commit on the branch, a new branch or a tag of a tree, an edited check, a scratch
+//! clone, another git directory, borrowed objects, its own git straight to the remote,
+//! the verifier's files and sudo rule) must leave the remote as it was, beside the
+//! legitimate pushes (a new branch, `main` with `-u`, a tag).
+
+use std::time::Instant;
+
+use crate::devcontainer::{check, chown_for_container, docker, git, Devcontainer};
+
+/// The project's check (protected): runs the project's own scripts, then refuses `FAIL`.
+const CHECK: &str = "#!/bin/sh\nfor f in src/*.sh; do sh \"$f\" || exit 1; done\n! grep -rq FAIL src\n";
+/// Code of the agent's that every check runs: who runs it, and what it can read.
+const PROBE: &str = "id -un > /tmp/check-user\ncat /root/.ssh/id_ed25519 > /tmp/stolen 2>/dev/null\ntrue\n";
+
+/// Runs `script` as root in `container`; its stdout.
+fn as_root(container: &str, script: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["exec", "-u", "root", container, "sh", "-c", script])
+        .output()
+        .expect("docker exec");
+    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_containers_push_leaves_only_once_root_has_verified_it() {
+    let Ok(tag) = std::env::var("AGENT_SANDBOX_E2E_BASE_TAG") else {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(
+            std::env::var_os("CI").is_none() || !root,
+            "CI must run the container push end-to-end test: run the suite through `cargo xtask test`"
+        );
+        eprintln!("skipped: the container push end-to-end test needs Docker and the base image (run `cargo xtask test` as root; the unprivileged rerun has no Docker access)");
+        return;
+    };
+    let started = Instant::now();
+    let cli = std::env::var("AGENT_SANDBOX_DEVCONTAINER_CLI").expect("xtask sets the devcontainer CLI path");
+    let world = tempfile::tempdir().expect("tempdir");
+    let project = Devcontainer { cli: &cli, repo: world.path().join("pushed") };
+    let repo = &project.repo;
+    std::fs::create_dir_all(repo.join("src")).expect("mkdir");
+    std::fs::create_dir_all(repo.join(".agent-sandbox")).expect("mkdir");
+    git(repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("check.sh"), CHECK).expect("write");
+    std::fs::write(repo.join("src/probe.sh"), PROBE).expect("write");
+    std::fs::write(repo.join("src/a.txt"), "ok\n").expect("write");
+    std::fs::write(
+        repo.join(".agent-sandbox/config.jsonc"),
+        "{\"git\": {\"verifiedPush\": true},\n \"checks\": {\"commands\": [\"sh check.sh\"], \"protectedPaths\": [\"check.sh\"]}}\n",
+    )
+    .expect("write");
+    git(repo, &["add", "."]);
+    git(repo, &["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "init"]);
+    git(repo, &["remote", "add", "origin", "/srv/remote.git"]);
+    project.init(&["--base-tag", &tag]);
+    git(repo, &["add", "."]);
+    git(repo, &["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "dev container"]);
+    chown_for_container(repo);
+    struct Down(String);
+    impl Drop for Down {
+        fn drop(&mut self) {
+            let label = format!("label=devcontainer.local_folder={}", self.0);
+            for id in docker(&["ps", "-aq", "--filter", &label]).split_whitespace() {
+                let _ = std::process::Command::new("docker").args(["rm", "-f", id]).output();
+            }
+        }
+    }
+    let _down = Down(repo.display().to_string());
+    let (ok, up_text) = project.up(&[]);
+    assert!(ok, "devcontainer up: {up_text}");
+    let container = project.container();
+    let (got, all) = project.exec("say workspace \"$PWD\"");
+    let workspace = got.get("workspace").cloned().unwrap_or_else(|| panic!("no workspace folder: {all}"));
+    // The remote and root's credentials, made by root where the agent cannot write.
+    as_root(
+        &container,
+        &format!(
+            "set -e; mkdir -p /root/.ssh; printf 'SECRET-KEY\\n' > /root/.ssh/id_ed25519; chmod 600 /root/.ssh/id_ed25519\n\
+             G=/usr/libexec/agent-sandbox/git; $G init -q --bare /srv/remote.git\n\
+             $G --git-dir=/srv/remote.git fetch -q --upload-pack=\"$G -c safe.directory='*' upload-pack\" {workspace}/.git main:main"
+        ),
+    );
+    let (got, all) = project.exec(
+        r#"
+        W=$PWD
+        git config --global user.name agent; git config --global user.email agent@t.invalid
+        git switch -q -c topic && echo ok2 > src/b.txt && git add . && git commit -qm pass1
+        git push origin topic >/tmp/o1 2>&1; say push_topic $?
+        git switch -q main && echo ok3 > src/c.txt && git add . && git commit -qm pass2
+        git push -u origin main >/tmp/o2 2>&1; say push_main $?
+        git tag v1 && git push origin v1 >/tmp/o3 2>&1; say push_tag $?
+        say check_user "$(cat /tmp/check-user 2>/dev/null)"
+        say stolen "$(wc -c < /tmp/stolen 2>/dev/null)"
+
+        echo FAIL > src/bad.txt && git add . && git commit -qm bad
+        git push origin main >/tmp/o4 2>&1; say push_failing $?
+        say failing_why "$(grep -c 'the check `sh check.sh` failed' /tmp/o4)"
+        git push origin HEAD:refs/heads/sneaky >/tmp/o5 2>&1; say push_new_branch $?
+        G=/usr/libexec/agent-sandbox/git
+        $G -c safe.directory='*' push --receive-pack="$G -c safe.directory='*' receive-pack" origin \
+          HEAD:refs/heads/direct >/tmp/o6 2>&1; say push_direct_refused "$([ $? -ne 0 ] && echo yes)"
+        git reset -q --hard HEAD~1
+
+        git clone -q "$W" /tmp/e && cd /tmp/e && printf 'exit 0\n' > check.sh && echo FAIL > src/bad.txt
+        git add . && git commit -qm edit-check && cd "$W" && git fetch -q /tmp/e HEAD:refs/heads/evil
+        git push origin evil >/tmp/o7 2>&1; say push_edited_check $?
+        say edited_check_why "$(grep -c 'check.sh, which is protected' /tmp/o7)"
+
+        git clone -q "$W" /tmp/s && cd /tmp/s && echo FAIL > src/bad.txt && git add . && git commit -qm scratch
+        git push /srv/remote.git HEAD:refs/heads/scratch >/tmp/o8 2>&1; say push_scratch $?
+        say scratch_why "$(grep -c 'only from the project' /tmp/o8)"
+        cd "$W"
+        git --git-dir=/tmp/s/.git push origin HEAD:refs/heads/scratch2 >/tmp/o9 2>&1; say push_git_dir $?
+        echo /tmp/s/.git/objects > .git/objects/info/alternates
+        git push origin HEAD:refs/heads/borrowed >/tmp/o10 2>&1; say push_alternates $?
+        rm .git/objects/info/alternates
+        git tag treetag 'HEAD^{tree}' && git push origin treetag >/tmp/o11 2>&1; say push_tree_tag $?
+
+        touch /var/lib/agent-sandbox/push/planted 2>/dev/null; say write_state $?
+        sudo -n /usr/local/bin/agent-sandbox push-verify </dev/null >/tmp/o12 2>&1; say empty_request $?
+        sudo -n /usr/local/bin/agent-sandbox push-verify origin </dev/null >/dev/null 2>&1; say sudo_other_args $?
+        say stolen_after "$(wc -c < /tmp/stolen 2>/dev/null)"
+        for f in /tmp/o*; do echo "== $f"; cat "$f"; done
+        "#,
+    );
+    check(
+        "pushes through the verifier",
+        &got,
+        &[
+            ("push_topic", "0"),
+            ("push_main", "0"),
+            ("push_tag", "0"),
+            ("check_user", "agent-sandbox-check"),
+            ("stolen", "0"),
+            ("push_failing", "1"),
+            ("failing_why", "1"),
+            ("push_new_branch", "1"),
+            ("push_direct_refused", "yes"),
+            ("push_edited_check", "1"),
+            ("edited_check_why", "1"),
+            ("push_scratch", "1"),
+            ("scratch_why", "1"),
+            ("push_git_dir", "1"),
+            ("push_alternates", "1"),
+            ("push_tree_tag", "1"),
+            ("write_state", "1"),
+            ("empty_request", "1"),
+            ("sudo_other_args", "1"),
+            ("stolen_after", "0"),
+        ],
+        &all,
+    );
+    let refs = as_root(
+        &container,
+        "G=/usr/libexec/agent-sandbox/git; $G --git-dir=/srv/remote.git for-each-ref --format='%(refname) %(subject)'",
+    );
+    assert_eq!(
+        refs.lines().collect::<Vec<_>>(),
+        ["refs/heads/main pass2", "refs/heads/topic pass1", "refs/tags/v1 pass2"],
+        "only the verified pushes reached the remote\n{all}"
+    );
+    eprintln!("container push e2e took {:?}", started.elapsed());
+}
