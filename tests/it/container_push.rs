@@ -1,16 +1,78 @@
 //! End to end: pushes from a dev container with `git.verifiedPush` (the real
-//! `@devcontainers/cli`, a real engine, the template on `agent-sandbox-base`). The
-//! remote is a bare repository only root can write, so root (the verifier, through the
-//! image's one sudo rule) holds the only credential; root also has a private key file
-//! the checks must not read. Every attack a capable agent has on the push (a failing
-//! commit on the branch, a new branch or a tag of a tree, an edited check, a scratch
-//! clone, another git directory, borrowed objects, its own git straight to the remote,
-//! the verifier's files and sudo rule) must leave the remote as it was, beside the
-//! legitimate pushes (a new branch, `main` with `-u`, a tag).
+//! `@devcontainers/cli`, a real engine, the template on `agent-sandbox-base`). Two
+//! remotes: a bare repository in the container only root can write, and one behind an
+//! sshd in a container of the test's own network, reached through the firewall's proxy
+//! with root's key (the sshd runs the host's own OpenSSH, mounted read-only). Root (the
+//! verifier, through the image's one sudo rule) holds the only credentials. Every
+//! attack a capable agent has on the push (a failing commit on the branch, a new branch
+//! or a tag of a tree, an edited check, a scratch clone, another git directory,
+//! borrowed objects, its own git straight to either remote, root's key, the verifier's
+//! files and sudo rule) must leave the remotes as they were, beside the legitimate
+//! pushes (a new branch, `main` with `-u`, a tag, over ssh).
 
-use std::time::Instant;
+use std::{path::Path, process::Command, time::Instant};
 
 use crate::devcontainer::{check, chown_for_container, docker, git, Devcontainer};
+
+/// Removes what the test created, whatever happened.
+struct Cleanup {
+    workspace: String,
+    containers: Vec<String>,
+    network: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let label = format!("label=devcontainer.local_folder={}", self.workspace);
+        for id in docker(&["ps", "-aq", "--filter", &label])
+            .split_whitespace()
+            .chain(self.containers.iter().map(String::as_str))
+        {
+            let _ = Command::new("docker").args(["rm", "-f", id]).output();
+        }
+        let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
+    }
+}
+
+/// An sshd for `root` accepting `client_key.pub`, serving `/srv/remote.git`, in a
+/// container on `network`: the plain Debian image with the host's own `/usr` (OpenSSH
+/// and git) mounted read-only over its own. Waits until it listens.
+fn start_sshd(name: &str, network: &str, dir: &Path) {
+    let keygen = |file: &str| {
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", file, "-f"])
+            .arg(dir.join(file))
+            .output()
+            .expect("ssh-keygen (openssh-client)");
+        assert!(out.status.success(), "ssh-keygen: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    keygen("host_key");
+    keygen("client_key");
+    std::fs::write(
+        dir.join("sshd_config"),
+        "Port 22\nHostKey /ssh/host_key\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\nUsePAM no\nPidFile none\nAuthorizedKeysFile /root/.ssh/authorized_keys\n",
+    )
+    .expect("write");
+    let mount = format!("{}:/ssh:ro", dir.display());
+    let script = "useradd -r -d /run/sshd -s /usr/sbin/nologin sshd; mkdir -p /run/sshd /root/.ssh\n\
+                  cp /ssh/client_key.pub /root/.ssh/authorized_keys; chmod 700 /root/.ssh\n\
+                  git init -q --bare /srv/remote.git && exec /usr/sbin/sshd -D -e -f /ssh/sshd_config";
+    let out = Command::new("docker")
+        .args(["run", "-d", "--name", name, "--hostname", name, "--network", network, "-v", "/usr:/usr:ro", "-v"])
+        .args([mount.as_str(), "--entrypoint", "sh", crate::devcontainer::PLAIN_IMAGE, "-c", script])
+        .output()
+        .expect("docker run");
+    assert!(out.status.success(), "sshd container: {}", String::from_utf8_lossy(&out.stderr));
+    for _ in 0..120 {
+        let logs = Command::new("docker").args(["logs", name]).output().expect("docker logs");
+        if String::from_utf8_lossy(&logs.stderr).contains("Server listening") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    panic!("the sshd did not start: {}", docker(&["logs", name]));
+}
 
 /// The project's check (protected): runs the project's own scripts, then refuses `FAIL`.
 const CHECK: &str = "#!/bin/sh\nfor f in src/*.sh; do sh \"$f\" || exit 1; done\n! grep -rq FAIL src\n";
@@ -44,6 +106,20 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
     let world = tempfile::tempdir().expect("tempdir");
     let project = Devcontainer { cli: &cli, repo: world.path().join("pushed") };
     let repo = &project.repo;
+    let id = std::process::id();
+    let subnet = format!("172.30.{}", 16 + id % 200);
+    let network = format!("as-push-{id}");
+    let sshd = format!("as-push-ssh-{id}");
+    let _cleanup =
+        Cleanup { workspace: repo.display().to_string(), containers: vec![sshd.clone()], network: network.clone() };
+    let out = Command::new("docker")
+        .args(["network", "create", "--subnet", &format!("{subnet}.0/24"), &network])
+        .output()
+        .expect("docker");
+    assert!(out.status.success(), "network: {}", String::from_utf8_lossy(&out.stderr));
+    let ssh_dir = world.path().join("ssh");
+    std::fs::create_dir(&ssh_dir).expect("mkdir");
+    start_sshd(&sshd, &network, &ssh_dir);
     std::fs::create_dir_all(repo.join("src")).expect("mkdir");
     std::fs::create_dir_all(repo.join(".agent-sandbox")).expect("mkdir");
     git(repo, &["init", "-q", "-b", "main"]);
@@ -52,38 +128,48 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
     std::fs::write(repo.join("src/a.txt"), "ok\n").expect("write");
     std::fs::write(
         repo.join(".agent-sandbox/config.jsonc"),
-        "{\"git\": {\"verifiedPush\": true},\n \"checks\": {\"commands\": [\"sh check.sh\"], \"protectedPaths\": [\"check.sh\"]}}\n",
+        format!(
+            "{{\"git\": {{\"verifiedPush\": true}},\n \"checks\": {{\"commands\": [\"sh check.sh\"], \
+             \"protectedPaths\": [\"check.sh\"]}},\n \"network\": {{\"allow\": [\"{sshd}:22\"], \
+             \"allowPrivate\": [\"{subnet}.0/24\"]}}}}\n"
+        ),
     )
     .expect("write");
     git(repo, &["add", "."]);
     git(repo, &["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "init"]);
     git(repo, &["remote", "add", "origin", "/srv/remote.git"]);
+    git(repo, &["remote", "add", "ssh", &format!("ssh://root@{sshd}/srv/remote.git")]);
     project.init(&["--base-tag", &tag]);
+    let json_path = repo.join(".devcontainer/devcontainer.json");
+    let generated = std::fs::read_to_string(&json_path).expect("generated");
+    let edited = generated.replacen("{\n", &format!("{{\n  \"runArgs\": [\"--network={network}\"],\n"), 1);
+    std::fs::write(&json_path, edited).expect("edit");
     git(repo, &["add", "."]);
     git(repo, &["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "-m", "dev container"]);
     chown_for_container(repo);
-    struct Down(String);
-    impl Drop for Down {
-        fn drop(&mut self) {
-            let label = format!("label=devcontainer.local_folder={}", self.0);
-            for id in docker(&["ps", "-aq", "--filter", &label]).split_whitespace() {
-                let _ = std::process::Command::new("docker").args(["rm", "-f", id]).output();
-            }
-        }
-    }
-    let _down = Down(repo.display().to_string());
     let (ok, up_text) = project.up(&[]);
     assert!(ok, "devcontainer up: {up_text}");
     let container = project.container();
     let (got, all) = project.exec("say workspace \"$PWD\"");
     let workspace = got.get("workspace").cloned().unwrap_or_else(|| panic!("no workspace folder: {all}"));
-    // The remote and root's credentials, made by root where the agent cannot write.
+    // The remotes and root's credentials, made by root where the agent cannot write:
+    // root's ssh key and the sshd's host key, and the local bare repository.
+    let host_key = std::fs::read_to_string(ssh_dir.join("host_key.pub")).expect("host key");
+    let client_key = std::fs::read_to_string(ssh_dir.join("client_key")).expect("client key");
     as_root(
         &container,
         &format!(
-            "set -e; mkdir -p /root/.ssh; printf 'SECRET-KEY\\n' > /root/.ssh/id_ed25519; chmod 600 /root/.ssh/id_ed25519\n\
-             G=/usr/libexec/agent-sandbox/git; $G init -q --bare /srv/remote.git\n\
-             $G --git-dir=/srv/remote.git fetch -q --upload-pack=\"$G -c safe.directory='*' upload-pack\" {workspace}/.git main:main"
+            "set -e; mkdir -p /root/.ssh; chmod 700 /root/.ssh\n\
+             printf '%s' '{client_key}' > /root/.ssh/id_ed25519; chmod 600 /root/.ssh/id_ed25519\n\
+             echo '{sshd} {host_key}' > /root/.ssh/known_hosts"
+        ),
+    );
+    as_root(
+        &container,
+        &format!(
+            "set -e; G=/usr/libexec/agent-sandbox/git; $G init -q --bare /srv/remote.git\n\
+             $G --git-dir=/srv/remote.git fetch -q --upload-pack=\"$G -c safe.directory='*' upload-pack\" {workspace}/.git main:main\n\
+             $G -c safe.directory='*' -C {workspace} push -q ssh main"
         ),
     );
     let (got, all) = project.exec(
@@ -95,6 +181,7 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         git switch -q main && echo ok3 > src/c.txt && git add . && git commit -qm pass2
         git push -u origin main >/tmp/o2 2>&1; say push_main $?
         git tag v1 && git push origin v1 >/tmp/o3 2>&1; say push_tag $?
+        git push ssh main >/tmp/s1 2>&1; say ssh_push_main $?
         say check_user "$(cat /tmp/check-user 2>/dev/null)"
         say stolen "$(wc -c < /tmp/stolen 2>/dev/null)"
 
@@ -102,6 +189,10 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         git push origin main >/tmp/o4 2>&1; say push_failing $?
         say failing_why "$(grep -c 'the check `sh check.sh` failed' /tmp/o4)"
         git push origin HEAD:refs/heads/sneaky >/tmp/o5 2>&1; say push_new_branch $?
+        git push ssh main >/tmp/s2 2>&1; say ssh_push_failing $?
+        GIT_SSH_COMMAND='ssh -o StrictHostKeyChecking=no -o BatchMode=yes' /usr/libexec/agent-sandbox/git push ssh \
+          HEAD:refs/heads/direct >/tmp/s3 2>&1; say ssh_direct_refused "$([ $? -ne 0 ] && echo yes)"
+        cat /root/.ssh/id_ed25519 >/dev/null 2>&1; say read_key $?
         G=/usr/libexec/agent-sandbox/git
         $G -c safe.directory='*' push --receive-pack="$G -c safe.directory='*' receive-pack" origin \
           HEAD:refs/heads/direct >/tmp/o6 2>&1; say push_direct_refused "$([ $? -ne 0 ] && echo yes)"
@@ -126,7 +217,7 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         sudo -n /usr/local/bin/agent-sandbox push-verify </dev/null >/tmp/o12 2>&1; say empty_request $?
         sudo -n /usr/local/bin/agent-sandbox push-verify origin </dev/null >/dev/null 2>&1; say sudo_other_args $?
         say stolen_after "$(wc -c < /tmp/stolen 2>/dev/null)"
-        for f in /tmp/o*; do echo "== $f"; cat "$f"; done
+        for f in /tmp/o* /tmp/s[0-9]; do echo "== $f"; cat "$f"; done
         "#,
     );
     check(
@@ -136,6 +227,10 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
             ("push_topic", "0"),
             ("push_main", "0"),
             ("push_tag", "0"),
+            ("ssh_push_main", "0"),
+            ("ssh_push_failing", "1"),
+            ("ssh_direct_refused", "yes"),
+            ("read_key", "1"),
             ("check_user", "agent-sandbox-check"),
             ("stolen", "0"),
             ("push_failing", "1"),
@@ -164,6 +259,15 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         refs.lines().collect::<Vec<_>>(),
         ["refs/heads/main pass2", "refs/heads/topic pass1", "refs/tags/v1 pass2"],
         "only the verified pushes reached the remote\n{all}"
+    );
+    let out = Command::new("docker")
+        .args(["exec", &sshd, "git", "--git-dir=/srv/remote.git", "for-each-ref", "--format=%(refname) %(subject)"])
+        .output()
+        .expect("docker exec");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().collect::<Vec<_>>(),
+        ["refs/heads/main pass2"],
+        "only the verified push reached the ssh remote\n{all}"
     );
     eprintln!("container push e2e took {:?}", started.elapsed());
 }

@@ -27,7 +27,7 @@ use std::{
 use crate::support::BIN;
 
 /// The plain Debian image `cargo xtask test` bootstraps (no agent-sandbox in it).
-const PLAIN_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
+pub(crate) const PLAIN_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
 
 /// The test network's names and prefixes (shared with the Docker lifecycle test).
 pub(crate) struct Names {

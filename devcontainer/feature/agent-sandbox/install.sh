@@ -22,9 +22,10 @@ esac
 "$here/agent-sandbox" --version >/dev/null 2>&1 || fail "the agent-sandbox binary in the Feature's folder does not run in this image (another architecture, or an older C library than the host's)"
 [ "$user" != root ] || fail "remoteUser is root: the agent could turn the firewall off (set remoteUser to a non-root user)"
 
-# What the guard and the firewall need, installed only when missing.
+# What the guard, the push verifier (ssh remotes) and the firewall need, installed
+# only when missing.
 missing=""
-for pair in git:git iptables:iptables ip6tables:iptables sudo:sudo curl:curl; do
+for pair in git:git ssh:openssh-client iptables:iptables ip6tables:iptables sudo:sudo curl:curl; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 done
 [ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$missing ca-certificates"
