@@ -38,8 +38,13 @@ fn reset(world: &World) {
     world.git(&["checkout", "-qf", "main"]);
     world.git(&["reset", "-q", "--hard", "origin/main"]);
     world.git(&["clean", "-qffdx", "-e", ".agent-sandbox"]);
-    for name in world.git(&["for-each-ref", "--format=%(refname)", "refs/tags/", "refs/replace/"]).lines() {
-        world.git(&["update-ref", "-d", name]);
+    // Branches too: one left pointing at a borrowed object would stop every later copy.
+    for name in
+        world.git(&["for-each-ref", "--format=%(refname)", "refs/tags/", "refs/replace/", "refs/heads/"]).lines()
+    {
+        if name != "refs/heads/main" {
+            world.git(&["update-ref", "-d", name]);
+        }
     }
 }
 
@@ -323,6 +328,63 @@ fn a_push_over_ssh_uses_the_users_credentials_that_the_sandbox_never_sees() {
                   && git push -q origin main");
     assert!(run.stderr().contains("failed on commit"), "{}", run.stderr());
     assert!(!remote_refs(&world).contains(&world.git(&["rev-parse", "HEAD"]).trim().to_owned()));
+}
+
+/// git reads object files without checking their hashes: an agent that swaps the blob
+/// of a failing file for a passing one under the same name, and swaps it back while the
+/// checks run, would have the checks pass on one content and the remote receive the
+/// other. The host copies what it checks and sends into its own mirror, hashing every
+/// object: the swapped object is not taken, and the push is refused. Beside it, the same
+/// push without the swap is refused by the check, and a passing one goes.
+#[test]
+fn an_object_swapped_while_the_checks_run_never_reaches_the_remote() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.project_config(r#"{ "checks": { "commands": ["! grep -q FAIL src.txt", "sleep 3"] } }"#);
+    world.git(&["commit", "-qam", "content check"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    let before = remote_refs(&world);
+    let swap = "echo FAIL > src.txt && git commit -qam bad\n\
+                B=$(git rev-parse HEAD:src.txt); F=.git/objects/${B%${B#??}}/${B#??}\n\
+                git init -q /tmp/o && echo 'GOOD!' > /tmp/o/g && G=$(git -C /tmp/o hash-object -w g)\n\
+                cp $F /tmp/real && rm -f $F && cp /tmp/o/.git/objects/${G%${G#??}}/${G#??} $F\n\
+                test \"$(git cat-file -p $B)\" = 'GOOD!'\n\
+                (sleep 1.5; rm -f $F; cp /tmp/real $F) &\n\
+                git push origin main; echo \"push=$?\"; wait";
+    let run = world.sh(&[], swap);
+    assert!(run.stdout().contains("push=1"), "{}\n{}", run.stdout(), run.stderr());
+    assert!(run.stderr().contains("could not be copied to be checked"), "{}", run.stderr());
+    assert_eq!(remote_refs(&world), before, "the swapped commit reached the remote");
+    let run = world.sh(&[], "git push -q origin main; echo \"push=$?\"");
+    assert!(run.stdout().contains("push=1") && run.stderr().contains("failed on commit"), "{}", run.stderr());
+    assert_eq!(remote_refs(&world), before);
+    let run = world.sh(&[], "git reset -q --hard origin/main && echo fine >> src.txt && git commit -qam good && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+}
+
+/// git prints the line of `.git/packed-refs` it cannot parse (`fatal: unexpected line in
+/// .git/packed-refs: …`): an agent that links it to a file of the user's outside the
+/// sandbox, which the host's git would follow, must not see that file's first line in
+/// the push's output. The host reads the project only through the copy into its mirror,
+/// whose messages stay in the audit log; the push is refused.
+#[test]
+fn a_link_planted_in_dot_git_shows_the_agent_nothing_of_the_host() {
+    require_bwrap!();
+    let world = pushed_world();
+    let before = remote_refs(&world);
+    let secret = world.write("secret-token", "https://user:SECRETtok3fa9c1e7@github.com\n");
+    let run = world.sh(
+        &[],
+        &format!(
+            "git pack-refs --all && rm -f .git/packed-refs && ln -s {} .git/packed-refs \
+             && git commit -q --allow-empty -m x; git push origin main; echo \"push=$?\"",
+            secret.display()
+        ),
+    );
+    assert!(run.stdout().contains("push=1"), "{}\n{}", run.stdout(), run.stderr());
+    assert!(!run.stderr().contains("tok3fa9c1e7"), "the host's file reached the agent:\n{}", run.stderr());
+    assert_eq!(remote_refs(&world), before);
 }
 
 /// The host runs nothing of the repository's: not the hooks a checkout would run (here

@@ -108,6 +108,11 @@ struct Repo {
     settings: HookGuardSettings,
     /// Whether git's `GIT_INDEX_FILE` is honoured (pre-commit).
     keep_index: bool,
+    /// For a push the host or a container's verifier carries out: the mirror the push
+    /// is sent from (`hostpush::mirror`), where the guard's git reads what is pushed;
+    /// the project's work tree (`top`) is looked at only for its hooks directory and
+    /// dependency directories.
+    git_dir: Option<PathBuf>,
 }
 
 /// What the pushing (or committing) git's environment may say that would make the
@@ -127,9 +132,19 @@ const UNTRUSTED_GIT_ENV: &[&str] = &[
 ];
 
 impl Repo {
-    /// The guard's own git, in a cleaned environment. `GIT_INDEX_FILE` is kept only for
-    /// pre-commit, where it names the index being committed.
+    /// The guard's own git, in a cleaned environment, in the repository being pushed
+    /// from. `GIT_INDEX_FILE` is kept only for pre-commit, where it names the index being
+    /// committed.
     fn command(&self, args: &[&str]) -> Command {
+        let mut command = self.project_command(args);
+        if let Some(git_dir) = &self.git_dir {
+            command.env("GIT_DIR", git_dir);
+        }
+        command
+    }
+
+    /// As [`Repo::command`], in the project's work tree.
+    fn project_command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(&self.git);
         // `.git/shallow` is the agent's to write: a commit marked shallow would hide its
         // ancestors from the walk and look like a root. The guard's git goes on through
@@ -213,11 +228,15 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
         .then(|| std::env::var_os(hostpush::service::SETTINGS_VAR).filter(|path| !path.is_empty()))
         .flatten()
         .map(PathBuf::from);
+    // The mirror a push the host carries out is sent from (git names it to its hooks).
+    let git_dir = host_push.is_some().then(|| std::env::var_os("GIT_DIR").map(PathBuf::from)).flatten();
     if host_push.is_some() {
         // The service's `-c core.hooksPath` is not the repository's own setting (which
-        // decides the protected hooks directory); and checks report on stderr.
+        // decides the protected hooks directory), nor is the mirror the project; and
+        // checks report on stderr.
         std::env::remove_var("GIT_CONFIG_PARAMETERS");
         std::env::remove_var("GIT_CONFIG_COUNT");
+        std::env::remove_var("GIT_DIR");
         // SAFETY: dup2 on the process's own standard descriptors.
         unsafe { libc::dup2(2, 1) };
     }
@@ -233,7 +252,7 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
         PathBuf::from("git")
     };
     let settings = load_settings(&top, host_push.as_deref())?;
-    let repo = Repo { top, host_push: host_push.is_some(), git, settings, keep_index: hook == "pre-commit" };
+    let repo = Repo { top, host_push: host_push.is_some(), git, settings, keep_index: hook == "pre-commit", git_dir };
     let check = inside || repo.host_push || repo.settings.humans;
     let mut stdin = Vec::new();
     if hook == "pre-push" {
@@ -974,8 +993,12 @@ fn check_commit(
 /// The ignored dependency directories of the work tree (`node_modules`, `.venv`, …, at
 /// any depth git lists them), relative to its top.
 fn dependency_dirs(repo: &Repo) -> Vec<String> {
-    let Ok(listing) = repo.git_ok(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
-    else {
+    let listed = repo
+        .project_command(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    let Some(listing) = listed.ok().filter(|out| out.status.success()).map(|out| out.stdout) else {
         return Vec::new();
     };
     listing

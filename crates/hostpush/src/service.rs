@@ -23,6 +23,7 @@ use std::{
 };
 
 use crate::{
+    mirror::Mirror,
     plan::{plan, PushCommand, PushFacts, Refusal},
     protocol::{self, Request},
 };
@@ -48,6 +49,9 @@ pub struct ServiceConfig {
     pub allow_branch_deletion: bool,
     /// Holds the host's `pre-push` (see [`hook_script`]).
     pub hooks_dir: PathBuf,
+    /// Where the project's refs and objects are copied to be checked and pushed from
+    /// ([`crate::mirror`]): a directory the sandbox may show read-only, never writable.
+    pub mirror: PathBuf,
     /// The hook guard's settings for pushes from the host ([`SETTINGS_VAR`]).
     pub settings: PathBuf,
     /// The user's environment, from which git's is made (see [`git_env`]).
@@ -199,7 +203,7 @@ fn serve(client: UnixStream, config: &ServiceConfig, start: &Start, running: &Mu
         let _ = protocol::write_frame(&client, protocol::EXIT, &1i32.to_be_bytes());
         return;
     };
-    let code = match decide(&request, config, start) {
+    let code = match decide(&request, config, start).and_then(|command| copy_to_mirror(config).map(|()| command)) {
         Ok(command) => {
             for note in &command.notes {
                 let _ = protocol::write_frame(&client, protocol::ERR, format!("{note}\n").as_bytes());
@@ -252,10 +256,42 @@ fn decide(request: &Request, config: &ServiceConfig, start: &Start) -> Result<Pu
     plan(&request.args, &facts)
 }
 
+/// Copies the project's refs and objects into the session's mirror, which the push is
+/// checked and sent from. What git says is not shown to the agent (git following a link
+/// the agent planted in `.git` prints what it read: a line of any file of the user's);
+/// the audit log has it.
+fn copy_to_mirror(config: &ServiceConfig) -> Result<(), Refusal> {
+    let env = git_env(&config.env, &config.settings);
+    let mirror = Mirror {
+        path: &config.mirror,
+        git: Path::new("git"),
+        env: &env,
+        reader: crate::mirror::reader("", "git", None),
+    };
+    mirror.configure(&config.project_root).and_then(|()| mirror.fetch(&config.project_root)).map_err(|failed| {
+        let event =
+            audit::Event::new(&config.agent, "push", "git push", "blocked", "host-push", Some(failed.to_string()));
+        if let Some(log) = audit::default_path() {
+            let _ = audit::append(&log, &[event]);
+        }
+        Refusal {
+            why: "the project's repository could not be copied to be checked: an object one of its branches or \
+                  tags leads to is not in the project's own object store, or a file in .git is not a regular one \
+                  (git's message is in the audit log: `agent-sandbox log`)"
+                .into(),
+            instead: "delete or repair that branch or tag (`git fsck` names broken ones) and keep .git's files plain \
+                      files, then push again"
+                .into(),
+        }
+    })
+}
+
 /// Runs the host's git, relaying its output as it comes; its exit status.
 fn run_git(argv: &[String], config: &ServiceConfig, client: &UnixStream, running: &Mutex<i32>) -> i32 {
     let spawned = Command::new("git")
         .process_group(0)
+        .arg("--git-dir")
+        .arg(&config.mirror)
         .args(argv)
         .current_dir(&config.project_root)
         .env_clear()

@@ -26,6 +26,7 @@
 //! must be root's all the way up (root's push would run that repository's hooks).
 
 use std::{
+    ffi::OsString,
     io::Read,
     os::unix::{fs::PermissionsExt, io::AsRawFd},
     path::{Path, PathBuf},
@@ -36,10 +37,16 @@ use std::{
 use guard_settings::{CheckUser, HookGuardSettings};
 
 use crate::{
+    mirror::{self, Mirror},
     plan::{plan, request_repository, PushFacts, Refusal},
     protocol::{Request, MAX_REQUEST},
     service::{hook_script, SETTINGS_VAR},
 };
+
+/// Set in the environment of the verifier's git (root's): the container's git guard
+/// lets it, and the git commands git runs for it through the guard, pass unjudged
+/// (they set `core.hooksPath` on purpose).
+pub const VERIFIER_VAR: &str = "AGENT_SANDBOX_VERIFIER";
 
 /// The user the checks of a container's pushes run as (created by the Feature).
 pub const CHECK_USER: &str = "agent-sandbox-check";
@@ -161,6 +168,9 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     let config = config.map_err(|err| {
         refuse(format!("the configuration cannot be read: {err}"), "fix it (no push leaves until it reads)")
     })?;
+    // The checks' user reads the mirror and the verifier's directory.
+    // SAFETY: umask has no preconditions.
+    unsafe { libc::umask(0o022) };
     let request = read_request(std::io::stdin(), REQUEST_TIMEOUT)?;
     let (uid, gid) = util::users::lookup(CHECK_USER).ok_or_else(|| {
         refuse(format!("the image has no user {CHECK_USER} to run the checks as"), "rebuild the image with the Feature")
@@ -218,8 +228,35 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
         }
     }
 
-    let mirror = state.join("mirror.git");
-    prepare_mirror(&mirror, &top, uid, gid)?;
+    let mirror_dir = state.join("mirror.git");
+    let env = root_env();
+    let mirror = Mirror {
+        path: &mirror_dir,
+        git: Path::new(runtime_layout::CONTAINER_REAL_GIT),
+        env: &env,
+        reader: mirror::reader(
+            &format!("{SETPRIV} --reuid={uid} --regid={gid} --clear-groups --no-new-privs "),
+            runtime_layout::CONTAINER_REAL_GIT,
+            Some("/nonexistent"),
+        ),
+    };
+    mirror.configure(&top).map_err(|failed| refuse(failed.to_string(), "push again"))?;
+    // Every file the mirror's git reads its configuration from, before it runs.
+    for file in mirror.other_config_files(&top).map_err(|failed| refuse(failed.to_string(), "push again"))? {
+        util::fs::trusted_file(&file).map_err(|why| {
+            refuse(
+                format!(
+                    "the repository's configuration reads {} ({why}), a file the agent may have written; root's git \
+                     would do what it says",
+                    file.display()
+                ),
+                "move that setting into .git/config or root's own git configuration",
+            )
+        })?;
+    }
+    mirror.fetch(&top).map_err(|failed| {
+        refuse(format!("cannot read the project's commits: {failed}"), "fix what git says, then push again")
+    })?;
     let remotes = lines(&mirror_git(&mirror, &["remote"])?);
     let facts = PushFacts {
         project_root: top.clone(),
@@ -271,11 +308,11 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     }
     let status = Command::new(runtime_layout::CONTAINER_REAL_GIT)
         .arg("--git-dir")
-        .arg(&mirror)
+        .arg(&mirror_dir)
         .args(&command.argv)
-        .current_dir(&mirror)
+        .current_dir(&mirror_dir)
         .env_clear()
-        .envs(root_env())
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .env(SETTINGS_VAR, &settings_file)
         .stdin(Stdio::null())
         .status();
@@ -342,7 +379,7 @@ fn remove(dir: &Path) -> Result<(), Refusal> {
 }
 
 /// Root's git's environment: nothing of the agent's.
-fn root_env() -> [(&'static str, &'static str); 6] {
+fn root_env() -> Vec<(OsString, OsString)> {
     [
         ("HOME", "/root"),
         ("PATH", PATH),
@@ -350,7 +387,11 @@ fn root_env() -> [(&'static str, &'static str); 6] {
         ("GIT_GRAFT_FILE", "/dev/null"),
         ("GIT_TERMINAL_PROMPT", "0"),
         ("USER", "root"),
+        (VERIFIER_VAR, "1"),
     ]
+    .into_iter()
+    .map(|(name, value)| (name.into(), value.into()))
+    .collect()
 }
 
 /// The checks' environment: their own home and temporary directory, git trusting the
@@ -374,138 +415,14 @@ fn check_env(work: &Path) -> Vec<(String, String)> {
     .collect()
 }
 
-/// Root's git in the mirror (whose own configuration runs no hooks and no fsmonitor);
-/// its stdout.
-fn mirror_git(mirror: &Path, args: &[&str]) -> Result<Vec<u8>, Refusal> {
-    let out = Command::new(runtime_layout::CONTAINER_REAL_GIT)
-        .arg("--git-dir")
-        .arg(mirror)
-        .args(args)
-        .current_dir(mirror)
-        .env_clear()
-        .envs(root_env())
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
-    if !out.status.success() {
-        return Err(refuse(
-            format!("`git {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()),
-            "fix what git says, then push again",
-        ));
-    }
-    Ok(out.stdout)
+/// Root's git in the mirror; a failure refuses the push with what git said (the
+/// reader is a user that can read nothing the agent cannot).
+fn mirror_git(mirror: &Mirror, args: &[&str]) -> Result<Vec<u8>, Refusal> {
+    mirror.git(args).map_err(|failed| refuse(failed.to_string(), "fix what git says, then push again"))
 }
 
 fn lines(bytes: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(bytes).lines().filter(|line| !line.is_empty()).map(str::to_owned).collect()
-}
-
-/// Makes the mirror hold the project's branches, tags, remote-tracking refs and `HEAD`,
-/// read by `upload-pack` as the checks' user and verified by root's index-pack; its
-/// configuration is the project's `.git/config` (read-only, the user's) under root's
-/// own settings, and every file that configuration brings in must be trusted too.
-fn prepare_mirror(mirror: &Path, top: &Path, uid: u32, gid: u32) -> Result<(), Refusal> {
-    if !mirror.join("HEAD").exists() {
-        remove(mirror)?;
-        let out = Command::new(runtime_layout::CONTAINER_REAL_GIT)
-            .args(["init", "--bare", "-q"])
-            .arg(mirror)
-            .env_clear()
-            .envs(root_env())
-            .output()
-            .map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
-        if !out.status.success() {
-            return Err(refuse(
-                format!("cannot create {}: {}", mirror.display(), String::from_utf8_lossy(&out.stderr).trim()),
-                "push again",
-            ));
-        }
-    }
-    let project_config = top.join(".git/config");
-    // The user's file first, root's settings after it (the later value wins).
-    let config = format!(
-        "[include]\n\tpath = {}\n[core]\n\trepositoryformatversion = 0\n\tbare = true\n\thooksPath = /dev/null\n\
-         \tfsmonitor = false\n[gc]\n\tauto = 0\n[advice]\n\tgraftFileDeprecated = false\n[protocol \"file\"]\n\tallow = always\n",
-        quote_config_value(&project_config.display().to_string())
-    );
-    write_root_file(&mirror.join("config"), config.as_bytes(), 0o644)?;
-    // Every file the mirror's git reads its configuration from.
-    let listing = mirror_git(mirror, &["config", "--list", "--show-origin", "--includes", "-z"])?;
-    for entry in listing.split(|b| *b == 0).step_by(2) {
-        let origin = String::from_utf8_lossy(entry);
-        let Some(file) = origin.strip_prefix("file:") else { continue };
-        let file = Path::new(file);
-        if file == project_config || file == mirror.join("config") {
-            continue;
-        }
-        util::fs::trusted_file(file).map_err(|why| {
-            refuse(
-                format!(
-                    "the repository's configuration reads {} ({why}), a file the agent may have written; root's git \
-                     would do what it says",
-                    file.display()
-                ),
-                "move that setting into .git/config or root's own git configuration",
-            )
-        })?;
-    }
-    // git clears `-c` options and GIT_* redirections for a local transport's
-    // upload-pack: the reader is given its own (the repository is not its user's).
-    let reader = format!(
-        "{SETPRIV} --reuid={uid} --regid={gid} --clear-groups --no-new-privs /usr/bin/env HOME=/nonexistent \
-         GIT_NO_REPLACE_OBJECTS=1 GIT_GRAFT_FILE=/dev/null {} -c safe.directory='*' -c advice.graftFileDeprecated=false \
-         -c uploadpack.allowAnySHA1InWant=true upload-pack",
-        runtime_layout::CONTAINER_REAL_GIT
-    );
-    let source = format!("file://{}", top.join(".git").display());
-    mirror_git(
-        mirror,
-        &[
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--prune",
-            "--no-write-fetch-head",
-            "--upload-pack",
-            &reader,
-            &source,
-            "+refs/heads/*:refs/heads/*",
-            "+refs/tags/*:refs/tags/*",
-            "+refs/remotes/*:refs/remotes/*",
-        ],
-    )
-    .map_err(|refusal| refuse(format!("cannot read the project's commits: {}", refusal.why), refusal.instead))?;
-    // HEAD: the branch checked out, or the detached commit.
-    let head = util::fs::read_regular_nofollow(&top.join(".git/HEAD"), 4096).unwrap_or_default();
-    let head = String::from_utf8_lossy(&head).trim().to_owned();
-    if let Some(branch) = head.strip_prefix("ref: ").filter(|name| name.starts_with("refs/heads/")) {
-        if mirror_git(mirror, &["check-ref-format", branch]).is_ok() {
-            mirror_git(mirror, &["symbolic-ref", "HEAD", branch])?;
-        }
-    } else if head.len() >= 40 && head.bytes().all(|b| b.is_ascii_hexdigit()) {
-        let fetched = mirror_git(
-            mirror,
-            &[
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--upload-pack",
-                &reader,
-                &source,
-                &format!("+{head}:refs/agent-sandbox/head"),
-            ],
-        );
-        if fetched.is_ok() {
-            mirror_git(mirror, &["update-ref", "--no-deref", "HEAD", &head])?;
-        }
-    }
-    Ok(())
-}
-
-/// A config value in double quotes (a path may hold `;`, `#` or blanks).
-fn quote_config_value(value: &str) -> String {
-    format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// Refuses a push URL through which root's push would run what the agent wrote.
@@ -540,9 +457,9 @@ fn check_remote(remote: &str, url: &str, top: &Path) -> Result<(), Refusal> {
 
 /// The project's `core.hooksPath` (from its read-only config) when it is in the work
 /// tree, as a path relative to it: commits may not change it.
-fn project_hooks_dir(mirror: &Path, top: &Path) -> Option<String> {
+fn project_hooks_dir(mirror: &Mirror, top: &Path) -> Option<String> {
     let config = top.join(".git/config").display().to_string();
-    let value = mirror_git(mirror, &["config", "--file", &config, "--get", "core.hooksPath"]).ok()?;
+    let value = mirror.git(&["config", "--file", &config, "--get", "core.hooksPath"]).ok()?;
     let value = String::from_utf8_lossy(&value).trim().to_owned();
     let dir = gitfacts::normalize(&top.join(&value));
     let rel = dir.strip_prefix(top).ok()?;
@@ -607,6 +524,5 @@ mod tests {
         let (mut writer, reader) = std::os::unix::net::UnixStream::pair().expect("pair");
         std::io::Write::write_all(&mut writer, b"{\"cwd\":1}\n").expect("write");
         assert!(read_request(reader, Duration::from_secs(5)).is_err());
-        assert_eq!(quote_config_value("/a \"b\"\\c"), "\"/a \\\"b\\\"\\\\c\"");
     }
 }

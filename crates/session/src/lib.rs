@@ -955,8 +955,13 @@ impl CheckInputs {
         std::fs::write(&hook, hostpush::service::hook_script(&self.self_exe)).context("writing the push hook")?;
         std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         let worktree = dir.join("worktree");
+        // The mirror the push is checked and sent from: the worktree's git records are
+        // there, which the checks read but must not change.
+        let mirror = dir.join(PUSH_MIRROR);
+        std::fs::DirBuilder::new().mode(0o700).create(&mirror).context("creating the push mirror")?;
         let mut config = self.config;
         config.rw.push(builtin_path(dir));
+        config.ro.push(builtin_path(&mirror));
         let mut policy = policy::resolve(&config, &self.ctx)?;
         policy::pin_parents(&mut policy.mounts, &self.pinned);
         let ctx = Context { cwd: worktree.clone(), ..self.ctx };
@@ -980,6 +985,8 @@ impl CheckInputs {
 
 /// The hook guard's settings in the push directory.
 const PUSH_SETTINGS: &str = "hook-guard.json";
+/// The mirror in the push directory (`hostpush::mirror`).
+const PUSH_MIRROR: &str = "mirror.git";
 
 /// The push service and its private directory (removed when dropped; locked while it
 /// lives, so that the next start can tell a killed session's from a running one's).
@@ -1041,6 +1048,7 @@ fn start_push_service(
             common_dir,
             allow_branch_deletion,
             hooks_dir: dir.path().join("hooks"),
+            mirror: dir.path().join(PUSH_MIRROR),
             settings: dir.path().join(PUSH_SETTINGS),
             env: std::env::vars_os().collect(),
             agent: agent.to_owned(),
