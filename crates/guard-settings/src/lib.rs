@@ -248,6 +248,14 @@ mod tests {
                 runtime: "/run/user/1/agent-sandbox-x".into(),
                 worktree: "/home/u/.local/state/agent-sandbox/push/x/worktree".into(),
             }),
+            check_user: Some(CheckUser {
+                uid: 998,
+                gid: 998,
+                env: vec![("HOME".into(), "/var/lib/agent-sandbox/push/work/home".into())],
+                worktree: "/var/lib/agent-sandbox/push/work/tree".into(),
+                project: "/workspace".into(),
+                dependencies: vec!["node_modules".into()],
+            }),
         }
     }
 
@@ -324,6 +332,14 @@ mod tests {
                     "env": [["PATH", "/usr/bin"]],
                     "runtime": "/run/user/1/agent-sandbox-x",
                     "worktree": "/home/u/.local/state/agent-sandbox/push/x/worktree",
+                },
+                "checkUser": {
+                    "uid": 998,
+                    "gid": 998,
+                    "env": [["HOME", "/var/lib/agent-sandbox/push/work/home"]],
+                    "worktree": "/var/lib/agent-sandbox/push/work/tree",
+                    "project": "/workspace",
+                    "dependencies": ["node_modules"],
                 },
             })
         );
