@@ -102,45 +102,6 @@ pub fn lock(path: &Path, wait: bool) -> std::io::Result<Option<File>> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mkfifo(path: &Path) {
-        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
-    }
-
-    #[test]
-    fn special_files_are_refused_without_blocking() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let fifo = dir.path().join("config");
-        mkfifo(&fifo);
-        let err = read_regular(&fifo, 1024).expect_err("a FIFO is refused");
-        assert!(is_not_regular(&err), "{err}");
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&fifo, &link).expect("symlink");
-        assert!(is_not_regular(&read_regular(&link, 1024).expect_err("through a symlink too")));
-        assert!(read_regular(Path::new("/dev/null"), 1024).is_err(), "devices are refused");
-    }
-
-    #[test]
-    fn regular_files_read_and_symlinks_follow_only_when_asked() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("f");
-        atomic_write(&file, b"hello", 0o600).expect("write");
-        assert_eq!(read_regular(&file, 5).expect("read"), b"hello");
-        assert!(read_regular(&file, 4).is_err(), "over the limit");
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&file, &link).expect("symlink");
-        assert_eq!(read_regular(&link, 10).expect("followed"), b"hello");
-        assert!(read_regular_nofollow(&link, 10).is_err(), "not followed");
-        let mode = std::fs::metadata(&file).expect("stat").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-    }
-}
-
 /// Accepts `path` only if no user but root can have written it: a regular file (no
 /// symlink) that is either on a read-only mount, or root's and not group/other-writable
 /// in directories that are root's all the way up ([`root_only`]). The reason otherwise.
@@ -185,5 +146,44 @@ pub fn on_read_only_mount(path: &Path) -> bool {
     unsafe {
         let mut stat: libc::statvfs = std::mem::zeroed();
         libc::statvfs(c_path.as_ptr(), &mut stat) == 0 && stat.f_flag & libc::ST_RDONLY != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkfifo(path: &Path) {
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn special_files_are_refused_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("config");
+        mkfifo(&fifo);
+        let err = read_regular(&fifo, 1024).expect_err("a FIFO is refused");
+        assert!(is_not_regular(&err), "{err}");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).expect("symlink");
+        assert!(is_not_regular(&read_regular(&link, 1024).expect_err("through a symlink too")));
+        assert!(read_regular(Path::new("/dev/null"), 1024).is_err(), "devices are refused");
+    }
+
+    #[test]
+    fn regular_files_read_and_symlinks_follow_only_when_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("f");
+        atomic_write(&file, b"hello", 0o600).expect("write");
+        assert_eq!(read_regular(&file, 5).expect("read"), b"hello");
+        assert!(read_regular(&file, 4).is_err(), "over the limit");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).expect("symlink");
+        assert_eq!(read_regular(&link, 10).expect("followed"), b"hello");
+        assert!(read_regular_nofollow(&link, 10).is_err(), "not followed");
+        let mode = std::fs::metadata(&file).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 }
