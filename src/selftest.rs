@@ -310,6 +310,9 @@ fn judge(observed: &Value, network_on: bool, git_preset: bool, landlock: bool) -
 }
 
 /// `test` inside a container sandbox: the container's guarantees, probed from here.
+/// The container's push row.
+const PUSH_VERIFIED: &str = "pushes checked by root before they leave";
+
 fn container_test(args: &TestArgs) -> Result<i32> {
     if !policy_flags(&args.policy).is_empty() || args.policy.read_only {
         bail!(
@@ -330,13 +333,14 @@ fn container_test(args: &TestArgs) -> Result<i32> {
         ],
     });
     let observed = inside::probe::container(&spec);
-    let rows = judge_container(&observed, &firewall::health());
+    let rows = judge_container(&observed, &firewall::health(), config.git_verified_push.value);
     print(&rows, args.json)?;
     Ok(if rows.iter().any(|row| row.status == Status::NotHeld) { 1 } else { 0 })
 }
 
-/// The container's observations and the firewall's state: one row per guarantee.
-fn judge_container(observed: &Value, firewall: &firewall::Health) -> Vec<Row> {
+/// The container's observations, the firewall's state and whether `git.verifiedPush` is
+/// on: one row per guarantee.
+fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push: bool) -> Vec<Row> {
     let rebuild =
         "rebuild the container's image with the agent-sandbox Feature (agent-sandbox devcontainer init, then \
                    Rebuild Container)";
@@ -360,6 +364,7 @@ fn judge_container(observed: &Value, firewall: &firewall::Health) -> Vec<Row> {
             ".git/hooks and .git/config read-only",
             "the current directory is in no git repository",
         ));
+        rows.push(not_applicable(PUSH_VERIFIED, "the current directory is in no git repository"));
     } else {
         rows.push(row(
             "git guard refuses --no-verify and force pushes",
@@ -373,6 +378,19 @@ fn judge_container(observed: &Value, firewall: &firewall::Health) -> Vec<Row> {
             "opened .git/config for writing and created a file in .git/hooks, from inside".into(),
             format!("git metadata is writable inside: devcontainer.json lacks the read-only mounts: {rebuild}"),
         ));
+        rows.push(match verified_push {
+            false => not_applicable(
+                PUSH_VERIFIED,
+                "git.verifiedPush is off: a push here is the in-container pre-push guard's deterrence and the \
+                 server's protection",
+            ),
+            true => row(
+                PUSH_VERIFIED,
+                git["pushAnsweredByHost"] == true,
+                "ran git push --dry-run to a remote that is not configured: root's verifier must refuse it".into(),
+                format!("git push does not reach the verifier (its sudo rule is missing): {rebuild}"),
+            ),
+        });
     }
 
     let protected = observed["protected"].as_array().cloned().unwrap_or_default();
@@ -527,7 +545,7 @@ mod tests {
         };
         json!({
             "marker": {"present": true, "rootOwned": true, "writable": false},
-            "git": {"root": "/w", "configWritable": false, "hooksWritable": false, "noVerifyRefused": true, "forcePushRefused": true},
+            "git": {"root": "/w", "configWritable": false, "hooksWritable": false, "noVerifyRefused": true, "forcePushRefused": true, "pushAnsweredByHost": true},
             "protected": [{"path": "/w/.devcontainer", "writable": false}, {"path": "/w/.git/hooks", "writable": false}],
             "refusal": {"address": "192.0.2.1:443", "connected": false, "errno": libc::ECONNREFUSED},
             "routes": 2,
@@ -536,7 +554,7 @@ mod tests {
     }
 
     fn results(observed: &Value, firewall: &firewall::Health) -> Vec<(&'static str, Status)> {
-        judge_container(observed, firewall).into_iter().map(|row| (row.guarantee, row.status)).collect()
+        judge_container(observed, firewall, true).into_iter().map(|row| (row.guarantee, row.status)).collect()
     }
 
     /// Each broken guarantee fails its own row and no other; a correct container holds
@@ -550,14 +568,16 @@ mod tests {
                 ("marker present", Status::Held),
                 ("git guard refuses --no-verify and force pushes", Status::Held),
                 (".git/hooks and .git/config read-only", Status::Held),
+                (PUSH_VERIFIED, Status::Held),
                 ("protected paths read-only", Status::Held),
                 ("egress closed except the allowlist", Status::Held),
                 ("tool guard's managed files root-owned", Status::Held),
             ]
         );
         type Break = fn(&mut Value);
-        let cases: [(&str, Break); 10] = [
+        let cases: [(&str, Break); 11] = [
             ("marker present", |o| o["marker"]["writable"] = true.into()),
+            (PUSH_VERIFIED, |o| o["git"]["pushAnsweredByHost"] = false.into()),
             ("git guard refuses --no-verify and force pushes", |o| o["git"]["forcePushRefused"] = false.into()),
             (".git/hooks and .git/config read-only", |o| o["git"]["hooksWritable"] = true.into()),
             ("protected paths read-only", |o| o["protected"][1]["writable"] = true.into()),
@@ -581,7 +601,7 @@ mod tests {
             assert_eq!(got, expected, "{guarantee}: {observed}");
         }
         for health in [firewall::Health::NotApplied, firewall::Health::Closed("no resolver".into())] {
-            let rows = judge_container(&good(), &health);
+            let rows = judge_container(&good(), &health, true);
             let row = rows.iter().find(|row| row.guarantee == "egress closed except the allowlist").expect("row");
             assert_eq!((row.status, row.fix.clone()), (Status::NotHeld, Some(health.banner())));
         }
@@ -592,7 +612,7 @@ mod tests {
         let mut observed = good();
         observed["refusal"]["errno"] = libc::ENETUNREACH.into();
         observed["routes"] = 0.into();
-        let rows = judge_container(&observed, &firewall::Health::Applied);
+        let rows = judge_container(&observed, &firewall::Health::Applied, true);
         let row = rows.iter().find(|row| row.guarantee == "egress closed except the allowlist").expect("row");
         assert_eq!(row.status, Status::Held, "{}", row.probe);
         assert!(row.probe.ends_with("no route (the container has no network but loopback)"), "{}", row.probe);
@@ -604,6 +624,17 @@ mod tests {
         observed["git"] = Value::Null;
         observed["protected"] = json!([]);
         let got = results(&observed, &firewall::Health::Applied);
-        assert_eq!(got[1..4].iter().map(|(_, status)| *status).collect::<Vec<_>>(), [Status::NotApplicable; 3]);
+        assert_eq!(got[1..5].iter().map(|(_, status)| *status).collect::<Vec<_>>(), [Status::NotApplicable; 4]);
+    }
+
+    /// Without `git.verifiedPush` the push row does not apply, whatever the probe saw.
+    #[test]
+    fn without_verified_pushes_the_push_row_does_not_apply() {
+        let mut observed = good();
+        observed["git"]["pushAnsweredByHost"] = false.into();
+        let rows = judge_container(&observed, &firewall::Health::Applied, false);
+        let row = rows.iter().find(|row| row.guarantee == PUSH_VERIFIED).expect("row");
+        assert_eq!(row.status, Status::NotApplicable);
+        assert!(row.probe.contains("git.verifiedPush is off"), "{}", row.probe);
     }
 }

@@ -216,6 +216,7 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         touch /var/lib/agent-sandbox/push/planted 2>/dev/null; say write_state $?
         sudo -n /usr/local/bin/agent-sandbox push-verify </dev/null >/tmp/o12 2>&1; say empty_request $?
         sudo -n /usr/local/bin/agent-sandbox push-verify origin </dev/null >/dev/null 2>&1; say sudo_other_args $?
+        say test_row "$(agent-sandbox test --json | jq -r '.rows[] | select(.guarantee == "pushes checked by root before they leave") | .result')"
         say stolen_after "$(wc -c < /tmp/stolen 2>/dev/null)"
         for f in /tmp/o* /tmp/s[0-9]; do echo "== $f"; cat "$f"; done
         "#,
@@ -248,6 +249,7 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
             ("empty_request", "1"),
             ("sudo_other_args", "1"),
             ("stolen_after", "0"),
+            ("test_row", "held"),
         ],
         &all,
     );

@@ -595,7 +595,8 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("webfetch".into(), "deny"),
         ("read".into(), "code=0"),
         ("test".into(), "0"),
-        ("results".into(), "[\"held\"]"),
+        // Every row held, but the verified push's (git.verifiedPush is off here).
+        ("results".into(), "[\"held\",\"not applicable\"]"),
     ];
     for file in
         ["/etc/claude-code/managed-settings.json", "/etc/codex/requirements.toml", "/etc/agent-sandbox/tool-guard.json"]
