@@ -15,19 +15,7 @@ use crate::support::BIN;
 
 /// The base image tag, or `None` (skip, with the reason printed) outside CI.
 fn base_tag() -> Option<String> {
-    match std::env::var("AGENT_SANDBOX_E2E_BASE_TAG") {
-        Ok(tag) => Some(tag),
-        Err(_) => {
-            // SAFETY: geteuid has no preconditions.
-            let root = unsafe { libc::geteuid() } == 0;
-            assert!(
-                std::env::var_os("CI").is_none() || !root,
-                "CI must run the Docker lifecycle end-to-end tests: run the suite through `cargo xtask test`"
-            );
-            eprintln!("skipped: the Docker lifecycle tests need Docker and the base image (run `cargo xtask test` as root, or set AGENT_SANDBOX_E2E_BASE_TAG=<tag of agent-sandbox-base>)");
-            None
-        }
-    }
+    crate::support::e2e_base_tag("the Docker lifecycle end-to-end tests")
 }
 
 /// A git repository owned by the container's user (uid 1000), on the `none` network.

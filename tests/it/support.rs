@@ -218,3 +218,22 @@ impl Run {
         self.stdout()
     }
 }
+
+/// The tag of `agent-sandbox-base` the Docker end-to-end tests run on (`cargo xtask
+/// test` builds it and sets `AGENT_SANDBOX_E2E_BASE_TAG`), or `None`: skip `what`, with
+/// the reason printed. CI's root pass must not skip; its unprivileged rerun has no
+/// Docker access.
+pub fn e2e_base_tag(what: &str) -> Option<String> {
+    if let Ok(tag) = std::env::var("AGENT_SANDBOX_E2E_BASE_TAG") {
+        return Some(tag);
+    }
+    assert!(
+        std::env::var_os("CI").is_none() || !is_root(),
+        "CI must run {what}: run the suite through `cargo xtask test`"
+    );
+    eprintln!(
+        "skipped: {what} needs Docker and the base image (run `cargo xtask test` as root, or set \
+         AGENT_SANDBOX_E2E_BASE_TAG=<tag of agent-sandbox-base>; the unprivileged rerun has no Docker access)"
+    );
+    None
+}
