@@ -384,12 +384,27 @@ fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push:
                 "git.verifiedPush is off: a push here is the in-container pre-push guard's deterrence and the \
                  server's protection",
             ),
-            true => row(
-                PUSH_VERIFIED,
-                git["pushAnsweredByHost"] == true,
-                "ran git push --dry-run to a remote that is not configured: root's verifier must refuse it".into(),
-                format!("git push does not reach the verifier (its sudo rule is missing): {rebuild}"),
-            ),
+            true => {
+                let credentials: Vec<&str> =
+                    git["pushCredentials"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                let fix = match git["pushAnsweredByHost"] == true {
+                    false => format!("git push does not reach the verifier (its sudo rule is missing): {rebuild}"),
+                    true => format!(
+                        "your user holds push credentials, so its own git can push past the checks ({}): start VS \
+                         Code without SSH_AUTH_SOCK and set dev.containers.gitCredentialHelperConfigLocation to \
+                         \"none\" (or use the Docker sandbox), then rebuild",
+                        credentials.join(", ")
+                    ),
+                };
+                row(
+                    PUSH_VERIFIED,
+                    git["pushAnsweredByHost"] == true && credentials.is_empty(),
+                    "ran git push --dry-run to a remote that is not configured (root's verifier must refuse it), and \
+                     looked for an ssh agent or credential helper your user could push with"
+                        .into(),
+                    fix,
+                )
+            }
         });
     }
 
@@ -545,7 +560,7 @@ mod tests {
         };
         json!({
             "marker": {"present": true, "rootOwned": true, "writable": false},
-            "git": {"root": "/w", "configWritable": false, "hooksWritable": false, "noVerifyRefused": true, "forcePushRefused": true, "pushAnsweredByHost": true},
+            "git": {"root": "/w", "configWritable": false, "hooksWritable": false, "noVerifyRefused": true, "forcePushRefused": true, "pushAnsweredByHost": true, "pushCredentials": []},
             "protected": [{"path": "/w/.devcontainer", "writable": false}, {"path": "/w/.git/hooks", "writable": false}],
             "refusal": {"address": "192.0.2.1:443", "connected": false, "errno": libc::ECONNREFUSED},
             "routes": 2,
@@ -575,9 +590,11 @@ mod tests {
             ]
         );
         type Break = fn(&mut Value);
-        let cases: [(&str, Break); 11] = [
+        let cases: [(&str, Break); 12] = [
             ("marker present", |o| o["marker"]["writable"] = true.into()),
             (PUSH_VERIFIED, |o| o["git"]["pushAnsweredByHost"] = false.into()),
+            // VS Code's forwarded ssh agent: the agent's own git could push past the checks.
+            (PUSH_VERIFIED, |o| o["git"]["pushCredentials"] = json!(["/tmp/vscode-ssh-auth-1.sock"])),
             ("git guard refuses --no-verify and force pushes", |o| o["git"]["forcePushRefused"] = false.into()),
             (".git/hooks and .git/config read-only", |o| o["git"]["hooksWritable"] = true.into()),
             ("protected paths read-only", |o| o["protected"][1]["writable"] = true.into()),

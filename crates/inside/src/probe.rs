@@ -116,6 +116,7 @@ pub fn container(spec: &Value) -> Value {
             "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
             "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
             "pushAnsweredByHost": answered_by_host(root),
+            "pushCredentials": push_credentials(root),
         })
     });
     // The marker the Feature makes (`runtime_layout::detect` looks for it).
@@ -261,6 +262,40 @@ fn answered_by_host(root: &Path) -> bool {
         let err = String::from_utf8_lossy(&out.stderr);
         err.contains("agent-sandbox: push refused:") && err.contains("the host pushes only to those")
     })
+}
+
+/// What would let the agent's own git push past root's verifier in a container: an
+/// ssh agent it can reach (`SSH_AUTH_SOCK`, VS Code's forwarded `/tmp/vscode-ssh-auth-*`
+/// sockets) or a git credential helper in its configuration (VS Code installs one).
+fn push_credentials(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(sock) = std::env::var_os("SSH_AUTH_SOCK").filter(|sock| !sock.is_empty()) {
+        found.push(format!("SSH_AUTH_SOCK={}", sock.to_string_lossy()));
+    }
+    if let Ok(entries) = std::fs::read_dir("/tmp") {
+        let mut sockets: Vec<String> = entries
+            .flatten()
+            .filter(|entry| entry.file_name().to_string_lossy().starts_with("vscode-ssh-auth-"))
+            .map(|entry| entry.path().display().to_string())
+            .collect();
+        sockets.sort();
+        found.extend(sockets);
+    }
+    let helpers = std::process::Command::new("git")
+        .args(["config", "--get-all", "credential.helper"])
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    if let Ok(out) = helpers {
+        found.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|line| !line.trim().is_empty())
+                .map(|line| format!("credential.helper {line}")),
+        );
+    }
+    found
 }
 
 /// The errno of `ioctl(0, TIOCSTI, "x")`: EPERM from the seccomp filter; without it
