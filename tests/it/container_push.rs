@@ -262,5 +262,40 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         ["refs/heads/main pass2"],
         "only the verified push reached the ssh remote\n{all}"
     );
+
+    // A container from an earlier `init`, whose `.git` is not pinned: the agent can move
+    // `.git` away (its read-only config mount goes with it) and put a config of its own
+    // at the path while the checks run. Root's push reads only its own copy of the
+    // mounted config, never the path again.
+    let _ = docker(&["rm", "-f", &container]);
+    let unpinned = std::fs::read_to_string(&json_path)
+        .expect("read")
+        .lines()
+        .filter(|line| !line.contains("/.git,type=bind\""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&json_path, unpinned).expect("write");
+    let (ok, up_text) = project.up(&[]);
+    assert!(ok, "devcontainer up without the pin: {up_text}");
+    as_root(&project.container(), "/usr/libexec/agent-sandbox/git init -q --bare /srv/remote.git");
+    let (got, all) = project.exec(
+        r#"
+        printf 'touch /tmp/checks-running; sleep 4\n' > src/slow.sh && git add . && git commit -qm slow
+        (   while [ ! -e /tmp/checks-running ]; do sleep 0.1; done
+            mv .git .git-away && mkdir .git && printf '[remote "origin"]\n\turl = /srv/remote.git\n\treceivepack = touch /tmp/pwned; git receive-pack\n' > .git/config
+            say renamed $?
+            sleep 8; rm -rf .git && mv .git-away .git; say restored $?
+        ) > /tmp/race 2>&1 &
+        git push origin HEAD:refs/heads/raced >/tmp/r1 2>&1; say raced_push $?
+        wait; cat /tmp/race /tmp/r1
+        say pwned "$(stat -c %U /tmp/pwned 2>/dev/null)"
+        "#,
+    );
+    check(
+        "the config swapped while the checks run",
+        &got,
+        &[("renamed", "0"), ("restored", "0"), ("raced_push", "0"), ("pwned", "")],
+        &all,
+    );
     eprintln!("container push e2e took {:?}", started.elapsed());
 }

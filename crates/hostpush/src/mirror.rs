@@ -82,22 +82,23 @@ impl Mirror<'_> {
     }
 
     /// Creates the mirror in `path` (which may exist, empty) if it is not one yet, and
-    /// writes its configuration for the project at `top`.
-    pub fn configure(&self, top: &Path) -> Result<(), Failed> {
+    /// writes its configuration over the project's (`project_config`: its `.git/config`,
+    /// or a copy of it the agent cannot change).
+    pub fn configure(&self, project_config: &Path) -> Result<(), Failed> {
         let failed = |what: &str, err: std::io::Error| Failed { command: what.to_owned(), stderr: err.to_string() };
         if !self.path.join("HEAD").exists() {
             std::fs::create_dir_all(self.path).map_err(|err| failed("init", err))?;
             self.git(&["init", "--bare", "-q"])?;
         }
-        util::fs::atomic_write(&self.path.join("config"), config_text(&top.join(".git/config")).as_bytes(), 0o644)
+        util::fs::atomic_write(&self.path.join("config"), config_text(project_config).as_bytes(), 0o644)
             .map_err(|err| failed("config", err))
     }
 
     /// The files git reads the mirror's configuration from, besides its own and the
-    /// project's `.git/config`.
-    pub fn other_config_files(&self, top: &Path) -> Result<Vec<PathBuf>, Failed> {
+    /// project's (`project_config`).
+    pub fn other_config_files(&self, project_config: &Path) -> Result<Vec<PathBuf>, Failed> {
         let listing = self.git(&["config", "--list", "--show-origin", "--includes", "-z"])?;
-        let own = [top.join(".git/config"), self.path.join("config")];
+        let own = [project_config.to_path_buf(), self.path.join("config")];
         let mut files: Vec<PathBuf> = listing
             .split(|b| *b == 0)
             .step_by(2)
@@ -178,8 +179,12 @@ mod tests {
         let env: Vec<(OsString, OsString)> = std::env::vars_os().filter(|(name, _)| name == "PATH").collect();
         let path = dir.path().join("mirror.git");
         let mirror = Mirror { path: &path, git: Path::new("git"), env: &env, reader: reader("", "git", None) };
-        mirror.configure(&top).expect("configure");
-        assert!(mirror.other_config_files(&top).expect("config").iter().all(|file| !file.starts_with(&top)));
+        mirror.configure(&top.join(".git/config")).expect("configure");
+        assert!(mirror
+            .other_config_files(&top.join(".git/config"))
+            .expect("config")
+            .iter()
+            .all(|file| !file.starts_with(&top)));
         mirror.fetch(&top).expect("fetch");
         let refs =
             String::from_utf8_lossy(&mirror.git(&["for-each-ref", "--format=%(refname)"]).expect("refs")).into_owned();

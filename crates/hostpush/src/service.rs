@@ -268,22 +268,26 @@ fn copy_to_mirror(config: &ServiceConfig) -> Result<(), Refusal> {
         env: &env,
         reader: crate::mirror::reader("", "git", None),
     };
-    mirror.configure(&config.project_root).and_then(|()| mirror.fetch(&config.project_root)).map_err(|failed| {
-        let event =
-            audit::Event::new(&config.agent, "push", "git push", "blocked", "host-push", Some(failed.to_string()));
-        if let Some(log) = audit::default_path() {
-            let _ = audit::append(&log, &[event]);
-        }
-        Refusal {
-            why: "the project's repository could not be copied to be checked: an object one of its branches or \
+    // `.git` is pinned in the sandbox (its read-only config cannot be moved away with it).
+    mirror.configure(&config.common_dir.join("config")).and_then(|()| mirror.fetch(&config.project_root)).map_err(
+        |failed| {
+            let event =
+                audit::Event::new(&config.agent, "push", "git push", "blocked", "host-push", Some(failed.to_string()));
+            if let Some(log) = audit::default_path() {
+                let _ = audit::append(&log, &[event]);
+            }
+            Refusal {
+                why: "the project's repository could not be copied to be checked: an object one of its branches or \
                   tags leads to is not in the project's own object store, or a file in .git is not a regular one \
                   (git's message is in the audit log: `agent-sandbox log`)"
-                .into(),
-            instead: "delete or repair that branch or tag (`git fsck` names broken ones) and keep .git's files plain \
+                    .into(),
+                instead:
+                    "delete or repair that branch or tag (`git fsck` names broken ones) and keep .git's files plain \
                       files, then push again"
-                .into(),
-        }
-    })
+                        .into(),
+            }
+        },
+    )
 }
 
 /// Runs the host's git, relaying its output as it comes; its exit status.

@@ -57,6 +57,7 @@ const LOG: &str = "/var/log/agent-sandbox/push.jsonl";
 const SETPRIV: &str = "/usr/bin/setpriv";
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_CONFIG: u64 = 1 << 20;
 
 /// Files of the project's git directory that make git see other objects, another
 /// history or another configuration than the user's: no push while one is there.
@@ -84,21 +85,80 @@ pub fn run(config: Result<config::Config, String>, self_exe: &Path) -> i32 {
     }
 }
 
-/// The work trees whose `.git/config` is a read-only mount point, as
-/// `/proc/self/mountinfo` lists them (the last mount at a path is the one seen).
-pub fn projects(mountinfo: &str) -> Vec<PathBuf> {
-    let mut seen: Vec<(PathBuf, bool)> = Vec::new();
+/// A work tree whose `.git/config` is a read-only mount point.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Project {
+    pub top: PathBuf,
+    /// The mount's id (`/proc/self/mountinfo`'s first field).
+    pub config_mount: u64,
+}
+
+/// The projects as `/proc/self/mountinfo` lists them (the last mount at a path is the
+/// one seen).
+pub fn projects(mountinfo: &str) -> Vec<Project> {
+    let mut seen: Vec<(PathBuf, bool, u64)> = Vec::new();
     for line in mountinfo.lines() {
         let fields: Vec<&str> = line.split(' ').collect();
-        let (Some(point), Some(options)) = (fields.get(4), fields.get(5)) else { continue };
+        let (Some(id), Some(point), Some(options)) = (fields.first(), fields.get(4), fields.get(5)) else { continue };
+        let Ok(id) = id.parse() else { continue };
         let point = PathBuf::from(unescape(point));
         let read_only = options.split(',').any(|option| option == "ro");
-        seen.retain(|(earlier, _)| *earlier != point);
-        seen.push((point, read_only));
+        seen.retain(|(earlier, _, _)| *earlier != point);
+        seen.push((point, read_only, id));
     }
     seen.into_iter()
-        .filter(|(point, read_only)| *read_only && point.ends_with(".git/config"))
-        .filter_map(|(point, _)| Some(point.parent()?.parent()?.to_path_buf()))
+        .filter(|(point, read_only, _)| *read_only && point.ends_with(".git/config"))
+        .filter_map(|(point, _, config_mount)| {
+            Some(Project { top: point.parent()?.parent()?.to_path_buf(), config_mount })
+        })
+        .collect()
+}
+
+/// The bytes of the project's `.git/config`, read through a descriptor that is on the
+/// read-only mount itself: the agent can rename `.git` (the mount moves with it) and
+/// put a file of its own at the path, which root's git must never read.
+fn mounted_config(project: &Project) -> Result<Vec<u8>, Refusal> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = project.top.join(".git/config");
+    let failed = |why: String| {
+        refuse(
+            format!("{} is not the read-only configuration mounted there ({why})", path.display()),
+            "push from the project itself; if .git was moved, put it back (or restart the container)",
+        )
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+        .map_err(|err| failed(err.to_string()))?;
+    let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd()))
+        .map_err(|err| failed(err.to_string()))?;
+    let mount = fdinfo.lines().find_map(|line| line.strip_prefix("mnt_id:")).and_then(|id| id.trim().parse().ok());
+    if mount != Some(project.config_mount) {
+        return Err(failed("another file is at that path".into()));
+    }
+    if !file.metadata().is_ok_and(|meta| meta.is_file()) {
+        return Err(failed("not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG + 1).read_to_end(&mut bytes).map_err(|err| failed(err.to_string()))?;
+    if bytes.len() as u64 > MAX_CONFIG {
+        return Err(failed("larger than 1 MiB".into()));
+    }
+    Ok(bytes)
+}
+
+/// The `include.path`/`includeIf.*.path` values of a configuration (`git config --list
+/// -z` without includes) that are relative: read from a copy, they would lead elsewhere.
+fn relative_includes(listing: &[u8]) -> Vec<String> {
+    listing
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (key, value) = entry.split_once('\n')?;
+            let include = key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"));
+            (include && !value.starts_with('/') && !value.starts_with('~')).then(|| value.to_owned())
+        })
         .collect()
 }
 
@@ -185,10 +245,10 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     let cwd = gitfacts::normalize(Path::new(&request.cwd));
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|err| refuse(format!("cannot read the mounts: {err}"), "push again"))?;
-    let top = projects(&mountinfo)
+    let project = projects(&mountinfo)
         .into_iter()
-        .filter(|top| cwd.starts_with(top))
-        .max_by_key(|top| top.components().count())
+        .filter(|project| cwd.starts_with(&project.top))
+        .max_by_key(|project| project.top.components().count())
         .ok_or_else(|| {
             refuse(
                 format!(
@@ -199,6 +259,7 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
                 "push from the project itself",
             )
         })?;
+    let top = project.top.clone();
     let git_dir = top.join(".git");
     let plain_dir = git_dir.symlink_metadata().is_ok_and(|meta| meta.is_dir());
     if !plain_dir || std::fs::canonicalize(&top).ok().as_deref() != Some(top.as_path()) {
@@ -240,9 +301,20 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
             Some("/nonexistent"),
         ),
     };
-    mirror.configure(&top).map_err(|failed| refuse(failed.to_string(), "push again"))?;
+    // Root's git reads the project's configuration only from root's own copy of it.
+    let project_config = state.join("project-config");
+    write_root_file(&project_config, &mounted_config(&project)?, 0o644)?;
+    mirror.configure(&project_config).map_err(|failed| refuse(failed.to_string(), "push again"))?;
+    let own_file = project_config.display().to_string();
+    let relative = relative_includes(&mirror_git(&mirror, &["config", "--file", &own_file, "--list", "-z"])?);
+    if let Some(path) = relative.first() {
+        return Err(refuse(
+            format!("the project's .git/config includes {path}, a relative path, which the verifier cannot follow"),
+            "name that file by its absolute path (a file root owns or mounts read-only)",
+        ));
+    }
     // Every file the mirror's git reads its configuration from, before it runs.
-    for file in mirror.other_config_files(&top).map_err(|failed| refuse(failed.to_string(), "push again"))? {
+    for file in mirror.other_config_files(&project_config).map_err(|failed| refuse(failed.to_string(), "push again"))? {
         util::fs::trusted_file(&file).map_err(|why| {
             refuse(
                 format!(
@@ -289,7 +361,7 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
             .map_err(|err| refuse(format!("cannot prepare {}: {err}", dir.display()), "push again"))?;
     }
     let mut settings = HookGuardSettings::from_config(&config);
-    if let Some(hooks_dir) = project_hooks_dir(&mirror, &top) {
+    if let Some(hooks_dir) = project_hooks_dir(&mirror, &project_config, &top) {
         settings.protected_paths.push(hooks_dir);
     }
     settings.check_user = Some(CheckUser {
@@ -455,10 +527,10 @@ fn check_remote(remote: &str, url: &str, top: &Path) -> Result<(), Refusal> {
     }
 }
 
-/// The project's `core.hooksPath` (from its read-only config) when it is in the work
-/// tree, as a path relative to it: commits may not change it.
-fn project_hooks_dir(mirror: &Mirror, top: &Path) -> Option<String> {
-    let config = top.join(".git/config").display().to_string();
+/// The project's `core.hooksPath` (from root's copy of its config) when it is in the
+/// work tree, as a path relative to it: commits may not change it.
+fn project_hooks_dir(mirror: &Mirror, project_config: &Path, top: &Path) -> Option<String> {
+    let config = project_config.display().to_string();
     let value = mirror.git(&["config", "--file", &config, "--get", "core.hooksPath"]).ok()?;
     let value = String::from_utf8_lossy(&value).trim().to_owned();
     let dir = gitfacts::normalize(&top.join(&value));
@@ -492,7 +564,45 @@ mod tests {
 35 22 8:1 /y /srv/over/.git/config ro,relatime - ext4 /dev/sda1 rw
 36 22 8:1 /z /srv/over/.git/config rw,relatime - ext4 /dev/sda1 rw
 37 22 8:1 /c /etc/config ro,relatime - ext4 /dev/sda1 rw";
-        assert_eq!(projects(mountinfo), [PathBuf::from("/workspace"), PathBuf::from("/srv/with blank")]);
+        let project = |top: &str, config_mount| Project { top: top.into(), config_mount };
+        assert_eq!(projects(mountinfo), [project("/workspace", 31), project("/srv/with blank", 34)]);
+    }
+
+    /// The configuration is read only through a descriptor on the mount the project
+    /// was found by: a file at the same path on another mount (the agent's, after it
+    /// moved `.git` away) is refused, as is anything but a regular file.
+    #[test]
+    fn the_config_is_read_only_from_its_own_mount() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join(".git")).expect("mkdir");
+        let config = dir.path().join(".git/config");
+        std::fs::write(&config, "[core]\n\tbare = false\n").expect("write");
+        let file = std::fs::File::open(&config).expect("open");
+        let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd())).expect("fdinfo");
+        let here: u64 = fdinfo
+            .lines()
+            .find_map(|line| line.strip_prefix("mnt_id:"))
+            .and_then(|id| id.trim().parse().ok())
+            .expect("mnt_id");
+        let project = |config_mount| Project { top: dir.path().to_path_buf(), config_mount };
+        assert_eq!(mounted_config(&project(here)).expect("read"), b"[core]\n\tbare = false\n");
+        let other = mounted_config(&project(here + 1)).expect_err("another mount");
+        assert!(other.why.contains("another file is at that path"), "{}", other.why);
+        std::fs::remove_file(&config).expect("rm");
+        std::os::unix::fs::symlink("/etc/passwd", &config).expect("link");
+        assert!(mounted_config(&project(here)).is_err(), "a link is not followed");
+        std::fs::remove_file(&config).expect("rm");
+        let made = Command::new("mkfifo").arg(&config).status().expect("mkfifo");
+        assert!(made.success());
+        let fifo = mounted_config(&project(here)).expect_err("a FIFO is refused without blocking");
+        assert!(fifo.why.contains("not a regular file"), "{}", fifo.why);
+    }
+
+    #[test]
+    fn relative_includes_are_found_absolute_ones_kept() {
+        let listing = b"core.bare\nfalse\0include.path\n/etc/git/shared\0include.path\n../team.gitconfig\0\
+                        includeif.gitdir:/w/.path\nlocal.inc\0includeif.onbranch:main.path\n~/x\0user.path\nrel\0";
+        assert_eq!(relative_includes(listing), ["../team.gitconfig", "local.inc"]);
     }
 
     #[test]
