@@ -485,6 +485,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         done
         rm -rf .git/hooks 2>/dev/null; say rm_hooks $?
         mv .devcontainer moved 2>/dev/null; say mv_devcontainer $?
+        mv .git .git-away 2>/dev/null; say mv_git $?
         mkdir -p src && echo ok > src/new.txt; say legit_write $?
         sudo -n iptables -F 2>/dev/null; say sudo_flush $?
         sudo -n ip6tables -P OUTPUT ACCEPT 2>/dev/null; say sudo_v6 $?
@@ -540,6 +541,8 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("log", "legit"),
         ("rm_hooks", "1"),
         ("mv_devcontainer", "1"),
+        // `.git` is pinned: moved away, its read-only config and hooks would go with it.
+        ("mv_git", "1"),
         ("legit_write", "0"),
         ("sudo_flush", "1"),
         ("sudo_v6", "1"),
@@ -713,6 +716,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         curl -sS --max-time 5 http://{allowed}:8080/ >/dev/null 2>&1; say not_listed $?
         (echo x >> .git/hooks/pre-commit) 2>/dev/null; say write_hook $?
         (echo x >> .devcontainer/docker-compose.yml) 2>/dev/null; say write_compose $?
+        mv .git .git-away 2>/dev/null; say mv_git $?
         echo ok > notes.txt; say legit_write $?
         git -c user.name=a -c user.email=a@b.invalid commit -q --no-verify -m bypass 2>/dev/null; say no_verify $?
         say status "$(agent-sandbox firewall status | head -1)"
@@ -729,6 +733,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("not_listed", "6"),
         ("write_hook", "1"),
         ("write_compose", "1"),
+        ("mv_git", "1"),
         ("legit_write", "0"),
         ("no_verify", "1"),
         ("status", on),

@@ -185,6 +185,7 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
         git commit -qam bypass --no-verify 2>/dev/null; echo "no_verify=$?"
         git commit -qam legit; echo "commit=$?"
+        mv .git .git-away 2>/dev/null; echo "git_rename=$?"
         sudo -n true 2>/dev/null; echo "sudo=$?"
         bash -ic 'alias freeclaude' 2>/dev/null
     "#;
@@ -205,6 +206,7 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         "readme_write=0",
         "no_verify=1",
         "commit=0",
+        "git_rename=1",
         "sudo=1",
         "alias freeclaude='claude --dangerously-skip-permissions'",
     ] {

@@ -151,6 +151,27 @@ pub fn protected_paths(root: &Path, configured: &[String], hooks_path: Option<&s
     Ok(out)
 }
 
+/// The directories between the workspace and the protected paths (`.git` for
+/// `.git/config`), each to be bound onto itself read-write: a mount point cannot be
+/// renamed, and the read-only mounts inside a parent the agent renames would move with
+/// it, leaving the agent free to put a `.git/config` of its own where the host's git
+/// reads it. Shallowest first; a parent that is itself protected is a mount already.
+pub fn pinned_parents(protected: &[String]) -> Vec<String> {
+    let mut parents: Vec<String> = Vec::new();
+    for path in protected {
+        let mut parent = Path::new(path).parent();
+        while let Some(dir) = parent.filter(|dir| !dir.as_os_str().is_empty()) {
+            let dir_text = dir.display().to_string();
+            if !protected.contains(&dir_text) && !parents.contains(&dir_text) {
+                parents.push(dir_text);
+            }
+            parent = dir.parent();
+        }
+    }
+    parents.sort_by_key(|dir| (dir.matches('/').count(), dir.clone()));
+    parents
+}
+
 fn clean_relative(raw: &str) -> Result<String, Error> {
     let path = raw.trim_end_matches('/').trim_start_matches("./").to_owned();
     if path.is_empty()
@@ -403,9 +424,23 @@ impl Context {
         binds
     }
 
+    /// The parents pinned by binding them onto themselves ([`pinned_parents`]).
+    fn pinned(&self) -> Vec<(String, String)> {
+        pinned_parents(&self.options.protected)
+            .into_iter()
+            .map(|path| {
+                let target = format!("{}/{path}", self.workspace);
+                (path, target)
+            })
+            .collect()
+    }
+
     fn mounts(&self) -> Vec<String> {
         let mut mounts = Vec::new();
         if !matches!(self.source, Source::Compose { .. }) {
+            for (path, target) in self.pinned() {
+                mounts.push(format!("source=${{localWorkspaceFolder}}/{path},target={target},type=bind"));
+            }
             for (path, target) in self.read_only() {
                 mounts.push(format!("source=${{localWorkspaceFolder}}/{path},target={target},type=bind,readonly"));
             }
@@ -480,7 +515,8 @@ fn document(context: &Context) -> String {
   "remoteUser": {user},
   "mounts": [
     // Read-only inside: git's hooks and config, this directory, the project's guard
-    // configuration and the files the host runs later (those that exist), then
+    // configuration and the files the host runs later (those that exist; their parents,
+    // such as .git, bound onto themselves so that they cannot be renamed away), then
     // history (per workspace) and the Claude Code and Codex config (shared volumes).
 {mounts}
   ],
@@ -515,6 +551,9 @@ fn compose_override(service: &str, project_dir: &Path, context: &Context) -> Str
          services:\n  {}:\n    volumes:\n",
         quote(service)
     );
+    for (path, target) in context.pinned() {
+        text.push_str(&format!("      - {}\n", quote(&format!("{up}{path}:{target}"))));
+    }
     for (path, target) in context.read_only() {
         text.push_str(&format!("      - {}\n", quote(&format!("{up}{path}:{target}:ro"))));
     }
@@ -542,7 +581,10 @@ fn merge(existing: &str, context: &Context, path: &Path, exists: &dyn Fn(&str) -
         return Err(Error::Parse { path: path.to_path_buf(), message: "the top level is not an object".into() });
     };
     let Value::Object(mut ours) = context.settings() else { unreachable!("settings are an object") };
-    let stale = |source: &str| !exists(source) && !context.options.protected.iter().any(|p| p == source);
+    let pinned = pinned_parents(&context.options.protected);
+    let stale = |source: &str| {
+        !exists(source) && !context.options.protected.iter().any(|p| p == source) && !pinned.iter().any(|p| p == source)
+    };
     migrate(&theirs, &stale);
     // A target the user already mounts keeps their mount (e.g. their own config volume).
     let their_targets: Vec<String> = theirs
@@ -584,8 +626,8 @@ fn merge(existing: &str, context: &Context, path: &Path, exists: &dyn Fn(&str) -
 
 /// What an earlier `init` generated and this one replaces: the `initializeCommand` that
 /// created empty directories in the user's tree, the firewall as a `postStartCommand`
-/// (the Feature's entrypoint applies it now), and read-only binds of paths that are
-/// `stale` (no longer there: they would stop `up`).
+/// (the Feature's entrypoint applies it now), and read-only binds and pinned parents of
+/// paths that are `stale` (no longer there: they would stop `up`).
 fn migrate(theirs: &CstObject, stale: &dyn Fn(&str) -> bool) {
     // A removed property takes the comment lines written above it along.
     let remove = |prop: jsonc_parser::cst::CstObjectProp| {
@@ -626,7 +668,8 @@ fn migrate(theirs: &CstObject, stale: &dyn Fn(&str) -> bool) {
         for node in mounts.elements() {
             let Some(Value::String(mount)) = node.to_serde_value() else { continue };
             let source = mount.split(',').find_map(|part| part.strip_prefix("source=${localWorkspaceFolder}/"));
-            if let Some(source) = source.filter(|_| mount.ends_with(",type=bind,readonly")) {
+            let pin = |source: &str| mount.ends_with(&format!("/{source},type=bind"));
+            if let Some(source) = source.filter(|source| mount.ends_with(",type=bind,readonly") || pin(source)) {
                 if stale(source) {
                     node.remove();
                 }

@@ -108,6 +108,17 @@ fn protected_paths_are_only_those_that_exist_and_hooks_path_must() {
     assert!(!root.path().join(".git/hooks").exists() && !root.path().join("tools").exists());
 }
 
+#[test]
+fn parents_of_protected_paths_are_pinned_shallowest_first() {
+    let protected: Vec<String> =
+        [".git/hooks", ".git/config", ".husky", ".husky/pre-commit", "tools/ci/check.sh", ".claude/settings.json"]
+            .map(String::from)
+            .to_vec();
+    // `.husky` is a read-only mount already; the rest are bound onto themselves.
+    assert_eq!(pinned_parents(&protected), [".claude", ".git", "tools", "tools/ci"]);
+    assert!(pinned_parents(&[".devcontainer".into(), ".envrc".into()]).is_empty());
+}
+
 /// The shape of Microsoft's Node.js template after a user's edits: comments
 /// everywhere, trailing commas, features, their own Dockerfile, `remoteUser: node`.
 const USER_BUILD: &str = r#"// For format details, see https://aka.ms/devcontainer.json. For config options, see the

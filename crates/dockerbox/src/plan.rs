@@ -5,7 +5,7 @@
 //!
 //! The guard rails are the image's (the git guard as `git`, the marker, the firewall
 //! applied by the entrypoint at every start); the plan adds what the devcontainer adds:
-//! the protected paths read-only, the project's `.agent-sandbox` once more where the
+//! the protected paths read-only (their parents pinned), the project's `.agent-sandbox` once more where the
 //! firewall reads its additions, the firewall's two capabilities, the unprivileged user,
 //! and an environment of exactly these variables (nothing from the host).
 
@@ -171,6 +171,9 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
         |source: String, target: String, read_only: bool| Mount { kind: MountKind::Bind, source, target, read_only };
     let volume = |source: String, target: String| Mount { kind: MountKind::Volume, source, target, read_only: false };
     let mut mounts = vec![bind(workspace.path.clone(), inside.clone(), false)];
+    for path in devcontainer::pinned_parents(&request.protected) {
+        mounts.push(bind(format!("{}/{path}", workspace.path), format!("{inside}/{path}"), false));
+    }
     for path in &request.protected {
         mounts.push(bind(format!("{}/{path}", workspace.path), format!("{inside}/{path}"), true));
     }
@@ -395,6 +398,8 @@ mod tests {
             workdir: workdir.into(),
             mounts: vec![
                 mount(MountKind::Bind, "/src/app", "/workspace/app", false),
+                // Pinned: the read-only hooks cannot be renamed away with it.
+                mount(MountKind::Bind, "/src/app/.git", "/workspace/app/.git", false),
                 mount(MountKind::Bind, "/src/app/.git/hooks", "/workspace/app/.git/hooks", true),
                 mount(MountKind::Bind, "/src/app/.agent-sandbox", "/workspace/app/.agent-sandbox", true),
                 mount(MountKind::Bind, "/src/app/.agent-sandbox", "/etc/agent-sandbox/project", true),
@@ -534,6 +539,7 @@ mod tests {
              --label agent-sandbox.workdir=/workspace/app --label agent-sandbox.workspace=/src/app \
              --user node --workdir /workspace/app --cap-add NET_ADMIN --cap-add NET_RAW --network none \
              --mount type=bind,source=/src/app,target=/workspace/app \
+             --mount type=bind,source=/src/app/.git,target=/workspace/app/.git \
              --mount type=bind,source=/src/app/.git/hooks,target=/workspace/app/.git/hooks,readonly \
              --mount type=volume,source=agent-sbx-repo-{hash},target=/repo-shelf \
              --mount type=volume,source=agent-sandbox-{hash}-history,target=/commandhistory \
