@@ -277,11 +277,18 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
     std::fs::write(&json_path, unpinned).expect("write");
     let (ok, up_text) = project.up(&[]);
     assert!(ok, "devcontainer up without the pin: {up_text}");
-    as_root(&project.container(), "/usr/libexec/agent-sandbox/git init -q --bare /srv/remote.git");
+    as_root(
+        &project.container(),
+        &format!(
+            "set -e; G=/usr/libexec/agent-sandbox/git; $G init -q --bare /srv/remote.git\n\
+             $G --git-dir=/srv/remote.git fetch -q --upload-pack=\"$G -c safe.directory='*' upload-pack\" {workspace}/.git main:main"
+        ),
+    );
     let (got, all) = project.exec(
         r#"
+        git config --global user.name agent; git config --global user.email agent@t.invalid
         printf 'touch /tmp/checks-running; sleep 4\n' > src/slow.sh && git add . && git commit -qm slow
-        (   while [ ! -e /tmp/checks-running ]; do sleep 0.1; done
+        (   for i in $(seq 600); do [ -e /tmp/checks-running ] && break; sleep 0.1; done
             mv .git .git-away && mkdir .git && printf '[remote "origin"]\n\turl = /srv/remote.git\n\treceivepack = touch /tmp/pwned; git receive-pack\n' > .git/config
             say renamed $?
             sleep 8; rm -rf .git && mv .git-away .git; say restored $?
