@@ -265,8 +265,8 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
 
     // A container from an earlier `init`, whose `.git` is not pinned: the agent can move
     // `.git` away (its read-only config mount goes with it) and put a config of its own
-    // at the path while the checks run. Root's push reads only its own copy of the
-    // mounted config, never the path again.
+    // at the path while the checks run: there a filter for the next commit's checkout,
+    // which root's git makes. Root's git reads only its own copy of the mounted config.
     let _ = docker(&["rm", "-f", &container]);
     let unpinned = std::fs::read_to_string(&json_path)
         .expect("read")
@@ -288,8 +288,9 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         r#"
         git config --global user.name agent; git config --global user.email agent@t.invalid
         printf 'touch /tmp/checks-running; sleep 4\n' > src/slow.sh && git add . && git commit -qm slow
+        printf '*.txt filter=evil\n' > .gitattributes && echo ok > src/d.txt && git add . && git commit -qm attributes
         (   for i in $(seq 600); do [ -e /tmp/checks-running ] && break; sleep 0.1; done
-            mv .git .git-away && mkdir .git && printf '[remote "origin"]\n\turl = /srv/remote.git\n\treceivepack = touch /tmp/pwned; git receive-pack\n' > .git/config
+            mv .git .git-away && mkdir .git && printf '[remote "origin"]\n\turl = /srv/remote.git\n[filter "evil"]\n\tsmudge = touch /tmp/pwned; cat\n' > .git/config
             say renamed $?
             sleep 8; rm -rf .git && mv .git-away .git; say restored $?
         ) > /tmp/race 2>&1 &
