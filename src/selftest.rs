@@ -411,20 +411,30 @@ fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push:
     let protected = observed["protected"].as_array().cloned().unwrap_or_default();
     let writable: Vec<&str> =
         protected.iter().filter(|item| item["writable"] != false).filter_map(|item| item["path"].as_str()).collect();
+    // A parent that can be renamed takes the read-only mount inside it along, and frees
+    // the path for a file of the agent's.
+    let mut unpinned: Vec<&str> = protected
+        .iter()
+        .flat_map(|item| item["unpinned"].as_array().into_iter().flatten().filter_map(Value::as_str))
+        .collect();
+    unpinned.sort();
+    unpinned.dedup();
+    let mut broken: Vec<String> = writable.iter().map(|path| format!("{path} writable inside")).collect();
+    broken.extend(unpinned.iter().map(|dir| format!("{dir} can be renamed with a read-only path inside it")));
     rows.push(match protected.is_empty() {
         true => not_applicable("protected paths read-only", "none of the protected paths exists here"),
         false => row(
             "protected paths read-only",
-            writable.is_empty(),
+            broken.is_empty(),
             format!(
                 "wrote to the {} protected path(s) that exist here (.devcontainer, .agent-sandbox, the hooks \
-                 directory, checks.protectedPaths, …)",
+                 directory, checks.protectedPaths, …) and looked for their parents' mounts",
                 protected.len()
             ),
             format!(
-                "{} writable inside (created after init, or its mount removed): run agent-sandbox devcontainer init \
-                 again, then Rebuild Container",
-                writable.join(", ")
+                "{} (created after init, or made by an earlier init): run agent-sandbox devcontainer init again, then \
+                 Rebuild Container",
+                broken.join("; ")
             ),
         ),
     });
@@ -561,7 +571,7 @@ mod tests {
         json!({
             "marker": {"present": true, "rootOwned": true, "writable": false},
             "git": {"root": "/w", "configWritable": false, "hooksWritable": false, "noVerifyRefused": true, "forcePushRefused": true, "pushAnsweredByHost": true, "pushCredentials": []},
-            "protected": [{"path": "/w/.devcontainer", "writable": false}, {"path": "/w/.git/hooks", "writable": false}],
+            "protected": [{"path": "/w/.devcontainer", "writable": false, "unpinned": []}, {"path": "/w/.git/hooks", "writable": false, "unpinned": []}],
             "refusal": {"address": "192.0.2.1:443", "connected": false, "errno": libc::ECONNREFUSED},
             "routes": 2,
             "managed": [managed("/etc/claude-code/managed-settings.json"), managed("/etc/codex/requirements.toml")],
@@ -590,8 +600,10 @@ mod tests {
             ]
         );
         type Break = fn(&mut Value);
-        let cases: [(&str, Break); 12] = [
+        let cases: [(&str, Break); 13] = [
             ("marker present", |o| o["marker"]["writable"] = true.into()),
+            // A container from an earlier init: `.git` is not bound onto itself.
+            ("protected paths read-only", |o| o["protected"][1]["unpinned"] = json!(["/w/.git"])),
             (PUSH_VERIFIED, |o| o["git"]["pushAnsweredByHost"] = false.into()),
             // VS Code's forwarded ssh agent: the agent's own git could push past the checks.
             (PUSH_VERIFIED, |o| o["git"]["pushCredentials"] = json!(["/tmp/vscode-ssh-auth-1.sock"])),

@@ -93,23 +93,13 @@ pub struct Project {
     pub config_mount: u64,
 }
 
-/// The projects as `/proc/self/mountinfo` lists them (the last mount at a path is the
-/// one seen).
+/// The projects as `/proc/self/mountinfo` lists them.
 pub fn projects(mountinfo: &str) -> Vec<Project> {
-    let mut seen: Vec<(PathBuf, bool, u64)> = Vec::new();
-    for line in mountinfo.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let (Some(id), Some(point), Some(options)) = (fields.first(), fields.get(4), fields.get(5)) else { continue };
-        let Ok(id) = id.parse() else { continue };
-        let point = PathBuf::from(unescape(point));
-        let read_only = options.split(',').any(|option| option == "ro");
-        seen.retain(|(earlier, _, _)| *earlier != point);
-        seen.push((point, read_only, id));
-    }
-    seen.into_iter()
-        .filter(|(point, read_only, _)| *read_only && point.ends_with(".git/config"))
-        .filter_map(|(point, _, config_mount)| {
-            Some(Project { top: point.parent()?.parent()?.to_path_buf(), config_mount })
+    util::mounts::parse(mountinfo)
+        .into_iter()
+        .filter(|mount| mount.read_only && mount.point.ends_with(".git/config"))
+        .filter_map(|mount| {
+            Some(Project { top: mount.point.parent()?.parent()?.to_path_buf(), config_mount: mount.id })
         })
         .collect()
 }
@@ -160,29 +150,6 @@ fn relative_includes(listing: &[u8]) -> Vec<String> {
             (include && !value.starts_with('/') && !value.starts_with('~')).then(|| value.to_owned())
         })
         .collect()
-}
-
-/// mountinfo's octal escapes (`\040` for a blank).
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .and_then(|digits| std::str::from_utf8(digits).ok().and_then(|digits| u8::from_str_radix(digits, 8).ok()));
-        match (bytes[i], octal) {
-            (b'\\', Some(byte)) => {
-                out.push(byte);
-                i += 4;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Where a remote's URL leads, for root's push.

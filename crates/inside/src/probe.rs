@@ -100,12 +100,21 @@ pub fn container(spec: &Value) -> Value {
     }
     protected.sort();
     protected.dedup();
+    // A parent that is not a mount point can be renamed, the read-only mount inside going
+    // with it (`devcontainer::pinned_parents` binds each onto itself).
+    let mount_points: Vec<PathBuf> = util::mounts::current().into_iter().map(|mount| mount.point).collect();
     let protected: Vec<Value> = protected
         .iter()
         .filter(|path| path.symlink_metadata().is_ok())
         .map(|path| {
             let changeable = if path.is_dir() { creatable(path) } else { writable(path) };
-            json!({ "path": path, "writable": changeable })
+            let unpinned: Vec<&Path> = path
+                .ancestors()
+                .skip(1)
+                .take_while(|parent| parent.starts_with(&root) && *parent != root)
+                .filter(|parent| !mount_points.iter().any(|point| point == parent))
+                .collect();
+            json!({ "path": path, "writable": changeable, "unpinned": unpinned })
         })
         .collect();
     let git = work_tree.as_deref().map(|root| {

@@ -5,6 +5,7 @@
 
 pub mod fs;
 pub mod fuzzing;
+pub mod mounts;
 pub mod splice;
 pub mod users;
 
