@@ -782,6 +782,14 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         "alpine:\n{up_text}"
     );
     assert!(alpine.container().is_empty());
+    // Docker's legacy builder keeps the container of a failed step: the Feature's install
+    // that refused the image.
+    let exited = docker(&["ps", "-a", "--no-trunc", "--filter", "status=exited", "--format", "{{.ID}} {{.Command}}"]);
+    for (id, _) in exited.lines().filter_map(|line| line.split_once(' ')).filter(|(_, command)| {
+        command.contains("/tmp/dev-container-features/") && command.contains("devcontainer-features-install.sh")
+    }) {
+        let _ = Command::new("docker").args(["rm", id]).output();
+    }
     eprintln!("devcontainer e2e: done after {:?}", started.elapsed());
 }
 
