@@ -5,9 +5,10 @@
 //!
 //! The guard rails are the image's (the git guard as `git`, the marker, the firewall
 //! applied by the entrypoint at every start); the plan adds what the devcontainer adds:
-//! the protected paths read-only (their parents pinned), the project's `.agent-sandbox` once more where the
-//! firewall reads its additions, the firewall's two capabilities, the unprivileged user,
-//! and an environment of exactly these variables (nothing from the host).
+//! the protected paths read-only (their parents pinned), the project's `.agent-sandbox`
+//! once more where the firewall reads its additions, the firewall's two capabilities,
+//! the unprivileged user, and an environment of exactly these variables (nothing from
+//! the host).
 
 use std::collections::BTreeMap;
 

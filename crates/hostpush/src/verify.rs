@@ -121,10 +121,7 @@ fn mounted_config(project: &Project) -> Result<Vec<u8>, Refusal> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)
         .map_err(|err| failed(err.to_string()))?;
-    let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd()))
-        .map_err(|err| failed(err.to_string()))?;
-    let mount = fdinfo.lines().find_map(|line| line.strip_prefix("mnt_id:")).and_then(|id| id.trim().parse().ok());
-    if mount != Some(project.config_mount) {
+    if util::mounts::mount_of(&file) != Some(project.config_mount) {
         return Err(failed("another file is at that path".into()));
     }
     if !file.metadata().is_ok_and(|meta| meta.is_file()) {
@@ -544,13 +541,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join(".git")).expect("mkdir");
         let config = dir.path().join(".git/config");
         std::fs::write(&config, "[core]\n\tbare = false\n").expect("write");
-        let file = std::fs::File::open(&config).expect("open");
-        let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd())).expect("fdinfo");
-        let here: u64 = fdinfo
-            .lines()
-            .find_map(|line| line.strip_prefix("mnt_id:"))
-            .and_then(|id| id.trim().parse().ok())
-            .expect("mnt_id");
+        let here = util::mounts::mount_of(&std::fs::File::open(&config).expect("open")).expect("mnt_id");
         let project = |config_mount| Project { top: dir.path().to_path_buf(), config_mount };
         assert_eq!(mounted_config(&project(here)).expect("read"), b"[core]\n\tbare = false\n");
         let other = mounted_config(&project(here + 1)).expect_err("another mount");

@@ -34,6 +34,14 @@ pub fn current() -> Vec<Mount> {
     std::fs::read_to_string("/proc/self/mountinfo").map(|text| parse(&text)).unwrap_or_default()
 }
 
+/// The id of the mount `file` is on (`/proc/self/fdinfo`'s `mnt_id`, mountinfo's first
+/// field): unlike its path, which a rename of a parent frees for another file.
+pub fn mount_of(file: &std::fs::File) -> Option<u64> {
+    use std::os::unix::io::AsRawFd;
+    let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd())).ok()?;
+    fdinfo.lines().find_map(|line| line.strip_prefix("mnt_id:")).and_then(|id| id.trim().parse().ok())
+}
+
 /// mountinfo's octal escapes (`\040` for a blank).
 fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
@@ -74,5 +82,13 @@ garbage";
             parse(mountinfo),
             [mount(22, "/", false), mount(31, "/srv/with blank", true), mount(36, "/srv/over", false)]
         );
+    }
+
+    /// A file's mount is one this process's mountinfo lists.
+    #[test]
+    fn a_files_mount_is_listed() {
+        let file = std::fs::File::open("/proc/self/mountinfo").expect("open");
+        let id = mount_of(&file).expect("mnt_id");
+        assert!(current().iter().any(|mount| mount.id == id), "{id}");
     }
 }
