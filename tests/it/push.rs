@@ -475,3 +475,81 @@ fn a_killed_sessions_push_directory_is_removed_at_the_next_start() {
     let left: Vec<_> = std::fs::read_dir(&parent).expect("list").flatten().map(|entry| entry.file_name()).collect();
     assert_eq!(left, ["session-running"], "the session removed its own directory at its end");
 }
+
+/// The checks search only `PATH` directories the agent cannot write. The user's `PATH`
+/// starts with the project's `node_modules/.bin` (as direnv's `PATH_add` makes it, and
+/// once relative); the agent plants an `sh`, a `lint` and a `mylint` there that exit 0
+/// and pushes a commit the real tools fail: the real ones run (installed outside the
+/// project, in `~/.local/bin`: a script, and a CLI as `npm i -g --prefix ~/.local`
+/// installs it) and the push is refused, naming the entries the checks left out and
+/// why. Beside it, a good commit passes the same checks with the same plants present.
+#[test]
+fn checks_never_run_programs_planted_on_the_users_path_in_the_project() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/.local/bin/lint", "#!/bin/sh\necho real lint ran >&2\ntest ! -e BROKEN\n");
+    world.chmod("home/.local/bin/lint", 0o755);
+    world.write(
+        "home/src/mylint/package.json",
+        r#"{"name": "mylint", "version": "1.0.0", "bin": {"mylint": "bin/mylint.js"}}"#,
+    );
+    world.write(
+        "home/src/mylint/bin/mylint.js",
+        "#!/usr/bin/env node\nconsole.error('real mylint ran');\nprocess.exit(require('fs').existsSync('BROKEN') ? 1 : 0);\n",
+    );
+    let npm = |args: &[&str]| {
+        let out = Command::new("npm").args(args).current_dir(world.home.join("src")).env("HOME", &world.home).output();
+        let out = out.expect("npm runs");
+        assert!(out.status.success(), "npm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    npm(&["pack", "--silent", "./mylint"]);
+    let prefix = world.home.join(".local");
+    npm(&[
+        "install",
+        "-g",
+        "--offline",
+        "--no-audit",
+        "--no-fund",
+        "--prefix",
+        prefix.to_str().expect("utf-8"),
+        "./mylint-1.0.0.tgz",
+    ]);
+    world.write("home/proj/.gitignore", "node_modules/\n");
+    world.project_config(r#"{ "checks": { "commands": ["sh -c lint", "mylint"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "checks"]);
+    world.bare_origin();
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    let before = remote_refs(&world);
+    let bin = world.project.join("node_modules/.bin");
+    let path =
+        format!("{}:node_modules/.bin:{}/.local/bin:/usr/local/bin:/usr/bin:/bin", bin.display(), world.home.display());
+    let plant = "mkdir -p node_modules/.bin && for tool in sh lint mylint; do \
+                 printf '#!/bin/sh\\nexit 0\\n' > node_modules/.bin/$tool && chmod +x node_modules/.bin/$tool; done";
+    let exec =
+        |script: &str| world.cmd().env("PATH", &path).args(["exec", "--debug", "--", "/bin/sh", "-c", script]).run();
+
+    let run = exec(&format!(
+        "{plant} && cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN \
+         && /tmp/g commit -qn -m sneaky && git push -q origin main"
+    ));
+    let err = run.stderr();
+    assert_ne!(run.code(), 0, "{err}");
+    assert!(err.contains("refused: the check `sh -c lint` failed on commit"), "the real check ran and failed:\n{err}");
+    assert!(err.contains("real lint ran"), "{err}");
+    let dropped = format!("{} (in the project, which the agent writes)", bin.display());
+    assert!(err.contains(&format!("these PATH entries: {dropped}")), "the refusal names the entry it left out:\n{err}");
+    let debug = format!("checks: PATH entry {dropped} not searched by the checks");
+    assert_eq!(err.matches(&debug).count(), 1, "--debug says it once, at the start:\n{err}");
+    assert!(err.contains("node_modules/.bin (relative, so a different directory"), "{err}");
+    assert!(err.contains("npm i -g --prefix ~/.local"), "and what to do:\n{err}");
+    assert_eq!(remote_refs(&world), before, "the failing commit reached the remote");
+    reset(&world);
+
+    let run = exec(&format!("{plant} && echo good > src.txt && git add src.txt && git commit -qm good && git push -q origin main && echo pushed"));
+    let err = run.stderr();
+    assert_eq!(run.stdout(), "pushed\n", "{err}");
+    assert!(err.contains("real lint ran") && err.contains("real mylint ran"), "both real tools ran:\n{err}");
+    assert_ne!(remote_refs(&world), before);
+}

@@ -68,6 +68,12 @@ pub struct HookGuardSettings {
     /// a sandbox, where the checks inherit the environment. On disk: `[name, value]`
     /// pairs.
     pub check_env: Vec<(String, String)>,
+    /// The entries of the start `PATH` the checks do not search (`ENTRY (REASON)`): the
+    /// checks' `PATH` holds only directories the agent cannot write
+    /// (`policy::path_search`). A failed check names them, so that a user whose check
+    /// needed `node_modules/.bin` learns why.
+    #[serde(default)]
+    pub check_path_dropped: Vec<String>,
     /// The commits the repository's refs pointed at when the sandbox started: their
     /// history was there before the agent, so pre-push does not check it again (a
     /// human's own old `--no-verify` commit does not block the agent's push). Empty
@@ -136,6 +142,7 @@ impl HookGuardSettings {
             allow_branch_deletion: config.git_allow_branch_deletion.value,
             masked_paths: Vec::new(),
             check_env: Vec::new(),
+            check_path_dropped: Vec::new(),
             known_commits: Vec::new(),
             agent_commits: Vec::new(),
             global_config: String::new(),
@@ -238,6 +245,7 @@ mod tests {
             allow_branch_deletion: false,
             masked_paths: vec!["config/prod.key".into()],
             check_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            check_path_dropped: vec!["/p/node_modules/.bin (in the project, which the agent writes)".into()],
             known_commits: vec!["0123456789abcdef0123456789abcdef01234567".into()],
             agent_commits: vec!["89abcdef0123456789abcdef0123456789abcdef".into()],
             global_config: "/home/u/.gitconfig".into(),
@@ -323,6 +331,7 @@ mod tests {
                 "allowBranchDeletion": false,
                 "maskedPaths": ["config/prod.key"],
                 "checkEnv": [["PATH", "/usr/bin:/bin"]],
+                "checkPathDropped": ["/p/node_modules/.bin (in the project, which the agent writes)"],
                 "knownCommits": ["0123456789abcdef0123456789abcdef01234567"],
                 "agentCommits": ["89abcdef0123456789abcdef0123456789abcdef"],
                 "globalConfig": "/home/u/.gitconfig",

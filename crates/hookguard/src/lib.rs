@@ -602,9 +602,21 @@ fn run_checks(repo: &Repo, dir: &Path, what: &str) -> Result<(), Refusal> {
             }
         };
         if !passed {
+            let dropped = &repo.settings.check_path_dropped;
+            if dropped.is_empty() {
+                return Err(refuse(
+                    format!("the check `{command}` failed on {what} ({status})"),
+                    "fix what the check reports, then try again (never skip the check)",
+                ));
+            }
             return Err(refuse(
-                format!("the check `{command}` failed on {what} ({status})"),
-                "fix what the check reports, then try again (never skip the check)",
+                format!(
+                    "the check `{command}` failed on {what} ({status}); the checks do not search these PATH entries: {}",
+                    dropped.join(", ")
+                ),
+                "fix what the check reports, then try again (never skip the check); a check that needs a tool from \
+                 the project's dependencies runs code the agent can change: install the tool outside the project \
+                 (npm i -g --prefix ~/.local, pipx) or in the check (npm ci && npx --no-install TOOL)",
             ));
         }
     }

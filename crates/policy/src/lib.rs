@@ -11,6 +11,7 @@
 pub mod env;
 pub mod git;
 pub mod network;
+pub mod path_search;
 pub mod presets;
 
 use std::{

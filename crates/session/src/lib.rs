@@ -337,6 +337,15 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
 
     let filter = policy::env::EnvFilter::new(&config)?;
     let (mut env, dropped) = filter.apply(std::env::vars_os());
+    // The checks search only directories the agent cannot write: an `sh`, `npm` or
+    // `pytest` planted in `node_modules/.bin` would pass every check.
+    let check_path = env.iter().find(|(name, _)| name == "PATH").map(|(_, value)| {
+        let search = checks_path(value, &ctx, &policy.mounts);
+        for line in search.dropped_lines() {
+            debug(&format!("checks: PATH entry {line} not searched by the checks"));
+        }
+        search
+    });
     // `agent-sandbox check` works inside without knowing where the binary came from.
     if let Some((_, path)) = env.iter_mut().find(|(name, _)| name == "PATH") {
         path.push(":");
@@ -461,8 +470,18 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .filter_map(|mask| mask.path.strip_prefix(&ctx.project_root).ok())
         .map(|rel| rel.to_string_lossy().into_owned())
         .collect();
-    hook_settings.check_env =
-        env.iter().filter_map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned()))).collect();
+    let check_env: Vec<(OsString, OsString)> = env
+        .iter()
+        .map(|(name, value)| match &check_path {
+            Some(search) if name == "PATH" => (name.clone(), search.joined()),
+            _ => (name.clone(), value.clone()),
+        })
+        .collect();
+    hook_settings.check_env = check_env
+        .iter()
+        .filter_map(|(name, value)| Some((name.to_str()?.to_owned(), value.to_str()?.to_owned())))
+        .collect();
+    hook_settings.check_path_dropped = check_path.as_ref().map(|search| search.dropped_lines()).unwrap_or_default();
     hook_settings.global_config = pinned_global.clone().unwrap_or_else(|| "/dev/null".to_owned());
     let hook_json = hook_settings.to_json();
     // Login shells get the sandbox's PATH back (not the host's, which may name what the
@@ -542,7 +561,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
                 commands: commands.clone(),
                 self_exe: self_exe.clone(),
                 bwrap: bwrap.clone(),
-                env: env.clone(),
+                env: check_env.clone(),
                 hook_settings: hook_settings.clone(),
                 runtime: runtime.path().to_path_buf(),
             };
@@ -878,24 +897,42 @@ fn find_inside(
     }
 }
 
-/// bwrap from an absolute `PATH` entry outside the project and outside every writable
-/// grant: a relative entry (`node_modules/.bin`) or one the agent can write would run a
-/// bwrap the agent planted, on the host, unsandboxed.
+/// bwrap from a `PATH` entry `policy::path_search` keeps (on the host: absolute, outside
+/// the project and every writable grant), and itself not a link into such a place: a
+/// relative entry (`node_modules/.bin`) or one the agent can write would run a bwrap the
+/// agent planted, on the host, unsandboxed.
 fn find_bwrap(ctx: &Context, mounts: &[Mount]) -> Result<PathBuf> {
-    let writable = |path: &Path| {
-        path.starts_with(&ctx.project_root)
-            || mounts.iter().any(|mount| mount.access == policy::Access::Rw && path.starts_with(&mount.path))
+    let real = |path: &Path| path.canonicalize().ok();
+    let facts = policy::path_search::SearchFacts {
+        project_root: &ctx.project_root,
+        mounts,
+        runtime_dirs: &[],
+        inside: false,
+        real: &real,
     };
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .filter(|dir| dir.is_absolute())
+    policy::path_search::decide(&path, &facts)
+        .kept
+        .into_iter()
         .map(|dir| dir.join("bwrap"))
         .filter(|candidate| candidate.is_file())
-        .find(|candidate| {
-            let real = candidate.canonicalize().unwrap_or_else(|_| candidate.clone());
-            !writable(&real) && !writable(candidate)
-        })
+        .find(|candidate| policy::path_search::judge(candidate, &facts).is_ok())
         .ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
+}
+
+/// The `PATH` the checks search (`path_var`, the start `PATH`): only directories shown
+/// read-only in the sandbox, outside the project, every writable grant and the runtime
+/// directory.
+fn checks_path(path_var: &std::ffi::OsStr, ctx: &Context, mounts: &[Mount]) -> policy::path_search::SearchPath {
+    let real = |path: &Path| path.canonicalize().ok();
+    let facts = policy::path_search::SearchFacts {
+        project_root: &ctx.project_root,
+        mounts,
+        runtime_dirs: &[Path::new(sandbox::plan::RUNTIME_DIR)],
+        inside: true,
+        real: &real,
+    };
+    policy::path_search::decide(path_var, &facts)
 }
 
 /// The scan pattern that finds git directories and gitlinks in the work tree.
