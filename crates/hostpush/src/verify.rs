@@ -328,10 +328,12 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     if let Some(hooks_dir) = project_hooks_dir(&mirror, &project_config, &top) {
         settings.protected_paths.push(hooks_dir);
     }
+    let search = checks_path(PATH);
+    settings.check_path_dropped = search.dropped_lines();
     settings.check_user = Some(CheckUser {
         uid,
         gid,
-        env: check_env(&work),
+        env: check_env(&work, &search.joined().to_string_lossy()),
         worktree: work.join("tree"),
         project: top.clone(),
         dependencies: dependency_dirs(&top),
@@ -430,13 +432,24 @@ fn root_env() -> Vec<(OsString, OsString)> {
     .collect()
 }
 
+/// The checks' `PATH`: the existing entries of `path_var` that are root's alone, links
+/// resolved (`policy::path_search`): an image that gave the agent's user `/usr/local/bin`
+/// (for `npm i -g`) would otherwise let it plant the `pytest` a check runs.
+fn checks_path(path_var: &str) -> policy::path_search::SearchPath {
+    let present: Vec<&str> = path_var.split(':').filter(|entry| Path::new(entry).exists()).collect();
+    policy::path_search::decide_by(std::ffi::OsStr::new(&present.join(":")), &|entry| {
+        let real = entry.canonicalize().map_err(|err| policy::path_search::Dropped::NotRootOnly(err.to_string()))?;
+        util::fs::root_only(&real).map_err(policy::path_search::Dropped::NotRootOnly)
+    })
+}
+
 /// The checks' environment: their own home and temporary directory, git trusting the
 /// worktree (its records stay root's).
-fn check_env(work: &Path) -> Vec<(String, String)> {
+fn check_env(work: &Path, path: &str) -> Vec<(String, String)> {
     let home = work.join("home").display().to_string();
     let tmp = work.join("tmp").display().to_string();
     [
-        ("PATH", PATH.to_owned()),
+        ("PATH", path.to_owned()),
         ("HOME", home),
         ("TMPDIR", tmp),
         ("USER", CHECK_USER.to_owned()),
@@ -515,6 +528,23 @@ fn dependency_dirs(top: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only directories no user but root can change stay on the checks' `PATH`: the
+    /// system's own (`/bin` through its link) beside a directory anyone may write and
+    /// `/tmp`; an entry that does not exist is left out silently.
+    #[test]
+    fn the_checks_search_only_roots_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let open = dir.path().join("bin");
+        std::fs::create_dir(&open).expect("mkdir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let open = open.to_str().expect("utf-8");
+        let search = checks_path(&format!("{open}:/usr/bin:/bin:/tmp:/no/such/dir"));
+        assert_eq!(search.kept, [PathBuf::from("/usr/bin"), PathBuf::from("/bin")]);
+        let dropped: Vec<&std::ffi::OsStr> = search.dropped.iter().map(|(entry, _)| entry.as_os_str()).collect();
+        assert_eq!(dropped, [std::ffi::OsStr::new(open), std::ffi::OsStr::new("/tmp")]);
+        assert!(search.dropped_lines()[0].contains("not root's alone"), "{:?}", search.dropped_lines());
+    }
 
     #[test]
     fn projects_are_the_work_trees_with_a_read_only_git_config_mount() {

@@ -41,6 +41,8 @@ pub enum Dropped {
     Writable(PathBuf),
     Runtime,
     NotShown,
+    /// A container's verifier: a user other than root could change it (the reason).
+    NotRootOnly(String),
 }
 
 impl fmt::Display for Dropped {
@@ -52,6 +54,7 @@ impl fmt::Display for Dropped {
             Dropped::Writable(grant) => write!(f, "the agent can write it (read-write grant {})", grant.display()),
             Dropped::Runtime => write!(f, "agent-sandbox's runtime directory"),
             Dropped::NotShown => write!(f, "not shown read-only in the sandbox (its own scratch there)"),
+            Dropped::NotRootOnly(why) => write!(f, "not root's alone: {why}"),
         }
     }
 }
@@ -86,6 +89,12 @@ impl SearchPath {
 
 /// Splits `path_var` as the shell does (`:`; empty entries kept) and judges every entry.
 pub fn decide(path_var: &OsStr, facts: &SearchFacts<'_>) -> SearchPath {
+    decide_by(path_var, &|entry| judge(entry, facts))
+}
+
+/// [`decide`] with another judge of the absolute entries (a container's verifier, where
+/// nothing is granted and only root's directories are trusted).
+pub fn decide_by(path_var: &OsStr, judge_entry: &dyn Fn(&Path) -> Result<(), Dropped>) -> SearchPath {
     let mut search = SearchPath::default();
     if path_var.is_empty() {
         return search;
@@ -93,8 +102,16 @@ pub fn decide(path_var: &OsStr, facts: &SearchFacts<'_>) -> SearchPath {
     for entry in path_var.as_encoded_bytes().split(|byte| *byte == b':') {
         // SAFETY: split at an ASCII byte of a valid encoded OsStr.
         let entry = unsafe { OsStr::from_encoded_bytes_unchecked(entry) };
-        match judge(Path::new(entry), facts) {
-            Ok(()) => search.kept.push(crate::normalize(Path::new(entry))),
+        let path = Path::new(entry);
+        let verdict = if entry.is_empty() {
+            Err(Dropped::Empty)
+        } else if !path.is_absolute() {
+            Err(Dropped::Relative)
+        } else {
+            judge_entry(path)
+        };
+        match verdict {
+            Ok(()) => search.kept.push(crate::normalize(path)),
             Err(why) => search.dropped.push((entry.to_owned(), why)),
         }
     }
@@ -257,5 +274,24 @@ mod tests {
             ]
         );
         assert_eq!(decide(OsStr::new(""), &facts), SearchPath::default());
+    }
+
+    #[test]
+    fn another_judge_decides_only_absolute_entries() {
+        let judge = |entry: &Path| match entry.starts_with("/usr/local") {
+            true => Err(Dropped::NotRootOnly("owner uid 1000, mode 755".into())),
+            false => Ok(()),
+        };
+        let search = decide_by(OsStr::new("/usr/local/bin:/usr/bin:bin::/bin/"), &judge);
+        let expected = SearchPath {
+            kept: vec!["/usr/bin".into(), "/bin".into()],
+            dropped: vec![
+                ("/usr/local/bin".into(), Dropped::NotRootOnly("owner uid 1000, mode 755".into())),
+                ("bin".into(), Dropped::Relative),
+                ("".into(), Dropped::Empty),
+            ],
+        };
+        assert_eq!(search, expected);
+        assert_eq!(search.dropped_lines()[0], "/usr/local/bin (not root's alone: owner uid 1000, mode 755)");
     }
 }
