@@ -216,6 +216,7 @@ fn a_masked_file_cannot_be_carried_away_by_renaming_its_parents() {
     require_bwrap!();
     let world = world_with_key_and_npm_tree();
     world.write("home/proj/deploy/prod/site.pem", "TOPSECRET\n");
+    world.write("home/proj/app/.env", "TOPSECRET\n");
     // Each rename that would carry a secret into a dependency tree (where wildcard hits
     // are not masked at the next start) is refused; the next session still masks both.
     let attacks = [
@@ -230,18 +231,23 @@ fn a_masked_file_cannot_be_carried_away_by_renaming_its_parents() {
     for attack in attacks {
         script.push_str(&format!("{attack} 2>/dev/null && echo 'MOVED: {attack}'\n"));
     }
-    // The legitimate use beside it: the pinned directories stay writable, and a
-    // directory without secrets renames as before.
-    script
-        .push_str("echo new > certs/new.txt && cat certs/README && mv docs documentation && echo renamed; echo end\n");
+    // The legitimate use beside it: the pinned directories stay writable, a directory
+    // without secrets renames as before, and so does one holding an exact name (`.env`
+    // is masked wherever it goes, so nothing pins its parents).
+    script.push_str(
+        "echo new > certs/new.txt && cat certs/README && mv docs documentation && mv app node_modules/app && echo renamed; \
+         echo end\n",
+    );
     let out = world.sh(&[], &script).ok();
     assert_eq!(out, "certificates\nrenamed\nend\n");
     assert_eq!(world.read("home/proj/certs/server.key"), "TOPSECRET\n");
     assert_eq!(world.read("home/proj/deploy/prod/site.pem"), "TOPSECRET\n");
+    assert_eq!(world.read("home/proj/node_modules/app/.env"), "TOPSECRET\n");
     let out = world
         .sh(
             &[],
-            "cat certs/server.key deploy/prod/site.pem target/server.key vendor/prod/site.pem 2>/dev/null; echo end",
+            "cat certs/server.key deploy/prod/site.pem target/server.key vendor/prod/site.pem node_modules/app/.env 2>/dev/null; \
+             echo end",
         )
         .ok();
     assert_eq!(out, "end\n");

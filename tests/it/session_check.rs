@@ -111,11 +111,7 @@ fn a_renamed_parent_and_a_crafted_index_entry_do_not_unmask_a_secret() {
     world.write("home/proj/app/.env", "SECRET=real\n");
     // The agent renames the secret's parent to a C-quoted name that git's
     // `--stdin-paths` would read as `x`, and stages that path with the blob of its own `x`.
-    // The rename is refused inside (a masked file's parents are pinned), so it is done
-    // outside, as a session before pinning could.
-    assert_eq!(world.sh(&[], r#"mv app '"x"' && echo MOVED; echo end"#).ok(), "end\n");
-    fs_err::rename(world.path("home/proj/app"), world.path("home/proj/\"x\"")).expect("rename");
-    let attack = r#"printf decoy > x \
+    let attack = r#"printf decoy > x && mv app '"x"' \
         && git update-index --add --cacheinfo "100644,$(git hash-object -w x),\"x\"/.env""#;
     world.sh(&[], attack).ok();
     assert_eq!(world.read("home/proj/\"x\"/.env"), "SECRET=real\n", "the real secret moved with its parent");

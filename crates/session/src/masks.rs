@@ -128,8 +128,9 @@ pub struct Masked {
     pub found: PathBuf,
     pub pattern: String,
     /// Whether its parents are pinned (bound onto themselves, so that neither it nor any
-    /// directory above it can be renamed): all but those inside a [`MadeTree`], which
-    /// must stay deletable; the record of earlier masks recognises a secret renamed there.
+    /// directory above it can be renamed): those a rename could unmask at the next
+    /// start, except inside a [`MadeTree`], which must stay deletable (the record of
+    /// earlier masks recognises a secret renamed there).
     pub pin: bool,
 }
 
@@ -155,9 +156,15 @@ pub fn decide(
     let mut add = |mask: Mask, found: &std::path::Path, hit: &SecretHit, notes: &mut Vec<String>| {
         notes.push(format!("secret {} masked (matches {})", mask.path.display(), hit.pattern));
         if seen.insert(mask.path.clone()) {
-            // A path pattern (`config/prod.yaml`) no longer matches once a parent is
-            // renamed, wherever it is.
-            let pin = made_tree(&mask.path).is_none() || hit.pattern.contains('/');
+            // Pinned where a rename could change the next start's decision: a path
+            // pattern (`config/prod.yaml`) stops matching once a parent is renamed,
+            // wherever it is; a wildcard hit could be carried into a made tree; a mask
+            // on another entry than the hit (a symlink's target, a file of a secret
+            // directory) stops being one when that entry moves. An exact name on the hit
+            // itself is masked wherever it goes: pinning its parents would only add
+            // mounts (bwrap's cost grows faster than their number).
+            let location_matters = mask.path != hit.path || exemptible(&hit.pattern);
+            let pin = hit.pattern.contains('/') || (location_matters && made_tree(&mask.path).is_none());
             masks.push(Masked { mask, found: found.to_path_buf(), pattern: hit.pattern.clone(), pin });
         }
     };
@@ -168,7 +175,7 @@ pub fn decide(
         // masked, unless it is what an earlier session masked, renamed there (the
         // identity survives a rename; the marker is no proof, the agent can write one).
         // Exact names (`.env`, `id_rsa`) stay masked there too.
-        if hit.pattern.starts_with('*') {
+        if exemptible(&hit.pattern) {
             if let Some(made) = made_tree(&hit.path) {
                 let tree = made.tree;
                 match (earlier, fact.identity) {
@@ -240,6 +247,12 @@ pub fn decide(
         a.components().count().cmp(&b.components().count()).then(a.cmp(b))
     });
     (masks, notes)
+}
+
+/// Whether hits of `pattern` are left unmasked in a made dependency tree: wildcards
+/// (`*secret*`), not exact names (`.env`, `id_rsa`, `.env.*`).
+fn exemptible(pattern: &str) -> bool {
+    pattern.starts_with('*')
 }
 
 /// The markers of the trees named `name`, for notes.
@@ -320,17 +333,17 @@ mod tests {
         let cases: Vec<(Vec<HitFacts>, Vec<&str>, Vec<&str>)> = vec![
             (
                 vec![fact(".env", File, ".env", Unknown)],
-                vec!["/p/.env:file"],
+                vec!["/p/.env:file:unpinned"],
                 vec!["secret /p/.env masked (matches .env)"],
             ),
-            (vec![fact(".env", File, ".env", CFile(false))], vec!["/p/.env:file"], vec![]),
+            (vec![fact(".env", File, ".env", CFile(false))], vec!["/p/.env:file:unpinned"], vec![]),
             (
                 vec![fact(".env", File, ".env", CFile(true))],
                 vec![],
                 vec!["secret .env: its exact content is committed to git, not masked"],
             ),
-            (vec![fact("secrets", Dir, "secrets", Unknown)], vec!["/p/secrets:dir"], vec![]),
-            (vec![fact("secrets", Dir, "secrets", CDir(vec![]))], vec!["/p/secrets:dir"], vec![]),
+            (vec![fact("secrets", Dir, "secrets", Unknown)], vec!["/p/secrets:dir:unpinned"], vec![]),
+            (vec![fact("secrets", Dir, "secrets", CDir(vec![]))], vec!["/p/secrets:dir:unpinned"], vec![]),
             (
                 vec![fact(
                     "secrets",
@@ -349,7 +362,11 @@ mod tests {
                      .package-lock.json, .modules.yaml, .yarn-integrity, .yarn-state.yml): masked",
                 ],
             ),
-            (vec![fact("node_modules/x/.env", File, ".env", Unknown)], vec!["/p/node_modules/x/.env:file"], vec![]),
+            (
+                vec![fact("node_modules/x/.env", File, ".env", Unknown)],
+                vec!["/p/node_modules/x/.env:file:unpinned"],
+                vec![],
+            ),
             (vec![fact("sock.pem", Other, "*.pem", Unknown)], vec!["/p/sock.pem:file"], vec![]),
             (
                 vec![HitFacts {
@@ -383,7 +400,7 @@ mod tests {
             ),
             (
                 vec![fact("a/b/.env", File, ".env", Unknown), fact("a", Dir, "a", Unknown)],
-                vec!["/p/a:dir", "/p/a/b/.env:file"],
+                vec!["/p/a:dir:unpinned", "/p/a/b/.env:file:unpinned"],
                 vec![],
             ),
         ];
@@ -462,7 +479,8 @@ mod tests {
                 vec!["/p/node_modules/x/client-secret.js:file:unpinned"],
                 vec![],
             ),
-            // Exact names stay masked in made trees, without pinning their parents.
+            // Exact names stay masked in made trees (and are masked wherever they move: no
+            // pins anywhere).
             (
                 vec![fact("node_modules/x/.env", File, ".env", Unknown)],
                 npm(),
