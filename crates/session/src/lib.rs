@@ -341,9 +341,10 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     let (masked, mask_notes) = masks::decide(&hit_facts, &trees, &earlier, &policy.mounts);
     policy.notes.extend(mask_notes);
     let masks: Vec<Mask> = masked.iter().map(|masked| masked.mask.clone()).collect();
-    // A masked file stays where it is: its parents are pinned up to the project, so that
-    // `mv certs target` cannot carry it where the next start would not mask it. Not
-    // inside a dependency tree its tool made, which must stay deletable (`npm ci`).
+    // A masked file that a rename could unmask stays where it is: its parents are pinned
+    // up to the project, so that `mv certs target` cannot carry it where the next start
+    // would not mask it (`Masked::pin` says which: not inside a dependency tree its tool
+    // made, which must stay deletable for `npm ci`).
     let pinned_masks: Vec<PathBuf> =
         masked.iter().filter(|masked| masked.pin).map(|masked| masked.mask.path.clone()).collect();
     policy::pin_parents(&mut policy.mounts, &pinned_masks);
