@@ -185,7 +185,9 @@ fn tracked_unchanged_files_are_not_masked_and_masked_files_cannot_be_committed_e
 fn dependency_and_build_trees_can_be_rebuilt() {
     require_bwrap!();
     let world = World::new();
+    world.write("home/proj/node_modules/.package-lock.json", "{}\n");
     world.write("home/proj/node_modules/dep/client-secret.js", "module.exports = 1;\n");
+    world.write("home/proj/target/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n");
     world.write("home/proj/target/debug/deps/libsecret_store-1.rlib", "x");
     world.write("home/proj/node_modules/dep/.env", "TOPSECRET\n");
     let out = world
@@ -194,6 +196,148 @@ fn dependency_and_build_trees_can_be_rebuilt() {
     assert_eq!(
         out, "cleaned\nremoved\n",
         "exact names stay masked; wildcard hits in dependency trees do not block rebuilds"
+    );
+}
+
+/// Writes a project with a key in `certs/` (masked by `*.key`) and a real-looking npm
+/// tree holding a package file that matches `*secret*`.
+fn world_with_key_and_npm_tree() -> World {
+    let world = World::new();
+    world.write("home/proj/certs/server.key", "TOPSECRET\n");
+    world.write("home/proj/certs/README", "certificates\n");
+    world.write("home/proj/docs/guide.md", "guide\n");
+    world.write("home/proj/node_modules/.package-lock.json", "{}\n");
+    world.write("home/proj/node_modules/dep/client-secret.js", "module.exports = 1;\n");
+    world
+}
+
+#[test]
+fn a_masked_file_cannot_be_carried_away_by_renaming_its_parents() {
+    require_bwrap!();
+    let world = world_with_key_and_npm_tree();
+    world.write("home/proj/deploy/prod/site.pem", "TOPSECRET\n");
+    world.write("home/proj/app/.env", "TOPSECRET\n");
+    // Each rename that would carry a secret into a dependency tree (where wildcard hits
+    // are not masked at the next start) is refused; the next session still masks both.
+    let attacks = [
+        "mv certs target",
+        "mv certs node_modules/certs",
+        "mv certs .venv",
+        "mv deploy vendor",
+        "mv deploy/prod target",
+        "mkdir -p target && mv certs target/",
+    ];
+    let mut script = String::new();
+    for attack in attacks {
+        script.push_str(&format!("{attack} 2>/dev/null && echo 'MOVED: {attack}'\n"));
+    }
+    // The legitimate use beside it: the pinned directories stay writable, a directory
+    // without secrets renames as before, and so does one holding an exact name (`.env`
+    // is masked wherever it goes, so nothing pins its parents).
+    script.push_str(
+        "echo new > certs/new.txt && cat certs/README && mv docs documentation && mv app node_modules/app && echo renamed; \
+         echo end\n",
+    );
+    let out = world.sh(&[], &script).ok();
+    assert_eq!(out, "certificates\nrenamed\nend\n");
+    assert_eq!(world.read("home/proj/certs/server.key"), "TOPSECRET\n");
+    assert_eq!(world.read("home/proj/deploy/prod/site.pem"), "TOPSECRET\n");
+    assert_eq!(world.read("home/proj/node_modules/app/.env"), "TOPSECRET\n");
+    let out = world
+        .sh(
+            &[],
+            "cat certs/server.key deploy/prod/site.pem target/server.key vendor/prod/site.pem node_modules/app/.env 2>/dev/null; \
+             echo end",
+        )
+        .ok();
+    assert_eq!(out, "end\n");
+}
+
+#[test]
+fn a_secret_renamed_into_a_dependency_tree_between_sessions_stays_masked() {
+    require_bwrap!();
+    let world = world_with_key_and_npm_tree();
+    world.write("home/proj/vault/credentials.pem", "TOPSECRET\n");
+    assert_eq!(world.sh(&[], "cat certs/server.key vault/credentials.pem; echo end").ok(), "end\n");
+    // Renamed outside the sandbox (as a session without pins could have done): into a
+    // directory made to look like cargo's, and into npm's real tree.
+    std::fs::rename(world.path("home/proj/certs"), world.path("home/proj/target")).expect("rename");
+    world.write("home/proj/target/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n");
+    std::fs::rename(world.path("home/proj/vault"), world.path("home/proj/node_modules/vault")).expect("rename");
+    let run = world
+        .cmd()
+        .args(["exec", "--debug", "--", "sh", "-c"])
+        .arg(
+            "cat target/server.key node_modules/vault/credentials.pem; cat node_modules/dep/client-secret.js; echo end",
+        )
+        .run();
+    assert_eq!(run.ok(), "module.exports = 1;\nend\n", "the renamed secrets masked, the package's file not");
+    let stderr = run.stderr();
+    let earlier = world.path("home/proj/certs/server.key");
+    assert!(
+        stderr.contains(&format!(
+            "secret target/server.key: masked in an earlier session as {}, so masked in {} too",
+            earlier.display(),
+            world.path("home/proj/target").display()
+        )),
+        "{stderr}"
+    );
+    // Still recognised a session later (the record is rewritten at every start).
+    let out = world.sh(&[], "cat target/server.key node_modules/vault/credentials.pem; echo end").ok();
+    assert_eq!(out, "end\n");
+}
+
+#[test]
+fn an_unreadable_record_of_masks_exempts_no_dependency_tree() {
+    require_bwrap!();
+    let world = world_with_key_and_npm_tree();
+    world.sh(&[], "true").ok();
+    let sessions = world.path("xdg-state/agent-sandbox/sessions");
+    let project_state = fs_err::read_dir(&sessions).expect("sessions").next().expect("one project").expect("entry");
+    let record = project_state.path().join("masked.json");
+    assert!(record.is_file(), "the start records its masks");
+    fs_err::write(&record, "not json").expect("write");
+    let run = world
+        .cmd()
+        .args(["exec", "--debug", "--", "sh", "-c", "cat node_modules/dep/client-secret.js; echo end"])
+        .run();
+    assert_eq!(run.ok(), "end\n", "fail closed: the package's file is masked too");
+    assert!(
+        run.stderr().contains(&format!(
+            "secrets: the record of files masked in earlier sessions is unreadable ({}: not a record of masked files): \
+             no dependency tree is exempt this time",
+            record.display()
+        )),
+        "{}",
+        run.stderr()
+    );
+    // Rewritten from this start's masks, the record works again.
+    assert_eq!(world.sh(&[], "cat node_modules/dep/client-secret.js; echo end").ok(), "end\n");
+}
+
+#[test]
+fn dependency_trees_made_by_their_tools_can_be_deleted_and_reinstalled() {
+    require_bwrap!();
+    let world = world_with_key_and_npm_tree();
+    world.write("home/proj/target/CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n");
+    world.write("home/proj/target/debug/deps/libsecret_store-1.rlib", "rlib\n");
+    world.write("home/proj/target/debug/build/x/out/tls.key", "generated\n");
+    world.write("home/proj/.venv/pyvenv.cfg", "home = /usr/bin\n");
+    world.write("home/proj/.venv/lib/python3/site-packages/secretstorage/__init__.py", "\n");
+    world.write("home/proj/vendor/modules.txt", "# example.com/x v1\n");
+    world.write("home/proj/vendor/example.com/x/credentials.go", "package x\n");
+    // A package's file in a real-looking tree is readable; the trees delete and come back
+    // (`npm ci`, `cargo clean`), and the next session reads the new files.
+    let script = "cat node_modules/dep/client-secret.js target/debug/build/x/out/tls.key \
+                  .venv/lib/python3/site-packages/secretstorage/__init__.py vendor/example.com/x/credentials.go && \
+                  rm -rf node_modules && mkdir -p node_modules/dep && echo '{}' > node_modules/.package-lock.json && \
+                  echo 'module.exports = 2;' > node_modules/dep/client-secret.js && \
+                  rm -rf target .venv vendor && echo deleted";
+    let out = world.sh(&[], script).ok();
+    assert_eq!(out, "module.exports = 1;\ngenerated\n\npackage x\ndeleted\n");
+    assert_eq!(
+        world.sh(&[], "cat node_modules/dep/client-secret.js certs/server.key; echo end").ok(),
+        "module.exports = 2;\nend\n"
     );
 }
 

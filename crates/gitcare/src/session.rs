@@ -10,6 +10,7 @@
 //!                   repository), one id a line; kept across sessions
 //!   pending-tips    the ref tips at the start of sessions whose commits were never
 //!                   recorded (killed): the next start begins from them
+//!   masked.json     what the last start masked, by inode (`session::mask_record`)
 //! ```
 //!
 //! Tracked commits let pre-push tell a human's own commits (reachable from the refs when
@@ -87,6 +88,12 @@ impl Saved {
             host_files: self.host_files.iter().map(|text| codec::decode(text)).collect::<Option<_>>()?,
         })
     }
+}
+
+/// The directory of `project_root`'s state (the session crate keeps its record of masked
+/// files there too).
+pub fn project_dir(state_dir: &Path, project_root: &Path) -> PathBuf {
+    sessions_dir(state_dir, project_root)
 }
 
 fn sessions_dir(state_dir: &Path, project_root: &Path) -> PathBuf {

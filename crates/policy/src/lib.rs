@@ -331,8 +331,17 @@ fn settle(rules: Vec<Rule>, ctx: &Context, notes: &mut Vec<String>) -> Vec<Mount
 /// itself, so renaming it away (`mv .git x`, then a new `.git/hooks`) fails with EBUSY.
 /// Keeps `mounts` ordered parents first.
 pub fn pin_parents(mounts: &mut Vec<Mount>, targets: &[PathBuf]) {
+    // One mount per distinct directory, found with sets: a thousand masks deep in one
+    // tree must cost their distinct parents, not a thousand times the depth.
+    let mounted: std::collections::HashSet<&Path> = mounts.iter().map(|mount| mount.path.as_path()).collect();
+    let mut pinned: std::collections::HashSet<&Path> = std::collections::HashSet::new();
     let mut pins: Vec<PathBuf> = Vec::new();
     for target in targets {
+        // A sibling's walk pinned this parent and everything up to their shared
+        // enclosing mount already.
+        if target.parent().is_some_and(|parent| pinned.contains(parent)) {
+            continue;
+        }
         let Some(enclosing) = mounts
             .iter()
             .filter(|other| other.path != *target && target.starts_with(&other.path))
@@ -344,10 +353,13 @@ pub fn pin_parents(mounts: &mut Vec<Mount>, targets: &[PathBuf]) {
             continue;
         }
         for ancestor in target.ancestors().skip(1) {
-            if ancestor == enclosing.path {
+            // Reached from another target: the rest of the way up is pinned (the
+            // enclosing mount of both is the same, the deepest one above it).
+            if ancestor == enclosing.path || pinned.contains(ancestor) {
                 break;
             }
-            if !mounts.iter().any(|other| other.path == ancestor) && !pins.iter().any(|pin| pin == ancestor) {
+            if !mounted.contains(ancestor) {
+                pinned.insert(ancestor);
                 pins.push(ancestor.to_path_buf());
             }
         }

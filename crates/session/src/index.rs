@@ -7,7 +7,7 @@
 
 use std::{
     collections::HashMap,
-    os::unix::ffi::OsStrExt,
+    os::unix::{ffi::OsStrExt, fs::MetadataExt},
     path::{Path, PathBuf},
 };
 
@@ -71,7 +71,12 @@ pub fn hit_facts(root: &Path, hits: Vec<secrets::SecretHit>, index: Option<&Inde
             let target = (hit.kind == secrets::EntryKind::Symlink)
                 .then(|| hit.path.canonicalize().ok().map(|target| (target.clone(), target.is_dir())))
                 .flatten();
-            HitFacts { hit, committed, target }
+            // What a mask would hide: for a symlink, its target.
+            let identity = match hit.kind {
+                secrets::EntryKind::Symlink => hit.path.metadata().ok().map(|meta| (meta.dev(), meta.ino())),
+                _ => crate::mask_record::identity(&hit.path),
+            };
+            HitFacts { hit, committed, target, identity }
         })
         .collect()
 }

@@ -12,7 +12,9 @@
 
 mod claude_state;
 pub mod index;
+mod mask_record;
 pub mod masks;
+mod trees;
 
 use std::{
     ffi::OsString,
@@ -326,14 +328,26 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     let (found, hits) = split_git_entries(&ctx.project_root, scan()?);
     let index = repo.as_ref().and_then(|_| index::Index::load(&ctx.project_root));
     let hit_facts = index::hit_facts(&ctx.project_root, hits, index.as_ref());
-    let (masked, mask_notes) = masks::decide(&hit_facts, &policy.mounts);
+    // What a rename cannot arrange decides the dependency trees' exemption: the tool's
+    // marker, and what earlier sessions masked (by inode).
+    let record_dir = gitcare::session::project_dir(&state_dir, &ctx.project_root);
+    let earlier = mask_record::read(&record_dir);
+    let trees = trees::made_trees(
+        &ctx.project_root,
+        hit_facts.iter().flat_map(|fact| {
+            std::iter::once(fact.hit.path.as_path()).chain(fact.target.as_ref().map(|(target, _)| target.as_path()))
+        }),
+    );
+    let (masked, mask_notes) = masks::decide(&hit_facts, &trees, &earlier, &policy.mounts);
     policy.notes.extend(mask_notes);
     let masks: Vec<Mask> = masked.iter().map(|masked| masked.mask.clone()).collect();
-    // A secret named by a path pattern (`config/prod.yaml`) would be unmasked next time by
-    // renaming its parent: pin the parents.
-    let by_path: Vec<PathBuf> =
-        masked.iter().filter(|masked| masked.pattern.contains('/')).map(|masked| masked.mask.path.clone()).collect();
-    policy::pin_parents(&mut policy.mounts, &by_path);
+    // A masked file that a rename could unmask stays where it is: its parents are pinned
+    // up to the project, so that `mv certs target` cannot carry it where the next start
+    // would not mask it (`Masked::pin` says which: not inside a dependency tree its tool
+    // made, which must stay deletable for `npm ci`).
+    let pinned_masks: Vec<PathBuf> =
+        masked.iter().filter(|masked| masked.pin).map(|masked| masked.mask.path.clone()).collect();
+    policy::pin_parents(&mut policy.mounts, &pinned_masks);
 
     let filter = policy::env::EnvFilter::new(&config)?;
     let (mut env, dropped) = filter.apply(std::env::vars_os());
@@ -414,6 +428,13 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     if let Some(state) = &mut claude_state {
         state.seed()?;
     }
+    mask_record::write(&record_dir, &masked).with_context(|| {
+        format!(
+            "recording the masked files in {} (without it, the next start could not recognise a renamed secret; \
+             check that directory's permissions and free space)",
+            record_dir.display()
+        )
+    })?;
     let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
     record(&agent, &command, &ctx.project_root, &masked, &dropped);
     if !dropped.is_empty() && options.terminal {
@@ -555,7 +576,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             let check = CheckInputs {
                 config: config.clone(),
                 ctx: ctx.clone(),
-                pinned: host_present.iter().chain(&by_path).cloned().collect(),
+                pinned: host_present.iter().chain(&pinned_masks).cloned().collect(),
                 net_policy: net_policy.clone(),
                 masks: masks.clone(),
                 commands: commands.clone(),
