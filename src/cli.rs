@@ -394,6 +394,8 @@ fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
                         eprintln!("firewall: warning: {warning}");
                     }
                 }
+                // Off a container nothing was touched: the error says all.
+                Err(err @ firewall::Error::NotAContainer) => return Err(err.into()),
                 Err(err) => {
                     eprintln!("{}", firewall::health().banner());
                     return Err(err.into());
