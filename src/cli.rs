@@ -452,6 +452,7 @@ fn devcontainer_init(
         per_workspace_config,
         force,
         tool_guard: Some(guard_settings::ToolGuardSettings::from_config(&project_config(&root)?)),
+        local_workspace: std::path::absolute(&root).context("cannot make the workspace's path absolute")?,
     };
     let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
     for line in devcontainer::init(&root, &options, &binary)?.lines {
