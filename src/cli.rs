@@ -394,6 +394,8 @@ fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
                         eprintln!("firewall: warning: {warning}");
                     }
                 }
+                // Off a container nothing was touched: the error says all.
+                Err(err @ firewall::Error::NotAContainer) => return Err(err.into()),
                 Err(err) => {
                     eprintln!("{}", firewall::health().banner());
                     return Err(err.into());
@@ -450,6 +452,7 @@ fn devcontainer_init(
         per_workspace_config,
         force,
         tool_guard: Some(guard_settings::ToolGuardSettings::from_config(&project_config(&root)?)),
+        local_workspace: std::path::absolute(&root).context("cannot make the workspace's path absolute")?,
     };
     let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
     for line in devcontainer::init(&root, &options, &binary)?.lines {

@@ -230,14 +230,81 @@ fn check_and_firewall_status_speak_json() {
     assert_eq!((run.code(), run.stdout()), (1, "{\"inside\":false,\"where\":\"outside\"}\n".to_owned()));
     let run = world.sh(&[], "agent-sandbox check --json; echo code=$?");
     assert_eq!(run.ok(), "{\"inside\":true,\"where\":\"bubblewrap\"}\ncode=0\n");
-    // Outside a container: the built-in defaults alone, never applied; still an answer,
-    // not an error.
+    // Outside a container: the built-in defaults alone, and never anything to apply;
+    // still an answer, not an error.
     let out = world.cmd().args(["firewall", "status", "--json"]).run().ok();
     let status: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    assert_eq!(status["health"]["state"], "not-applied", "{out}");
+    assert_eq!(status["health"]["state"], "not-a-container", "{out}");
     assert_eq!(status["policy"]["mode"], "allowlist", "{out}");
     assert!(
         status["policy"]["allow"].as_array().is_some_and(|allow| allow.contains(&"api.anthropic.com".into())),
         "{out}"
     );
+}
+
+/// A view of this machine for `agent-sandbox firewall`: the system read-only, this
+/// binary, uid 0 (in a user namespace of its own, without capabilities), a network
+/// namespace, `/var/lib` and `/tmp` of its own, and with `marked` the root-owned
+/// `/.agent-sandbox` a container agent-sandbox set up has. Should the host's refusal
+/// ever break, an apply here still cannot touch this machine's filter table or files.
+fn firewall_in_view(world: &World, marked: bool, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new("bwrap");
+    cmd.args(["--unshare-user", "--uid", "0", "--gid", "0", "--unshare-net", "--unshare-pid", "--die-with-parent"]);
+    for dir in ["/usr", "/etc"] {
+        cmd.args(["--ro-bind", dir, dir]);
+    }
+    for link in ["bin", "lib", "lib64", "sbin"] {
+        if let Ok(target) = std::fs::read_link(format!("/{link}")) {
+            cmd.arg("--symlink").arg(target).arg(format!("/{link}"));
+        }
+    }
+    cmd.args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/lib", "--tmpfs", "/run"]);
+    cmd.args(["--ro-bind", crate::support::BIN.as_str(), "/run/agent-sandbox-under-test"]);
+    if marked {
+        let marker = world.write("marker", "");
+        cmd.arg("--ro-bind").arg(marker).arg("/.agent-sandbox");
+    }
+    cmd.args(["--clearenv", "--setenv", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]);
+    cmd.args(["--", "/run/agent-sandbox-under-test", "firewall"]).args(args);
+    let out = cmd.output().expect("bwrap runs");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// On a host, `firewall apply` would replace the host's filter table (and closing
+/// egress on failure would cut its network): it refuses, as root too, before touching
+/// anything, and `status` says the firewall is for containers instead of advising the
+/// apply. In a container agent-sandbox set up (the marker), the same binary reports
+/// "not applied" and goes on to apply (which fails here, where there is no proxy user).
+#[test]
+fn firewall_apply_refuses_on_a_host_and_status_says_it_is_for_containers() {
+    require_bwrap!();
+    let world = World::new();
+    let refusal = "agent-sandbox: error: refusing to apply the firewall: this is not a container agent-sandbox set up \
+                   (no /.agent-sandbox marker)";
+    for command in ["apply", "start"] {
+        let (code, stdout, stderr) = firewall_in_view(&world, false, &[command]);
+        assert_eq!((code, stdout.as_str()), (125, ""), "{command}: {stderr}");
+        assert!(stderr.starts_with(refusal), "{command}: {stderr}");
+        assert!(stderr.contains("cuts the host's own network"), "{command}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "the reason once, no banner: {stderr}");
+    }
+    let on_host = "firewall: not for this machine: this is not a container agent-sandbox set up";
+    for status in [firewall_in_view(&world, false, &["status"]).1, world.cmd().args(["firewall", "status"]).run().ok()]
+    {
+        assert!(status.starts_with(on_host), "{status}");
+        assert!(!status.contains("firewall apply"), "no advice to apply on a host: {status}");
+        assert!(status.contains("\nnetwork.mode: allowlist\n"), "the policy is still shown: {status}");
+    }
+    let (code, _, stderr) = firewall_in_view(&world, false, &["wait"]);
+    assert_eq!(code, 0, "{stderr}");
+
+    // The container beside it: not refused, and reported as a container's firewall.
+    let (code, status, stderr) = firewall_in_view(&world, true, &["status"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(status.starts_with("firewall: NOT APPLIED since this container started"), "{status}");
+    let (code, _, stderr) = firewall_in_view(&world, true, &["apply"]);
+    assert_eq!(code, 125, "{stderr}");
+    assert!(!stderr.contains("refusing to apply"), "{stderr}");
+    assert!(stderr.contains("the image has no user agent-sandbox-net for the proxy"), "it went on to apply: {stderr}");
 }

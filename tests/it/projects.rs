@@ -166,3 +166,56 @@ fn cargo() {
     let toolchain = [("CARGO_HOME", cargo_home.as_path()), ("RUSTUP_HOME", rustup_home.as_path())];
     agent_round(&world, &toolchain, "echo >> src/lib.rs //", "sed -i 's/{ 1 }/{ 2 }/' src/lib.rs");
 }
+
+/// husky v9's `prepare` script (every `npm install`/`npm ci`) rewrites `.husky/_`,
+/// which is read-only inside (its hooks run on the host): it used to fail the install
+/// with `EROFS … unlink '.husky/_/husky.sh'`. The sandbox now sets `HUSKY=0` in a husky
+/// project, so the install skips that step and succeeds, `.husky/_` stays as the user
+/// made it, and the hooks still run for the agent's commits (the git guard takes
+/// `HUSKY=0` out of git's environment, without a notice since the sandbox set it).
+#[test]
+fn npm_install_and_ci_work_inside_a_husky_project_and_its_hooks_still_run() {
+    require_bwrap!();
+    let world = World::new();
+    let proj = world.project.clone();
+    world.write(
+        "home/proj/package.json",
+        r#"{"name": "proj", "version": "1.0.0", "private": true,
+            "scripts": {"prepare": "husky", "test": "node test.js"},
+            "devDependencies": {"husky": "^9"}}"#,
+    );
+    world.write(
+        "home/proj/test.js",
+        "if (require('fs').readFileSync('src.txt', 'utf8').includes('bad')) { console.error('src.txt is bad'); process.exit(1); }\n",
+    );
+    world.write("home/proj/src.txt", "fine\n");
+    world.write("home/proj/.gitignore", "node_modules/\n");
+    world.write("home/proj/.husky/pre-commit", "npm test\n");
+    if !install(host(&world, &proj, "npm", &["install", "--no-audit", "--no-fund"])) {
+        return;
+    }
+    assert_eq!(world.git(&["config", "core.hooksPath"]).trim(), ".husky/_", "husky's prepare set its hooks");
+    world.git(&["add", "-A"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "project setup"]);
+    let generated = world.read("home/proj/.husky/_/pre-commit");
+    let path = path(&world);
+    let exec = |script: &str| world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", script]).run();
+    for install in
+        ["npm install --offline --no-audit --no-fund", "npm ci --offline --no-audit --no-fund", "npm run prepare"]
+    {
+        let run = exec(&format!("{install} >/dev/null 2>/tmp/err; echo status=$?; cat /tmp/err >&2"));
+        assert_eq!(run.ok(), "status=0\n", "{install}: {}", run.stderr());
+        assert!(!run.stderr().contains("EROFS"), "{install}: {}", run.stderr());
+    }
+    assert_eq!(world.read("home/proj/.husky/_/pre-commit"), generated, "husky did not rewrite its hooks");
+    // The hooks beside it: a commit the project's pre-commit refuses is refused, a good one lands.
+    let run = exec("echo bad >> src.txt && git commit -qam bad; echo status=$?; git checkout -q src.txt");
+    assert_eq!(run.ok(), "status=1\n", "{}", run.stderr());
+    assert!(run.stderr().contains("src.txt is bad"), "the husky hook ran: {}", run.stderr());
+    let run = exec("echo more >> src.txt && git commit -qam good && echo committed");
+    assert_eq!(run.ok(), "committed\n", "{}", run.stderr());
+    assert!(!run.stderr().contains("HUSKY"), "no notice about the sandbox's own HUSKY=0: {}", run.stderr());
+    // An agent's own HUSKY=0 for git is still removed.
+    let run = exec("echo bad >> src.txt && HUSKY=0 git commit -qam bad; echo status=$?");
+    assert_eq!(run.ok(), "status=1\n", "{}", run.stderr());
+}

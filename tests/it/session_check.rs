@@ -243,3 +243,84 @@ fn a_plant_put_back_while_another_session_ends_is_still_caught() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `world.cmd()`'s environment and directory for another program (`timeout`, `kill`).
+fn like_exec(world: &World, program: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program);
+    cmd.env_clear().envs(world.cmd().cmd.get_envs().filter_map(|(key, value)| Some((key, value?))));
+    cmd.current_dir(&world.project);
+    cmd
+}
+
+/// coreutils `timeout` sends its SIGTERM to the child and then again to its process
+/// group: one request, delivered twice. It used to count as a second signal and skip
+/// the exit check in most runs (5 of 6 here); now the check runs every time.
+#[test]
+fn timeout_ending_exec_never_skips_the_exit_check() {
+    require_bwrap!();
+    let world = World::new();
+    for round in 0..10 {
+        let nested = format!("nested{round}");
+        let script = format!(
+            "git init -q {nested} && printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> {nested}/.git/config \
+             && touch planted{round}; sleep 100"
+        );
+        let out = like_exec(&world, "timeout")
+            .arg("3")
+            .arg(&*crate::support::BIN)
+            .args(["exec", "--", "sh", "-c", &script])
+            .output()
+            .expect("timeout runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(world.path(&format!("home/proj/planted{round}")).exists(), "round {round}: not planted: {stderr}");
+        assert_eq!(out.status.code(), Some(124), "round {round}: timeout ended it: {stderr}");
+        assert!(!stderr.contains("aborted by a second signal"), "round {round}: {stderr}");
+        assert!(!world.path(&format!("home/proj/{nested}/.git")).exists(), "round {round}: plant left: {stderr}");
+        assert!(quarantined(&world, &format!("home/proj/{nested}"), ".git"), "round {round}: {stderr}");
+    }
+}
+
+/// Beside it, a real second request still ends exec at once (the check abandoned, and
+/// said so, and the next start does it): another sender right after the first, or
+/// another signal from the same one.
+#[test]
+fn a_second_request_to_stop_still_aborts_at_once() {
+    require_bwrap!();
+    let world = World::new();
+    let second_kinds: [(&str, i32); 2] = [("another sender", libc::SIGTERM), ("another signal", libc::SIGINT)];
+    for (round, (case, second)) in second_kinds.into_iter().enumerate() {
+        let marker = format!("planted{round}");
+        let script =
+            format!("mkdir -p sub{round}/.git && echo '[core]' > sub{round}/.git/config && touch {marker} && sleep 60");
+        let child = start_until(&world, &script, &marker);
+        let pid = child.id() as i32;
+        if second == libc::SIGTERM {
+            // One from a child of this test, one from the test itself, at once (a `kill`
+            // process is slower than the exit check).
+            // SAFETY: the child calls only kill(2) and _exit(2), async-signal-safe after fork.
+            let helper = unsafe { libc::fork() };
+            if helper == 0 {
+                // SAFETY: as above.
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                    libc::_exit(0);
+                }
+            }
+            assert!(helper > 0, "fork");
+            // SAFETY: reaping the helper this test forked.
+            unsafe { libc::waitpid(helper, std::ptr::null_mut(), 0) };
+        } else {
+            // SAFETY: kill(2) on the child this test started.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, second) };
+        let out = child.wait_with_output().expect("exec exits");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(128 + second), "{case}: {stderr}");
+        assert!(stderr.contains("aborted by a second signal before the exit check finished"), "{case}: {stderr}");
+        let run = world.sh(&[], "true");
+        assert!(run.stderr().contains("ended without its exit check"), "{case}: {}", run.stderr());
+        assert!(!world.path(&format!("home/proj/sub{round}/.git")).exists(), "{case}: {}", run.stderr());
+    }
+}

@@ -93,6 +93,10 @@ pub struct Options {
     /// written into the Feature's folder as [`feature::TOOL_GUARD_FILE`]; `None` writes
     /// none (the image's guard then has only `/etc/agent-sandbox`'s config).
     pub tool_guard: Option<guard_settings::ToolGuardSettings>,
+    /// The workspace's absolute path on the host: the value of `${localWorkspaceFolder}`
+    /// (and of its basename) in a compose setup's `workspaceFolder`, which `init` must
+    /// substitute itself because compose cannot.
+    pub local_workspace: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -232,7 +236,7 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
     let mut compose_texts = Vec::new();
     if let Source::Compose { files, .. } = &source {
         for file in files.iter().filter(|file| file.as_str() != COMPOSE_OVERRIDE) {
-            let path = Path::new(".devcontainer").join(file);
+            let path = compose_path(file, &json_rel)?;
             let text = read(&path).ok_or_else(|| Error::Unsupported {
                 path: json_rel.clone(),
                 message: format!("its compose file {} does not exist", path.display()),
@@ -253,6 +257,10 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
     };
     let workspace = match (&source, parsed["workspaceFolder"].as_str()) {
         (Source::Template, _) => WORKSPACE.to_owned(),
+        // Compose interpolates `${…}` from its own environment: the devcontainer's
+        // variables are substituted here, or the targets would silently be wrong.
+        (Source::Compose { .. }, Some(folder)) => substitute_for_compose(folder, &options.local_workspace)
+            .map_err(|message| Error::Unsupported { path: json_rel.clone(), message })?,
         (_, Some(folder)) => folder.to_owned(),
         (Source::Compose { .. }, None) => {
             return Err(Error::Unsupported {
@@ -331,7 +339,10 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
     }
     if let Source::Compose { files, service } = &source {
         let first = files.first().map(String::as_str).unwrap_or(COMPOSE_OVERRIDE);
-        let project_dir = Path::new(".devcontainer").join(first).parent().map(Path::to_path_buf).unwrap_or_default();
+        let project_dir = compose_path(first, Path::new(".devcontainer/devcontainer.json"))?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         plan.files.push((
             Path::new(".devcontainer").join(COMPOSE_OVERRIDE),
             compose_override(service, &project_dir, &context),
@@ -355,6 +366,72 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
         plan.lines.push(format!("  kept under --force: {risk}"));
     }
     Ok(plan)
+}
+
+/// A `dockerComposeFile` entry as a path relative to the workspace, normalised lexically
+/// (`.devcontainer/../docker-compose.yml` is `docker-compose.yml`: `Path::join` keeps the
+/// `..`, and counting it as a directory put every source one level above the
+/// workspace). A file outside the workspace is refused: the override's sources are
+/// written relative to the compose file's directory.
+fn compose_path(file: &str, json_rel: &Path) -> Result<PathBuf, Error> {
+    let outside = || Error::Unsupported {
+        path: json_rel.to_path_buf(),
+        message: format!(
+            "its compose file {file:?} is outside the workspace, so init cannot write the read-only mounts \
+             relative to it: move the compose file into the workspace"
+        ),
+    };
+    let mut normal = PathBuf::new();
+    for component in Path::new(".devcontainer").join(file).components() {
+        match component {
+            std::path::Component::Normal(name) => normal.push(name),
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                if !normal.pop() {
+                    return Err(outside());
+                }
+            }
+            std::path::Component::RootDir | std::path::Component::Prefix(_) => return Err(outside()),
+        }
+    }
+    Ok(normal)
+}
+
+/// A compose setup's `workspaceFolder` with the devcontainer variables `init` knows
+/// substituted (`${localWorkspaceFolder}`, `${localWorkspaceFolderBasename}`); the
+/// override escapes every `$` for compose. The others (`${localEnv:…}`,
+/// `${containerEnv:…}`, `${containerWorkspaceFolder…}`, `${devcontainerId}`) are only
+/// known when the container is made: refused with the reason, never passed on for
+/// compose to read as its own (empty) variables.
+fn substitute_for_compose(folder: &str, local_workspace: &Path) -> Result<String, String> {
+    let basename = local_workspace.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut out = String::new();
+    let mut rest = folder;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let Some(len) = rest[start..].find('}') else {
+            return Err(format!("\"workspaceFolder\" {folder:?} has an unclosed \"${{\""));
+        };
+        let name = &rest[start + 2..start + len];
+        let value = match name {
+            "localWorkspaceFolder" => local_workspace.to_string_lossy().into_owned(),
+            "localWorkspaceFolderBasename" => basename.clone(),
+            _ => {
+                return Err(format!(
+                    "\"workspaceFolder\" {folder:?} uses ${{{name}}}, which is known only when the container is \
+                     made and which compose cannot substitute, so the read-only mounts would miss the workspace: \
+                     write the path itself (e.g. \"/workspaces/{basename}\")"
+                ))
+            }
+        };
+        if value.is_empty() {
+            return Err(format!("\"workspaceFolder\" {folder:?}: ${{{name}}} is empty here"));
+        }
+        out.push_str(&value);
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 fn source_of(parsed: &Value, new: bool, json_rel: &Path) -> Result<Source, Error> {
@@ -544,18 +621,24 @@ fn document(context: &Context) -> String {
 /// The compose file with the read-only binds (paths relative to the compose project
 /// directory, the first compose file's).
 fn compose_override(service: &str, project_dir: &Path, context: &Context) -> String {
-    let up: String = project_dir.components().map(|_| "../").collect();
+    // `./` for the workspace itself: compose reads a bare name as a named volume.
+    let up: String = match project_dir.components().count() {
+        0 => "./".into(),
+        depth => "../".repeat(depth),
+    };
     let mut text = format!(
         "# Generated by `agent-sandbox devcontainer init`: the read-only mounts of the guard\n\
          # rails (the devcontainer CLI's own compose override drops `readonly`).\n\
          services:\n  {}:\n    volumes:\n",
         quote(service)
     );
+    // Compose interpolates `$` in every value: a literal one is `$$`.
+    let escape = |volume: String| quote(&volume.replace('$', "$$"));
     for (path, target) in context.pinned() {
-        text.push_str(&format!("      - {}\n", quote(&format!("{up}{path}:{target}"))));
+        text.push_str(&format!("      - {}\n", escape(format!("{up}{path}:{target}"))));
     }
     for (path, target) in context.read_only() {
-        text.push_str(&format!("      - {}\n", quote(&format!("{up}{path}:{target}:ro"))));
+        text.push_str(&format!("      - {}\n", escape(format!("{up}{path}:{target}:ro"))));
     }
     if context.shared_config_in_compose() {
         // Named as they are, not prefixed with the compose project's name: shared.

@@ -16,6 +16,7 @@ fn options() -> Options {
         per_workspace_config: false,
         force: false,
         tool_guard: Some(guard_settings::ToolGuardSettings { disallowed: vec!["WebFetch".into()], read_only: true }),
+        local_workspace: "/src/app".into(),
     }
 }
 
@@ -211,6 +212,83 @@ fn compose_keeps_the_users_services_and_adds_a_read_only_override() {
     )
     .expect("plan");
     assert!(again.lines[0].ends_with("already has every setting"), "{:?}", again.lines);
+}
+
+/// The official templates' shape: the compose file beside `.devcontainer/` (in the
+/// workspace itself) and `workspaceFolder` named with a devcontainer variable. Both
+/// used to validate and protect nothing: the sources resolved to the workspace's
+/// parent, and compose read the variable as its own, empty (`/workspaces/.git`).
+#[test]
+fn compose_in_the_workspace_with_the_templates_workspace_folder_protects_the_workspace() {
+    let user = "{\n  \"dockerComposeFile\": [\"../docker-compose.yml\"],\n  \"service\": \"app\",\n  \"workspaceFolder\": \"/workspaces/${localWorkspaceFolderBasename}\"\n}\n";
+    let compose = "services:\n  app:\n    image: debian\n    volumes:\n      - .:/workspaces/app\n";
+    let files = [(".devcontainer/devcontainer.json", user), ("docker-compose.yml", compose)];
+    let plan = plan_for(&files, &options()).expect("plan");
+    let written_override = written(&plan, ".devcontainer/agent-sandbox.compose.yml");
+    snapshot(
+        include_str!("snapshots/agent-sandbox.compose-parent.yml"),
+        written_override,
+        "agent-sandbox.compose-parent.yml",
+    );
+    assert!(written_override.contains("\"./.git/hooks:/workspaces/app/.git/hooks:ro\""), "{written_override}");
+    let merged = value(written(&plan, ".devcontainer/devcontainer.json"));
+    assert_eq!(merged["dockerComposeFile"], json!(["../docker-compose.yml", "agent-sandbox.compose.yml"]));
+    // The folder's own spelling stays for the devcontainer CLI, which substitutes it.
+    assert_eq!(merged["workspaceFolder"], "/workspaces/${localWorkspaceFolderBasename}");
+}
+
+/// Every `workspaceFolder` and compose path form: what the override's first read-only
+/// target becomes, or why init refuses.
+#[test]
+fn compose_workspace_folders_are_substituted_or_refused_with_the_reason() {
+    let compose = "services:\n  app:\n    image: debian\n";
+    let cases: &[(&str, &str, Result<&str, &str>)] = &[
+        ("docker-compose.yml", "/workspaces/app", Ok("\"../.git/hooks:/workspaces/app/.git/hooks:ro\"")),
+        ("./docker-compose.yml", "/w/${localWorkspaceFolderBasename}", Ok("\"../.git/hooks:/w/app/.git/hooks:ro\"")),
+        ("../docker-compose.yml", "${localWorkspaceFolder}", Ok("\"./.git/hooks:/src/app/.git/hooks:ro\"")),
+        (
+            "../ci/../docker-compose.yml",
+            "/w/${localWorkspaceFolderBasename}-x",
+            Ok("\"./.git/hooks:/w/app-x/.git/hooks:ro\""),
+        ),
+        ("../compose/dev.yml", "/w/$HOME", Ok("\"../.git/hooks:/w/$$HOME/.git/hooks:ro\"")),
+        (
+            "../../shared/docker-compose.yml",
+            "/workspaces/app",
+            Err("its compose file \"../../shared/docker-compose.yml\" is outside the workspace"),
+        ),
+        (
+            "/etc/docker-compose.yml",
+            "/workspaces/app",
+            Err("its compose file \"/etc/docker-compose.yml\" is outside the workspace"),
+        ),
+        (
+            "docker-compose.yml",
+            "/w/${localEnv:USER}",
+            Err("uses ${localEnv:USER}, which is known only when the container is made"),
+        ),
+        ("docker-compose.yml", "/w/${devcontainerId}", Err("uses ${devcontainerId}, which is known only")),
+        (
+            "docker-compose.yml",
+            "${containerWorkspaceFolder}",
+            Err("uses ${containerWorkspaceFolder}, which is known only"),
+        ),
+        ("docker-compose.yml", "/w/${localWorkspaceFolderBasename", Err("has an unclosed \"${\"")),
+    ];
+    for (file, folder, expected) in cases {
+        let user = json!({ "dockerComposeFile": file, "service": "app", "workspaceFolder": folder }).to_string();
+        let compose_rel = compose_path(file, Path::new("x")).map(|p| p.display().to_string()).unwrap_or_default();
+        let files = [(".devcontainer/devcontainer.json", user.as_str()), (compose_rel.as_str(), compose)];
+        match (plan_for(&files, &options()), expected) {
+            (Ok(plan), Ok(volume)) => {
+                let text = written(&plan, ".devcontainer/agent-sandbox.compose.yml");
+                let first = text.lines().find(|line| line.contains(":ro")).unwrap_or_default();
+                assert_eq!(first.trim_start_matches(" ").trim_start_matches("- "), *volume, "{file} {folder}");
+            }
+            (Err(err), Err(reason)) => assert!(err.to_string().contains(reason), "{file} {folder}: {err}"),
+            (got, _) => panic!("{file} {folder}: {:?}", got.map(|plan| plan.lines)),
+        }
+    }
 }
 
 #[test]

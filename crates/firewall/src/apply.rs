@@ -8,6 +8,8 @@
 //! does not load, a tool that fails, a probe that gets through), egress ends up
 //! closed (loopback only) and the state file says why; [`health`] reads it back for
 //! `status`, `check` and the shell banner, and knows a state left by an earlier start.
+//! Off a container agent-sandbox set up (no `/.agent-sandbox`: a host) both refuse
+//! before touching anything, and `health` says so rather than "not applied".
 
 use std::{
     io::Write as _,
@@ -39,6 +41,8 @@ pub enum Health {
     /// Nothing was applied since this container started (a restart without the
     /// Feature's entrypoint, or it is still working).
     NotApplied,
+    /// Not a container agent-sandbox set up (a host): nothing to apply, ever.
+    NotAContainer,
 }
 
 impl Health {
@@ -51,6 +55,7 @@ impl Health {
             ),
             Health::Open(reason) => format!("firewall: OPEN: egress is not restricted, because {reason}"),
             Health::NotApplied => "firewall: NOT APPLIED since this container started: egress may be OPEN (run: sudo agent-sandbox firewall apply)".into(),
+            Health::NotAContainer => format!("firewall: not for this machine: {}", crate::NOT_A_CONTAINER),
         }
     }
 }
@@ -64,6 +69,7 @@ impl Health {
             Health::Closed(reason) => ("closed", Some(reason)),
             Health::Open(reason) => ("open", Some(reason)),
             Health::NotApplied => ("not-applied", None),
+            Health::NotAContainer => ("not-a-container", None),
         };
         json!({ "state": state, "reason": reason, "banner": self.banner() })
     }
@@ -71,6 +77,9 @@ impl Health {
 
 /// Reads the state file and tells whether it belongs to this start of the container.
 pub fn health() -> Health {
+    if !crate::in_container() {
+        return Health::NotAContainer;
+    }
     let Some(state) =
         std::fs::read_to_string(STATE_FILE).ok().and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
     else {
@@ -106,6 +115,11 @@ fn boot_id() -> String {
 /// entrypoint, at every start), the agent has loopback only from the first moment:
 /// root's own traffic is the only traffic until the policy is in force.
 pub fn apply_or_close(dirs: &[&Path], starting: bool) -> Result<Report, Error> {
+    // Before anything else, root or not: on a host, closing egress on failure would cut
+    // the host's network as surely as applying.
+    if !crate::in_container() {
+        return Err(Error::NotAContainer);
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(Error::NotRoot);
@@ -196,6 +210,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const PROBE_NAME: &str = "agent-sandbox-probe.invalid";
 
 pub fn apply(policy: &Policy) -> Result<Report, Error> {
+    if !crate::in_container() {
+        return Err(Error::NotAContainer);
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(Error::NotRoot);
@@ -341,7 +358,8 @@ fn write_file(path: &Path, text: &str) -> Result<(), Error> {
 
 /// What was applied last (from the state file) and the policy the files give now.
 pub fn status(policy: &Policy) -> Vec<String> {
-    let mut lines = vec![health().banner()];
+    let health = health();
+    let mut lines = vec![health.banner()];
     lines.push(format!(
         "policy: built-in defaults{}",
         policy.sources().map(|p| format!(", {}", p.display())).collect::<String>()
@@ -354,6 +372,10 @@ pub fn status(policy: &Policy) -> Vec<String> {
     }
     if !policy.config.net_allow_private.is_empty() {
         lines.push(format!("allowPrivate: {}", values(&policy.config.net_allow_private).join(" ")));
+    }
+    // On a host there is nothing applied and no proxy to report, and nothing to advise.
+    if health == Health::NotAContainer {
+        return lines;
     }
     match std::fs::read_to_string(STATE_FILE)
         .ok()

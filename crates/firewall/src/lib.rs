@@ -42,6 +42,18 @@ pub const STATE_FILE: &str = "/var/lib/agent-sandbox/firewall.json";
 pub const RESOLV_CONF: &str = "/etc/resolv.conf";
 pub const SAVED_RESOLV_CONF: &str = "/var/lib/agent-sandbox/upstream-resolv.conf";
 
+/// Why the firewall is neither applied nor reported outside a container agent-sandbox
+/// set up: it replaces the filter table of the machine it runs on.
+const NOT_A_CONTAINER: &str = "this is not a container agent-sandbox set up (no /.agent-sandbox marker): the firewall \
+     is for those containers only (devcontainer init, start), because applying it replaces the filter table of the \
+     machine it runs on, which on a host cuts the host's own network; on a host, agent-sandbox exec enforces the \
+     network policy itself (nothing to apply)";
+
+/// Whether this is a container agent-sandbox set up, the only place the firewall belongs.
+pub fn in_container() -> bool {
+    Path::new(runtime_layout::CONTAINER_MARKER).exists()
+}
+
 /// An address in TEST-NET-1 / the IPv6 documentation prefix: never routed, so probing
 /// it after applying proves refusal without sending traffic anywhere real.
 pub const PROBE_V4: &str = "192.0.2.1:443";
@@ -61,6 +73,8 @@ pub enum Error {
     Proxy(String),
     #[error("the firewall must be applied as root (run: sudo agent-sandbox firewall apply)")]
     NotRoot,
+    #[error("refusing to apply the firewall: {}", NOT_A_CONTAINER)]
+    NotAContainer,
     #[error("verification failed: {0} was reachable after applying; the firewall is not in effect")]
     NotEffective(String),
 }

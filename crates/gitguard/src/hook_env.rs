@@ -39,8 +39,9 @@ const SWITCHES: &[(&str, When, &str)] = &[
 ];
 
 /// The switches present in `env` (first occurrence of each name, as `getenv` sees it):
-/// names to remove and one notice per name.
-pub(crate) fn skip_switches(env: &[(String, String)]) -> (Vec<String>, Vec<String>) {
+/// names to remove and one notice per name, except for a name and value in `quiet`
+/// (the sandbox's own: removed all the same).
+pub(crate) fn skip_switches(env: &[(String, String)], quiet: &[(String, String)]) -> (Vec<String>, Vec<String>) {
     let mut strip = Vec::new();
     let mut notices = Vec::new();
     for (name, when, tool) in SWITCHES {
@@ -54,6 +55,9 @@ pub(crate) fn skip_switches(env: &[(String, String)]) -> (Vec<String>, Vec<Strin
         };
         if is_switch {
             strip.push((*name).to_owned());
+            if quiet.iter().any(|(quiet_name, quiet_value)| quiet_name == name && quiet_value == value) {
+                continue;
+            }
             notices.push(format!(
                 "removed {name}={value} from git's environment: it makes {tool} skip the repository's hooks"
             ));

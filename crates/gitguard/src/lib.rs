@@ -67,6 +67,10 @@ pub struct GuardOptions {
     /// The global git config file the sandbox pinned (`GIT_CONFIG_GLOBAL` may name it, as
     /// the hook guard's own git does; it is the user's file, read-only inside).
     pub global_config: Option<String>,
+    /// Skip switches the sandbox itself put into its environment (`HUSKY=0` in a husky
+    /// project, so that husky's `prepare` does not rewrite the read-only `.husky/_`):
+    /// removed from git's environment like any other, but without a notice.
+    pub quiet_env: Vec<(String, String)>,
 }
 
 /// One invocation of git.
@@ -156,7 +160,8 @@ pub struct Parsed {
 pub fn judge(request: &Request<'_>) -> Verdict {
     match evaluate(request) {
         Ok(notices) => {
-            let (strip_env, mut switch_notices) = hook_env::skip_switches(&lossy_env(request));
+            let (strip_env, mut switch_notices) =
+                hook_env::skip_switches(&lossy_env(request), &request.options.quiet_env);
             switch_notices.extend(notices);
             Verdict::Run { strip_env, notices: switch_notices }
         }

@@ -33,6 +33,10 @@ pub struct GitGuardSettings {
     /// [`HookGuardSettings::global_config`]), which `GIT_CONFIG_GLOBAL` may then name.
     #[serde(default)]
     pub global_config: Option<String>,
+    /// Skip switches `exec` itself set in the sandbox's environment (see
+    /// `gitguard::GuardOptions::quiet_env`).
+    #[serde(default)]
+    pub quiet_env: Vec<(String, String)>,
 }
 
 impl GitGuardSettings {
@@ -277,6 +281,7 @@ mod tests {
             common_dir: Some("/p/.git".into()),
             hooks_path: Some("/p/.husky/_".into()),
             global_config: Some("/home/u/.gitconfig".into()),
+            quiet_env: vec![("HUSKY".into(), "0".into())],
         };
         std::fs::write(&path, settings.to_json().expect("json")).expect("write");
         assert_eq!(GitGuardSettings::read(&path), settings);
@@ -287,7 +292,7 @@ mod tests {
         let settings = GitGuardSettings { allow_plumbing_commits: true, ..GitGuardSettings::default() };
         assert_eq!(
             settings.to_json().expect("json"),
-            r#"{"allowBranchDeletion":false,"allowPlumbingCommits":true,"commonDir":null,"hooksPath":null,"globalConfig":null}"#
+            r#"{"allowBranchDeletion":false,"allowPlumbingCommits":true,"commonDir":null,"hooksPath":null,"globalConfig":null,"quietEnv":[]}"#
         );
     }
 

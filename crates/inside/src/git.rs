@@ -36,6 +36,7 @@ fn load_options(run: &RuntimeLayout) -> (GuardOptions, Option<RepoFacts>) {
         allow_branch_deletion: settings.allow_branch_deletion,
         allow_plumbing_commits: settings.allow_plumbing_commits,
         global_config: settings.global_config,
+        quiet_env: settings.quiet_env,
     };
     let hooks_path = settings.hooks_path;
     let facts = settings.common_dir.map(|common_dir| RepoFacts { common_dir, hooks_path });
@@ -164,6 +165,7 @@ pub fn run_in_container(args: &[OsString]) -> i32 {
                 allow_branch_deletion: config.git_allow_branch_deletion.value,
                 allow_plumbing_commits: config.git_allow_plumbing_commits.value,
                 global_config: None,
+                quiet_env: Vec::new(),
             },
             config.git_verified_push.value,
         ),
@@ -471,10 +473,12 @@ mod tests {
             common_dir: Some(project.common_dir.clone()),
             hooks_path: project.hooks_path.clone(),
             global_config: Some("/home/u/.gitconfig".into()),
+            quiet_env: vec![("HUSKY".into(), "0".into())],
         };
         fs_err::write(run.git_guard_settings(), settings.to_json().expect("json")).expect("write");
         let (loaded, facts) = load_options(&run);
         assert!(loaded.allow_branch_deletion && !loaded.allow_plumbing_commits);
+        assert_eq!(loaded.quiet_env, [("HUSKY".to_owned(), "0".to_owned())]);
         assert_eq!(facts, Some(project));
     }
 

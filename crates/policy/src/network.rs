@@ -361,6 +361,11 @@ mod tests {
             ("API.Anthropic.COM.", 443, Ok("network.allow \"api.anthropic.com\" (default)")),
             ("api.anthropic.com", 80, Ok("network.allow \"api.anthropic.com\" (default)")),
             ("api.anthropic.com", 8443, Err("api.anthropic.com is allowed on port 80, 443 only, not 8443 (allow it with --allow-host api.anthropic.com:8443)")),
+            // Claude Code's sign-in and token refresh (`TOKEN_URL`), and the host it used before 2.1.81.
+            ("platform.claude.com", 443, Ok("network.allow \"platform.claude.com\" (default)")),
+            ("console.anthropic.com", 443, Ok("network.allow \"console.anthropic.com\" (default)")),
+            ("claude.ai", 443, Ok("network.allow \"claude.ai\" (default)")),
+            ("evil.claude.com", 443, Err("evil.claude.com is not on the network allowlist (add it with --allow-host evil.claude.com)")),
             ("evil.anthropic.com", 443, Err("evil.anthropic.com is not on the network allowlist (add it with --allow-host evil.anthropic.com)")),
             ("github.com", 22, Ok("network.allow \"github.com:22\" (default)")),
             ("gist.github.com", 443, Err("gist.github.com:443 is denied by network.deny \"gist.github.com\" (project (/p/config.jsonc:1:85))")),

@@ -18,6 +18,11 @@ pub enum Where {
     Outside,
 }
 
+/// The root-owned file that marks a container agent-sandbox set up (its Feature's
+/// `install.sh` writes it): where the guards run in container mode and the only place
+/// the firewall may be applied.
+pub const CONTAINER_MARKER: &str = "/.agent-sandbox";
+
 /// Where a container image keeps the real git when this binary is installed as
 /// `/usr/bin/git` (root-owned, so the agent cannot replace it).
 pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
@@ -31,7 +36,7 @@ pub fn detect() -> Where {
 pub fn detect_in(root: &Path) -> Where {
     if RuntimeLayout::inside_of(root).marker().exists() {
         Where::Bubblewrap
-    } else if root.join(".agent-sandbox").exists() {
+    } else if root.join(CONTAINER_MARKER.trim_start_matches('/')).exists() {
         Where::Container
     } else {
         Where::Outside

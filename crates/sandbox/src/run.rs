@@ -102,7 +102,8 @@ pub fn run(
     // The terminal sends ^C and ^\\ to the whole foreground group: the sandboxed command
     // decides what they mean. SIGTERM, SIGHUP, and a SIGINT sent to this process alone
     // (not by a terminal) end the sandbox, after which the caller still runs its exit
-    // check; a second such signal aborts at once, saying so (see `on_signal`).
+    // check; a second request (not a copy of the first) aborts at once, saying so (see
+    // `asks_again`).
     install_signal_handlers();
     CHILD.store(i32::try_from(child.id()).unwrap_or(0), std::sync::atomic::Ordering::SeqCst);
     if RECEIVED.load(std::sync::atomic::Ordering::SeqCst) != 0 {
@@ -190,10 +191,18 @@ fn pipe() -> std::io::Result<(File, File)> {
 
 /// bwrap's pid, for [`on_signal`].
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-/// Whether a terminating signal was received already.
-static SIGNALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// The first terminating signal received, reported as the exit status (128 + it).
 static RECEIVED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// Who sent it (`si_pid`; 0 for the kernel) and when (`CLOCK_MONOTONIC`, in ns; 0 until
+/// stored), to tell a copy of the same request from a second one.
+static FIRST_SENDER: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+static FIRST_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long after the first request the same signal from the same sender still counts
+/// as a copy of it. coreutils `timeout` signals its child and then its whole process
+/// group, and `kill` of a group reaches a process once per way it belongs to it: the
+/// copies follow within microseconds. A person asking again takes longer than this.
+const COPY_WINDOW_NS: u64 = 1_000_000_000;
 
 /// What a second signal prints before exiting: the session check did not finish.
 const ABORTED: &[u8] = b"agent-sandbox: aborted by a second signal before the exit check finished: the project's git \
@@ -205,7 +214,7 @@ metadata was not checked; the next `agent-sandbox exec` in this project checks i
 /// again (idempotent).
 pub fn install_signal_handlers() {
     // SAFETY: a zeroed sigaction is valid; the handler only uses async-signal-safe calls
-    // (kill, write, _exit) and atomics.
+    // (kill, write, _exit, clock_gettime) and atomics.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction =
@@ -219,28 +228,81 @@ pub fn install_signal_handlers() {
     }
 }
 
+/// One stop request as [`on_signal`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Request {
+    signal: i32,
+    /// `si_pid`: the sending process (0: the kernel).
+    sender: i32,
+    /// `CLOCK_MONOTONIC` in ns.
+    at: u64,
+}
+
+/// Whether `next`, received after `first`, asks again to stop: then the exit check is
+/// abandoned. A copy of the first request (the same signal from the same sender within
+/// [`COPY_WINDOW_NS`]) does not; neither does a hangup, which comes twice (from the
+/// kernel and again from the shell that owned the terminal). Another signal, another
+/// sender, or the same one asking again later does. Pure, so that it is table-tested.
+///
+/// A sender of 0 is unknown, and matches any: the kernel reports 0 for a sender outside
+/// the receiver's pid namespace, and for a process group's kill it writes that 0 into
+/// the one siginfo all members share, so once the group's walk has passed bwrap's
+/// sandbox init (in a pid namespace of its own) every later member, this process
+/// included, sees 0 (timeout's group copy arrives so, here). Erring that way only runs
+/// the exit check.
+fn asks_again(first: Request, next: Request) -> bool {
+    if next.signal == libc::SIGHUP {
+        return false;
+    }
+    let same_sender = next.sender == first.sender || next.sender == 0 || first.sender == 0;
+    let copy = next.signal == first.signal && same_sender && next.at.saturating_sub(first.at) < COPY_WINDOW_NS;
+    !copy
+}
+
+fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime is async-signal-safe and writes only `now`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    u64::try_from(now.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(now.tv_nsec).unwrap_or(0)
+}
+
 extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler.
-    let code = if info.is_null() { 0 } else { unsafe { (*info).si_code } };
+    use std::sync::atomic::Ordering::SeqCst;
+    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler; si_pid is
+    // meaningful for the signals kill(2) and the kernel send (0 from the kernel).
+    let (code, sender) = if info.is_null() { (0, 0) } else { unsafe { ((*info).si_code, (*info).si_pid()) } };
     // A terminal's ^C (si_code SI_KERNEL) also reached the sandboxed command, which
     // decides what it means (an agent cancels its current step).
     if signal == libc::SIGINT && code == libc::SI_KERNEL {
         return;
     }
-    let first = !SIGNALLED.swap(true, std::sync::atomic::Ordering::SeqCst);
-    // A hangup comes twice (from the kernel and again from the shell that owned the
-    // terminal): only a second INT or TERM is someone asking to abort.
-    if !first && signal != libc::SIGHUP {
-        // SAFETY: write(2) and _exit(2) are async-signal-safe.
-        unsafe {
-            libc::write(2, ABORTED.as_ptr().cast(), ABORTED.len());
-            libc::_exit(128 + signal);
+    let now = monotonic_ns();
+    // The first request wins the exchange; a copy may run at the same time on another
+    // thread (the signal is blocked only in the thread handling it), so the sender is
+    // published before the signal and a time not yet stored counts as "just now".
+    let first_signal = RECEIVED.load(SeqCst);
+    if first_signal == 0 {
+        FIRST_SENDER.store(sender, SeqCst);
+        let _ = FIRST_AT.compare_exchange(0, now, SeqCst, SeqCst);
+    }
+    match RECEIVED.compare_exchange(0, signal, SeqCst, SeqCst) {
+        Ok(_) => {}
+        Err(first_signal) => {
+            let at = match FIRST_AT.load(SeqCst) {
+                0 => now,
+                at => at,
+            };
+            let first = Request { signal: first_signal, sender: FIRST_SENDER.load(SeqCst), at };
+            if asks_again(first, Request { signal, sender, at: now }) {
+                // SAFETY: write(2) and _exit(2) are async-signal-safe.
+                unsafe {
+                    libc::write(2, ABORTED.as_ptr().cast(), ABORTED.len());
+                    libc::_exit(128 + signal);
+                }
+            }
         }
     }
-    if first {
-        RECEIVED.store(signal, std::sync::atomic::Ordering::SeqCst);
-    }
-    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    let pid = CHILD.load(SeqCst);
     if pid > 0 {
         // bwrap is pid 1's parent in the sandbox's pid namespace, with
         // --die-with-parent: killing it ends every process in the sandbox.
@@ -350,6 +412,37 @@ fn set_nonblocking(fd: i32) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each copy a sender makes of one request beside a real second request.
+    #[test]
+    fn only_a_second_request_abandons_the_exit_check() {
+        let ms = 1_000_000;
+        let first = Request { signal: libc::SIGTERM, sender: 4242, at: 10_000 * ms };
+        let next = |signal, sender, after_ms: u64| Request { signal, sender, at: first.at + after_ms * ms };
+        let cases = [
+            // coreutils `timeout`: the child, then its process group, microseconds apart.
+            (next(libc::SIGTERM, 4242, 0), false),
+            (next(libc::SIGTERM, 4242, 999), false),
+            // The same sender asking again later.
+            (next(libc::SIGTERM, 4242, 1000), true),
+            (next(libc::SIGTERM, 4242, 5000), true),
+            // Its group copy, whose sender the kernel may report as 0.
+            (next(libc::SIGTERM, 0, 0), false),
+            (next(libc::SIGTERM, 0, 1000), true),
+            // Someone else asking (another `kill`), however soon.
+            (next(libc::SIGTERM, 4343, 0), true),
+            // Another kind of request from the same sender.
+            (next(libc::SIGINT, 4242, 0), true),
+            // A hangup comes twice by itself: never a second request.
+            (next(libc::SIGHUP, 4343, 0), false),
+            (next(libc::SIGHUP, 4242, 5000), false),
+        ];
+        for (request, abandons) in cases {
+            assert_eq!(asks_again(first, request), abandons, "{request:?}");
+        }
+        // A clock that did not move forward (the time stored by a concurrent copy) is a copy.
+        assert!(!asks_again(first, Request { at: first.at - ms, ..first }));
+    }
 
     #[test]
     fn each_user_namespace_restriction_is_named_with_its_fix() {

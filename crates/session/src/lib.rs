@@ -207,6 +207,20 @@ pub struct ExecOptions<'a> {
     pub terminal: bool,
 }
 
+/// The skip switches the sandbox sets itself: `HUSKY=0` in a project with a `.husky`
+/// directory (husky ≥ 5), unless the environment names `HUSKY` already. husky's `prepare`
+/// script (every `npm install`/`npm ci`) rewrites `.husky/_`, which is read-only here
+/// (its hooks run on the host), and fails the install; with `HUSKY=0` it skips that.
+/// Hooks still run: the git guard removes the variable from git's environment (quietly,
+/// since the sandbox set it), and the checks never get it.
+fn hook_manager_env(project_root: &Path, env: &[(OsString, OsString)]) -> Vec<(String, String)> {
+    let husky = std::fs::symlink_metadata(project_root.join(".husky")).is_ok_and(|meta| meta.is_dir());
+    if husky && !env.iter().any(|(name, _)| name == "HUSKY") {
+        return vec![("HUSKY".to_owned(), "0".to_owned())];
+    }
+    Vec::new()
+}
+
 pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     if !cfg!(target_os = "linux") {
         bail!(
@@ -389,6 +403,14 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         env.retain(|(name, _)| !proxy_env.iter().any(|(proxy_name, _)| name == proxy_name));
         env.extend(proxy_env.into_iter().map(|(name, value)| (name.into(), value.into())));
     }
+    let quiet_env = hook_manager_env(&ctx.project_root, &env);
+    for (name, value) in &quiet_env {
+        env.push((name.into(), value.into()));
+        policy.notes.push(format!(
+            "env: {name}={value} (husky's install would rewrite the read-only .husky/_; git's hooks still run: the \
+             git guard removes it from git's environment)"
+        ));
+    }
     let path_var = env.iter().find(|(name, _)| name == "PATH").map(|(_, value)| value.clone());
     let commands = sandbox::commands::wrap(
         &policy.commands,
@@ -482,6 +504,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         common_dir: repo.as_ref().map(|repo| repo.common_dir.clone()),
         hooks_path: repo.as_ref().and_then(|repo| repo.hooks_path.clone()),
         global_config: pinned_global.clone(),
+        quiet_env: quiet_env.clone(),
     }
     .to_json()
     .context("writing the git guard's settings (the repository's path must be UTF-8)")?;
@@ -491,8 +514,11 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .filter_map(|mask| mask.path.strip_prefix(&ctx.project_root).ok())
         .map(|rel| rel.to_string_lossy().into_owned())
         .collect();
+    // The checks search only the kept PATH entries, and get the environment without the
+    // sandbox's own skip switches.
     let check_env: Vec<(OsString, OsString)> = env
         .iter()
+        .filter(|(name, _)| !quiet_env.iter().any(|(quiet, _)| name.to_str() == Some(quiet)))
         .map(|(name, value)| match &check_path {
             Some(search) if name == "PATH" => (name.clone(), search.joined()),
             _ => (name.clone(), value.clone()),

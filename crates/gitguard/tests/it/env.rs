@@ -77,6 +77,35 @@ fn hook_manager_on_values_and_other_variables_are_left_alone() {
     }
 }
 
+/// The sandbox's own `HUSKY=0` (a husky project) is removed just as silently as it was
+/// set; the same variable with another value, or another switch, still says so.
+#[test]
+fn the_sandboxs_own_switch_is_stripped_without_a_notice() {
+    let quiet = vec![("HUSKY".to_owned(), "0".to_owned())];
+    let verdict = |env: &[(&str, &str)]| {
+        let mut case = git(&["commit", "-m", "x"]);
+        case.options.quiet_env = quiet.clone();
+        for (name, value) in env {
+            case = case.env(name, value);
+        }
+        case.verdict()
+    };
+    let notice = |name: &str, value: &str, tool: &str| {
+        format!("removed {name}={value} from git's environment: it makes {tool} skip the repository's hooks")
+    };
+    type QuietCase<'a> = (&'a [(&'a str, &'a str)], &'a [&'a str], Vec<String>);
+    let cases: &[QuietCase<'_>] = &[
+        (&[("HUSKY", "0")], &["HUSKY"], vec![]),
+        (&[("HUSKY", "false")], &["HUSKY"], vec![notice("HUSKY", "false", "husky")]),
+        (&[("HUSKY", "0"), ("SKIP", "x")], &["HUSKY", "SKIP"], vec![notice("SKIP", "x", "pre-commit/overcommit")]),
+    ];
+    for (env, strip, notices) in cases {
+        let expected =
+            Verdict::Run { strip_env: strip.iter().map(|name| (*name).to_owned()).collect(), notices: notices.clone() };
+        assert_eq!(verdict(env), expected, "env {env:?}");
+    }
+}
+
 #[test]
 fn skip_switches_do_not_turn_a_refusal_into_a_run() {
     let verdict = git(&["commit", "-n"]).env("HUSKY", "0").verdict();
