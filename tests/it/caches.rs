@@ -160,6 +160,14 @@ fn a_concurrent_session_writes_to_a_layer_of_its_own() {
     let mut first = world.cmd();
     first.args(["exec", "--", "sh", "-c", "echo a > ~/.cargo/registry/a; while [ ! -e done ]; do sleep 0.05; done"]);
     let first = first.cmd.spawn().expect("the first session starts");
+    // Ends the first session however this test ends.
+    struct Ender<'a>(&'a Path);
+    impl Drop for Ender<'_> {
+        fn drop(&mut self) {
+            let _ = fs_err::write(self.0, "");
+        }
+    }
+    let ender = Ender(&done);
     let shared = layer(&world, ".cargo+registry");
     let started = std::time::Instant::now();
     while !shared.join("a").exists() {
@@ -167,7 +175,7 @@ fn a_concurrent_session_writes_to_a_layer_of_its_own() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let out = world.sh(&[], "cat ~/.cargo/registry/a; echo b > ~/.cargo/registry/b; cat ~/.cargo/registry/b").ok();
-    fs_err::write(&done, "").expect("end the first session");
+    drop(ender);
     let first = first.wait_with_output().expect("the first session ends");
     assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
     assert_eq!(out, "a\nb\n");
@@ -203,4 +211,29 @@ fn a_cache_whose_overlay_is_refused_is_read_only() {
     assert!(run.stderr().contains(&warning) && run.stderr().contains("downloads are not kept"), "{}", run.stderr());
     assert!(run.stderr().contains("Read-only file system"), "{}", run.stderr());
     assert!(!Path::new(&world.path("home/.cache/pip/planted")).exists(), "the host's cache was writable");
+}
+
+/// The checks the host runs before a push run the pushed commit's code outside the
+/// session's namespace: they read the host's caches but cannot write them.
+#[test]
+fn push_checks_see_the_caches_read_only() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/.cargo/registry/host-file", "crate\n");
+    world.write("home/proj/src.txt", "one\n");
+    world.project_config(
+        r#"{ "checks": { "commands": ["echo planted > ~/.cargo/registry/planted; grep -q crate ~/.cargo/registry/host-file"] } }"#,
+    );
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "second"]);
+    world.bare_origin();
+    world.git(&["push", "-q", "origin", "main"]);
+    world.sh(&[], "echo two > src.txt && git commit -qam two && git push -q origin main").ok();
+    let remote = world.path("home/remote.git");
+    let pushed = std::process::Command::new("git")
+        .args(["--git-dir", remote.to_str().expect("utf-8"), "log", "-1", "--format=%s", "main"])
+        .output()
+        .expect("git");
+    assert_eq!(String::from_utf8_lossy(&pushed.stdout), "two\n", "the check could not read the cache");
+    assert!(!world.path("home/.cargo/registry/planted").exists(), "a push check wrote into the host's cache");
 }
