@@ -44,6 +44,14 @@ fn plant_and_check(network: &str) {
          echo '// changed' >> ~/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/serde-1.0.0/build.rs; \
          rm ~/go/pkg/mod/cache/download/list"
     );
+    // `--dry-run` says what each cache becomes, and where its writes go.
+    let dry = world.cmd().args(["exec", "--dry-run", "--", "true"]).run().ok();
+    let line = format!(
+        "# cache {}: overlay, the sandbox's writes go to {}\n",
+        world.path("home/.cargo/registry").display(),
+        layer(&world, ".cargo+registry").display()
+    );
+    assert!(dry.contains(&line), "{dry}");
     let out = world.sh(&["--network", network], &plant).ok();
     // The host's files are readable inside (the legitimate use: reuse downloads).
     assert_eq!(out, "fn main() {}\nv1\n");
