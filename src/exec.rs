@@ -74,8 +74,11 @@ pub fn exec(args: ExecArgs) -> Result<i32> {
         terminal: std::io::stderr().is_terminal(),
     };
     match session::exec(&invocation(&args.policy), &options)? {
-        session::Outcome::DryRun { env_names, argv } => {
+        session::Outcome::DryRun { env_names, argv, caches } => {
             println!("# environment passed: {}", env_names.join(" "));
+            for cache in &caches {
+                println!("# {cache}");
+            }
             println!("{}", util::shell_line(&argv));
             Ok(0)
         }

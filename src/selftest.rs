@@ -35,6 +35,29 @@ pub struct TestArgs {
 
 /// A variable that looks secret: the sandbox must not pass it.
 const CANARY: &str = "AGENT_SANDBOX_TEST_TOKEN";
+/// The file the probe writes into each shared cache.
+const CACHE_MARKER: &str = ".agent-sandbox-test";
+
+/// The shared caches' row: the probe wrote into each (`caches`) from inside; `leaked`
+/// are those whose host directory received the file.
+fn judge_caches(caches: &[PathBuf], leaked: &[String]) -> Row {
+    if caches.is_empty() {
+        return not_applicable("host caches never written", "no @caches directory exists here");
+    }
+    row(
+        "host caches never written",
+        leaked.is_empty(),
+        format!(
+            "wrote {CACHE_MARKER} into {} from inside, looked for it outside",
+            caches.iter().map(|cache| cache.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+        format!(
+            "{} received the sandbox's write: an explicit read-write grant of the cache (agent-sandbox config show \
+             cites it) replaces its overlay",
+            leaked.join(", ")
+        ),
+    )
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {
@@ -102,6 +125,20 @@ pub fn test(args: &TestArgs) -> Result<i32> {
         })
         .collect();
 
+    // The shared caches that exist here, however they are mounted (an explicit grant
+    // may replace the overlay); a marker left in the host's cache by an earlier, broken
+    // run must not count against this one.
+    let caches: Vec<PathBuf> = policy::presets::expand(&loaded.config.presets)?
+        .iter()
+        .filter(|(preset, _)| preset.name == "caches")
+        .flat_map(|(preset, _)| preset.rw.iter())
+        .map(|path| loaded.ctx.home.join(path.path))
+        .filter(|path| path.is_dir())
+        .collect();
+    for cache in &caches {
+        let _ = std::fs::remove_file(cache.join(CACHE_MARKER));
+    }
+
     let home = &loaded.ctx.home;
     let credentials: Vec<PathBuf> = loaded
         .config
@@ -135,6 +172,8 @@ pub fn test(args: &TestArgs) -> Result<i32> {
         "tcp": tcp.local_addr()?.port(),
         "canary": CANARY,
         "git": repo,
+        "caches": caches,
+        "cacheMarker": CACHE_MARKER,
     });
     let run = Command::new(&exe)
         .arg("exec")
@@ -164,7 +203,17 @@ pub fn test(args: &TestArgs) -> Result<i32> {
             .commands
             .get("git")
             .is_some_and(|rule| rule.value == config::CommandRule::Preset("git".into()));
-    let rows = judge(&observed, network_on, git_preset, sandbox::landlock::supported());
+    let mut rows = judge(&observed, network_on, git_preset, sandbox::landlock::supported());
+    // What the probe wrote into each cache must not be in the host's.
+    let leaked: Vec<String> = caches
+        .iter()
+        .filter(|cache| cache.join(CACHE_MARKER).symlink_metadata().is_ok())
+        .map(|cache| cache.display().to_string())
+        .collect();
+    for cache in &caches {
+        let _ = std::fs::remove_file(cache.join(CACHE_MARKER));
+    }
+    rows.push(judge_caches(&caches, &leaked));
     print(&rows, args.json)?;
     Ok(if rows.iter().any(|row| row.status == Status::NotHeld) { 1 } else { 0 })
 }

@@ -27,7 +27,7 @@ fn results(world: &World, flags: &[&str]) -> (i32, Vec<(String, String)>) {
     (run.code(), rows)
 }
 
-const GUARANTEES: [&str; 12] = [
+const GUARANTEES: [&str; 13] = [
     "home credentials hidden",
     "project secrets masked",
     "environment filtered",
@@ -40,6 +40,7 @@ const GUARANTEES: [&str; 12] = [
     ".git/hooks and .git/config read-only",
     "git guard refuses --no-verify and force pushes",
     "pushes leave through the host",
+    "host caches never written",
 ];
 
 /// The rows with `broken` not held and every other held.
@@ -89,6 +90,10 @@ fn each_guarantee_broken_on_purpose_fails_its_row() {
             ])
         )
     );
+    // An explicit read-write grant of a cache is the host's cache itself.
+    fs_err::create_dir_all(world.path("home/.npm")).expect("npm cache");
+    let npm = world.path("home/.npm").display().to_string();
+    assert_eq!(results(&world, &["--rw", &npm]), (1, expected(&["host caches never written"])));
     let run = world.cmd().args(["test", "--ro", &key]).run();
     assert_eq!(run.code(), 1);
     assert!(

@@ -57,7 +57,11 @@ fn the_first_sessions_downloads_persist_for_installed_tools() {
         .run();
     run.ok();
     assert!(run.stderr().contains("so that its downloads persist"), "{}", run.stderr());
-    assert_eq!(world.read("home/.cargo/registry/cache/x"), "crate\n");
+    // The directory exists on the host; the download is in the sandbox's own layer
+    // (`caches.rs`), which the next session sees.
+    assert!(world.path("home/.cargo/registry").is_dir());
+    let run = world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", "cat ~/.cargo/registry/cache/x"]).run();
+    assert_eq!(run.ok(), "crate\n");
     // A tool that is not installed gets no directory.
     assert!(!world.path("home/.cache/golangci-lint").exists());
 }

@@ -633,7 +633,7 @@ fn run_in_sandbox(sandbox: &guard_settings::CheckSandbox, command: &str) -> Resu
     args.push(command.into());
     let runtime = RuntimeLayout::host(&sandbox.runtime);
     // bwrap makes the checks' network namespace (`--unshare-net` in their plan).
-    match sandbox::run::run(&sandbox.bwrap, &args, &env, &runtime, audit::default_path(), None) {
+    match sandbox::run::run(&sandbox.bwrap, &args, &env, &runtime, audit::default_path(), None, None) {
         Ok(code) => Ok((code == 0, format!("exit status: {code}"))),
         Err(err) => Err(refuse(
             format!("cannot run the check `{command}` in a sandbox: {err}"),

@@ -61,6 +61,11 @@ pub fn run(spec: &str) -> i32 {
             "pushAnsweredByHost": answered_by_host(root),
         })
     });
+    // Written into each shared cache; the host looks for it in its own afterwards.
+    let marker = spec["cacheMarker"].as_str().unwrap_or(".agent-sandbox-test");
+    for cache in paths("caches") {
+        let _ = std::fs::write(cache.join(marker), "written inside agent-sandbox test\n");
+    }
     let observations = json!({
         "hidden": hidden,
         "masked": masked,

@@ -3,6 +3,7 @@
 //! `/run/agent-sandbox`, and the executor (with Landlock scoping). What runs inside the
 //! sandbox lives in the `inside` crate.
 
+pub mod caches;
 pub mod commands;
 pub mod landlock;
 pub mod netns;

@@ -48,15 +48,27 @@ impl PrivateNetwork {
     pub unsafe fn enter(&self) -> std::io::Result<()> {
         // SAFETY: the caller's contract; every buffer passed below outlives its call.
         unsafe {
-            if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            write_file(c"/proc/self/setgroups", b"deny")?;
-            write_file(c"/proc/self/uid_map", &self.uid_map)?;
-            write_file(c"/proc/self/gid_map", &self.gid_map)?;
+            enter_user_namespace(libc::CLONE_NEWNET, &self.uid_map, &self.gid_map)?;
             write_file(c"/proc/sys/net/ipv4/ip_unprivileged_port_start", b"0")?;
             loopback_up()
         }
+    }
+}
+
+/// Moves the calling process into a new user namespace (and the namespaces of `flags`)
+/// with the given id maps.
+///
+/// # Safety
+/// Call only in a single-threaded child between fork and exec (`pre_exec`).
+pub(crate) unsafe fn enter_user_namespace(flags: libc::c_int, uid_map: &[u8], gid_map: &[u8]) -> std::io::Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWUSER | flags) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        write_file(c"/proc/self/setgroups", b"deny")?;
+        write_file(c"/proc/self/uid_map", uid_map)?;
+        write_file(c"/proc/self/gid_map", gid_map)
     }
 }
 

@@ -35,13 +35,22 @@ pub enum RunError {
     Audit(#[source] std::io::Error),
     #[error("cannot make the sandbox's private network namespace{}; --network off or on does without it", diagnose_userns(&read_userns_settings()).map(|fix| format!(" ({fix})")).unwrap_or_default())]
     PrivateNetwork(#[source] std::io::Error),
+    #[error("cannot make the mount namespace for the caches' overlays{}; leave the caches out with \"!@caches\" in filesystem.presets", diagnose_userns(&read_userns_settings()).map(|fix| format!(" ({fix})")).unwrap_or_default())]
+    Caches(#[source] std::io::Error),
     #[error("bwrap could not start the command in the sandbox (its message is above){}", diagnose_userns(&read_userns_settings()).map(|fix| format!("; {fix}")).unwrap_or_default())]
     Setup,
 }
 
+/// The caches' overlays to mount before bwrap starts, and what to tell the user of each
+/// the kernel refused (mounted read-only instead).
+pub struct CacheOverlays<'a> {
+    pub prepared: &'a crate::caches::Prepared,
+    pub on_refused: &'a dyn Fn(&Path, &std::io::Error),
+}
+
 /// Runs bwrap (in `network`'s namespace when there is one:
-/// [`crate::plan::premade_network_namespace`]); returns the exit code to pass on (128 +
-/// signal for a killed command).
+/// [`crate::plan::premade_network_namespace`]; over the caches' overlays when there are
+/// some); returns the exit code to pass on (128 + signal for a killed command).
 pub fn run(
     bwrap: &Path,
     args: &[OsString],
@@ -49,6 +58,7 @@ pub fn run(
     runtime: &RuntimeLayout,
     audit_log: Option<PathBuf>,
     network: Option<&crate::netns::PrivateNetwork>,
+    caches: Option<CacheOverlays<'_>>,
 ) -> Result<i32, RunError> {
     let seccomp = File::open(runtime.seccomp()).map_err(RunError::Audit)?;
     // O_RDWR keeps the FIFO open for writing too, so its reader never sees EOF while
@@ -63,6 +73,9 @@ pub fn run(
     let scope = crate::landlock::supported();
     let network = network.cloned();
     let private_network = network.is_some();
+    let (report_read, report_write) = pipe().map_err(RunError::Audit)?;
+    let report_fd = report_write.as_raw_fd();
+    let overlays = caches.as_ref().map(|caches| caches.prepared.clone());
     let mut command = Command::new(bwrap);
     command.args(args).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     // SAFETY: only async-signal-safe calls (dup2, fcntl, and those of `enter`) between
@@ -84,6 +97,13 @@ pub fn run(
                 // SAFETY: between fork and exec, as `enter` requires.
                 network.enter()?;
             }
+            if let Some(overlays) = &overlays {
+                // SAFETY: between fork and exec, as `enter` requires.
+                if let Err(err) = overlays.enter(report_fd) {
+                    crate::caches::report_failure(report_fd);
+                    return Err(err);
+                }
+            }
             if scope {
                 crate::landlock::restrict_self()?;
             }
@@ -92,11 +112,27 @@ pub fn run(
     }
     // Only an errno comes back from the child: with a network namespace to make, any
     // failure but a missing bwrap is taken to be that step's (Landlock's rarely fails).
-    let mut child = command.spawn().map_err(|err| match err.kind() {
+    let spawned = command.spawn();
+    drop(report_write);
+    let refused = match &caches {
+        Some(caches) => {
+            // Written before bwrap's exec (which spawn waited for): never blocks.
+            let _ = set_nonblocking(report_read.as_raw_fd());
+            crate::caches::read_report(report_read, &caches.prepared.paths())
+        }
+        None => crate::caches::Report::default(),
+    };
+    let mut child = spawned.map_err(|err| match err.kind() {
         std::io::ErrorKind::NotFound => RunError::BwrapMissing,
+        _ if refused.failed => RunError::Caches(err),
         _ if private_network => RunError::PrivateNetwork(err),
         _ => RunError::Spawn(bwrap.to_owned(), err),
     })?;
+    if let Some(caches) = &caches {
+        for (path, err) in &refused.refused {
+            (caches.on_refused)(path, err);
+        }
+    }
     drop(seccomp);
     drop(status_write);
     // The terminal sends ^C and ^\\ to the whole foreground group: the sandboxed command

@@ -189,7 +189,7 @@ pub const BENCH_ARGV_VAR: &str = "AGENT_SANDBOX_BENCH_ARGV";
 /// What `exec` did.
 pub enum Outcome {
     /// `--dry-run`: the names of the variables passed and the whole bwrap command line.
-    DryRun { env_names: Vec<String>, argv: Vec<OsString> },
+    DryRun { env_names: Vec<String>, argv: Vec<OsString>, caches: Vec<String> },
     /// The command ran: its exit status to pass on.
     Ran(i32),
     /// The command is not there inside the sandbox (exit status 127): why, and the fix.
@@ -439,12 +439,22 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         }
     }
 
+    // The caches: an overlay each, or read-only (never the host's, read-write).
+    let restricted = sandbox::netns::userns_restricted(&sandbox::run::read_userns_settings());
+    let cache_layers = CacheLayers::take(&state_dir, &ctx.home, &policy.mounts, restricted, options.dry_run)?;
+    for mount in &cache_layers.mounts {
+        debug(&mount.describe());
+        if let sandbox::caches::CacheMount::ReadOnly { path, .. } = mount {
+            make_read_only(&mut policy.mounts, path);
+        }
+    }
     if options.dry_run {
         let plan = plan(&policy, &net_policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
         let mut argv = vec![bwrap.into_os_string()];
         argv.extend(sandbox::plan::bwrap_args(&plan));
         let env_names = env.iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
-        return Ok(Outcome::DryRun { env_names, argv });
+        let caches = cache_layers.mounts.iter().map(sandbox::caches::CacheMount::describe).collect();
+        return Ok(Outcome::DryRun { env_names, argv, caches });
     }
 
     if let Some(state) = &mut claude_state {
@@ -558,7 +568,6 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .collect();
     let runtime = sandbox::runtime::Runtime::create(&commands, &files, &copies, &links)
         .context("creating the runtime directory")?;
-    let restricted = sandbox::netns::userns_restricted(&sandbox::run::read_userns_settings());
     let premade_network = sandbox::plan::premade_network_namespace(net_policy.mode, restricted);
     if net_policy.mode == config::Network::Allowlist && !premade_network {
         eprintln!(
@@ -634,6 +643,19 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         None
     };
     let private_network = premade_network.then(sandbox::netns::PrivateNetwork::for_current_user);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    // An unprivileged user mounts only in a user namespace of its own: the network
+    // namespace's, or one made for the caches.
+    let overlays = sandbox::caches::Prepared::new(&cache_layers.mounts, !root && !premade_network);
+    let on_refused = |path: &Path, err: &std::io::Error| {
+        eprintln!(
+            "agent-sandbox: warning: cache {} is read-only in this session: overlayfs refused its layer ({err}; does \
+             the filesystem of {} support user extended attributes?), so downloads are not kept",
+            path.display(),
+            cache_layers.root.display()
+        );
+    };
     let code = sandbox::run::run(
         &bwrap,
         &bwrap_args,
@@ -641,7 +663,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         &runtime.layout(),
         audit::default_path(),
         private_network.as_ref(),
+        overlays.as_ref().map(|prepared| sandbox::run::CacheOverlays { prepared, on_refused: &on_refused }),
     );
+    drop(cache_layers);
     if let Some(proxy) = proxy {
         proxy.stop();
     }
@@ -681,6 +705,108 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     }
     Ok(Outcome::Ran(code?))
 }
+
+/// The `@caches` directories the policy grants read-write (the preset's rule won).
+fn cache_paths(mounts: &[Mount]) -> Vec<PathBuf> {
+    mounts
+        .iter()
+        .filter(|mount| mount.access == policy::Access::Rw && mount.rule.starts_with("@caches:"))
+        .map(|mount| mount.path.clone())
+        .collect()
+}
+
+fn make_read_only(mounts: &mut [Mount], path: &Path) {
+    for mount in mounts.iter_mut().filter(|mount| mount.path == path) {
+        mount.access = policy::Access::Ro;
+    }
+}
+
+/// The caches' layers for one session (`sandbox::caches`): the persistent ones under
+/// the state directory's `caches/`, held by a lock while the session runs; a session
+/// starting while another holds them stacks layers of its own on them, removed at its
+/// end.
+struct CacheLayers {
+    root: PathBuf,
+    mounts: Vec<sandbox::caches::CacheMount>,
+    _lock: Option<std::fs::File>,
+    /// This session's own layers (and their lock), removed when dropped.
+    own: Option<(PathBuf, std::fs::File)>,
+}
+
+impl CacheLayers {
+    fn take(state_dir: &Path, home: &Path, mounts: &[Mount], restricted: bool, dry_run: bool) -> Result<CacheLayers> {
+        let root = state_dir.join(CACHE_LAYERS);
+        let caches = cache_paths(mounts);
+        let unavailable = restricted.then_some(
+            "this machine keeps user namespaces from programs without an AppArmor profile \
+             (kernel.apparmor_restrict_unprivileged_userns = 1)",
+        );
+        let mut layers = CacheLayers { root: root.clone(), mounts: Vec::new(), _lock: None, own: None };
+        let plan = |session: Option<&Path>| {
+            sandbox::caches::plan(&caches, &sandbox::caches::Layers { root: &root, home, session }, unavailable)
+        };
+        if dry_run || caches.is_empty() || unavailable.is_some() {
+            layers.mounts = plan(None);
+            return Ok(layers);
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&root)
+            .with_context(|| format!("creating {}", root.display()))?;
+        let lock = util::fs::lock(&root.join(CACHE_LOCK), false)
+            .with_context(|| format!("locking {}", root.join(CACHE_LOCK).display()))?;
+        if lock.is_some() {
+            remove_stale_session_layers(&root);
+            layers._lock = lock;
+            layers.mounts = plan(None);
+        } else {
+            let dir = root.join(format!("{CACHE_SESSION_PREFIX}{}", std::process::id()));
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .with_context(|| format!("creating {}", dir.display()))?;
+            let own_lock = util::fs::lock(&dir.join(CACHE_LOCK), false)
+                .with_context(|| format!("locking {}", dir.display()))?
+                .with_context(|| format!("locking {}", dir.display()))?;
+            layers.mounts = plan(Some(&dir));
+            layers.own = Some((dir, own_lock));
+        }
+        if let Err(err) = sandbox::caches::create_layers(&layers.mounts) {
+            let why = format!("its layer cannot be made under {}: {err}", root.display());
+            layers.mounts = caches
+                .iter()
+                .map(|path| sandbox::caches::CacheMount::ReadOnly { path: path.clone(), why: why.clone() })
+                .collect();
+        }
+        Ok(layers)
+    }
+}
+
+impl Drop for CacheLayers {
+    fn drop(&mut self) {
+        if let Some((dir, _)) = &self.own {
+            sandbox::caches::remove_session_layers(dir);
+        }
+    }
+}
+
+/// Removes the layers of concurrent sessions that are gone (their lock is free).
+fn remove_stale_session_layers(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_string_lossy().starts_with(CACHE_SESSION_PREFIX)
+            && matches!(util::fs::lock(&entry.path().join(CACHE_LOCK), false), Ok(Some(_)));
+        if stale {
+            sandbox::caches::remove_session_layers(&entry.path());
+        }
+    }
+}
+
+/// The caches' layers in the state directory (`sandbox::caches::layer_name` inside).
+pub const CACHE_LAYERS: &str = "caches";
+const CACHE_LOCK: &str = "lock";
+const CACHE_SESSION_PREFIX: &str = ".session-";
 
 /// The tool guard's settings and the agents' managed configuration that runs it before
 /// every tool call (merged into the host's own, when it has some). Rules that do not
@@ -1048,6 +1174,11 @@ impl CheckInputs {
         config.ro.push(builtin_path(&mirror));
         let mut policy = policy::resolve(&config, &self.ctx)?;
         policy::pin_parents(&mut policy.mounts, &self.pinned);
+        // The checks run the agent's code outside the session's namespace, where the
+        // caches would be the host's own: read-only there.
+        for path in cache_paths(&policy.mounts) {
+            make_read_only(&mut policy.mounts, &path);
+        }
         let ctx = Context { cwd: worktree.clone(), ..self.ctx };
         let command: Vec<OsString> = vec!["/bin/sh".into(), "-c".into()];
         let plan =
