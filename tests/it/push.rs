@@ -68,7 +68,7 @@ fn nothing_unchecked_leaves_through_the_host() {
             format!("{own_git}{commit_broken} && git rm -q BROKEN && git commit -qm fine && git push -q origin HEAD:refs/heads/topic"),
         ),
         // Its own git cannot reach the remote: it is not in the sandbox at all.
-        ("does not appear to be a git repository", format!("{own_git}{commit_broken} && /tmp/g push -q origin main")),
+        ("does not appear to be a git repository", format!("{own_git}{commit_broken} && PATH=/usr/local/bin:/usr/bin:/bin git push -q origin main")),
         // A push from a scratch clone, through the guard.
         ("this push comes from /tmp/s", format!("{own_git}{scratch} --allow-empty -m x && git push -q origin HEAD:refs/heads/topic")),
         // ...or from another git directory named for the push.
@@ -316,7 +316,7 @@ fn a_push_over_ssh_uses_the_users_credentials_that_the_sandbox_never_sees() {
     };
     let run = sh("test -e ~/.ssh/id_ed25519 && echo key-visible; test -S \"$SSH_AUTH_SOCK\" && echo agent-visible; \
                   ssh-add -l >/dev/null 2>&1 && echo agent-answers; \
-                  cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g commit -q --allow-empty -m own && /tmp/g push -q origin main 2>/dev/null && echo own-push; \
+                  cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g commit -q --allow-empty -m own && PATH=/usr/local/bin:/usr/bin:/bin git push -q origin main 2>/dev/null && echo own-push; \
                   git reset -q --hard HEAD~1; exit 0");
     assert_eq!(run.stdout(), "", "{}", run.stderr());
     assert_eq!(remote_refs(&world), before);
@@ -385,6 +385,89 @@ fn a_link_planted_in_dot_git_shows_the_agent_nothing_of_the_host() {
     assert!(run.stdout().contains("push=1"), "{}\n{}", run.stdout(), run.stderr());
     assert!(!run.stderr().contains("tok3fa9c1e7"), "the host's file reached the agent:\n{}", run.stderr());
     assert_eq!(remote_refs(&world), before);
+}
+
+/// The agent speaks the push protocol itself (its git, with `.git` redirected, could not
+/// even ask): one request line on the push socket, the answer's frames printed.
+const RAW_PUSH: &str = r#"
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect("/run/agent-sandbox/push.sock")
+s.sendall((json.dumps({"cwd": sys.argv[1], "args": sys.argv[2:]}) + "\n").encode())
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+while len(data) >= 5:
+    tag, size = data[0:1], struct.unpack(">I", data[1:5])[0]
+    body, data = data[5:5 + size], data[5 + size:]
+    if tag == b"x":
+        print("exit=%d" % struct.unpack(">i", body)[0])
+    else:
+        sys.stdout.write(body.decode(errors="replace"))
+"#;
+
+/// A `.git` redirected to another repository of the user's, one the sandbox never
+/// shows (by `commondir`, or by linking `refs` and `objects` there), never has its
+/// history sent: the host refuses the push and says what to remove, and its reader
+/// could not follow the redirection anyway (it sees the project's git directory
+/// alone). The agent's own `git push` of the project's branch works beside it.
+#[test]
+fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
+    require_bwrap!();
+    let world = pushed_world();
+    let private = world.path("home/private");
+    std::fs::create_dir_all(&private).expect("mkdir");
+    world.write("home/private/notes.txt", "PRIVATE history\n");
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &["-c", "user.name=u", "-c", "user.email=u@e", "commit", "-qm", "private"],
+    ] {
+        world.git_in(&private, args);
+    }
+    world.write("raw_push.py", RAW_PUSH);
+    let raw = world.path("raw_push.py");
+    let project = world.path("home/proj");
+    let private_git = private.join(".git");
+    let before = remote_refs(&world);
+    for (name, redirect, restore) in [
+        (
+            "commondir",
+            format!("printf '%s\\n' {} > .git/commondir", private_git.display()),
+            "rm .git/commondir".to_owned(),
+        ),
+        (
+            "refs/objects links",
+            format!(
+                "mv .git/refs .git/refs.away && mv .git/objects .git/objects.away && ln -s {0}/refs .git/refs \
+                 && ln -s {0}/objects .git/objects",
+                private_git.display()
+            ),
+            "rm .git/refs .git/objects && mv .git/refs.away .git/refs && mv .git/objects.away .git/objects"
+                .to_owned(),
+        ),
+    ] {
+        let run = world.sh(
+            &["--ro", raw.to_str().expect("utf-8")],
+            &format!(
+                "{redirect} && python3 {} {} origin main:refs/heads/stolen; {restore}",
+                raw.display(),
+                project.display()
+            ),
+        );
+        let out = run.stdout();
+        assert!(out.contains("exit=1"), "{name}: {out}\n{}", run.stderr());
+        assert!(out.contains("push refused") && out.contains("leads elsewhere"), "{name}: {out}");
+        assert!(!out.contains("PRIVATE"), "{name}: {out}");
+        assert_eq!(remote_refs(&world), before, "{name}: the private history reached the remote");
+    }
+    // The project's own branch still goes out.
+    let run = world.sh(&[], "git commit -q --allow-empty -m mine && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+    assert_ne!(remote_refs(&world), before);
 }
 
 /// The host runs nothing of the repository's: not the hooks a checkout would run (here
@@ -525,14 +608,15 @@ fn checks_never_run_programs_planted_on_the_users_path_in_the_project() {
     let bin = world.project.join("node_modules/.bin");
     let path =
         format!("{}:node_modules/.bin:{}/.local/bin:/usr/local/bin:/usr/bin:/bin", bin.display(), world.home.display());
-    let plant = "mkdir -p node_modules/.bin && for tool in sh lint mylint; do \
+    // `git` too: the host's push would run it with the user's credentials.
+    let plant = "mkdir -p node_modules/.bin && for tool in sh lint mylint git; do \
                  printf '#!/bin/sh\\nexit 0\\n' > node_modules/.bin/$tool && chmod +x node_modules/.bin/$tool; done";
     let exec =
         |script: &str| world.cmd().env("PATH", &path).args(["exec", "--debug", "--", "/bin/sh", "-c", script]).run();
 
     let run = exec(&format!(
         "{plant} && cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN \
-         && /tmp/g commit -qn -m sneaky && git push -q origin main"
+         && /tmp/g commit -qn -m sneaky && PATH=/usr/local/bin:/usr/bin:/bin git push -q origin main"
     ));
     let err = run.stderr();
     assert_ne!(run.code(), 0, "{err}");
@@ -547,7 +631,10 @@ fn checks_never_run_programs_planted_on_the_users_path_in_the_project() {
     assert_eq!(remote_refs(&world), before, "the failing commit reached the remote");
     reset(&world);
 
-    let run = exec(&format!("{plant} && echo good > src.txt && git add src.txt && git commit -qm good && git push -q origin main && echo pushed"));
+    let run = exec(&format!(
+        "{plant} && cp /run/agent-sandbox/bin/git /tmp/g && echo good > src.txt && /tmp/g add src.txt \
+         && /tmp/g commit -qm good && PATH=/usr/local/bin:/usr/bin:/bin git push -q origin main && echo pushed"
+    ));
     let err = run.stderr();
     assert_eq!(run.stdout(), "pushed\n", "{err}");
     assert!(err.contains("real lint ran") && err.contains("real mylint ran"), "both real tools ran:\n{err}");

@@ -10,6 +10,7 @@
 pub mod mirror;
 pub mod plan;
 pub mod protocol;
+pub mod redirect;
 pub mod service;
 pub mod verify;
 

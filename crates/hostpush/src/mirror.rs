@@ -39,14 +39,79 @@ impl std::fmt::Display for Failed {
     }
 }
 
-/// The reader's command: `prefix` (e.g. a change of user), then git's `upload-pack`
-/// with replace refs and grafts off and any owner's repository served.
+/// The reader's command: `prefix` (e.g. a change of user, or [`view_prefix`]), then git's
+/// `upload-pack` with replace refs and grafts off and any owner's repository served.
 pub fn reader(prefix: &str, git: &str, home: Option<&str>) -> String {
     let home = home.map(|home| format!("HOME={home} ")).unwrap_or_default();
     format!(
         "{prefix}/usr/bin/env {home}GIT_NO_REPLACE_OBJECTS=1 GIT_GRAFT_FILE=/dev/null {git} -c safe.directory='*' \
          -c advice.graftFileDeprecated=false -c uploadpack.allowAnySHA1InWant=true upload-pack"
     )
+}
+
+/// The entries of the host's `/` a program needs to run: its binaries and libraries.
+pub const SYSTEM_PATHS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache"];
+
+/// One of [`SYSTEM_PATHS`] as the host has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SystemEntry {
+    /// A directory or file, shown read-only.
+    Bind(PathBuf),
+    /// A link (`/bin` → `usr/bin`), made again as the same link.
+    Link { path: PathBuf, target: PathBuf },
+}
+
+/// The host's [`SYSTEM_PATHS`] (those it has).
+pub fn system_entries() -> Vec<SystemEntry> {
+    SYSTEM_PATHS
+        .iter()
+        .map(Path::new)
+        .filter_map(|path| {
+            let meta = path.symlink_metadata().ok()?;
+            if meta.file_type().is_symlink() {
+                Some(SystemEntry::Link { path: path.to_path_buf(), target: std::fs::read_link(path).ok()? })
+            } else {
+                Some(SystemEntry::Bind(path.to_path_buf()))
+            }
+        })
+        .collect()
+}
+
+/// The start of a reader's command that runs it in a view showing nothing of the host
+/// but the system's programs ([`SystemEntry`]), `extra` (where git is installed, when
+/// outside them) and, read-only, the git directories `shown`: a `commondir`, a gitfile
+/// or a link in `.git` naming another of the user's repositories leads nowhere there.
+/// No network, no capabilities, its own session and namespaces, and it dies with git.
+pub fn view_prefix(bwrap: &Path, system: &[SystemEntry], extra: &[PathBuf], shown: &[PathBuf]) -> String {
+    let mut args: Vec<String> = vec![
+        bwrap.display().to_string(),
+        "--unshare-all".into(),
+        "--die-with-parent".into(),
+        "--new-session".into(),
+        "--cap-drop".into(),
+        "ALL".into(),
+        "--dev".into(),
+        "/dev".into(),
+        "--tmpfs".into(),
+        "/tmp".into(),
+    ];
+    for entry in system {
+        match entry {
+            SystemEntry::Bind(path) => {
+                args.extend(["--ro-bind".into(), path.display().to_string(), path.display().to_string()])
+            }
+            SystemEntry::Link { path, target } => {
+                args.extend(["--symlink".into(), target.display().to_string(), path.display().to_string()])
+            }
+        }
+    }
+    for path in extra.iter().chain(shown) {
+        args.extend(["--ro-bind".into(), path.display().to_string(), path.display().to_string()]);
+    }
+    args.extend(["--chdir".into(), "/".into(), "--".into()]);
+    let mut prefix: String = args.iter().map(|arg| util::single_quoted(arg)).collect::<Vec<_>>().join(" ");
+    prefix.push(' ');
+    prefix
 }
 
 /// The mirror's configuration: the project's file first, the mirror's own settings
@@ -111,9 +176,10 @@ impl Mirror<'_> {
 
     /// Copies the project's branches, tags, remote-tracking refs and `HEAD` (the branch
     /// checked out, or the detached commit) into the mirror, removing what the project
-    /// no longer has.
-    pub fn fetch(&self, top: &Path) -> Result<(), Failed> {
-        let source = format!("file://{}", top.join(".git").display());
+    /// no longer has. `git_dir` is the repository the reader serves (the project's
+    /// common directory); `top` the work tree, whose `HEAD` is the one checked out.
+    pub fn fetch(&self, top: &Path, git_dir: &Path) -> Result<(), Failed> {
+        let source = format!("file://{}", git_dir.display());
         self.git(&[
             "fetch",
             "--quiet",
@@ -158,6 +224,68 @@ impl Mirror<'_> {
 mod tests {
     use super::*;
 
+    /// The view is the whole argv: namespaces, the system's directories as the host has
+    /// them (links as links), git's installation and the git directory, all read-only.
+    #[test]
+    fn the_view_shows_the_system_and_the_git_directory_alone() {
+        let system = [
+            SystemEntry::Bind(PathBuf::from("/usr")),
+            SystemEntry::Link { path: PathBuf::from("/bin"), target: PathBuf::from("usr/bin") },
+        ];
+        let prefix =
+            view_prefix(Path::new("/usr/bin/bwrap"), &system, &[PathBuf::from("/opt/git")], &[PathBuf::from("/p/.git")]);
+        assert_eq!(
+            prefix,
+            "'/usr/bin/bwrap' '--unshare-all' '--die-with-parent' '--new-session' '--cap-drop' 'ALL' '--dev' '/dev' \
+             '--tmpfs' '/tmp' '--ro-bind' '/usr' '/usr' '--symlink' 'usr/bin' '/bin' '--ro-bind' '/opt/git' \
+             '/opt/git' '--ro-bind' '/p/.git' '/p/.git' '--chdir' '/' '--' "
+        );
+    }
+
+    /// A reader in the view, asked for a repository whose `commondir` and links lead to
+    /// another one, copies nothing of that other one: it is not there.
+    #[test]
+    fn a_reader_in_the_view_cannot_follow_a_redirection() {
+        let Some(bwrap) = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .map(|dir| dir.join("bwrap"))
+            .find(|path| path.is_file())
+        else {
+            assert!(std::env::var_os("CI").is_none(), "bwrap is required in CI");
+            eprintln!("skipping: bwrap is not installed");
+            return;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let git = |cwd: &Path, args: &[&str]| {
+            let out = Command::new("git").args(args).current_dir(cwd).output().expect("git");
+            assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let private = dir.path().join("private");
+        let top = dir.path().join("p");
+        for repo in [&private, &top] {
+            std::fs::create_dir_all(repo).expect("mkdir");
+            git(repo, &["init", "-q", "-b", "main"]);
+            git(repo, &["-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "x"]);
+        }
+        git(&private, &["branch", "secret"]);
+        let env: Vec<(OsString, OsString)> = std::env::vars_os().filter(|(name, _)| name == "PATH").collect();
+        let git_dir = top.join(".git");
+        let real_git = Command::new("sh").args(["-c", "command -v git"]).output().expect("sh");
+        let real_git = String::from_utf8_lossy(&real_git.stdout).trim().to_owned();
+        let prefix = view_prefix(&bwrap, &system_entries(), &[], std::slice::from_ref(&git_dir));
+        let path = dir.path().join("mirror.git");
+        let mirror = Mirror { path: &path, git: Path::new("git"), env: &env, reader: reader(&prefix, &real_git, None) };
+        mirror.configure(&git_dir.join("config")).expect("configure");
+        mirror.fetch(&top, &git_dir).expect("the project's own repository is read in the view");
+        // The project's refs lead to the other repository now.
+        std::fs::rename(git_dir.join("refs"), dir.path().join("refs.away")).expect("mv");
+        std::os::unix::fs::symlink(private.join(".git/refs"), git_dir.join("refs")).expect("ln");
+        std::fs::write(git_dir.join("commondir"), private.join(".git").display().to_string()).expect("write");
+        let _ = mirror.fetch(&top, &git_dir);
+        let refs =
+            String::from_utf8_lossy(&mirror.git(&["for-each-ref", "--format=%(refname)"]).expect("refs")).into_owned();
+        assert!(!refs.contains("secret"), "the other repository's branch was read: {refs}");
+    }
+
     /// The mirror of a real repository holds its refs and HEAD, and nothing swapped in
     /// its object store reaches the mirror under the swapped object's name.
     #[test]
@@ -185,7 +313,7 @@ mod tests {
             .expect("config")
             .iter()
             .all(|file| !file.starts_with(&top)));
-        mirror.fetch(&top).expect("fetch");
+        mirror.fetch(&top, &top.join(".git")).expect("fetch");
         let refs =
             String::from_utf8_lossy(&mirror.git(&["for-each-ref", "--format=%(refname)"]).expect("refs")).into_owned();
         assert_eq!(refs.lines().collect::<Vec<_>>(), ["refs/heads/main", "refs/heads/topic", "refs/tags/v1"]);
@@ -214,12 +342,12 @@ mod tests {
         std::fs::rename(&file, &original).expect("mv");
         std::fs::copy(&good_file, &file).expect("swap");
         assert_eq!(git(&["cat-file", "-p", &blob]), "GOOD ag", "git itself reads the swapped object");
-        let err = mirror.fetch(&top).expect_err("a swapped object is not stored under another name");
+        let err = mirror.fetch(&top, &top.join(".git")).expect_err("a swapped object is not stored under another name");
         assert!(!err.stderr.is_empty(), "{err}");
         assert!(mirror.git(&["cat-file", "-e", &blob]).is_err(), "the swapped object is not in the mirror");
         std::fs::remove_file(&file).expect("rm");
         std::fs::rename(&original, &file).expect("restore");
-        mirror.fetch(&top).expect("fetch");
+        mirror.fetch(&top, &top.join(".git")).expect("fetch");
         assert_eq!(String::from_utf8_lossy(&mirror.git(&["cat-file", "-p", &blob]).expect("blob")), "FAIL again\n");
         let refs =
             String::from_utf8_lossy(&mirror.git(&["for-each-ref", "--format=%(refname)"]).expect("refs")).into_owned();

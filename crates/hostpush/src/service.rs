@@ -58,6 +58,10 @@ pub struct ServiceConfig {
     pub env: Vec<(OsString, OsString)>,
     /// The sandboxed command, for the audit events.
     pub agent: String,
+    /// The host's git and bwrap, found on `PATH` entries the agent cannot write
+    /// (`policy::path_search`): never a `git` planted in `node_modules/.bin`.
+    pub git: PathBuf,
+    pub bwrap: PathBuf,
 }
 
 /// The pre-push hook the host's git runs: this binary's hook guard, nothing else.
@@ -261,16 +265,33 @@ fn decide(request: &Request, config: &ServiceConfig, start: &Start) -> Result<Pu
 /// the agent planted in `.git` prints what it read: a line of any file of the user's);
 /// the audit log has it.
 fn copy_to_mirror(config: &ServiceConfig) -> Result<(), Refusal> {
+    // A `commondir`, or a link among the refs and objects, would have the reader copy
+    // another repository of the user's: refused, with what to remove. The reader runs in
+    // a view of the common directory alone besides, where such a redirection leads
+    // nowhere.
+    let found = crate::redirect::redirections(&config.common_dir, false);
+    if !found.is_empty() {
+        return Err(crate::redirect::refusal(&found));
+    }
     let env = git_env(&config.env, &config.settings);
+    let git = config.git.display().to_string();
+    let prefix = crate::mirror::view_prefix(
+        &config.bwrap,
+        &crate::mirror::system_entries(),
+        &git_installation(&config.git),
+        std::slice::from_ref(&config.common_dir),
+    );
     let mirror = Mirror {
         path: &config.mirror,
-        git: Path::new("git"),
+        git: &config.git,
         env: &env,
-        reader: crate::mirror::reader("", "git", None),
+        reader: crate::mirror::reader(&prefix, &git, Some("/nonexistent")),
     };
     // `.git` is pinned in the sandbox (its read-only config cannot be moved away with it).
-    mirror.configure(&config.common_dir.join("config")).and_then(|()| mirror.fetch(&config.project_root)).map_err(
-        |failed| {
+    mirror
+        .configure(&config.common_dir.join("config"))
+        .and_then(|()| mirror.fetch(&config.project_root, &config.common_dir))
+        .map_err(|failed| {
             let event =
                 audit::Event::new(&config.agent, "push", "git push", "blocked", "host-push", Some(failed.to_string()));
             if let Some(log) = audit::default_path() {
@@ -286,13 +307,32 @@ fn copy_to_mirror(config: &ServiceConfig) -> Result<(), Refusal> {
                       files, then push again"
                         .into(),
             }
-        },
-    )
+        })
+}
+
+/// Where the host's `git` is installed, when outside the system directories the view
+/// shows anyway: its own directory and its exec-path.
+fn git_installation(git: &Path) -> Vec<PathBuf> {
+    let system = |path: &Path| {
+        crate::mirror::SYSTEM_PATHS.iter().any(|dir| path.starts_with(dir))
+            || path.canonicalize().is_ok_and(|real| crate::mirror::SYSTEM_PATHS.iter().any(|dir| real.starts_with(dir)))
+    };
+    let mut dirs = Vec::new();
+    if let Some(dir) = git.canonicalize().ok().and_then(|real| real.parent().map(Path::to_path_buf)) {
+        dirs.push(dir);
+    }
+    let exec_path = Command::new(git).arg("--exec-path").env_clear().stdin(Stdio::null()).output();
+    if let Some(out) = exec_path.ok().filter(|out| out.status.success()) {
+        dirs.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    dirs.retain(|dir| dir.is_absolute() && !system(dir));
+    dirs.dedup();
+    dirs
 }
 
 /// Runs the host's git, relaying its output as it comes; its exit status.
 fn run_git(argv: &[String], config: &ServiceConfig, client: &UnixStream, running: &Mutex<i32>) -> i32 {
-    let spawned = Command::new("git")
+    let spawned = Command::new(&config.git)
         .process_group(0)
         .arg("--git-dir")
         .arg(&config.mirror)

@@ -59,11 +59,6 @@ const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CONFIG: u64 = 1 << 20;
 
-/// Files of the project's git directory that make git see other objects, another
-/// history or another configuration than the user's: no push while one is there.
-const REFUSED_FILES: &[&str] =
-    &["commondir", "shallow", "objects/info/alternates", "objects/info/http-alternates", "config.worktree"];
-
 fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
     Refusal { why: why.into(), instead: instead.into() }
 }
@@ -238,19 +233,13 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
             format!("push from the project ({}) itself", top.display()),
         ));
     }
-    for name in REFUSED_FILES {
-        if git_dir.join(name).symlink_metadata().is_ok() {
-            return Err(refuse(
-                format!(
-                    ".git/{name} is there: it changes which objects, history or configuration git sees, so nothing \
-                     the push sends could be checked"
-                ),
-                format!(
-                    "remove .git/{name} outside the container (for a shallow clone: `git fetch --unshallow`), then \
-                     push again"
-                ),
-            ));
-        }
+    // The same redirections the host refuses (`redirect`), the files a user's setup may
+    // hold included: root's reader runs as `agent-sandbox-check`, with no more rights
+    // than the agent's, but a link among the refs would still have it read what that
+    // user may (and a `commondir` what the agent put in the workspace).
+    let found = crate::redirect::redirections(&git_dir, true);
+    if !found.is_empty() {
+        return Err(crate::redirect::refusal(&found));
     }
 
     let mirror_dir = state.join("mirror.git");
@@ -290,7 +279,7 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
             )
         })?;
     }
-    mirror.fetch(&top).map_err(|failed| {
+    mirror.fetch(&top, &git_dir).map_err(|failed| {
         refuse(format!("cannot read the project's commits: {failed}"), "fix what git says, then push again")
     })?;
     let remotes = lines(&mirror_git(&mirror, &["remote"])?);

@@ -622,7 +622,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
                 runtime: runtime.path().to_path_buf(),
             };
             debug("pushes leave through this process (push.sock)");
-            Some(start_push_service(check, &state_dir, &runtime, layout.common_dir, &agent)?)
+            let git = find_host_program("git", &ctx, &policy.mounts);
+            let path = host_path(&ctx, &policy.mounts).joined();
+            Some(start_push_service(check, &state_dir, &runtime, layout.common_dir, (git, path), &agent)?)
         }
         _ => None,
     };
@@ -1075,22 +1077,37 @@ fn find_inside(
 /// relative entry (`node_modules/.bin`) or one the agent can write would run a bwrap the
 /// agent planted, on the host, unsandboxed.
 fn find_bwrap(ctx: &Context, mounts: &[Mount]) -> Result<PathBuf> {
+    find_host_program("bwrap", ctx, mounts).ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
+}
+
+/// A program the host runs on the agent's behalf (bwrap, the push's git), found as
+/// [`find_bwrap`] says: only where the agent cannot have put it.
+fn find_host_program(name: &str, ctx: &Context, mounts: &[Mount]) -> Option<PathBuf> {
     let real = |path: &Path| path.canonicalize().ok();
-    let facts = policy::path_search::SearchFacts {
-        project_root: &ctx.project_root,
-        mounts,
-        runtime_dirs: &[],
-        inside: false,
-        real: &real,
-    };
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    policy::path_search::decide(&path, &facts)
+    let facts = host_search_facts(ctx, mounts, &real);
+    host_path(ctx, mounts)
         .kept
         .into_iter()
-        .map(|dir| dir.join("bwrap"))
+        .map(|dir| dir.join(name))
         .filter(|candidate| candidate.is_file())
         .find(|candidate| policy::path_search::judge(candidate, &facts).is_ok())
-        .ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
+}
+
+/// The start `PATH` less every entry the agent can write: what the host's own programs
+/// search (the push's git runs `ssh`, `git-receive-pack` and credential helpers from
+/// its `PATH`, each with the user's credentials at hand).
+fn host_path(ctx: &Context, mounts: &[Mount]) -> policy::path_search::SearchPath {
+    let real = |path: &Path| path.canonicalize().ok();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    policy::path_search::decide(&path, &host_search_facts(ctx, mounts, &real))
+}
+
+fn host_search_facts<'a>(
+    ctx: &'a Context,
+    mounts: &'a [Mount],
+    real: &'a dyn Fn(&Path) -> Option<PathBuf>,
+) -> policy::path_search::SearchFacts<'a> {
+    policy::path_search::SearchFacts { project_root: &ctx.project_root, mounts, runtime_dirs: &[], inside: false, real }
 }
 
 /// The `PATH` the checks search (`path_var`, the start `PATH`): only directories shown
@@ -1242,6 +1259,7 @@ fn start_push_service(
     state_dir: &Path,
     runtime: &sandbox::runtime::Runtime,
     common_dir: PathBuf,
+    (git, host_path_var): (Option<PathBuf>, OsString),
     agent: &str,
 ) -> Result<PushService> {
     let parent = state_dir.join("push");
@@ -1265,10 +1283,20 @@ fn start_push_service(
             hooks_dir: dir.path().join("hooks"),
             mirror: dir.path().join(PUSH_MIRROR),
             settings: dir.path().join(PUSH_SETTINGS),
-            env: std::env::vars_os().collect(),
+            // The user's environment, with the `PATH` the agent cannot have planted in.
+            env: std::env::vars_os()
+                .map(|(name, value)| if name == "PATH" { (name, host_path_var.clone()) } else { (name, value) })
+                .collect(),
             agent: agent.to_owned(),
+            git: git.clone().unwrap_or_default(),
+            bwrap: check.bwrap.clone(),
         },
-        Box::new(move || check.prepare(&path).map_err(|err| format!("{err:#}"))),
+        Box::new(move || match git {
+            Some(_) => check.prepare(&path).map_err(|err| format!("{err:#}")),
+            None => Err("no git on a PATH entry outside the project and every writable grant (the host pushes with \
+                         such a git only: one the agent could have planted would hold your credentials)"
+                .to_owned()),
+        }),
     );
     Ok(PushService { _service: service, _lock: lock, _dir: dir })
 }
