@@ -446,8 +446,7 @@ fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
                  && ln -s {0}/objects .git/objects",
                 private_git.display()
             ),
-            "rm .git/refs .git/objects && mv .git/refs.away .git/refs && mv .git/objects.away .git/objects"
-                .to_owned(),
+            "rm .git/refs .git/objects && mv .git/refs.away .git/refs && mv .git/objects.away .git/objects".to_owned(),
         ),
     ] {
         let run = world.sh(

@@ -11,6 +11,8 @@
 mod bench;
 mod bench_network;
 mod docker;
+#[cfg(test)]
+mod tidy;
 
 use std::{
     path::{Path, PathBuf},

@@ -232,8 +232,12 @@ mod tests {
             SystemEntry::Bind(PathBuf::from("/usr")),
             SystemEntry::Link { path: PathBuf::from("/bin"), target: PathBuf::from("usr/bin") },
         ];
-        let prefix =
-            view_prefix(Path::new("/usr/bin/bwrap"), &system, &[PathBuf::from("/opt/git")], &[PathBuf::from("/p/.git")]);
+        let prefix = view_prefix(
+            Path::new("/usr/bin/bwrap"),
+            &system,
+            &[PathBuf::from("/opt/git")],
+            &[PathBuf::from("/p/.git")],
+        );
         assert_eq!(
             prefix,
             "'/usr/bin/bwrap' '--unshare-all' '--die-with-parent' '--new-session' '--cap-drop' 'ALL' '--dev' '/dev' \
