@@ -68,7 +68,7 @@ fn nothing_unchecked_leaves_through_the_host() {
             format!("{own_git}{commit_broken} && git rm -q BROKEN && git commit -qm fine && git push -q origin HEAD:refs/heads/topic"),
         ),
         // Its own git cannot reach the remote: it is not in the sandbox at all.
-        ("does not appear to be a git repository", format!("{own_git}{commit_broken} && PATH=/usr/local/bin:/usr/bin:/bin git push -q origin main")),
+        ("does not appear to be a git repository", format!("{own_git}{commit_broken} && /tmp/g push -q origin main")),
         // A push from a scratch clone, through the guard.
         ("this push comes from /tmp/s", format!("{own_git}{scratch} --allow-empty -m x && git push -q origin HEAD:refs/heads/topic")),
         // ...or from another git directory named for the push.
@@ -316,7 +316,7 @@ fn a_push_over_ssh_uses_the_users_credentials_that_the_sandbox_never_sees() {
     };
     let run = sh("test -e ~/.ssh/id_ed25519 && echo key-visible; test -S \"$SSH_AUTH_SOCK\" && echo agent-visible; \
                   ssh-add -l >/dev/null 2>&1 && echo agent-answers; \
-                  cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g commit -q --allow-empty -m own && PATH=/usr/local/bin:/usr/bin:/bin git push -q origin main 2>/dev/null && echo own-push; \
+                  cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g commit -q --allow-empty -m own && /tmp/g push -q origin main 2>/dev/null && echo own-push; \
                   git reset -q --hard HEAD~1; exit 0");
     assert_eq!(run.stdout(), "", "{}", run.stderr());
     assert_eq!(remote_refs(&world), before);
