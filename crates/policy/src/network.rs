@@ -187,6 +187,14 @@ impl NetPolicy {
 
 impl HostRule {
     fn parse(text: &str, origin: &Origin) -> Result<HostRule, String> {
+        // A URL pasted where a host goes (`--allow-host https://example.com`): say what to
+        // write instead of reading its `//example.com` as a port.
+        if let Some((_, rest)) = text.split_once("://") {
+            let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            return Err(format!(
+                "a URL, not a host: write the host alone, {host:?} (ports 80 and 443; HOST:PORT for another)"
+            ));
+        }
         let (host, port) = match text.rsplit_once(':') {
             Some((host, port)) => (host, Some(parse_port(port)?)),
             None => (text, None),
@@ -478,7 +486,13 @@ mod tests {
             (r#"{"network": {"allow": ["x.org:0"]}}"#, "network.allow: \"x.org:0\": \"0\" is not a port (1-65535)"),
             (
                 r#"{"network": {"deny": ["http://x.org"]}}"#,
-                "network.deny: \"http://x.org\": \"//x.org\" is not a port (1-65535)",
+                "network.deny: \"http://x.org\": a URL, not a host: write the host alone, \"x.org\" (ports 80 and \
+                 443; HOST:PORT for another)",
+            ),
+            (
+                r#"{"network": {"allow": ["https://example.com:8443/path"]}}"#,
+                "network.allow: \"https://example.com:8443/path\": a URL, not a host: write the host alone, \
+                 \"example.com:8443\" (ports 80 and 443; HOST:PORT for another)",
             ),
             (
                 r#"{"network": {"hostPorts": [70000]}}"#,
