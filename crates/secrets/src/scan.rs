@@ -371,6 +371,13 @@ impl<'s, 'a> Worker<'s, 'a> {
             Ok(entries) => entries,
             // Removed since its parent was listed: nothing left to hide.
             Err(e) if e.kind() == io::ErrorKind::NotFound && !is_root => return Ok(()),
+            // Another user's directory this user may not list (`/tmp/tmux-0` when the
+            // project is `/tmp`): the sandbox runs as this user without capabilities, so
+            // it cannot list or enter it either, nor change its mode. One of this user's
+            // own stays an error: the agent could `chmod` it and read what is inside.
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied && !is_root && owned_by_another_user(&job.dir) => {
+                return Ok(())
+            }
             Err(e) => return Err(unreadable(&job.dir, e)),
         };
         let matcher = self.shared.matcher;
@@ -479,6 +486,13 @@ fn open_checked(job: &Job, key: (u64, (i64, i64))) -> Option<Arc<OwnedFd>> {
     #[allow(clippy::unnecessary_cast)]
     let now = (st.st_ino as u64, (st.st_ctime as i64, st.st_ctime_nsec as i64));
     (now == key).then(|| Arc::new(fd))
+}
+
+/// Whether `dir` (not followed) belongs to a user other than this process's.
+fn owned_by_another_user(dir: &Path) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    dir.symlink_metadata().is_ok_and(|meta| meta.uid() != euid)
 }
 
 #[cfg(test)]
