@@ -488,11 +488,16 @@ fn open_checked(job: &Job, key: (u64, (i64, i64))) -> Option<Arc<OwnedFd>> {
     (now == key).then(|| Arc::new(fd))
 }
 
-/// Whether `dir` (not followed) belongs to a user other than this process's.
+/// Whether `dir` (not followed) belongs to a user other than this process's and cannot
+/// be entered either: with search permission (`--x`), a file whose name the agent knows
+/// could be opened without listing the directory.
 fn owned_by_another_user(dir: &Path) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    dir.symlink_metadata().is_ok_and(|meta| meta.uid() != euid)
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a valid C string; faccessat only reads it.
+    let searchable = unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) } == 0;
+    !searchable && dir.symlink_metadata().is_ok_and(|meta| meta.is_dir() && meta.uid() != euid)
 }
 
 #[cfg(test)]
