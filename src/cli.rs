@@ -364,6 +364,7 @@ fn hooks(command: HooksCommand) -> anyhow::Result<i32> {
             None => std::env::current_dir().context("cannot read the current directory"),
         }
     };
+    let installing = matches!(command, HooksCommand::Install { .. });
     let report = match command {
         HooksCommand::Install { dir, force } => {
             let exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
@@ -375,8 +376,23 @@ fn hooks(command: HooksCommand) -> anyhow::Result<i32> {
     for action in report.actions {
         println!("  {action}");
     }
+    if installing {
+        println!("what runs where:");
+        for line in HOOKS_WHERE {
+            println!("  {line}");
+        }
+    }
     Ok(0)
 }
+
+/// What `hooks install` leaves running, and where (README's "Hooks" says the same).
+const HOOKS_WHERE: &[&str] = &[
+    "your own commits and pushes (outside a sandbox): your earlier hooks, as before (the guard's checks too with checks.humans)",
+    "commits inside a sandbox: the guard's checks, then your earlier pre-commit hook, both in the sandbox",
+    "the agent's pushes (carried out by the host): the guard's checks and then your earlier pre-push hook (or a plain \
+     pre-push hook), each in a fresh check sandbox on a worktree of what is pushed, never on the host itself; in a \
+     container's verified push, checks.commands only",
+];
 
 fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
     let paths = firewall::policy_dirs();

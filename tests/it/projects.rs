@@ -9,7 +9,7 @@ use std::{path::Path, process::Command};
 use crate::support::{is_root, require_bwrap, World};
 
 /// `program args` on the host, as the world's user (its HOME, `~/.local/bin` on PATH).
-fn host(world: &World, dir: &Path, program: &str, args: &[&str]) -> Result<String, String> {
+pub(crate) fn host(world: &World, dir: &Path, program: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new(program)
         .args(args)
         .current_dir(dir)
@@ -29,7 +29,7 @@ fn host(world: &World, dir: &Path, program: &str, args: &[&str]) -> Result<Strin
     }
 }
 
-fn path(world: &World) -> String {
+pub(crate) fn path(world: &World) -> String {
     let cargo = std::env::var_os("HOME").map(|home| Path::new(&home).join(".cargo/bin"));
     let cargo = cargo.filter(|dir| dir.is_dir()).map(|dir| format!(":{}", dir.display())).unwrap_or_default();
     format!("{}/.local/bin:/usr/local/bin:/usr/bin:/bin{cargo}", world.home.display())
@@ -37,7 +37,7 @@ fn path(world: &World) -> String {
 
 /// An installation from a registry: CI reaches them, so there it must work; elsewhere a
 /// failure skips the test with the reason.
-fn install(result: Result<String, String>) -> bool {
+pub(crate) fn install(result: Result<String, String>) -> bool {
     match result {
         Ok(_) => true,
         Err(err) => {

@@ -639,3 +639,79 @@ fn checks_never_run_programs_planted_on_the_users_path_in_the_project() {
     assert!(err.contains("real lint ran") && err.contains("real mylint ran"), "both real tools ran:\n{err}");
     assert_ne!(remote_refs(&world), before);
 }
+
+/// The repository's own pre-push hook runs for the agent's pushes through the host, as
+/// for the user's own `git push`, in the checks' sandbox (no `checks.commands`): a plain
+/// `.git/hooks/pre-push` that refuses a commit refuses the push with its output, and a
+/// good commit beside it is pushed (the hook saw git's arguments and refs).
+#[test]
+fn the_repositorys_own_pre_push_hook_runs_for_the_agents_push() {
+    require_bwrap!();
+    let world = pushed_world();
+    world.project_config(r#"{ "checks": { "commands": [] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "no checks"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    let hook = "home/proj/.git/hooks/pre-push";
+    world.write(
+        hook,
+        "#!/bin/sh\necho \"own hook: $1 $(cat | cut -d' ' -f1)\" >&2\n\
+         if grep -q bad src.txt; then echo 'own hook: src.txt is bad' >&2; exit 1; fi\n",
+    );
+    world.chmod(hook, 0o755);
+    let run = world.sh(&[], "echo good >> src.txt && git commit -qam good && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+    assert!(run.stderr().contains("own hook: origin refs/heads/main"), "the hook ran:\n{}", run.stderr());
+    assert!(remote_refs(&world).contains(world.git(&["rev-parse", "HEAD"]).trim()), "the good commit is pushed");
+    let before = remote_refs(&world);
+    let run = world.sh(&[], "echo bad >> src.txt && git commit -qam bad && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "", "{}", run.stderr());
+    let err = run.stderr();
+    assert!(err.contains("own hook: src.txt is bad"), "the hook's output:\n{err}");
+    assert!(err.contains("the repository's own pre-push hook"), "the refusal says which:\n{err}");
+    assert_eq!(remote_refs(&world), before, "the refused commit did not leave");
+}
+
+/// The pre-commit framework (from pipx) at its `pre-push` stage, chained by `hooks
+/// install`, with a failing local hook: the agent's push is refused; a good one is pushed.
+#[test]
+fn pre_commits_pre_push_stage_runs_for_the_agents_push() {
+    use crate::projects::{host, install, path};
+    require_bwrap!();
+    let world = pushed_world();
+    if Command::new("pipx").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "pipx is part of CI's machine (xtask installs it)");
+        eprintln!("skipping: pipx not found (apt install pipx)");
+        return;
+    }
+    if !install(host(&world, &world.home, "pipx", &["install", "pre-commit"])) {
+        return;
+    }
+    world.write(
+        "home/proj/.pre-commit-config.yaml",
+        "default_install_hook_types: [pre-push]\nrepos:\n- repo: local\n  hooks:\n  - id: not-bad\n    \
+         name: src.txt is not bad\n    language: system\n    stages: [pre-push]\n    \
+         entry: sh -c '! grep -q bad src.txt'\n    pass_filenames: false\n    always_run: true\n",
+    );
+    world.project_config(r#"{ "checks": { "commands": [] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "pre-commit at pre-push"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    world.git(&["fetch", "-q", "origin"]);
+    host(&world, &world.project, "pre-commit", &["install", "--hook-type", "pre-push"]).expect("pre-commit install");
+    let installed = world.cmd().args(["hooks", "install"]).run();
+    assert!(
+        installed.stdout().contains("then your earlier pre-push hook"),
+        "says what runs where:\n{}",
+        installed.stdout()
+    );
+    let exec = |script: &str| world.cmd().env("PATH", path(&world)).args(["exec", "--", "sh", "-c", script]).run();
+    let run = exec("echo good >> src.txt && git commit -qam good && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+    let before = remote_refs(&world);
+    let run = exec("echo bad >> src.txt && git commit -qam bad && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "", "{}", run.stderr());
+    assert!(run.stderr().contains("src.txt is not bad"), "pre-commit's output:\n{}", run.stderr());
+    assert_eq!(remote_refs(&world), before, "the refused commit did not leave");
+}

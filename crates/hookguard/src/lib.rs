@@ -268,11 +268,91 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
         }
     }
     if repo.host_push {
-        // The repository's own pre-push hooks are files the agent may have changed: the
-        // host runs none of them (checks.commands run in the fresh sandbox instead).
+        // The repository's own pre-push hook (files the agent may have changed) never runs
+        // on the host: in the checks' fresh sandbox, or (a container's verifier) not at all.
+        if hook == "pre-push" && repo.settings.check_sandbox.is_some() {
+            own_pre_push(&repo, args, &stdin)?;
+        }
         return Ok(0);
     }
     chain(&repo, hook, args, &stdin)
+}
+
+/// For a push the host carries out: the repository's own pre-push hook, the one the
+/// user's `git push` runs (the original `hooks install` chained, or a plain hook in the
+/// hooks directory), run in the checks' sandbox in a worktree of the pushed tip, with
+/// git's arguments and refs. Its failure refuses the push; its output is on stderr.
+fn own_pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal> {
+    let dir = hookinstall::hooks_dir(&repo.top).map_err(|err| {
+        refuse(format!("cannot find the repository's hooks directory: {err}"), "fix the repository's core.hooksPath")
+    })?;
+    let text = String::from_utf8_lossy(stdin);
+    let updates = parse_updates(&text);
+    let tip = updates.iter().rev().find(|update| !is_zero(update.local_sha));
+    let (commit, local_ref) = match tip {
+        Some(update) => (update.local_sha.to_owned(), update.local_ref.to_owned()),
+        None => {
+            let head = repo.git_ok(&["rev-parse", "--verify", "-q", "HEAD"]).unwrap_or_default();
+            let head = String::from_utf8_lossy(&head).trim().to_owned();
+            if head.is_empty() {
+                return Ok(());
+            }
+            (head, "HEAD".to_owned())
+        }
+    };
+    let args: Vec<String> = args.iter().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let mut script = own_hook_script(&dir.join("pre-push"), &args, &text);
+    if let Some(chained) = hookinstall::chained_hook(&dir, "pre-push") {
+        // The host sees the hook: the checks' sandbox must too, or it would pass unrun.
+        let chained = util::single_quoted(&chained.to_string_lossy());
+        script = format!(
+            "[ -x {chained} ] || {{ echo 'agent-sandbox: the check sandbox does not show the pre-push hook '{chained} >&2; exit 1; }}\n{script}"
+        );
+    }
+    let dependencies = std::cell::OnceCell::new();
+    check_commit(repo, &commit, &local_ref, false, &dependencies, &|repo, _dir, what| {
+        let sandbox = repo.settings.check_sandbox.as_ref().ok_or_else(|| refuse("no check sandbox", "push again"))?;
+        let (passed, status) = run_in_sandbox(sandbox, &script)?;
+        if passed {
+            return Ok(());
+        }
+        Err(refuse(
+            format!(
+                "the repository's own pre-push hook ({}) failed on {what} ({status})",
+                dir.join("pre-push").display()
+            ),
+            "fix what the hook reports (above), then push again",
+        ))
+    })
+}
+
+/// The shell script that runs, in the checks' sandbox, the hook the user's `git push`
+/// would run at `hook` (`<hooks dir>/pre-push`): the original `hooks install` chained,
+/// as the shim runs it (a shell script with `$0` set to `hook`), else `hook` itself
+/// unless it is the guard's shim; nothing when there is neither. `args` and `refs` are
+/// git's pre-push arguments and stdin. The worktree's git records are read-only to the
+/// checks: the hook gets a private copy of the index (the pre-commit framework writes it).
+fn own_hook_script(hook: &Path, args: &[String], refs: &str) -> String {
+    let quoted: Vec<String> = args.iter().map(|arg| util::single_quoted(arg)).collect();
+    format!(
+        "hook={hook}\nset -- {args}\nown_hook() {{\n\
+         if [ -x \"$hook{suffix}\" ]; then\n\
+         shebang=\nIFS= read -r shebang <\"$hook{suffix}\" || :\n\
+         case $shebang in\n\
+         '#!/bin/sh') exec /bin/sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+         '#!/usr/bin/env sh') exec sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+         '#!/bin/bash') exec /bin/bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+         '#!/usr/bin/env bash') exec bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+         esac\nexec \"$hook{suffix}\" \"$@\"\n\
+         elif [ -x \"$hook\" ] && ! grep -qxF {marker} \"$hook\"; then\nexec \"$hook\" \"$@\"\nfi\n}}\n\
+         index=$(mktemp) && cp \"$(git rev-parse --git-path index)\" \"$index\" && export GIT_INDEX_FILE=\"$index\" \
+         || exit 1\nprintf '%s' {refs} | own_hook \"$@\"\n",
+        hook = util::single_quoted(&hook.to_string_lossy()),
+        args = quoted.join(" "),
+        suffix = hookinstall::CHAINED_SUFFIX,
+        marker = util::single_quoted(hookinstall::MARKER),
+        refs = util::single_quoted(refs),
+    )
 }
 
 /// Runs the hook that was in place before `hooks install`, with git's arguments and
@@ -809,7 +889,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             // not change what pre-commit protects, the checks among them.
             protected_in_commit(repo, &commit, &protected, update.local_ref)?;
             if !repo.settings.check_commands.is_empty() {
-                check_commit(repo, &commit, update.local_ref, commit == head, &dependencies)?;
+                check_commit(repo, &commit, update.local_ref, commit == head, &dependencies, &run_checks)?;
             }
             checked.insert(commit);
         }
@@ -917,6 +997,7 @@ fn check_commit(
     local_ref: &str,
     is_head: bool,
     dependencies: &std::cell::OnceCell<Vec<String>>,
+    run: &dyn Fn(&Repo, &Path, &str) -> Result<(), Refusal>,
 ) -> Result<(), Refusal> {
     let short = &commit[..12.min(commit.len())];
     let what = format!("commit {short} of {local_ref}");
@@ -931,7 +1012,7 @@ fn check_commit(
         let status =
             repo.git_ok(&["status", "--porcelain", "-z", "--untracked-files=normal", "--ignore-submodules=none"])?;
         if status.is_empty() {
-            return run_checks(repo, &repo.top, &what);
+            return run(repo, &repo.top, &what);
         }
     }
     let tmp;
@@ -997,7 +1078,7 @@ fn check_commit(
         }
         None => link_dependencies(&repo.top, &worktree, dependencies.get_or_init(|| dependency_dirs(repo))),
     }
-    let result = run_checks(repo, &worktree, &what);
+    let result = run(repo, &worktree, &what);
     remove();
     result
 }
@@ -1040,6 +1121,37 @@ mod tests {
     use super::*;
 
     const ZERO: &str = "0000000000000000000000000000000000000000";
+
+    /// The script, run by a real shell: the chained original with `$0` as git gives it,
+    /// git's arguments and refs; a plain hook; the guard's shim alone runs nothing.
+    #[test]
+    fn own_hook_script_runs_the_hook_git_would() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let hook = dir.path().join("pre-push");
+        let chained = dir.path().join(format!("pre-push{}", hookinstall::CHAINED_SUFFIX));
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).expect("mkdir");
+        let git = Command::new("sh").args(["-c", "git init -q && git read-tree --empty"]).current_dir(&repo).status();
+        assert!(git.expect("git").success());
+        let run = |script: &str| {
+            let out = Command::new("/bin/sh").args(["-c", script]).current_dir(&repo).output().expect("sh");
+            (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+        };
+        let set = |path: &Path, text: &str| {
+            std::fs::write(path, text).expect("write");
+            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        };
+        let refs = "refs/heads/it's 1111 refs/heads/main 0000\n";
+        let args = ["origin".to_owned(), "/srv/it's.git".to_owned()];
+        let script = own_hook_script(&hook, &args, refs);
+        set(&hook, &format!("#!/bin/sh\n{}\nexit 0\n", hookinstall::MARKER));
+        assert_eq!(run(&script), (Some(0), String::new()), "the shim alone: nothing runs");
+        set(&chained, "#!/bin/sh\necho \"$0|$1|$2\"; cat; exit 3\n");
+        assert_eq!(run(&script), (Some(3), format!("{}|origin|/srv/it's.git\n{refs}", hook.display())));
+        std::fs::remove_file(&chained).expect("rm");
+        set(&hook, "#!/bin/sh\necho plain \"$1\"; exit 4\n");
+        assert_eq!(run(&script), (Some(4), "plain origin\n".to_owned()));
+    }
 
     #[test]
     fn pre_push_lines_parse() {

@@ -164,6 +164,26 @@ pub fn container(spec: &Value) -> Value {
         "refusal": refusal,
         "routes": routes,
         "managed": managed,
+        "sudo": sudo(),
+    })
+}
+
+/// What sudo grants the agent's user without a password: `sudo -n -l`'s listing, and
+/// whether `sudo -n true` ran (it runs only `true`, as root, when anything may).
+fn sudo() -> Value {
+    let run = |args: &[&str]| {
+        std::process::Command::new("sudo")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+    };
+    let list = run(&["-n", "-l"]);
+    let listed = list.as_ref().filter(|out| out.status.success()).map(|out| String::from_utf8_lossy(&out.stdout));
+    json!({
+        "list": listed,
+        "trueRan": run(&["-n", "true"]).is_some_and(|out| out.status.success()),
     })
 }
 
