@@ -1,7 +1,7 @@
-//! Project files that something on the host runs later (`filesystem.hostExecuted`:
-//! VS Code tasks, direnv's `.envrc`, Claude Code's project settings and hooks, `.mcp.json`,
-//! `.devcontainer/`, `.git/info`): read-only inside when present; created inside, they
-//! are moved aside when the session ends.
+//! Project files that something on the host runs later (the catalog in
+//! `config::host_run`, plus `filesystem.hostExecuted`: VS Code tasks, direnv's `.envrc`,
+//! Claude Code's project settings and hooks, `.mcp.json`, `.devcontainer/`, …): read-only
+//! inside when present; created inside, they are moved aside when the session ends.
 
 use crate::support::{require_bwrap, World};
 
@@ -57,8 +57,8 @@ fn host_executed_files_created_inside_are_moved_aside_at_exit() {
     assert_eq!(world.read("home/proj/.vscode/extensions.json"), "keep\n", "ordinary files stay");
 }
 
-/// The catalog's entries outside `.git` (`.git/info` needs a repository; the git tests
-/// cover it), each with the path an attack writes: the file itself, or a new file in the
+/// The catalog's entries outside `.git` (`.git/info` needs a repository; `hookguard`'s
+/// graft and sparse-checkout attacks cover it), each with the path an attack writes: the file itself, or a new file in the
 /// directory.
 fn catalog_targets() -> Vec<(&'static str, String)> {
     config::host_run::CATALOG
