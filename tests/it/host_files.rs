@@ -1,7 +1,7 @@
-//! Project files that something on the host runs later (`filesystem.hostExecuted`:
-//! VS Code tasks, direnv's `.envrc`, Claude Code's project settings and hooks, `.mcp.json`,
-//! `.devcontainer/`, `.git/info`): read-only inside when present; created inside, they
-//! are moved aside when the session ends.
+//! Project files that something on the host runs later (the catalog in
+//! `config::host_run`, plus `filesystem.hostExecuted`: VS Code tasks, direnv's `.envrc`,
+//! Claude Code's project settings and hooks, `.mcp.json`, `.devcontainer/`, …): read-only
+//! inside when present; created inside, they are moved aside when the session ends.
 
 use crate::support::{require_bwrap, World};
 
@@ -55,4 +55,71 @@ fn host_executed_files_created_inside_are_moved_aside_at_exit() {
     }
     assert!(run.stderr().contains("to restore it after inspection: mv"), "{}", run.stderr());
     assert_eq!(world.read("home/proj/.vscode/extensions.json"), "keep\n", "ordinary files stay");
+}
+
+/// The catalog's entries outside `.git` (`.git/info` needs a repository; `hookguard`'s
+/// graft and sparse-checkout attacks cover it), each with the path an attack writes: the file itself, or a new file in the
+/// directory.
+fn catalog_targets() -> Vec<(&'static str, String)> {
+    config::host_run::CATALOG
+        .iter()
+        .filter(|entry| !entry.path.starts_with(".git/"))
+        .map(|entry| (entry.path, if entry.is_dir { format!("{}/planted", entry.path) } else { entry.path.to_owned() }))
+        .collect()
+}
+
+#[test]
+fn every_catalog_entry_present_is_read_only_inside() {
+    require_bwrap!();
+    let world = World::new();
+    let targets = catalog_targets();
+    for (path, _) in &targets {
+        let entry = config::host_run::CATALOG.iter().find(|entry| entry.path == *path).expect("from the catalog");
+        let file = if entry.is_dir { format!("{path}/kept") } else { path.to_string() };
+        world.write(&format!("home/proj/{file}"), "original");
+    }
+    // One run writes every target; each write is reported, none may succeed.
+    let script: String = targets
+        .iter()
+        .map(|(_, target)| format!("(echo evil > '{target}') 2>/dev/null && echo 'wrote {target}'; "))
+        .collect();
+    let run = world.sh(&[], &format!("{script} mkdir -p notes && echo fine > notes/todo.md && echo legit=$?"));
+    assert!(!run.ok().contains("wrote "), "writes succeeded:\n{}", run.ok());
+    for (path, target) in &targets {
+        if target != path {
+            assert!(!world.path(&format!("home/proj/{target}")).exists(), "{target} was created");
+        } else {
+            assert_eq!(world.read(&format!("home/proj/{path}")), "original", "{path}");
+        }
+    }
+    // The legitimate use beside it: an ordinary file in the project, and ordinary files
+    // beside catalog entries (`.vscode/extensions.json`, `.claude/CLAUDE.md`).
+    assert!(run.ok().contains("legit=0"), "{}", run.ok());
+    let run = world.sh(&[], "echo '{}' > .vscode/extensions.json && echo notes > .claude/CLAUDE.md && echo ok");
+    assert_eq!(run.ok(), "ok\n", "{}", run.stderr());
+    assert_eq!(world.read("home/proj/.claude/CLAUDE.md"), "notes\n");
+}
+
+#[test]
+fn every_catalog_entry_created_inside_is_moved_aside_at_exit() {
+    require_bwrap!();
+    let world = World::new();
+    let targets = catalog_targets();
+    let script: String = targets
+        .iter()
+        .map(|(_, target)| {
+            let parent = std::path::Path::new(target).parent().map(|dir| dir.display().to_string()).unwrap_or_default();
+            let mkdir = if parent.is_empty() { String::new() } else { format!("mkdir -p '{parent}' && ") };
+            format!("{mkdir}echo evil > '{target}' || echo 'failed {target}'; ")
+        })
+        .collect();
+    let run = world.sh(&[], &format!("{script} echo '{{}}' > .vscode/extensions.json; echo notes > .claude/CLAUDE.md"));
+    assert!(!run.ok().contains("failed "), "{}", run.ok());
+    for (path, _) in &targets {
+        assert!(!world.path(&format!("home/proj/{path}")).exists(), "{path} left in place:\n{}", run.stderr());
+        assert!(run.stderr().contains(&format!("/proj/{path} is run on the host later")), "{path}:\n{}", run.stderr());
+    }
+    // Files beside them that no host program runs stay.
+    assert_eq!(world.read("home/proj/.vscode/extensions.json"), "{}\n");
+    assert_eq!(world.read("home/proj/.claude/CLAUDE.md"), "notes\n");
 }

@@ -554,3 +554,53 @@ fn worktrees_of_a_bare_clone_kept_in_the_project_are_left_alone() {
     let run = world.sh(&[], "mkdir -p nr/objects nr/refs && echo 'not a ref' > nr/HEAD");
     assert!(world.path("home/proj/nr/HEAD").exists(), "{}", run.stderr());
 }
+
+/// Every file a nested repository's git reads through its git directory is watched:
+/// its submodules' git directories (at any depth), its worktree records, `info/`,
+/// `objects/info/alternates`, `config.worktree`, `commondir`. Beside each plant, the
+/// legitimate use: committing in the nested repository leaves its `.git` in place.
+#[test]
+fn plants_deep_in_a_nested_repository_are_quarantined_and_commits_there_are_not() {
+    require_bwrap!();
+    let plants = [
+        format!("mkdir -p g/modules/x && {EVIL} > g/modules/x/config"),
+        format!("mkdir -p g/modules/a/modules/b && echo ref: refs/heads/main > g/modules/a/modules/b/HEAD && {EVIL} > g/modules/a/modules/b/config"),
+        format!("mkdir -p g/worktrees/w && {EVIL} > g/worktrees/w/config"),
+        format!("mkdir -p g/worktrees/w && echo ../.. > g/worktrees/w/commondir && {EVIL} > g/worktrees/w/config.worktree"),
+        "mkdir -p g/worktrees && ln -s /tmp g/worktrees/w".to_owned(),
+        format!("{EVIL} > g/config.worktree"),
+        "echo /tmp > g/commondir".to_owned(),
+        "echo '* filter=evil' > g/info/attributes".to_owned(),
+        "echo /tmp/objects > g/objects/info/alternates".to_owned(),
+    ];
+    let world = world_with_private_home();
+    let nested = world.path("home/proj/vendored");
+    for plant in plants {
+        let _ = fs_err::remove_dir_all(&nested);
+        fs_err::create_dir_all(&nested).expect("mkdir");
+        world.git_in(&nested, &["init", "-q"]);
+        world.git_in(
+            &nested,
+            &["-c", "user.name=u", "-c", "user.email=u@e", "commit", "-q", "--allow-empty", "-m", "one"],
+        );
+        // The legitimate use: a commit in the nested repository.
+        let run = world.sh(&[], "git -C vendored -c user.name=u -c user.email=u@e commit -q --allow-empty -m two");
+        run.ok();
+        assert!(
+            world.path("home/proj/vendored/.git/HEAD").exists(),
+            "{plant}: a commit moved .git aside: {}",
+            run.stderr()
+        );
+        assert!(!quarantined(&nested, ".git"), "{plant}: {}", run.stderr());
+        // The plant.
+        let run = world.sh(&[], &format!("ln -s vendored/.git g && {{ {plant}; }} && rm g"));
+        run.ok();
+        assert!(!world.path("home/proj/vendored/.git").exists(), "{plant}: left in place: {}", run.stderr());
+        assert!(quarantined(&nested, ".git"), "{plant}: {}", run.stderr());
+        for entry in fs_err::read_dir(&nested).expect("listable").filter_map(Result::ok) {
+            if entry.file_name().to_string_lossy().starts_with(".git.agent-sandbox-quarantined.") {
+                fs_err::remove_dir_all(entry.path()).expect("clean up");
+            }
+        }
+    }
+}

@@ -11,6 +11,7 @@
 
 pub mod approval;
 mod fuzz;
+pub mod host_run;
 mod keys;
 mod parse;
 
@@ -359,8 +360,14 @@ pub fn load_for_container() -> Result<Config, ConfigError> {
 
 /// The built-in defaults layer.
 pub fn defaults() -> Layer {
-    parse_layer(DEFAULTS_JSONC, Path::new("<built-in defaults>"), LayerKind::Default)
-        .expect("the built-in defaults are valid (tested)")
+    let mut layer = parse_layer(DEFAULTS_JSONC, Path::new("<built-in defaults>"), LayerKind::Default)
+        .expect("the built-in defaults are valid (tested)");
+    // `filesystem.hostExecuted`: the catalog is the one source of its built-in entries.
+    let origin = Origin::builtin();
+    layer
+        .host_executed
+        .extend(host_run::CATALOG.iter().map(|entry| Sourced { value: entry.path.to_owned(), origin: origin.clone() }));
+    layer
 }
 
 /// `config.jsonc` or `config.json` in `dir`; both is an error.

@@ -34,8 +34,11 @@ use serde::{Deserialize, Serialize};
 
 pub use diff::{apply, diff, Action};
 
-/// Files of a git directory that make git use other configuration or repositories.
-const GIT_DIR_FILES: &[&str] = &["config", "commondir", "config.worktree", "gitdir", "hooks"];
+/// Files of a git directory that make git use other configuration, hooks or
+/// repositories (`info/`: attributes choose filter and diff drivers; `alternates`:
+/// objects from another repository).
+const GIT_DIR_FILES: &[&str] =
+    &["config", "commondir", "config.worktree", "gitdir", "hooks", "info", "objects/info/alternates"];
 /// In-progress operations whose todo lists git will run on `--continue`.
 const SEQUENCER: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
 /// No file the check reads is legitimately bigger (hooks included).
@@ -235,14 +238,61 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 fn entry_files(entry: &Path) -> Vec<PathBuf> {
     let is_dir = entry.symlink_metadata().is_ok_and(|meta| meta.is_dir());
     if is_dir {
-        let mut files: Vec<PathBuf> = GIT_DIR_FILES.iter().map(|name| entry.join(name)).collect();
-        // A `commondir` takes config and hooks from the directory it names.
-        if let Some(common) = gitfacts::read_commondir(entry) {
-            files.extend(["config", "hooks"].map(|name| common.join(name)));
-        }
+        let mut files = Vec::new();
+        git_dir_files(entry, 0, &mut files);
         files
     } else {
         vec![entry.to_path_buf()]
+    }
+}
+
+/// Submodules inside submodules, worktrees of those: deeper than this is not followed
+/// (git follows symlinks, so a loop must end somewhere).
+const MAX_GIT_DIR_DEPTH: usize = 16;
+
+/// Every file of the git directory `dir` that git reads for configuration, hooks or other
+/// repositories ([`GIT_DIR_FILES`]), and the same for the git directories git finds
+/// through it: each worktree record (`worktrees/*`, any entry, whatever it holds) and
+/// each submodule's (`modules/**` with a `HEAD` or a `config`), at any depth.
+fn git_dir_files(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) {
+    files.extend(GIT_DIR_FILES.iter().map(|name| dir.join(name)));
+    // A `commondir` takes config and hooks from the directory it names.
+    if let Some(common) = gitfacts::read_commondir(dir) {
+        files.extend(["config", "hooks"].map(|name| common.join(name)));
+    }
+    if depth >= MAX_GIT_DIR_DEPTH {
+        return;
+    }
+    if let Ok(records) = std::fs::read_dir(dir.join("worktrees")) {
+        for record in records.flatten().map(|entry| entry.path()) {
+            if record.symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
+                git_dir_files(&record, depth + 1, files);
+            } else {
+                // A symlink or a file where git expects a record: watched as itself.
+                files.push(record);
+            }
+        }
+    }
+    module_dirs(&dir.join("modules"), depth + 1, files);
+}
+
+/// The submodule git directories below `dir` (a `modules` directory; names may hold
+/// `/`), each with its files.
+fn module_dirs(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) {
+    if depth >= MAX_GIT_DIR_DEPTH {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for path in entries.flatten().map(|entry| entry.path()) {
+        if !path.is_dir() {
+            continue;
+        }
+        let is_git_dir = ["HEAD", "config", "commondir"].iter().any(|name| path.join(name).symlink_metadata().is_ok());
+        if is_git_dir {
+            git_dir_files(&path, depth, files);
+        } else {
+            module_dirs(&path, depth + 1, files);
+        }
     }
 }
 
