@@ -275,9 +275,7 @@ fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<Ipv4Addr> {
     let last = Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]));
     if let Some(v4) = v6.to_ipv4_mapped() {
         Some(v4)
-    } else if s[..6] == [0; 6] && !v6.is_unspecified() && !v6.is_loopback() {
-        Some(last)
-    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    } else if (s[..6] == [0; 6] && !v6.is_unspecified() && !v6.is_loopback()) || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         Some(last)
     } else if s[0] == 0x2002 {
         Some(Ipv4Addr::from((u32::from(s[1]) << 16) | u32::from(s[2])))
