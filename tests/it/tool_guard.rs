@@ -163,3 +163,62 @@ fn a_rule_that_does_not_parse_stops_the_start() {
         run.stderr()
     );
 }
+
+/// Path rules hold however the path is spelled: `..`, `.`, a symlink into the denied
+/// tree, and a search whose root holds it are denied (the search with a reason that
+/// says how to narrow it); the same tools on the files beside the tree pass.
+#[test]
+fn path_rules_hold_for_every_spelling_and_for_searches_over_the_tree() {
+    require_bwrap!();
+    let world = World::new();
+    world.project_config(r#"{"tools": {"disallowed": ["Read(./secrets/**)", "Edit(./ci/**)"]}}"#);
+    world.write("home/proj/secrets/token.txt", "t0ken\n");
+    world.write("home/proj/ci/check.sh", "true\n");
+    world.write("home/proj/src/main.rs", "fn main() {}\n");
+    std::os::unix::fs::symlink("../secrets/token.txt", world.project.join("src/notes.txt")).expect("symlink");
+    let p = world.project.to_str().expect("UTF-8 path").to_owned();
+    let at = |tool: &str, tool_input: serde_json::Value| {
+        let mut input = call(tool, tool_input);
+        input["cwd"] = p.clone().into();
+        input
+    };
+    let cases = [
+        (
+            at("Read", serde_json::json!({"file_path": format!("{p}/src/../secrets/token.txt")})),
+            Some("Read(./secrets/**)"),
+        ),
+        (at("Read", serde_json::json!({"file_path": format!("{p}/src/notes.txt")})), Some("Read(./secrets/**)")),
+        (at("Read", serde_json::json!({"file_path": format!("{p}/src/../src/main.rs")})), None),
+        (at("Edit", serde_json::json!({"file_path": format!("{p}/./ci/check.sh")})), Some("Edit(./ci/**)")),
+        (at("Edit", serde_json::json!({"file_path": format!("{p}/./src/main.rs")})), None),
+        (at("Grep", serde_json::json!({"pattern": "t0ken", "path": p.clone()})), Some("Read(./secrets/**)")),
+        (at("Glob", serde_json::json!({"pattern": "**/*.txt"})), Some("Read(./secrets/**)")),
+        (at("Grep", serde_json::json!({"pattern": "main", "path": format!("{p}/src")})), None),
+        (at("Glob", serde_json::json!({"pattern": "*.rs", "path": format!("{p}/src")})), None),
+    ];
+    let script: String = cases.iter().map(|(input, _)| ask("claude", input)).collect();
+    let out = world.sh(&[], &script).ok();
+    let answers: Vec<&str> = out.lines().collect();
+    assert_eq!(answers.len(), cases.len(), "{out}");
+    for ((input, denied_by), answer) in cases.iter().zip(&answers) {
+        match denied_by {
+            Some(rule) => {
+                let (json, code) = answer.rsplit_once(' ').expect("answer and code");
+                assert_eq!(code, "code=0", "{input}");
+                let value: serde_json::Value =
+                    serde_json::from_str(json).unwrap_or_else(|err| panic!("{input}: not denied ({err}): {out}"));
+                let reason = value["hookSpecificOutput"]["permissionDecisionReason"].as_str().expect("a reason");
+                assert!(reason.contains(&format!("tools.disallowed has {rule:?}")), "{input}: {reason}");
+                if input["tool_name"] == "Grep" || input["tool_name"] == "Glob" {
+                    assert!(
+                        reason.contains(&format!(
+                            "this search covers {p}/secrets; search a directory that does not hold it"
+                        )),
+                        "{reason}"
+                    );
+                }
+            }
+            None => assert_eq!(*answer, " code=0", "allowed: no answer, exit 0 ({input})"),
+        }
+    }
+}

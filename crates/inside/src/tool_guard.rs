@@ -47,7 +47,10 @@ fn judge(agent: &str) -> Result<Option<String>, String> {
     let tool = input.get("tool_name").and_then(serde_json::Value::as_str).ok_or("the hook input has no tool_name")?;
     let tool_input = input.get("tool_input").unwrap_or(&serde_json::Value::Null);
     let cwd = input.get("cwd").and_then(serde_json::Value::as_str);
-    let Some(denial) = guard.judge(&toolguard::Call { tool, input: tool_input, cwd }) else {
+    let call = toolguard::Call { tool, input: tool_input, cwd, resolved: None };
+    let resolved = call.target().and_then(|target| resolve(std::path::Path::new(&target)));
+    let call = toolguard::Call { resolved: resolved.as_deref(), ..call };
+    let Some(denial) = guard.judge(&call) else {
         return Ok(None);
     };
     // A subagent's name when the input has one (Claude Code's `agent_type`).
@@ -65,6 +68,43 @@ fn judge(agent: &str) -> Result<Option<String>, String> {
         eprintln!("agent-sandbox tool-guard: note: the audit log is not reachable here");
     }
     Ok(Some(toolguard::deny_json(&denial)))
+}
+
+/// `path` with its symlinks resolved, component by component with `read_link` (a link
+/// whose target is missing or hidden in this view still says where it points, which
+/// `canonicalize` would not). Only link targets and metadata are read, nothing is
+/// opened, so a FIFO or a device the agent put there cannot block the guard. `None` for
+/// a loop.
+fn resolve(path: &std::path::Path) -> Option<String> {
+    use std::path::PathBuf;
+    let mut done = PathBuf::from("/");
+    let mut todo: Vec<std::ffi::OsString> = path.components().rev().map(|part| part.as_os_str().to_owned()).collect();
+    let mut hops = 0;
+    while let Some(part) = todo.pop() {
+        if part == "/" || part == "." || part.is_empty() {
+            continue;
+        }
+        if part == ".." {
+            done.pop();
+            continue;
+        }
+        let next = done.join(&part);
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                hops += 1;
+                if hops > 40 {
+                    return None;
+                }
+                let target = std::fs::read_link(&next).ok()?;
+                if target.is_absolute() {
+                    done = PathBuf::from("/");
+                }
+                todo.extend(target.components().rev().map(|part| part.as_os_str().to_owned()));
+            }
+            _ => done = next,
+        }
+    }
+    done.to_str().map(str::to_owned)
 }
 
 fn settings() -> Result<ToolGuardSettings, String> {

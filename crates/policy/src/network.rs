@@ -169,9 +169,11 @@ impl NetPolicy {
     /// May an allowed name lead to `addr`? Addresses in private, loopback, link-local
     /// and other non-public ranges only when `network.allowPrivate` names them: a name
     /// whose DNS answer changes to such an address (DNS rebinding) reaches nothing.
+    /// An IPv6 address that carries an IPv4 one (mapped, compatible, NAT64, 6to4,
+    /// Teredo) is judged as that IPv4 address.
     pub fn check_address(&self, addr: IpAddr) -> Result<(), String> {
         let addr = match addr {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+            IpAddr::V6(v6) => embedded_ipv4(v6).map_or(addr, IpAddr::V4),
             IpAddr::V4(_) => addr,
         };
         match special_range(addr) {
@@ -272,6 +274,26 @@ pub fn is_host_name(host: &str) -> bool {
 }
 
 /// The non-public range `addr` lies in, by name; `None` for a public address.
+/// The IPv4 address an IPv6 one carries, which is where a packet to it ends up:
+/// IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d` (not `::` and `::1`), NAT64
+/// `64:ff9b::/96` (RFC 6052), 6to4 `2002:AABB:CCDD::/48` (RFC 3056) and Teredo
+/// `2001:0::/32`, whose client address is the last 32 bits inverted (RFC 4380).
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = v6.segments();
+    let last = Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]));
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        Some(v4)
+    } else if (s[..6] == [0; 6] && !v6.is_unspecified() && !v6.is_loopback()) || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        Some(last)
+    } else if s[0] == 0x2002 {
+        Some(Ipv4Addr::from((u32::from(s[1]) << 16) | u32::from(s[2])))
+    } else if s[0] == 0x2001 && s[1] == 0 {
+        Some(Ipv4Addr::from(!u32::from(last)))
+    } else {
+        None
+    }
+}
+
 fn special_range(addr: IpAddr) -> Option<&'static str> {
     match addr {
         IpAddr::V4(v4) => {
@@ -302,6 +324,11 @@ fn special_range(addr: IpAddr) -> Option<&'static str> {
                 Some("private (unique local)")
             } else if first & 0xffc0 == 0xfe80 {
                 Some("link-local")
+            } else if first & 0xffc0 == 0xfec0 {
+                Some("site-local")
+            } else if v6.segments()[..3] == [0x64, 0xff9b, 1] {
+                // RFC 8215: NAT64 for local use, its IPv4 address placed by a local prefix length.
+                Some("NAT64 local-use")
             } else if v6.is_multicast() {
                 Some("multicast or reserved")
             } else {
@@ -454,6 +481,22 @@ mod tests {
             ("::ffff:127.0.0.1", Some("loopback"), false),
             ("fd12::1", Some("private (unique local)"), true),
             ("fe80::1", Some("link-local"), false),
+            // IPv6 forms that carry an IPv4 address are judged by it.
+            ("::127.0.0.1", Some("loopback"), false),
+            ("::10.9.8.7", Some("private"), true),
+            ("::93.184.216.34", None, true),
+            ("64:ff9b::7f00:1", Some("loopback"), false),
+            ("64:ff9b::a9fe:a9fe", Some("link-local"), false),
+            ("64:ff9b::5db8:d822", None, true),
+            ("64:ff9b:1::5db8:d822", Some("NAT64 local-use"), false),
+            ("2002:7f00:1::1", Some("loopback"), false),
+            ("2002:c0a8:101::", Some("private"), false),
+            ("2002:5db8:d822::1", None, true),
+            ("2001:0:4136:e378:8000:63bf:80ff:fffe", Some("loopback"), false),
+            ("2001:0:4136:e378:8000:63bf:f5ff:fffe", Some("private"), true),
+            ("2001:0:4136:e378:8000:63bf:a247:29dd", None, true),
+            ("fec0::1", Some("site-local"), false),
+            ("2001:db8::1", None, true),
         ];
         for (addr, range, opened) in cases {
             let addr: IpAddr = addr.parse().expect("address");

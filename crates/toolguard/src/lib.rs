@@ -96,43 +96,125 @@ impl Rule {
                 && tool.strip_prefix(self.tool.as_str()).is_some_and(|rest| rest.starts_with("__")))
     }
 
-    fn matches(&self, call: &Call<'_>) -> bool {
-        if !self.names_tool(call.tool) {
-            return false;
+    fn matches(&self, call: &Call<'_>) -> Option<Hit> {
+        let search_reads = self.tool == "Read" && SEARCH_TOOLS.contains(&call.tool);
+        if !self.names_tool(call.tool) && !search_reads {
+            return None;
         }
         match &self.spec {
-            Spec::Any => true,
+            Spec::Any => Some(Hit::Call),
             Spec::Command { command, prefix } => {
                 let text = call.input.get("command").and_then(Value::as_str).unwrap_or_default();
-                commands(text).iter().any(|part| {
-                    part == command
-                        || (*prefix && part.strip_prefix(command.as_str()).is_some_and(|rest| rest.starts_with(' ')))
-                })
+                commands(text)
+                    .iter()
+                    .any(|part| {
+                        part == command
+                            || (*prefix
+                                && part.strip_prefix(command.as_str()).is_some_and(|rest| rest.starts_with(' ')))
+                    })
+                    .then_some(Hit::Call)
             }
             Spec::Path(pattern) => {
-                let Some(path) = ["file_path", "path", "notebook_path"]
-                    .iter()
-                    .find_map(|key| call.input.get(*key).and_then(Value::as_str))
-                else {
+                let Some(target) = call.target() else {
                     // An edit without a path (apply_patch names its files in the patch).
-                    return EDIT_TOOLS.contains(&call.tool);
+                    return EDIT_TOOLS.contains(&call.tool).then_some(Hit::Call);
                 };
-                let relative = call.cwd.and_then(|cwd| path.strip_prefix(cwd)).map(|rest| rest.trim_start_matches('/'));
-                pattern.matches(path) || relative.is_some_and(|rel| pattern.matches(rel))
+                let cwd = call.cwd.map(|cwd| normalise(cwd, None));
+                let candidates = [Some(target.as_str()), call.resolved];
+                let matched = candidates.iter().flatten().any(|path| {
+                    let relative = cwd.as_deref().and_then(|cwd| below(path, cwd));
+                    pattern.matches(path) || relative.is_some_and(|rel| pattern.matches(rel))
+                });
+                if matched {
+                    return Some(Hit::Call);
+                }
+                if !SEARCH_TOOLS.contains(&call.tool) {
+                    return None;
+                }
+                // A search prints what is below its root: a root that holds a denied
+                // tree (or lies in one whose pattern reaches any depth) reads it.
+                let (base, rest) = literal_base(pattern.as_str(), cwd.as_deref());
+                candidates
+                    .iter()
+                    .flatten()
+                    .any(|root| {
+                        below(&base, root).is_some() || (below(root, &base).is_some() && rest.contains(['*', '?', '[']))
+                    })
+                    .then_some(Hit::Tree(base))
             }
             Spec::Domain(domain) => {
                 let url = call.input.get("url").and_then(Value::as_str).unwrap_or_default();
                 let host =
                     url.split("://").nth(1).unwrap_or(url).split(['/', ':', '?', '#']).next().unwrap_or_default();
                 let host = host.rsplit('@').next().unwrap_or_default().to_ascii_lowercase();
-                host == *domain || host.ends_with(&format!(".{domain}"))
+                (host == *domain || host.ends_with(&format!(".{domain}"))).then_some(Hit::Call)
             }
         }
     }
 }
 
+/// What a rule matched: the call itself, or (a search) a root holding the denied tree
+/// at this path.
+enum Hit {
+    Call,
+    Tree(String),
+}
+
+/// `path` made absolute against `cwd` and lexically normalised: `.` and empty parts
+/// dropped, `..` taking off the part before it (never above `/`). Symlinks are not
+/// resolved here: the caller passes what the path resolves to as a fact
+/// ([`Call::resolved`]).
+pub fn normalise(path: &str, cwd: Option<&str>) -> String {
+    let joined = match cwd {
+        Some(cwd) if !path.starts_with('/') => format!("{cwd}/{path}"),
+        _ => path.to_owned(),
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in joined.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    if !joined.starts_with('/') && cwd.is_none() {
+        return parts.join("/");
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// `path` relative to `dir` when it is `dir` (`""`) or below it, by whole components.
+fn below<'p>(path: &'p str, dir: &str) -> Option<&'p str> {
+    let dir = dir.trim_end_matches('/');
+    let rest = path.strip_prefix(dir)?;
+    if rest.is_empty() {
+        Some("")
+    } else {
+        rest.strip_prefix('/')
+    }
+}
+
+/// A path pattern's leading components without glob characters, absolute (a relative
+/// pattern is relative to `cwd`; without one, `/`, so every search is covered), and the
+/// rest of the pattern.
+fn literal_base(pattern: &str, cwd: Option<&str>) -> (String, String) {
+    let parts: Vec<&str> = pattern.split('/').collect();
+    let literal = parts.iter().take_while(|part| !part.contains(['*', '?', '['])).count();
+    let base = parts[..literal].join("/");
+    let rest = parts[literal..].join("/");
+    let base =
+        if pattern.starts_with('/') { normalise(&base, None) } else { normalise(&base, Some(cwd.unwrap_or("/"))) };
+    (base, rest)
+}
+
 /// Tools whose pattern is a path (besides [`EDIT_TOOLS`]).
 const FILE_TOOLS: &[&str] = &["Read", "Glob", "Grep", "LS"];
+
+/// The tools that print what is below a directory: a `Read` rule covers them too, and a
+/// search whose root holds a denied tree is denied.
+pub const SEARCH_TOOLS: &[&str] = &["Glob", "Grep", "LS"];
 
 /// One tool call, as the hook input gives it.
 #[derive(Debug, Clone, Copy)]
@@ -141,6 +223,36 @@ pub struct Call<'a> {
     pub input: &'a Value,
     /// The agent's working directory, for relative path patterns.
     pub cwd: Option<&'a str>,
+    /// [`Call::target`] with its symlinks resolved (of its longest existing part), as
+    /// the caller found it on disk: a rule matching either denies.
+    pub resolved: Option<&'a str>,
+}
+
+impl Call<'_> {
+    /// The path the call acts on, absolute and normalised ([`normalise`]): a file tool's
+    /// path, or a search's root (its `path`, else the working directory; for `Glob`,
+    /// joined with its pattern's leading literal directories, so `../secrets/*` is
+    /// judged as the directory it searches).
+    pub fn target(&self) -> Option<String> {
+        let path = ["file_path", "path", "notebook_path"]
+            .iter()
+            .find_map(|key| self.input.get(*key).and_then(Value::as_str).filter(|path| !path.is_empty()));
+        if !SEARCH_TOOLS.contains(&self.tool) {
+            return path.map(|path| normalise(path, self.cwd));
+        }
+        let root = normalise(path.or(self.cwd).unwrap_or("/"), self.cwd);
+        let glob = if self.tool == "Glob" { self.input.get("pattern").and_then(Value::as_str) } else { None };
+        Some(match glob {
+            Some(glob) => {
+                let parts: Vec<&str> = glob.split('/').collect();
+                let literal = parts.iter().take_while(|part| !part.contains(['*', '?', '['])).count();
+                // The last part names files, not a directory, when it is all literal.
+                let literal = if literal == parts.len() { literal.saturating_sub(1) } else { literal };
+                normalise(&parts[..literal].join("/"), Some(&root))
+            }
+            None => root,
+        })
+    }
 }
 
 /// Why a call is denied: the rule (as written, or `tools.readOnly`) and the message for
@@ -177,8 +289,16 @@ impl Guard {
         if self.read_only && EDIT_TOOLS.contains(&call.tool) {
             return Some(deny("tools.readOnly", "this agent is read-only (tools.readOnly)".into()));
         }
-        let rule = self.rules.iter().find(|rule| rule.matches(call))?;
-        Some(deny(&rule.text, format!("tools.disallowed has {:?}", rule.text)))
+        let (rule, hit) = self.rules.iter().find_map(|rule| Some((rule, rule.matches(call)?)))?;
+        let why = match hit {
+            Hit::Call => format!("tools.disallowed has {:?}", rule.text),
+            Hit::Tree(base) => format!(
+                "tools.disallowed has {:?}, and this search covers {base}; search a directory that does not hold it \
+                 (a subdirectory beside it), or name the files",
+                rule.text
+            ),
+        };
+        Some(deny(&rule.text, why))
     }
 }
 
@@ -340,9 +460,98 @@ mod tests {
             (&["mcp__github"], "mcp__githubx__a", json!({}), None),
         ];
         for (rules, tool, input, expected) in cases {
-            let call = Call { tool, input: &input, cwd: Some("/p") };
+            let call = Call { tool, input: &input, cwd: Some("/p"), resolved: None };
             let got = guard(rules, false).judge(&call).map(|denial| denial.rule);
             assert_eq!(got.as_deref(), expected, "{rules:?} {tool} {input}");
+        }
+    }
+
+    /// Paths are judged normalised and, where the caller resolved a symlink, as what it
+    /// points to: each refused spelling beside the legitimate one. (rules, tool, input,
+    /// resolved, denied).
+    #[test]
+    fn paths_are_judged_normalised_and_resolved() {
+        type Case<'a> = (&'a [&'a str], &'a str, Value, Option<&'a str>, bool);
+        let secrets: &[&str] = &["Read(./secrets/**)"];
+        let ci: &[&str] = &["Edit(./ci/**)"];
+        let cases: Vec<Case<'_>> = vec![
+            (secrets, "Read", json!({"file_path": "/p/src/../secrets/token.txt"}), None, true),
+            (secrets, "Read", json!({"file_path": "/p/src/../src/main.rs"}), None, false),
+            (secrets, "Read", json!({"file_path": "/p//secrets/./token.txt"}), None, true),
+            (secrets, "Read", json!({"file_path": "secrets/token.txt"}), None, true),
+            (secrets, "Read", json!({"file_path": "src/../secrets/a"}), None, true),
+            (secrets, "Read", json!({"file_path": "/p/secrets-not/token.txt"}), None, false),
+            (secrets, "Read", json!({"file_path": "/p/link.txt"}), Some("/p/secrets/token.txt"), true),
+            (secrets, "Read", json!({"file_path": "/p/link.txt"}), Some("/p/src/main.rs"), false),
+            (ci, "Edit", json!({"file_path": "/p/./ci/check.sh"}), None, true),
+            (ci, "Write", json!({"file_path": "/p/ci/../src/lib.rs"}), None, false),
+            (ci, "Edit", json!({"file_path": "/p/tools/check.sh"}), Some("/p/ci/check.sh"), true),
+        ];
+        for (rules, tool, input, resolved, denied) in cases {
+            let call = Call { tool, input: &input, cwd: Some("/p"), resolved };
+            let got = guard(rules, false).judge(&call);
+            assert_eq!(got.is_some(), denied, "{rules:?} {tool} {input} {resolved:?}: {got:?}");
+        }
+    }
+
+    /// A search whose root holds a denied tree is denied with a reason that says how to
+    /// narrow it; a search of a directory without one passes. (tool, input, denied).
+    #[test]
+    fn a_search_that_covers_a_denied_tree_is_denied() {
+        let guard = guard(&["Read(./secrets/**)", "Read(/etc/ssl/private/*)"], false);
+        let cases = [
+            ("Grep", json!({"pattern": "token"}), true),
+            ("Grep", json!({"pattern": "token", "path": "/p"}), true),
+            ("Grep", json!({"pattern": "token", "path": "/p/src/.."}), true),
+            ("Grep", json!({"pattern": "token", "path": "/"}), true),
+            ("Grep", json!({"pattern": "token", "path": "/p/secrets/sub"}), true),
+            ("Grep", json!({"pattern": "token", "path": "/p/src"}), false),
+            ("Grep", json!({"pattern": "token", "path": "src", "glob": "*.rs"}), false),
+            ("Glob", json!({"pattern": "**/*.txt"}), true),
+            ("Glob", json!({"pattern": "**/*.txt", "path": "/p/src"}), false),
+            ("Glob", json!({"pattern": "../secrets/*", "path": "/p/src"}), true),
+            ("Glob", json!({"pattern": "secrets/token.txt"}), true),
+            ("Glob", json!({"pattern": "src/*.rs"}), false),
+            ("LS", json!({"path": "/p"}), true),
+            ("LS", json!({"path": "/p/src"}), false),
+            ("LS", json!({"path": "/etc"}), true),
+            ("LS", json!({"path": "/etc/ssl/certs"}), false),
+            ("LS", json!({"path": "/etc/ssl/private/key.pem"}), true),
+        ];
+        for (tool, input, denied) in cases {
+            let got = guard.judge(&Call { tool, input: &input, cwd: Some("/p"), resolved: None });
+            assert_eq!(got.is_some(), denied, "{tool} {input}: {got:?}");
+        }
+        let denial = guard
+            .judge(&Call {
+                tool: "Grep",
+                input: &json!({"pattern": "x", "path": "/p"}),
+                cwd: Some("/p"),
+                resolved: None,
+            })
+            .expect("denied");
+        assert_eq!(denial.rule, "Read(./secrets/**)");
+        assert!(
+            denial.reason.contains("this search covers /p/secrets; search a directory that does not hold it"),
+            "{}",
+            denial.reason
+        );
+        // A root that resolves into a denied tree is judged there.
+        let link =
+            Call { tool: "LS", input: &json!({"path": "/p/src/l"}), cwd: Some("/p"), resolved: Some("/p/secrets") };
+        assert!(guard.judge(&link).is_some());
+    }
+
+    #[test]
+    fn normalise_is_lexical_and_absolute_against_the_cwd() {
+        for (path, cwd, expected) in [
+            ("/p/src/../secrets/t", None, "/p/secrets/t"),
+            ("a/./b//c/", Some("/p"), "/p/a/b/c"),
+            ("../../..", Some("/p"), "/"),
+            ("/", None, "/"),
+            ("x", Some("/p/../q"), "/q/x"),
+        ] {
+            assert_eq!(normalise(path, cwd), expected, "{path} {cwd:?}");
         }
     }
 
@@ -350,11 +559,15 @@ mod tests {
     fn read_only_denies_every_edit_tool_and_nothing_else() {
         let guard = guard(&[], true);
         for tool in EDIT_TOOLS {
-            let denial = guard.judge(&Call { tool, input: &json!({}), cwd: None }).expect("denied");
+            let denial = guard.judge(&Call { tool, input: &json!({}), cwd: None, resolved: None }).expect("denied");
             assert_eq!(denial.rule, "tools.readOnly");
         }
         for tool in ["Read", "Bash", "Grep", "WebFetch"] {
-            assert_eq!(guard.judge(&Call { tool, input: &json!({"command": "ls"}), cwd: None }), None, "{tool}");
+            assert_eq!(
+                guard.judge(&Call { tool, input: &json!({"command": "ls"}), cwd: None, resolved: None }),
+                None,
+                "{tool}"
+            );
         }
     }
 
