@@ -48,6 +48,27 @@ pub(crate) fn install(result: Result<String, String>) -> bool {
     }
 }
 
+/// A husky v9 project's `package.json`: `prepare` runs husky, `test` runs `test.js`.
+fn write_husky_package(world: &World) {
+    world.write(
+        "home/proj/package.json",
+        r#"{"name": "proj", "version": "1.0.0", "private": true,
+            "scripts": {"prepare": "husky", "test": "node test.js"},
+            "devDependencies": {"husky": "^9"}}"#,
+    );
+}
+
+/// The pre-commit framework installed with pipx, as Python users do; false (with the
+/// reason printed) where that cannot be done outside CI.
+pub(crate) fn install_pre_commit(world: &World) -> bool {
+    if Command::new("pipx").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "pipx is part of CI's machine (xtask installs it)");
+        eprintln!("skipping: pipx not found (apt install pipx)");
+        return false;
+    }
+    install(host(world, &world.home, "pipx", &["install", "pre-commit"]))
+}
+
 /// Commits what the user set up (outside, as the user), pushes it to a new bare remote,
 /// installs the hook guard.
 fn publish(world: &World) {
@@ -94,12 +115,7 @@ fn npm_with_husky() {
     require_bwrap!();
     let world = World::new();
     let proj = world.project.clone();
-    world.write(
-        "home/proj/package.json",
-        r#"{"name": "proj", "version": "1.0.0", "private": true,
-            "scripts": {"prepare": "husky", "test": "node test.js"},
-            "devDependencies": {"husky": "^9"}}"#,
-    );
+    write_husky_package(&world);
     // The test needs the installed dependency: checks without node_modules fail.
     world.write(
         "home/proj/test.js",
@@ -123,12 +139,7 @@ fn python_with_the_pre_commit_framework_from_pipx() {
     require_bwrap!();
     let world = World::new();
     let proj = world.project.clone();
-    if Command::new("pipx").arg("--version").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "pipx is part of CI's machine (xtask installs it)");
-        eprintln!("skipping: pipx not found (apt install pipx)");
-        return;
-    }
-    if !install(host(&world, &world.home, "pipx", &["install", "pre-commit"])) {
+    if !install_pre_commit(&world) {
         return;
     }
     world.write(
@@ -178,12 +189,7 @@ fn npm_install_and_ci_work_inside_a_husky_project_and_its_hooks_still_run() {
     require_bwrap!();
     let world = World::new();
     let proj = world.project.clone();
-    world.write(
-        "home/proj/package.json",
-        r#"{"name": "proj", "version": "1.0.0", "private": true,
-            "scripts": {"prepare": "husky", "test": "node test.js"},
-            "devDependencies": {"husky": "^9"}}"#,
-    );
+    write_husky_package(&world);
     world.write(
         "home/proj/test.js",
         "if (require('fs').readFileSync('src.txt', 'utf8').includes('bad')) { console.error('src.txt is bad'); process.exit(1); }\n",

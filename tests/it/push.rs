@@ -677,15 +677,10 @@ fn the_repositorys_own_pre_push_hook_runs_for_the_agents_push() {
 /// install`, with a failing local hook: the agent's push is refused; a good one is pushed.
 #[test]
 fn pre_commits_pre_push_stage_runs_for_the_agents_push() {
-    use crate::projects::{host, install, path};
+    use crate::projects::{host, install_pre_commit, path};
     require_bwrap!();
     let world = pushed_world();
-    if Command::new("pipx").arg("--version").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "pipx is part of CI's machine (xtask installs it)");
-        eprintln!("skipping: pipx not found (apt install pipx)");
-        return;
-    }
-    if !install(host(&world, &world.home, "pipx", &["install", "pre-commit"])) {
+    if !install_pre_commit(&world) {
         return;
     }
     world.write(
