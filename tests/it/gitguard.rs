@@ -345,3 +345,35 @@ fn commands_that_would_write_the_repository_config_say_why_they_cannot() {
     let quiet = world.sh(&[], "git config --get user.name >/dev/null; git status -s");
     assert!(!quiet.stderr().contains("read-only"), "{}", quiet.stderr());
 }
+
+#[test]
+fn the_agents_own_git_calls_work_inside_and_are_not_logged_as_blocked() {
+    require_bwrap!();
+    let world = world_with_remote(FAILING_HOOK);
+    let before = state(&world);
+    // Claude Code's start-up calls.
+    let claude = "git -c core.hooksPath=/dev/null -c core.fsmonitor= ls-files --error-unmatch -- ':(icase)src.txt' \
+        && git -c core.quotePath=false -c core.fsmonitor= -c core.hooksPath=/dev/null -c core.pager= log --since=7.days --oneline";
+    let out = world.sh(&[], claude).ok();
+    assert!(out.starts_with("src.txt\n"), "{out}");
+    assert!(out.contains("second"), "{out}");
+    // Codex's ghost commit: a snapshot in a temporary index, an unreferenced commit,
+    // then both restores (checkout of its tree; read-tree + checkout-index).
+    let codex = "set -e; echo ghost > new.txt; \
+        export GIT_INDEX_FILE=/tmp/ghost.idx; git read-tree HEAD; git add -A; \
+        tree=$(git write-tree); c=$(git commit-tree \"$tree\" -p HEAD -m snapshot); unset GIT_INDEX_FILE; \
+        rm new.txt; echo lost > src.txt; git checkout \"$c\" -- .; cat new.txt src.txt; \
+        rm new.txt; GIT_INDEX_FILE=/tmp/r.idx git read-tree \"$tree\"; \
+        GIT_INDEX_FILE=/tmp/r.idx git checkout-index -a -f; cat new.txt";
+    let out = world.sh(&[], codex).ok();
+    assert_eq!(out, "ghost\none\nghost\n");
+    assert_eq!(state(&world), before, "a snapshot moved a branch");
+    let log = world.audit_log();
+    assert!(!log.contains(r#""result":"blocked""#), "{log}");
+    // The same override on a command that runs the pre-commit hook stays refused.
+    let run = world.sh(&[], "git -c core.hooksPath=/dev/null commit --allow-empty -m x");
+    assert_eq!(run.code(), 1);
+    assert!(run.stderr().starts_with("agent-sandbox: refused `git -c core.hooksPath=/dev/null`"), "{}", run.stderr());
+    assert_eq!(state(&world), before);
+    assert!(world.audit_log().contains(r#""result":"blocked","policy":"config-override""#));
+}

@@ -33,7 +33,10 @@ pub(crate) fn judge(name: &str, args: &[String], ctx: &Ctx<'_>) -> Option<Refusa
         "update-ref" => update_ref(args, ctx.options),
         "hash-object" => hash_object(args, ctx.options),
         "replace" => replace(args, ctx.options),
-        "commit-tree" | "fast-import" | "filter-branch" | "filter-repo" | "replay" => {
+        // `commit-tree` passes: its commit is unreferenced until a ref points at it, and
+        // `update-ref` of a branch is judged here; the pre-push hook and the host push
+        // service check every commit a push sends (Codex's undo snapshots use it).
+        "fast-import" | "filter-branch" | "filter-repo" | "replay" => {
             plumbing_commit(name, ctx.options, whole_command_why(name))
         }
         "send-pack" | "http-push" | "remote-http" | "remote-https" | "remote-ftp" | "remote-ftps" | "remote-ext"
@@ -45,6 +48,49 @@ pub(crate) fn judge(name: &str, args: &[String], ctx: &Ctx<'_>) -> Option<Refusa
         }),
         _ => None,
     }
+}
+
+/// Commands that run no git hook at all, directly or through a git child they start, so
+/// `-c core.hooksPath=/dev/null` on them disables nothing. An allowlist of reading and
+/// object-writing commands (the agents' `ls-files`, `log`, `status`, Codex's undo
+/// snapshots with `write-tree`/`commit-tree`/`read-tree`/`checkout-index`); everything
+/// else counts as running hooks: `commit`, `merge`, `rebase`, `am`, `push`, `pull`,
+/// `checkout`/`switch`/`clone`/`worktree` (post-checkout), `fetch`/`gc` (pre-auto-gc).
+pub(crate) fn runs_no_hooks(name: &str) -> bool {
+    matches!(
+        name,
+        "status"
+            | "ls-files"
+            | "ls-tree"
+            | "log"
+            | "show"
+            | "diff"
+            | "diff-files"
+            | "diff-index"
+            | "diff-tree"
+            | "rev-parse"
+            | "rev-list"
+            | "cat-file"
+            | "for-each-ref"
+            | "show-ref"
+            | "symbolic-ref"
+            | "blame"
+            | "grep"
+            | "describe"
+            | "shortlog"
+            | "merge-base"
+            | "name-rev"
+            | "check-ignore"
+            | "check-attr"
+            | "ls-remote"
+            | "add"
+            | "hash-object"
+            | "update-index"
+            | "write-tree"
+            | "commit-tree"
+            | "read-tree"
+            | "checkout-index"
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -741,7 +787,6 @@ const PLUMBING_INSTEAD: &str =
 
 fn whole_command_why(name: &str) -> &'static str {
     match name {
-        "commit-tree" => "it creates commits without running the repository's pre-commit checks",
         "fast-import" => "it writes commits and branches directly, without the repository's checks",
         "filter-branch" | "filter-repo" => "it rewrites commits and branches without the repository's checks",
         _ => "it creates commits without the repository's checks",

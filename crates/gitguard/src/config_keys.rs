@@ -36,6 +36,20 @@ pub(crate) fn protected_key(key: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether a `-c` override of a protected key only switches something off, which the
+/// agents' own read-only git calls do at every start (Claude Code:
+/// `git -c core.hooksPath=/dev/null -c core.fsmonitor= ls-files …`): an empty or false
+/// `core.fsmonitor` (git then scans the work tree itself; passes on any command), and
+/// `core.hooksPath=/dev/null` on a command that runs no hooks (`runs_no_hooks`), where
+/// there is nothing it could disable. `key` must be canonical.
+pub(crate) fn only_disables(entry: &Entry, runs_no_hooks: bool) -> bool {
+    match (entry.key.as_str(), entry.value.as_deref()) {
+        ("core.fsmonitor", Some(value)) => value.trim().is_empty() || !is_true(value),
+        ("core.hookspath", Some("/dev/null")) => runs_no_hooks,
+        _ => false,
+    }
+}
+
 /// Why renaming or removing `section` (`alias`, `includeIf.gitdir:~/x`, `remote.origin`)
 /// is refused, or `None`. `core` is protected as a whole because it holds
 /// `core.hooksPath`; `remote` because renaming a section into it can add push refspecs.

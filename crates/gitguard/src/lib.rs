@@ -61,7 +61,7 @@ pub struct GuardOptions {
     /// Deleting remote branches (`push --delete`, `push origin :x`, `push --prune`) and
     /// `update-ref -d` of a branch.
     pub allow_branch_deletion: bool,
-    /// `commit-tree`, `update-ref` of a branch, `fast-import`, `filter-branch`, `replay`,
+    /// `update-ref` of a branch, `fast-import`, `filter-branch`, `replay`,
     /// `replace`, `hash-object -w -t commit`.
     pub allow_plumbing_commits: bool,
     /// The global git config file the sandbox pinned (`GIT_CONFIG_GLOBAL` may name it, as
@@ -257,10 +257,15 @@ fn evaluate(request: &Request<'_>) -> Result<Vec<String>, Refusal> {
             instead: "run git without --exec-path".to_owned(),
         });
     }
+    let runs_no_hooks = match &invocation.resolved {
+        Resolved::Command { name, .. } => commands::runs_no_hooks(name),
+        _ => false,
+    };
     for item in &invocation.globals.overrides {
         // No entry: a malformed --config-env, on which git dies.
         if let Some(entry) = &item.entry {
-            if let Some(why) = config_keys::protected_key(&entry.key) {
+            let allowed = item.spelled.starts_with("-c ") && config_keys::only_disables(entry, runs_no_hooks);
+            if let Some(why) = config_keys::protected_key(&entry.key).filter(|_| !allowed) {
                 return Err(override_refusal(format!("git {}", item.spelled), &entry.key, why));
             }
             overrides.push(entry.clone());

@@ -62,7 +62,7 @@ impl EnvFilter {
         if let Some(pattern) = hit(&self.block) {
             return Some(Dropped { name: name.to_owned(), pattern, policy: "env-block" });
         }
-        if hit(&self.allow).is_some() {
+        if hit(&self.allow).is_some() || is_routine(name) {
             return None;
         }
         hit(&self.secret).map(|pattern| Dropped { name: name.to_owned(), pattern, policy: "env-secret-pattern" })
@@ -103,6 +103,15 @@ impl EnvFilter {
         }
         (kept, dropped)
     }
+}
+
+/// Names that match a secret pattern (`AWS_*`) but hold no secret: a region or the path
+/// of a CA bundle, which tools need and which were reported as blocked at every start.
+/// Only these exact shapes pass; a value with credentials in a URL is still dropped.
+fn is_routine(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
+    ["_REGION", "_CA_BUNDLE", "_CA_CERTS", "_CA_FILE"].iter().any(|suffix| name.ends_with(suffix))
+        || ["SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"].contains(&name.as_str())
 }
 
 /// Whether `value` holds a URL with a password in it (`scheme://user:password@host`).

@@ -342,6 +342,13 @@ fn env_filter_table() {
         ("DEBUG", None),
         ("TERM", None),
         ("OPENAI_API_KEY", Some("env-secret-pattern")),
+        // Routine, not secret: regions and CA bundle paths pass; the keys beside them do not.
+        ("AWS_REGION", None),
+        ("AWS_DEFAULT_REGION", None),
+        ("AWS_CA_BUNDLE", None),
+        ("SSL_CERT_FILE", None),
+        ("AWS_SECRET_ACCESS_KEY", Some("env-secret-pattern")),
+        ("AWS_ACCESS_KEY_ID", Some("env-secret-pattern")),
         ("ANTHROPIC_API_KEY", None),             // opted in
         ("api_key", Some("env-secret-pattern")), // lower case is still a secret
         ("MY_SECRET", Some("env-secret-pattern")),

@@ -80,7 +80,7 @@ fn dashed_builtins_are_their_subcommand() {
         (git(&["--force", "origin", "main"]).argv0("git-push"), "force-push"),
         (git(&["-n", "origin", "main"]).argv0("git-push"), "run"),
         (git(&["-n", "5"]).argv0("git-log"), "run"),
-        (git(&["HEAD^{tree}"]).argv0("git-commit-tree"), "plumbing-commit"),
+        (git(&["-d", "refs/heads/x"]).argv0("git-update-ref"), "branch-delete"),
         (git(&["x", "-m", "y"]).argv0("git-send-pack"), "plumbing-push"),
         // No global options in the dashed form: `-c` is commit's reedit-message.
         (git(&["-c", "core.hooksPath=/dev/null"]).argv0("git-commit"), "run"),

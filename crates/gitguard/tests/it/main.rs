@@ -4,6 +4,7 @@
 //! environment, configuration and options it runs with; the expected outcome is `run`
 //! or the name of the rule that refuses it.
 
+mod agents;
 mod alias;
 mod commit;
 mod config;
