@@ -431,7 +431,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         options.command.to_vec()
     };
     let self_exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
-    let bwrap = find_bwrap(&ctx, &policy.mounts)?;
+    let bwrap = find_bwrap(&ctx, &policy.mounts, &host_path(&ctx, &policy.mounts))?;
     let wrapped = commands.iter().any(|wrapped| command[0] == *wrapped.name);
     if !wrapped {
         if let Err(why) = find_inside(&command[0], path_var.as_deref(), &ctx.cwd, &policy.mounts) {
@@ -622,9 +622,10 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
                 runtime: runtime.path().to_path_buf(),
             };
             debug("pushes leave through this process (push.sock)");
-            let git = find_host_program("git", &ctx, &policy.mounts);
-            let path = host_path(&ctx, &policy.mounts).joined();
-            Some(start_push_service(check, &state_dir, &runtime, layout.common_dir, (git, path), &agent)?)
+            // Once for both: the push's git, and the `PATH` it runs its helpers from.
+            let search = host_path(&ctx, &policy.mounts);
+            let git = find_host_program("git", &ctx, &policy.mounts, &search);
+            Some(start_push_service(check, &state_dir, &runtime, layout.common_dir, (git, search.joined()), &agent)?)
         }
         _ => None,
     };
@@ -1076,18 +1077,24 @@ fn find_inside(
 /// the project and every writable grant), and itself not a link into such a place: a
 /// relative entry (`node_modules/.bin`) or one the agent can write would run a bwrap the
 /// agent planted, on the host, unsandboxed.
-fn find_bwrap(ctx: &Context, mounts: &[Mount]) -> Result<PathBuf> {
-    find_host_program("bwrap", ctx, mounts).ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
+fn find_bwrap(ctx: &Context, mounts: &[Mount], host_path: &policy::path_search::SearchPath) -> Result<PathBuf> {
+    find_host_program("bwrap", ctx, mounts, host_path).ok_or_else(|| sandbox::run::RunError::BwrapMissing.into())
 }
 
 /// A program the host runs on the agent's behalf (bwrap, the push's git), found as
-/// [`find_bwrap`] says: only where the agent cannot have put it.
-fn find_host_program(name: &str, ctx: &Context, mounts: &[Mount]) -> Option<PathBuf> {
+/// [`find_bwrap`] says, in `host_path` ([`host_path`]): only where the agent cannot
+/// have put it.
+fn find_host_program(
+    name: &str,
+    ctx: &Context,
+    mounts: &[Mount],
+    host_path: &policy::path_search::SearchPath,
+) -> Option<PathBuf> {
     let real = |path: &Path| path.canonicalize().ok();
-    let facts = host_search_facts(ctx, mounts, &real);
-    host_path(ctx, mounts)
+    let facts = search_facts(ctx, mounts, &real, None);
+    host_path
         .kept
-        .into_iter()
+        .iter()
         .map(|dir| dir.join(name))
         .filter(|candidate| candidate.is_file())
         .find(|candidate| policy::path_search::judge(candidate, &facts).is_ok())
@@ -1099,15 +1106,7 @@ fn find_host_program(name: &str, ctx: &Context, mounts: &[Mount]) -> Option<Path
 fn host_path(ctx: &Context, mounts: &[Mount]) -> policy::path_search::SearchPath {
     let real = |path: &Path| path.canonicalize().ok();
     let path = std::env::var_os("PATH").unwrap_or_default();
-    policy::path_search::decide(&path, &host_search_facts(ctx, mounts, &real))
-}
-
-fn host_search_facts<'a>(
-    ctx: &'a Context,
-    mounts: &'a [Mount],
-    real: &'a dyn Fn(&Path) -> Option<PathBuf>,
-) -> policy::path_search::SearchFacts<'a> {
-    policy::path_search::SearchFacts { project_root: &ctx.project_root, mounts, runtime_dirs: &[], inside: false, real }
+    policy::path_search::decide(&path, &search_facts(ctx, mounts, &real, None))
 }
 
 /// The `PATH` the checks search (`path_var`, the start `PATH`): only directories shown
@@ -1115,14 +1114,26 @@ fn host_search_facts<'a>(
 /// directory.
 fn checks_path(path_var: &std::ffi::OsStr, ctx: &Context, mounts: &[Mount]) -> policy::path_search::SearchPath {
     let real = |path: &Path| path.canonicalize().ok();
-    let facts = policy::path_search::SearchFacts {
+    let runtime = [Path::new(sandbox::plan::RUNTIME_DIR)];
+    policy::path_search::decide(path_var, &search_facts(ctx, mounts, &real, Some(&runtime)))
+}
+
+/// What `policy::path_search` judges against: for the host's own programs
+/// (`inside_runtime` `None`), or for what the sandbox runs (the checks), where its
+/// runtime directory and whatever no mount shows read-only are no place for tools either.
+fn search_facts<'a>(
+    ctx: &'a Context,
+    mounts: &'a [Mount],
+    real: &'a dyn Fn(&Path) -> Option<PathBuf>,
+    inside_runtime: Option<&'a [&'a Path]>,
+) -> policy::path_search::SearchFacts<'a> {
+    policy::path_search::SearchFacts {
         project_root: &ctx.project_root,
         mounts,
-        runtime_dirs: &[Path::new(sandbox::plan::RUNTIME_DIR)],
-        inside: true,
-        real: &real,
-    };
-    policy::path_search::decide(path_var, &facts)
+        runtime_dirs: inside_runtime.unwrap_or_default(),
+        inside: inside_runtime.is_some(),
+        real,
+    }
 }
 
 /// The scan pattern that finds git directories and gitlinks in the work tree.
