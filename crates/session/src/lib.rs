@@ -460,13 +460,18 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     if let Some(state) = &mut claude_state {
         state.seed()?;
     }
-    mask_record::write(&record_dir, &masked).with_context(|| {
-        format!(
-            "recording the masked files in {} (without it, the next start could not recognise a renamed secret; \
-             check that directory's permissions and free space)",
-            record_dir.display()
-        )
-    })?;
+    // Nothing masked now and nothing recorded before: the record would say what its
+    // absence says, so a project without secrets writes nothing at each start.
+    let nothing_to_record = masked.is_empty() && matches!(&earlier, masks::Earlier::Known(known) if known.is_empty());
+    if !nothing_to_record {
+        mask_record::write(&record_dir, &masked).with_context(|| {
+            format!(
+                "recording the masked files in {} (without it, the next start could not recognise a renamed \
+                 secret; check that directory's permissions and free space)",
+                record_dir.display()
+            )
+        })?;
+    }
     let agent = Path::new(&command[0]).file_name().map_or("?".into(), |name| name.to_string_lossy().into_owned());
     record(&agent, &command, &ctx.project_root, &masked, &dropped);
     if !dropped.is_empty() && options.terminal {
