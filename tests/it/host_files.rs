@@ -123,3 +123,86 @@ fn every_catalog_entry_created_inside_is_moved_aside_at_exit() {
     assert_eq!(world.read("home/proj/.vscode/extensions.json"), "{}\n");
     assert_eq!(world.read("home/proj/.claude/CLAUDE.md"), "notes\n");
 }
+
+/// The catalog's entries whose program also reads copies in subdirectories (a folder
+/// opened on its own, a directory `cd`ed into), each with the path an attack writes.
+fn copy_targets(sub: &str) -> Vec<(String, String)> {
+    config::host_run::CATALOG
+        .iter()
+        .filter(|entry| entry.reads_subdirectory_copies)
+        .map(|entry| {
+            let path = format!("{sub}/{}", entry.path);
+            let target = if entry.is_dir { format!("{path}/planted") } else { path.clone() };
+            (path, target)
+        })
+        .collect()
+}
+
+#[test]
+fn every_subdirectory_copy_present_is_read_only_inside() {
+    require_bwrap!();
+    let world = World::new();
+    let targets = copy_targets("web/app");
+    assert!(targets.len() > 20, "the catalog marks copies");
+    for (path, target) in &targets {
+        let file = if target == path { path.clone() } else { format!("{path}/kept") };
+        world.write(&format!("home/proj/{file}"), "original");
+    }
+    // Inside a dependency tree its installer made, copies stay the installer's.
+    world.write("home/proj/node_modules/.package-lock.json", "{}");
+    world.write("home/proj/node_modules/pkg/.vscode/settings.json", "{}");
+    let script: String = targets
+        .iter()
+        .map(|(_, target)| format!("(echo evil > '{target}') 2>/dev/null && echo 'wrote {target}'; "))
+        .collect();
+    let renames = "mv web/app web/old 2>/dev/null && echo 'renamed app'; mv web w 2>/dev/null && echo 'renamed web'; ";
+    let run = world.sh(&[], &format!("{script}{renames} echo fine > web/app/notes.md && echo legit=$?"));
+    assert!(!run.ok().contains("wrote ") && !run.ok().contains("renamed "), "attacks succeeded:\n{}", run.ok());
+    for (path, target) in &targets {
+        if target != path {
+            assert!(!world.path(&format!("home/proj/{target}")).exists(), "{target} was created");
+        } else {
+            assert_eq!(world.read(&format!("home/proj/{path}")), "original", "{path}");
+        }
+    }
+    // The legitimate use beside it: ordinary files beside the copies, and reinstalling a
+    // dependency tree that holds editor files of its own.
+    assert!(run.ok().contains("legit=0"), "{}", run.ok());
+    let run = world.sh(&[], "rm -rf node_modules && mkdir -p node_modules/pkg && echo ok");
+    assert_eq!(run.ok(), "ok\n", "{}", run.stderr());
+}
+
+#[test]
+fn every_subdirectory_copy_created_inside_is_moved_aside_at_exit() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/src/lib.rs", "");
+    let mut targets = copy_targets("a/b");
+    targets.extend(copy_targets("src"));
+    let script: String = targets
+        .iter()
+        .map(|(_, target)| {
+            let parent = std::path::Path::new(target).parent().expect("below the root").display().to_string();
+            format!("mkdir -p '{parent}' && echo evil > '{target}' || echo 'failed {target}'; ")
+        })
+        .collect();
+    // A `.claude` that is a link to a directory elsewhere is itself the copy.
+    let linked = "mkdir -p /tmp/elsewhere && echo '{}' > /tmp/elsewhere/settings.json && mkdir -p linked \
+                  && ln -s /tmp/elsewhere linked/.claude; ";
+    let legit = "echo '{}' > src/.vscode/extensions.json; mkdir -p node_modules/pkg/.vscode \
+                 && echo '{}' > node_modules/pkg/.vscode/settings.json";
+    let run = world.sh(&[], &format!("{script}{linked}{legit}"));
+    assert!(!run.ok().contains("failed "), "{}", run.ok());
+    for (path, _) in &targets {
+        assert!(!world.path(&format!("home/proj/{path}")).exists(), "{path} left in place:\n{}", run.stderr());
+        assert!(
+            run.stderr().contains(&format!("/proj/{path} is a copy in a subdirectory")),
+            "{path}:\n{}",
+            run.stderr()
+        );
+    }
+    assert!(world.path("home/proj/linked/.claude").symlink_metadata().is_err(), "{}", run.stderr());
+    // Files beside them that no host program runs stay, and so do a dependency tree's.
+    assert_eq!(world.read("home/proj/src/.vscode/extensions.json"), "{}\n");
+    assert_eq!(world.read("home/proj/node_modules/pkg/.vscode/settings.json"), "{}\n");
+}

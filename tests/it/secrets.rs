@@ -79,6 +79,25 @@ fn a_symlinked_secret_name_masks_its_target() {
     assert_eq!(out, "end\n");
 }
 
+/// The scan reads no contents: FIFOs named like secrets (and like the files the checks
+/// watch) never hold up the start, and one named like a secret is masked like a file.
+#[test]
+fn fifos_named_like_secrets_neither_block_the_start_nor_show_through() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/src/lib.rs", "pub fn f() {}\n");
+    for fifo in ["home/proj/.env", "home/proj/config/prod.pem", "home/proj/sub/HEAD", "home/proj/web/.envrc"] {
+        let path = world.path(fifo);
+        fs_err::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
+        let name = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "mkfifo {fifo}");
+    }
+    let run = world.sh(&[], "test -p .env && echo fifo-masked; test -s .env || echo empty; cat src/lib.rs");
+    // The legitimate use beside it: the project's own files read as they are.
+    assert_eq!(run.ok(), "empty\npub fn f() {}\n", "{}", run.stderr());
+}
+
 #[test]
 fn secret_patterns_are_configurable() {
     require_bwrap!();

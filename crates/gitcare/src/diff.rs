@@ -116,6 +116,19 @@ pub fn diff(watch: &Watch, before: &State, now: &State) -> Vec<Action> {
             ));
         }
     }
+    for path in &now.host_copies {
+        let current = now_of(path);
+        if !before.host_copies.contains(path)
+            || current != then_of(path)
+            || current.is_some_and(|content| !content.is_examined())
+        {
+            actions.push(quarantine(
+                path,
+                "is a copy in a subdirectory of a file run on the host later (an editor opening that folder, direnv \
+                 on `cd`), written inside the sandbox",
+            ));
+        }
+    }
     // Also in dependency trees: one `git add` of a clone there makes the project's
     // `git status` run git in it.
     let changed = |known: &std::collections::BTreeMap<PathBuf, Vec<PathBuf>>, entry: &Path, files: &[PathBuf]| {

@@ -55,6 +55,65 @@ pub struct Watch {
     /// Project files the host runs later (`filesystem.hostExecuted`) that did not exist at
     /// start (those that did are read-only inside): one that appears is moved aside.
     pub host_files: Vec<PathBuf>,
+    /// Host-run files whose program also reads copies in subdirectories (relative, as
+    /// the catalog names them: `.envrc`, `.vscode/tasks.json`): a copy below the root
+    /// that appears or changes is moved aside ([`host_copies`]).
+    pub copy_rules: Vec<PathBuf>,
+    /// Names of dependency trees (`node_modules`, `.venv`): copies inside them are not
+    /// covered (their installers write editor and tool files of their own).
+    pub copy_exempt: Vec<std::ffi::OsString>,
+}
+
+impl Watch {
+    /// The names whose entries may start a copy: the first component of each rule.
+    pub fn copy_names(&self) -> Vec<std::ffi::OsString> {
+        let mut names: Vec<std::ffi::OsString> = Vec::new();
+        for rule in &self.copy_rules {
+            if let Some(first) = rule.components().next() {
+                let first = first.as_os_str().to_os_string();
+                if !names.contains(&first) {
+                    names.push(first);
+                }
+            }
+        }
+        names
+    }
+}
+
+/// The copies of host-run files below the project root (not at it: the root's are
+/// `filesystem.hostExecuted` itself) that exist now, from the walk's entries named like a
+/// rule's first component. Only `lstat`: where a component on the way is a symlink or
+/// not a directory, that entry is the copy (a `.claude` linked elsewhere is itself what
+/// the host would follow).
+pub fn host_copies(watch: &Watch, found: &walk::Found) -> BTreeSet<PathBuf> {
+    let root = &watch.project_root;
+    let mut copies = BTreeSet::new();
+    for entry in &found.copies {
+        let (Some(parent), Some(name)) = (entry.parent(), entry.file_name()) else { continue };
+        let Ok(rel) = parent.strip_prefix(root) else { continue };
+        if rel.as_os_str().is_empty()
+            || rel.components().any(|part| watch.copy_exempt.iter().any(|tree| tree == part.as_os_str()))
+        {
+            continue;
+        }
+        for rule in watch
+            .copy_rules
+            .iter()
+            .filter(|rule| rule.components().next().is_some_and(|first| first.as_os_str() == name))
+        {
+            let mut path = parent.to_path_buf();
+            let mut parts = rule.components().peekable();
+            while let Some(part) = parts.next() {
+                path.push(part);
+                let Ok(meta) = path.symlink_metadata() else { break };
+                if parts.peek().is_none() || !meta.is_dir() {
+                    copies.insert(path);
+                    break;
+                }
+            }
+        }
+    }
+    copies
 }
 
 /// One watched path as found.
@@ -127,6 +186,9 @@ pub struct State {
     /// Directories of the work tree the walk could not list.
     #[serde(with = "codec::set")]
     pub unexamined: BTreeSet<PathBuf>,
+    /// Copies of host-run files in subdirectories ([`host_copies`]).
+    #[serde(default, with = "codec::set")]
+    pub host_copies: BTreeSet<PathBuf>,
 }
 
 /// Records the state of everything `watch` covers. `found` is the work tree's walk
@@ -149,6 +211,8 @@ pub fn observe(watch: &Watch, found: &walk::Found) -> State {
     let mut paths: BTreeSet<PathBuf> = project_files.clone();
     paths.extend(watch.extra.iter().cloned());
     paths.extend(watch.host_files.iter().cloned());
+    let host_copies = host_copies(watch, found);
+    paths.extend(host_copies.iter().cloned());
     for files in nested.values().chain(bare.values()).chain(modules.values()) {
         paths.extend(files.iter().cloned());
     }
@@ -173,6 +237,7 @@ pub fn observe(watch: &Watch, found: &walk::Found) -> State {
         sequencer: sequencer_states(root, common),
         project_files,
         unexamined: found.unexamined.iter().cloned().collect(),
+        host_copies,
     }
 }
 

@@ -59,6 +59,10 @@ struct Saved {
     extra: Vec<String>,
     #[serde(default)]
     host_files: Vec<String>,
+    #[serde(default)]
+    copy_rules: Vec<String>,
+    #[serde(default)]
+    copy_exempt: Vec<String>,
     /// The ref tips at the baseline's start, when commits are tracked.
     #[serde(default)]
     ref_tips: Option<Vec<String>>,
@@ -72,6 +76,8 @@ impl Saved {
             common_dir: watch.common_dir.as_deref().map(codec::encode),
             extra: watch.extra.iter().map(|path| codec::encode(path)).collect(),
             host_files: watch.host_files.iter().map(|path| codec::encode(path)).collect(),
+            copy_rules: watch.copy_rules.iter().map(|path| codec::encode(path)).collect(),
+            copy_exempt: watch.copy_exempt.iter().map(|name| codec::encode(Path::new(name))).collect(),
             ref_tips: None,
             state,
         }
@@ -86,6 +92,12 @@ impl Saved {
             },
             extra: self.extra.iter().map(|text| codec::decode(text)).collect::<Option<_>>()?,
             host_files: self.host_files.iter().map(|text| codec::decode(text)).collect::<Option<_>>()?,
+            copy_rules: self.copy_rules.iter().map(|text| codec::decode(text)).collect::<Option<_>>()?,
+            copy_exempt: self
+                .copy_exempt
+                .iter()
+                .map(|text| codec::decode(text).map(PathBuf::into_os_string))
+                .collect::<Option<_>>()?,
         })
     }
 }
@@ -135,7 +147,7 @@ fn check_stale(dir: &Path, project_root: &Path) -> (Vec<Action>, usize) {
         return (Vec::new(), 0);
     };
     let mut found = Found::default();
-    crate::walk::walk(project_root, &mut found);
+    crate::walk::walk(project_root, &watch.copy_names(), &mut found);
     let now = crate::observe(&watch, &found);
     let actions = diff(&watch, &saved.state, &now);
     let mut stuck = 0;
@@ -213,7 +225,7 @@ pub fn begin(
             found()
         } else {
             let mut fresh = Found::default();
-            crate::walk::walk(&watch.project_root, &mut fresh);
+            crate::walk::walk(&watch.project_root, &watch.copy_names(), &mut fresh);
             fresh
         };
         let mut saved = Saved::new(watch, crate::observe(watch, &found));

@@ -1,5 +1,6 @@
 //! The fail-closed walk for git entries: every `.git` entry (not descended into) and
-//! every `HEAD` below a directory. Git, as the same user, reaches a repository behind a
+//! every `HEAD` below a directory, and the entries named like a host-run file's copy
+//! ([`crate::Watch::copy_names`]). Git, as the same user, reaches a repository behind a
 //! directory it may only search (`--x`), so a directory this walk cannot list is never
 //! skipped: it is made listable again (the session check runs as the owner of what the
 //! sandbox created), and what still cannot be listed is reported as unexamined, for the
@@ -15,14 +16,17 @@ use std::{
 pub struct Found {
     pub nested: Vec<PathBuf>,
     pub heads: Vec<PathBuf>,
+    /// Entries (any kind) named one of the copy names; directories are still walked.
+    pub copies: Vec<PathBuf>,
     /// Directories that could not be listed even after trying to make them listable.
     pub unexamined: Vec<PathBuf>,
     /// Directories whose permissions were restored to make them listable.
     pub repaired: Vec<PathBuf>,
 }
 
-/// Walks `dir` (which must not itself be a `.git` entry), appending to `found`.
-pub fn walk(dir: &Path, found: &mut Found) {
+/// Walks `dir` (which must not itself be a `.git` entry), appending to `found`; entries
+/// named one of `copy_names` go to [`Found::copies`].
+pub fn walk(dir: &Path, copy_names: &[std::ffi::OsString], found: &mut Found) {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(_) if repair(dir) => {
@@ -45,12 +49,15 @@ pub fn walk(dir: &Path, found: &mut Found) {
             found.nested.push(path);
             continue;
         }
+        if copy_names.contains(&name) {
+            found.copies.push(path.clone());
+        }
         let Ok(kind) = entry.file_type() else {
             found.unexamined.push(path);
             continue;
         };
         if kind.is_dir() {
-            walk(&path, found);
+            walk(&path, copy_names, found);
         } else if name == "HEAD" {
             found.heads.push(path);
         }

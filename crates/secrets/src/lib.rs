@@ -8,5 +8,5 @@ mod cache;
 mod matcher;
 mod scan;
 
-pub use matcher::{PatternError, SecretMatcher};
+pub use matcher::{PatternError, SecretMatcher, COPY_PATTERN};
 pub use scan::{scan, scan_cached, EntryKind, ScanError, SecretHit};

@@ -147,8 +147,15 @@ pub struct SecretMatcher {
     /// Exact, case-sensitive names reported when they are not directories, without
     /// stopping the scan from descending into directories of that name.
     markers: Vec<String>,
+    /// Exact, case-sensitive names reported as [`COPY_PATTERN`] whatever they are, when
+    /// no pattern claims them; directories of that name are still descended into.
+    copies: Vec<String>,
     needs_rel_path: bool,
 }
+
+/// The pattern given for an entry named one of [`SecretMatcher::with_copies`]'s names. No
+/// secret pattern has this text (a name never holds a NUL), so no secret is taken for one.
+pub const COPY_PATTERN: &str = "\0copy";
 
 impl SecretMatcher {
     /// `patterns`: globs that mark a secret; `allow`: globs that exempt a path (allow
@@ -160,7 +167,14 @@ impl SecretMatcher {
         let patterns = patterns.iter().map(|p| Compiled::new(p, "secret")).collect::<Result<Vec<_>, _>>()?;
         let allow = allow.iter().map(|p| Compiled::new(p, "allow")).collect::<Result<Vec<_>, _>>()?;
         let needs_rel_path = patterns.iter().chain(&allow).any(|c| c.target == Target::RelPath);
-        Ok(SecretMatcher { patterns, allow, entries: Vec::new(), markers: Vec::new(), needs_rel_path })
+        Ok(SecretMatcher {
+            patterns,
+            allow,
+            entries: Vec::new(),
+            markers: Vec::new(),
+            copies: Vec::new(),
+            needs_rel_path,
+        })
     }
 
     /// Also reports entries named exactly one of `entries`, whatever they are and
@@ -172,6 +186,20 @@ impl SecretMatcher {
         self.entries = entries.iter().map(|name| (*name).to_owned()).collect();
         self.markers = markers.iter().map(|marker| (*marker).to_owned()).collect();
         self
+    }
+
+    /// Also reports entries named exactly one of `names` (files, directories, links),
+    /// with the pattern [`COPY_PATTERN`], when nothing else claims them; the scan still
+    /// descends into directories of those names.
+    #[must_use]
+    pub fn with_copies(mut self, names: &[&str]) -> SecretMatcher {
+        self.copies = names.iter().map(|name| (*name).to_owned()).collect();
+        self
+    }
+
+    /// Whether `name` is one of [`Self::with_copies`]'s names.
+    pub(crate) fn is_copy(&self, name: &str) -> bool {
+        self.copies.iter().any(|copy| copy == name)
     }
 
     /// The marker `name` is, for an entry that is not a directory.
@@ -212,6 +240,7 @@ impl SecretMatcher {
             ("allow", self.allow.iter().map(|c| c.text.as_str()).collect()),
             ("entry", self.entries.iter().map(String::as_str).collect()),
             ("marker", self.markers.iter().map(String::as_str).collect()),
+            ("copy", self.copies.iter().map(String::as_str).collect()),
         ];
         for (label, list) in lists {
             for text in std::iter::once(label).chain(list) {

@@ -408,8 +408,12 @@ impl<'s, 'a> Worker<'s, 'a> {
             // records what they are (a secret or a plain directory): the skip list can
             // change before the listing is replayed.
             let skipped = dir_path.as_ref().is_some_and(|path| self.shared.skip.contains(path));
-            let found =
-                matcher.check(&name, rel).or_else(|| if file_type.is_dir() { None } else { matcher.marker(&name) });
+            let found = matcher
+                .check(&name, rel)
+                .or_else(|| if file_type.is_dir() { None } else { matcher.marker(&name) })
+                .or_else(|| matcher.is_copy(&name).then_some(crate::COPY_PATTERN));
+            // A copy's directory is reported and descended into.
+            let descend = found.is_none() || found == Some(crate::COPY_PATTERN);
             if let Some(pattern) = found {
                 let kind = if file_type.is_symlink() {
                     EntryKind::Symlink
@@ -424,11 +428,12 @@ impl<'s, 'a> Worker<'s, 'a> {
                     record.hits.push(CachedHit { name: name_os.clone(), kind, pattern: pattern.to_owned() });
                 }
                 if !skipped {
-                    let path = dir_path.unwrap_or_else(|| entry.path());
+                    let path = dir_path.clone().unwrap_or_else(|| entry.path());
                     let rel_path = path.strip_prefix(self.shared.root).map_or_else(|_| path.clone(), Path::to_path_buf);
                     self.hits.push(SecretHit { path, rel_path, kind, pattern: pattern.to_owned() });
                 }
-            } else if let Some(dir) = dir_path {
+            }
+            if let Some(dir) = dir_path.filter(|_| descend) {
                 if let Some(record) = &mut record {
                     record.subdirs.push(name_os.clone());
                 }
@@ -528,6 +533,48 @@ mod cache_tests {
         fs::write(root.join("c/readme"), "x").expect("write");
         std::thread::sleep(cache::RACY + Duration::from_millis(100));
         (dir, root)
+    }
+
+    /// Copies are reported whatever they are, directories are still scanned (a secret in
+    /// `.vscode/` is found), a secret pattern wins over a copy name, and a cached listing
+    /// replays both.
+    #[test]
+    fn copies_are_reported_and_descended_into() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        for sub in ["sub/.vscode", ".vscode", "other"] {
+            fs::create_dir_all(root.join(sub)).expect("mkdir");
+        }
+        for file in ["sub/.vscode/.env", "sub/.envrc", "other/.env"] {
+            fs::write(root.join(file), "x").expect("write");
+        }
+        std::os::unix::fs::symlink("/nowhere", root.join("other/.envrc")).expect("symlink");
+        use crate::COPY_PATTERN;
+        let m = matcher(&[".env"]).with_copies(&[".vscode", ".envrc", ".env"]);
+        let cache_file = dir.path().join("cache");
+        let run = || {
+            let mut hits: Vec<(String, String)> = scan_cached(root, &m, &[], &cache_file)
+                .expect("scan")
+                .into_iter()
+                .filter(|hit| !hit.path.starts_with(&cache_file))
+                .map(|hit| (hit.rel_path.display().to_string(), hit.pattern))
+                .collect();
+            hits.sort();
+            hits
+        };
+        let want = [
+            (".vscode", COPY_PATTERN),
+            ("other/.env", ".env"),
+            ("other/.envrc", COPY_PATTERN),
+            ("sub/.envrc", COPY_PATTERN),
+            ("sub/.vscode", COPY_PATTERN),
+            ("sub/.vscode/.env", ".env"),
+        ]
+        .map(|(path, pattern)| (path.to_owned(), pattern.to_owned()));
+        assert_eq!(run(), want);
+        std::thread::sleep(cache::RACY + Duration::from_millis(100));
+        assert_eq!(run(), want, "a second scan");
+        assert_eq!(run(), want, "a scan from the cache");
     }
 
     #[test]

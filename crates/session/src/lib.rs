@@ -307,6 +307,20 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     // Project files the host runs later: read-only (parents pinned) when present; the
     // absent ones are watched by the exit check.
     let (host_present, host_absent) = host_executed(&config, &ctx.project_root)?;
+    // What the session check watches, the same at start and at exit; copies of host-run
+    // files in subdirectories are found by the scan below.
+    let watch = gitcare::Watch {
+        project_root: ctx.project_root.clone(),
+        common_dir: gitfacts::layout(&ctx.project_root).map(|layout| layout.common_dir),
+        extra: ctx.hooks_path.iter().cloned().collect(),
+        host_files: host_absent,
+        copy_rules: config::host_run::subdirectory_rules(config.host_executed.iter().map(|item| item.value.as_str()))
+            .into_iter()
+            .map(PathBuf::from)
+            .collect(),
+        copy_exempt: masks::dependency_tree_names().map(OsString::from).collect(),
+    };
+    let copy_names = watch.copy_names();
     let mut config = config;
     config.ro.extend(host_present.iter().map(|path| builtin_path(path)));
     let mut policy = policy::resolve(&config, &ctx)?;
@@ -329,7 +343,8 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         &patterns,
         &config.secret_allow.iter().map(|item| item.value.clone()).collect::<Vec<_>>(),
     )?
-    .with_markers(&[GIT_ENTRY], &[HEAD_ENTRY]);
+    .with_markers(&[GIT_ENTRY], &[HEAD_ENTRY])
+    .with_copies(&copy_names.iter().filter_map(|name| name.to_str()).collect::<Vec<_>>());
     let skip: Vec<PathBuf> = policy
         .mounts
         .iter()
@@ -339,7 +354,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .map(|mount| mount.path.clone())
         .collect();
     let scan = || secrets::scan_cached(&ctx.project_root, &matcher, &skip, &scan_cache);
-    let (found, hits) = split_git_entries(&ctx.project_root, scan()?);
+    let (found, hits) = split_git_entries(&ctx.project_root, &copy_names, scan()?);
     let index = repo.as_ref().and_then(|_| index::Index::load(&ctx.project_root));
     let hit_facts = index::hit_facts(&ctx.project_root, hits, index.as_ref());
     // What a rename cannot arrange decides the dependency trees' exemption: the tool's
@@ -362,6 +377,25 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     let pinned_masks: Vec<PathBuf> =
         masked.iter().filter(|masked| masked.pin).map(|masked| masked.mask.path.clone()).collect();
     policy::pin_parents(&mut policy.mounts, &pinned_masks);
+    // Copies of host-run files in subdirectories (`sub/.envrc`, `web/.vscode/tasks.json`):
+    // read-only with their parents pinned, like the root's; one made inside is moved
+    // aside by the exit check. A symlink cannot be held by a mount: the check compares it.
+    let host_copies: Vec<PathBuf> = gitcare::host_copies(&watch, &found)
+        .into_iter()
+        .filter(|path| path.symlink_metadata().is_ok_and(|meta| !meta.is_symlink()))
+        .collect();
+    for path in &host_copies {
+        debug(&format!("hostExecuted: {} read-only (a copy in a subdirectory)", path.display()));
+        policy.mounts.push(policy::Mount {
+            path: path.clone(),
+            access: policy::Access::Ro,
+            kind: if path.is_dir() { policy::Kind::Dir } else { policy::Kind::File },
+            link: None,
+            rule: "filesystem.hostExecuted (a copy in a subdirectory)".into(),
+            origin: config::Origin::builtin(),
+        });
+    }
+    policy::pin_parents(&mut policy.mounts, &host_copies);
 
     let filter = policy::env::EnvFilter::new(&config)?;
     let (mut env, dropped) = filter.apply(std::env::vars_os());
@@ -592,12 +626,6 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
 
     // The session check: a baseline now (shared with other sessions running in this
     // project), the comparison when the command has ended, however it ended.
-    let watch = gitcare::Watch {
-        project_root: ctx.project_root.clone(),
-        common_dir: gitfacts::layout(&ctx.project_root).map(|layout| layout.common_dir),
-        extra: ctx.hooks_path.iter().cloned().collect(),
-        host_files: host_absent,
-    };
     // Pre-push needs to know which commits are the user's own (for the checks and the
     // protected paths it holds every new commit to).
     let track_commits = repo.is_some();
@@ -616,7 +644,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             let check = CheckInputs {
                 config: config.clone(),
                 ctx: ctx.clone(),
-                pinned: host_present.iter().chain(&pinned_masks).cloned().collect(),
+                pinned: host_present.iter().chain(&pinned_masks).chain(&host_copies).cloned().collect(),
                 net_policy: net_policy.clone(),
                 masks: masks.clone(),
                 commands: commands.clone(),
@@ -682,10 +710,10 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     // directory made unreadable), the fail-closed walk, which makes it readable again or
     // reports it for quarantine.
     let found_now = || match scan() {
-        Ok(hits) => split_git_entries(&ctx.project_root, hits).0,
+        Ok(hits) => split_git_entries(&ctx.project_root, &copy_names, hits).0,
         Err(_) => {
             let mut found = gitcare::walk::Found::default();
-            gitcare::walk::walk(&ctx.project_root, &mut found);
+            gitcare::walk::walk(&ctx.project_root, &copy_names, &mut found);
             for dir in &found.repaired {
                 util::say!(
                     "agent-sandbox: note: {} was made unreadable inside the sandbox; gave its owner read and search \
@@ -1150,7 +1178,11 @@ const HEAD_ENTRY: &str = "HEAD";
 /// Splits scan hits into the git entries (for the session check) and the secrets.
 /// Secret directories are not descended into by the scan (masked or not, the agent may
 /// have made them): they are walked for `.git` and `HEAD` here, fail-closed.
-fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (gitcare::walk::Found, Vec<secrets::SecretHit>) {
+fn split_git_entries(
+    root: &Path,
+    copy_names: &[OsString],
+    hits: Vec<secrets::SecretHit>,
+) -> (gitcare::walk::Found, Vec<secrets::SecretHit>) {
     let mut found = gitcare::walk::Found::default();
     let mut secrets = Vec::new();
     for hit in hits {
@@ -1158,9 +1190,10 @@ fn split_git_entries(root: &Path, hits: Vec<secrets::SecretHit>) -> (gitcare::wa
             GIT_ENTRY if hit.path != root.join(GIT_ENTRY) => found.nested.push(hit.path),
             GIT_ENTRY => {}
             HEAD_ENTRY => found.heads.push(hit.path),
+            secrets::COPY_PATTERN => found.copies.push(hit.path),
             _ => {
                 if hit.kind == secrets::EntryKind::Dir {
-                    gitcare::walk::walk(&hit.path, &mut found);
+                    gitcare::walk::walk(&hit.path, copy_names, &mut found);
                 }
                 secrets.push(hit);
             }

@@ -97,6 +97,15 @@ pub enum Earlier {
     Unreadable(String),
 }
 
+/// The distinct names of [`DEPENDENCY_TREES`].
+pub fn dependency_tree_names() -> impl Iterator<Item = &'static str> {
+    DEPENDENCY_TREES
+        .iter()
+        .enumerate()
+        .filter(|(i, tree)| DEPENDENCY_TREES[..*i].iter().all(|earlier| earlier.name != tree.name))
+        .map(|(_, tree)| tree.name)
+}
+
 /// What the repository says of a hit, in process: see `index::committed`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Committed {
