@@ -8,7 +8,7 @@
 
 use crate::config_keys;
 use crate::options::{self, Event, Opt};
-use crate::{ConfigView, GuardOptions, Refusal};
+use crate::{global::Word, ConfigView, GuardOptions, Refusal};
 
 /// What a rule needs besides the arguments.
 pub(crate) struct Ctx<'a> {
@@ -56,41 +56,52 @@ pub(crate) fn judge(name: &str, args: &[String], ctx: &Ctx<'_>) -> Option<Refusa
 /// snapshots with `write-tree`/`commit-tree`/`read-tree`/`checkout-index`); everything
 /// else counts as running hooks: `commit`, `merge`, `rebase`, `am`, `push`, `pull`,
 /// `checkout`/`switch`/`clone`/`worktree` (post-checkout), `fetch`/`gc` (pre-auto-gc).
-pub(crate) fn runs_no_hooks(name: &str) -> bool {
-    matches!(
-        name,
-        "status"
-            | "ls-files"
-            | "ls-tree"
-            | "log"
-            | "show"
-            | "diff"
-            | "diff-files"
-            | "diff-index"
-            | "diff-tree"
-            | "rev-parse"
-            | "rev-list"
-            | "cat-file"
-            | "for-each-ref"
-            | "show-ref"
-            | "symbolic-ref"
-            | "blame"
-            | "grep"
-            | "describe"
-            | "shortlog"
-            | "merge-base"
-            | "name-rev"
-            | "check-ignore"
-            | "check-attr"
-            | "ls-remote"
-            | "add"
-            | "hash-object"
-            | "update-index"
-            | "write-tree"
-            | "commit-tree"
-            | "read-tree"
-            | "checkout-index"
-    )
+///
+/// Also `config` (reads and writes a file; its writes are judged by their own rule) and
+/// `remote` in its reading forms (`remote`, `-v`, `get-url`, `show`): `remote update`
+/// fetches, and a fetch may start `gc --auto`.
+pub(crate) fn runs_no_hooks(name: &str, args: &[Word]) -> bool {
+    if name == "remote" {
+        return matches!(
+            args.first().map(|word| word.text.as_str()),
+            None | Some("-v" | "--verbose" | "get-url" | "show")
+        );
+    }
+    matches!(name, "config" | "version")
+        || matches!(
+            name,
+            "status"
+                | "ls-files"
+                | "ls-tree"
+                | "log"
+                | "show"
+                | "diff"
+                | "diff-files"
+                | "diff-index"
+                | "diff-tree"
+                | "rev-parse"
+                | "rev-list"
+                | "cat-file"
+                | "for-each-ref"
+                | "show-ref"
+                | "symbolic-ref"
+                | "blame"
+                | "grep"
+                | "describe"
+                | "shortlog"
+                | "merge-base"
+                | "name-rev"
+                | "check-ignore"
+                | "check-attr"
+                | "ls-remote"
+                | "add"
+                | "hash-object"
+                | "update-index"
+                | "write-tree"
+                | "commit-tree"
+                | "read-tree"
+                | "checkout-index"
+        )
 }
 
 // ---------------------------------------------------------------------------------------

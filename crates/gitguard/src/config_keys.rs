@@ -42,10 +42,21 @@ pub(crate) fn protected_key(key: &str) -> Option<&'static str> {
 /// `core.fsmonitor` (git then scans the work tree itself; passes on any command), and
 /// `core.hooksPath=/dev/null` on a command that runs no hooks (`runs_no_hooks`), where
 /// there is nothing it could disable. `key` must be canonical.
+///
+/// Claude Code (2.1.3xx) adds more to every call of its own: `hook.<name>.enabled=false`
+/// for each hook event (again only on commands that run no hooks, where it disables
+/// nothing the repository relies on), and, in `GIT_CONFIG_PARAMETERS`,
+/// `alias.remote-none=version`-style entries that turn an alias name into `git version`:
+/// an alias whose value is exactly `version` runs nothing but that builtin, on any
+/// command (a builtin's name is never looked up as an alias).
 pub(crate) fn only_disables(entry: &Entry, runs_no_hooks: bool) -> bool {
-    match (entry.key.as_str(), entry.value.as_deref()) {
-        ("core.fsmonitor", Some(value)) => value.trim().is_empty() || !is_true(value),
-        ("core.hookspath", Some("/dev/null")) => runs_no_hooks,
+    let value = entry.value.as_deref();
+    match (split_key(&entry.key), value) {
+        (("core", None, "fsmonitor"), Some(value)) => value.trim().is_empty() || !is_true(value),
+        (("core", None, "hookspath"), Some("/dev/null")) => runs_no_hooks,
+        (("hook", Some(_), "enabled"), Some(value)) => runs_no_hooks && !value.trim().is_empty() && !is_true(value),
+        // `alias.<name>` (no subsection) and `alias.<name>.command`.
+        (("alias", None, _) | ("alias", Some(_), "command"), Some("version")) => true,
         _ => false,
     }
 }

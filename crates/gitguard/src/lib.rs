@@ -246,7 +246,7 @@ fn word(text: &str) -> Word {
 fn evaluate(request: &Request<'_>) -> Result<Vec<String>, Refusal> {
     let env = lossy_env(request);
     let getenv = |name: &str| getenv(&env, name);
-    let mut overrides = env_overrides(&getenv, request.options.global_config.as_deref())?;
+    let (env_entries, mut overrides) = env_overrides(&getenv, request.options.global_config.as_deref())?;
     check_exec_path_env(&getenv)?;
     let invocation = invocation(request, &getenv)?;
     if let Some(path) = &invocation.globals.exec_path {
@@ -258,9 +258,18 @@ fn evaluate(request: &Request<'_>) -> Result<Vec<String>, Refusal> {
         });
     }
     let runs_no_hooks = match &invocation.resolved {
-        Resolved::Command { name, .. } => commands::runs_no_hooks(name),
+        Resolved::Command { name, args } => commands::runs_no_hooks(name, args),
         _ => false,
     };
+    // The environment's entries, judged like `-c` ones: git reads them for this command
+    // (and an exported value is judged again with every later command).
+    for (what, entry) in &env_entries {
+        if let Some(why) =
+            config_keys::protected_key(&entry.key).filter(|_| !config_keys::only_disables(entry, runs_no_hooks))
+        {
+            return Err(override_refusal(what.clone(), &entry.key, why));
+        }
+    }
     for item in &invocation.globals.overrides {
         // No entry: a malformed --config-env, on which git dies.
         if let Some(entry) = &item.entry {
@@ -403,10 +412,15 @@ fn override_refusal(what: String, key: &str, why: &str) -> Refusal {
 /// anything git cannot parse; and `GIT_CONFIG_GLOBAL`/`GIT_CONFIG_SYSTEM`/`GIT_CONFIG`,
 /// which load a whole file (only `/dev/null` passes, and for `GIT_CONFIG_GLOBAL` the
 /// user's own global file the sandbox pinned).
+///
+/// Returns the protected entries still to be judged (with how each was spelled) and all
+/// entries; the caller judges the former once it knows the command.
+#[allow(clippy::type_complexity)]
 fn env_overrides(
     getenv: &dyn Fn(&str) -> Option<String>,
     pinned_global: Option<&str>,
-) -> Result<Vec<config_keys::Entry>, Refusal> {
+) -> Result<(Vec<(String, config_keys::Entry)>, Vec<config_keys::Entry>), Refusal> {
+    let mut judged = Vec::new();
     for name in ["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG"] {
         let pinned = |path: &String| name == "GIT_CONFIG_GLOBAL" && pinned_global == Some(path.as_str());
         if let Some(path) = getenv(name).filter(|path| path != "/dev/null" && !pinned(path)) {
@@ -427,8 +441,8 @@ fn env_overrides(
             instead: "unset GIT_CONFIG_COUNT and pass settings with `git -c key=value`".to_owned(),
         })?;
         for (idx, entry) in parsed.iter().enumerate() {
-            if let Some(why) = config_keys::protected_key(&entry.key) {
-                return Err(override_refusal(format!("GIT_CONFIG_KEY_{idx}={} git", entry.key), &entry.key, why));
+            if config_keys::protected_key(&entry.key).is_some() {
+                judged.push((format!("GIT_CONFIG_KEY_{idx}={} git", entry.key), entry.clone()));
             }
         }
         entries.extend(parsed);
@@ -442,13 +456,13 @@ fn env_overrides(
             instead: "unset GIT_CONFIG_PARAMETERS and pass settings with `git -c key=value`".to_owned(),
         })?;
         for entry in &parsed {
-            if let Some(why) = config_keys::protected_key(&entry.key) {
-                return Err(override_refusal(format!("GIT_CONFIG_PARAMETERS={text} git"), &entry.key, why));
+            if config_keys::protected_key(&entry.key).is_some() {
+                judged.push((format!("GIT_CONFIG_PARAMETERS={text} git"), entry.clone()));
             }
         }
         entries.extend(parsed);
     }
-    Ok(entries)
+    Ok((judged, entries))
 }
 
 /// `GIT_EXEC_PATH` is set by git itself for hooks, aliases and other children (to its

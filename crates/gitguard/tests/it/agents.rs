@@ -43,6 +43,93 @@ fn the_agents_own_git_calls_pass() {
     check_args(&cases);
 }
 
+/// The safety overrides Claude Code 2.1.332 puts on its own calls (taken from its bundle
+/// and seen in the audit log of `real_agents` in the main suite).
+fn claude_code_2_1_overrides() -> Vec<String> {
+    let mut args: Vec<String> = [
+        "-c",
+        "core.askPass=",
+        "-c",
+        "protocol.ext.allow=never",
+        "-c",
+        "core.alternateRefsCommand=f() { git --git-dir=\"$1\" for-each-ref --format='%(objectname)'; }; f",
+        "-c",
+        "submodule.recurse=false",
+        "-c",
+        "log.showSignature=false",
+        "-c",
+        "format.pretty=medium",
+        "-c",
+        "gc.auto=0",
+        "-c",
+        "maintenance.auto=false",
+        "-c",
+        "diff.autoRefreshIndex=false",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for hook in ["pre-commit", "commit-msg", "pre-push", "post-checkout", "reference-transaction", "fsmonitor-watchman"]
+    {
+        args.extend(["-c".to_owned(), format!("hook.{hook}.enabled=false")]);
+    }
+    args.extend(
+        [
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=",
+            "-c",
+            "safe.bareRepository=explicit",
+            "-c",
+            "protocol.file.allow=never",
+        ]
+        .map(str::to_owned),
+    );
+    args
+}
+
+/// `GIT_CONFIG_PARAMETERS` as Claude Code 2.1.332 sets it for its own calls.
+const CLAUDE_CODE_PARAMETERS: &str =
+    "'alias.remote-none=version' 'alias.remote-none.command=version' 'alias.remote-/.command=version' 'fetch.bundleURI=' 'help.autocorrect=0'";
+
+/// Recorded from the real Claude Code 2.1.332 inside `exec` (the main suite's
+/// `real_agents` tests run it): every call of its own at a session's start.
+#[test]
+fn claude_code_2_1_calls_pass() {
+    let recorded: [&[&str]; 7] = [
+        &["ls-files", "--error-unmatch", "--", ":(icase).claude/settings.local.json"],
+        &["-c", "core.ignorecase=false", "rev-parse", "--is-inside-work-tree", "--show-cdup"],
+        &["config", "user.name"],
+        &["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=", "config", "--local", "--includes", "-z", "--list"],
+        &["--no-optional-locks", "log", "--oneline", "-n", "5"],
+        &["remote", "get-url", "origin"],
+        &["remote"],
+    ];
+    let cases: Vec<(crate::Case, &str)> = recorded
+        .iter()
+        .map(|rest| {
+            let mut args = claude_code_2_1_overrides();
+            args.extend(rest.iter().map(|arg| (*arg).to_owned()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            (git(&args).env("GIT_CONFIG_PARAMETERS", CLAUDE_CODE_PARAMETERS), "run")
+        })
+        .collect();
+    crate::check(&cases);
+    // The same overrides on a command that runs hooks stay refused, and an alias to
+    // anything but `version` stays refused on every channel.
+    let mut commit = claude_code_2_1_overrides();
+    commit.extend(["commit", "-qm", "x"].map(str::to_owned));
+    let commit: Vec<&str> = commit.iter().map(String::as_str).collect();
+    crate::check(&[
+        (git(&commit).env("GIT_CONFIG_PARAMETERS", CLAUDE_CODE_PARAMETERS), "config-override"),
+        (git(&["remote", "update"]).env("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/dev/null'"), "config-override"),
+        (git(&["status"]).env("GIT_CONFIG_PARAMETERS", "'alias.st=commit --no-verify'"), "config-override"),
+        (git(&["-c", "alias.remote-none=!sh -c evil", "status"]), "config-override"),
+        (git(&["-c", "hook.pre-commit.enabled=false", "commit", "-m", "x"]), "config-override"),
+        (git(&["-c", "hook.pre-commit.enabled=true", "status"]), "config-override"),
+    ]);
+}
+
 #[test]
 fn disabling_overrides_stay_refused_where_they_disable_a_check() {
     check_args(&[
@@ -71,10 +158,28 @@ fn disabling_overrides_stay_refused_where_they_disable_a_check() {
 }
 
 #[test]
-fn only_the_command_line_channel_passes_a_disabling_override() {
-    let status = || git(&["status"]);
+fn the_environment_passes_a_disabling_override_only_where_it_disables_nothing() {
+    let with = |args: &[&str], value: &str| git(args).env("GIT_CONFIG_PARAMETERS", value);
     crate::check(&[
-        (status().env("GIT_CONFIG_PARAMETERS", "'core.hookspath'='/dev/null'"), "config-override"),
+        (with(&["status"], "'core.hookspath'='/dev/null'"), "run"),
+        (
+            git(&["status"])
+                .env("GIT_CONFIG_COUNT", "1")
+                .env("GIT_CONFIG_KEY_0", "core.fsmonitor")
+                .env("GIT_CONFIG_VALUE_0", ""),
+            "run",
+        ),
+        // Exported, it is judged again with every later command: a commit is refused.
+        (with(&["commit", "-m", "x"], "'core.hookspath'='/dev/null'"), "config-override"),
+        (
+            git(&["commit", "-m", "x"])
+                .env("GIT_CONFIG_COUNT", "1")
+                .env("GIT_CONFIG_KEY_0", "core.hooksPath")
+                .env("GIT_CONFIG_VALUE_0", "/dev/null"),
+            "config-override",
+        ),
+        (with(&["status"], "'core.fsmonitor'='evil'"), "config-override"),
+        // `--config-env` stays strict: no agent uses it.
         (git(&["--config-env=core.hooksPath=H", "status"]).env("H", "/dev/null"), "config-override"),
     ]);
 }

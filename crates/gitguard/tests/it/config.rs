@@ -26,8 +26,9 @@ fn protected_overrides_on_the_command_line_are_refused() {
         (&["-c", "remote.origin.push=+refs/heads/*:refs/heads/*", "push"], "config-override"),
         (&["-c", "remote.origin.mirror=true", "push"], "config-override"),
         (&["-C", "sub", "-c", "core.hooksPath=/dev/null", "commit"], "config-override"),
-        // Refused even when git would only print something.
-        (&["-c", "core.hooksPath=/dev/null", "--version"], "config-override"),
+        // Refused even when git would only print something, unless it disables
+        // nothing (`--version` runs no hook): a path other than /dev/null.
+        (&["-c", "core.hooksPath=/tmp/h", "--version"], "config-override"),
     ]);
 }
 

@@ -1,0 +1,199 @@
+//! The real Claude Code from npm, at a pinned version, driven through whole tasks inside
+//! `exec` by a scripted model on loopback ([`crate::model`]). Every claim is asserted
+//! from the model's side (the `tool_result` it was shown) and, for refusals, from the
+//! audit log: reading and editing, the project's tests, a commit whose checks pass and a
+//! push through the host; then the refusals (a disallowed tool, a secret read empty,
+//! `--no-verify`, a force push, a host off the allowlist, a hook the project's settings
+//! add), with the agent's own git calls at its start refused none.
+
+use std::{path::PathBuf, sync::OnceLock};
+
+use serde_json::json;
+
+use crate::{
+    model::{bash, tool, ScriptedModel},
+    support::{require_bwrap, Run, World},
+};
+
+/// The versions CI runs (README's "Tested with" line names them).
+pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
+
+/// The CLI installed once per user and version, as its users install it (`npm install
+/// -g --prefix`), outside the test worlds (each world shows it read-only): a fresh
+/// install per test would copy 400 MB each time. `None` (with the reason printed) where
+/// npm's registry cannot be reached, outside CI.
+fn claude_prefix() -> Option<PathBuf> {
+    static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PREFIX
+        .get_or_init(|| {
+            // SAFETY: geteuid has no preconditions.
+            let uid = unsafe { libc::geteuid() };
+            let prefix = std::env::temp_dir().join(format!("agent-sandbox-it-claude-{uid}-{CLAUDE_CODE_VERSION}"));
+            let installed = || {
+                std::process::Command::new(prefix.join("bin/claude"))
+                    .arg("--version")
+                    .output()
+                    .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(CLAUDE_CODE_VERSION))
+            };
+            if installed() {
+                return Some(prefix);
+            }
+            let out = std::process::Command::new("npm")
+                .args(["install", "-g", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&prefix)
+                .arg(format!("@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"))
+                .output();
+            let why = match out {
+                Ok(out) if out.status.success() && installed() => return Some(prefix),
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(err) => err.to_string(),
+            };
+            assert!(std::env::var_os("CI").is_none(), "installing Claude Code from npm failed in CI: {why}");
+            eprintln!("skipping: cannot install Claude Code {CLAUDE_CODE_VERSION} from npm here: {why}");
+            None
+        })
+        .clone()
+}
+
+/// `claude -p` inside `exec`, talking to `model` through the host port it is granted.
+fn claude(world: &World, prefix: &std::path::Path, model: &ScriptedModel, extra: &[&str]) -> Run {
+    let port = model.port.to_string();
+    let mut cmd = world.cmd();
+    cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
+        .env("ANTHROPIC_BASE_URL", format!("http://localhost:{port}"))
+        .env("ANTHROPIC_API_KEY", "sk-ant-scripted-model")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .args(["exec", "--host-port", &port, "--ro"])
+        .arg(prefix)
+        .args(extra)
+        .args(["--", "claude", "-p", "Carry out the task.", "--allowedTools", "Bash,Read,Edit,Write"]);
+    cmd.run_within(240)
+}
+
+/// The refusals the audit log holds, as (agent, operation, target).
+fn blocked(world: &World) -> Vec<(String, String, String)> {
+    let log = world.cmd().args(["log", "--json", "--blocked-only"]).run().ok();
+    log.lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .map(|event| {
+            let text = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
+            (text("agent"), text("operation"), text("target"))
+        })
+        .collect()
+}
+
+fn remote_head(world: &World) -> String {
+    let remote = world.path("home/remote.git");
+    world.git_in(&world.root, &["--git-dir", remote.to_str().expect("utf-8"), "rev-parse", "main"]).trim().to_owned()
+}
+
+/// A project with tests, the checks that run them at every commit, and a remote.
+fn project() -> World {
+    let world = World::new();
+    // As README tells the user who signs in with an API key.
+    world.write("xdg-config/agent-sandbox/config.jsonc", r#"{ "env": { "allow": ["ANTHROPIC_API_KEY"] } }"#);
+    world.write("home/proj/test.sh", "grep -q hello README.md && echo 'tests passed'\n");
+    world.project_config(r#"{ "checks": { "commands": ["sh test.sh"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "tests"]);
+    world.bare_origin();
+    world.git(&["push", "-q", "origin", "main"]);
+    world
+}
+
+#[test]
+fn claude_code_reads_edits_tests_commits_and_pushes_inside() {
+    require_bwrap!();
+    let Some(prefix) = claude_prefix() else { return };
+    let world = project();
+    let readme = world.path("home/proj/README.md").display().to_string();
+    let model = ScriptedModel::start(vec![
+        tool("Read", json!({ "file_path": readme })),
+        tool("Edit", json!({ "file_path": readme, "old_string": "hello", "new_string": "hello, world" })),
+        bash("sh test.sh"),
+        bash("git add -A && git commit -qm 'Greet the world' && git log --format=%s -1"),
+        bash("git push -q origin main && echo pushed"),
+    ]);
+    let run = claude(&world, &prefix, &model, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    assert_eq!(model.steps_played(), 5, "{}", run.stderr());
+    let results = model.tool_results();
+    assert_eq!(results.len(), 5, "{results:#?}");
+    assert!(results[0].contains("hello"), "the read: {results:#?}");
+    assert!(results[1].contains("updated"), "the edit: {results:#?}");
+    assert!(results[2].contains("tests passed"), "the tests: {results:#?}");
+    assert!(results[3].contains("Greet the world"), "the commit: {results:#?}");
+    assert!(results[4].contains("pushed"), "the push: {results:#?}");
+    assert_eq!(world.read("home/proj/README.md"), "hello, world\n");
+    assert_eq!(remote_head(&world), world.git(&["rev-parse", "HEAD"]).trim(), "the push reached the remote");
+    // Claude Code's own git calls (at its start, with their safety overrides) and the
+    // task's were refused none.
+    let refused = blocked(&world);
+    assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
+}
+
+#[test]
+fn claude_codes_refusals_are_seen_by_the_model_and_audited() {
+    require_bwrap!();
+    let Some(prefix) = claude_prefix() else { return };
+    let world = project();
+    world.write("home/proj/.env", "API_KEY=TOPSECRET\n");
+    world.write("home/proj/secrets/token.txt", "TOPSECRET\n");
+    // The project's settings try to add a hook of their own: it must never run.
+    world.write(
+        "home/proj/.claude/settings.json",
+        r#"{"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": "touch \"$CLAUDE_PROJECT_DIR/hook-ran\""}]}]}}"#,
+    );
+    world.project_config(
+        r#"{ "checks": { "commands": ["sh test.sh"] },
+             "tools": { "disallowed": ["Write", "Bash(git push:*)", "Read(./secrets/**)"] } }"#,
+    );
+    let project = world.path("home/proj").display().to_string();
+    let model = ScriptedModel::start(vec![
+        tool("Write", json!({ "file_path": format!("{project}/new.txt"), "content": "x\n" })),
+        bash("git push -q origin main"),
+        tool("Read", json!({ "file_path": format!("{project}/secrets/token.txt") })),
+        tool("Read", json!({ "file_path": format!("{project}/.env") })),
+        bash("curl -sS -m 10 -o /dev/null https://example.com/ 2>&1; echo curl=$?"),
+    ]);
+    let run = claude(&world, &prefix, &model, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert_eq!(results.len(), 5, "{results:#?}");
+    for (result, rule) in results.iter().zip(["Write", "Bash(git push:*)", "Read(./secrets/**)"]) {
+        assert!(result.contains(rule), "denied by {rule}: {results:#?}");
+    }
+    assert!(!results[3].contains("TOPSECRET"), "the .env read: {results:#?}");
+    assert!(results[4].contains("403") && !results[4].contains("curl=0"), "off the allowlist: {results:#?}");
+    assert!(!world.path("home/proj/new.txt").exists());
+    assert!(!world.path("home/proj/hook-ran").exists(), "the project's hook ran");
+    let refused = blocked(&world);
+    for (operation, target) in
+        [("tool", "Write "), ("tool", "Bash git push"), ("tool", "Read "), ("net", "example.com")]
+    {
+        assert!(
+            refused.iter().any(|(_, op, what)| op == operation && what.contains(target)),
+            "{operation} {target} not audited: {refused:#?}"
+        );
+    }
+    // Claude Code's own git calls were refused none.
+    assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
+
+    // Through the git guard (no tool rule in the way): `--no-verify` and a force push.
+    world.project_config(r#"{ "checks": { "commands": ["sh test.sh"] } }"#);
+    let model = ScriptedModel::start(vec![
+        bash("echo more >> README.md && git commit --no-verify -qam sneaky; echo commit=$?"),
+        bash("git commit -q --allow-empty -m rewritten --amend && git push -q --force origin main; echo push=$?"),
+    ]);
+    let before = remote_head(&world);
+    let run = claude(&world, &prefix, &model, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert!(results[0].contains("--no-verify") && !results[0].contains("commit=0"), "{results:#?}");
+    assert!(!results[1].contains("push=0"), "{results:#?}");
+    assert_eq!(remote_head(&world), before, "the force push changed the remote");
+    let refused = blocked(&world);
+    assert!(refused.iter().any(|(agent, _, what)| agent == "git" && what.contains("--no-verify")), "{refused:#?}");
+    assert!(refused.iter().any(|(agent, _, what)| agent == "git" && what.contains("--force")), "{refused:#?}");
+}
