@@ -2,13 +2,16 @@
 //! server that speaks the Anthropic Messages API the way Claude Code calls it
 //! (`POST /v1/messages`, streamed as server-sent events: `message_start`,
 //! `content_block_*` with `tool_use` and `input_json_delta`, `message_delta`,
-//! `message_stop`). It plays a script of tool calls, one per turn of the agent's main
-//! loop, then ends the turn; every request is recorded, so a test asserts what the
-//! model was shown (the `tool_result`s) rather than what the agent printed.
+//! `message_stop`) and the OpenAI Responses API the way Codex calls it (`POST
+//! /v1/responses`: `response.created`, `response.output_item.done` with a
+//! `function_call`, `response.completed`). It plays a script of tool calls, one per
+//! turn of the agent's main loop, then ends the turn; every request is recorded, so a
+//! test asserts what the model was shown (the tool results) rather than what the agent
+//! printed.
 //!
-//! Requests that are not the main loop (Claude Code's side calls: titles, summaries,
-//! anything without the `Bash` tool) get a short text answer and do not advance the
-//! script.
+//! Requests that are not the main loop (side calls: titles, summaries, anything without
+//! the agent's shell tool, `Bash` or `exec_command`) get a short text answer and do not
+//! advance the script.
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -70,18 +73,24 @@ impl ScriptedModel {
         self.state.lock().expect("lock").next
     }
 
-    /// The `tool_result` contents the model was shown, in order, as text (from the
-    /// longest conversation it received: the main loop's last request holds them all).
+    /// The tool results the model was shown (`tool_result`, `function_call_output`), in
+    /// order, as text (from the longest conversation it received: the main loop's last
+    /// request holds them all).
     pub fn tool_results(&self) -> Vec<String> {
         let requests = self.requests();
         let Some(last) = requests
             .iter()
             .filter(|request| is_main_loop(request))
-            .max_by_key(|request| request["messages"].as_array().map_or(0, Vec::len))
+            .max_by_key(|request| request["messages"].as_array().or(request["input"].as_array()).map_or(0, Vec::len))
         else {
             return Vec::new();
         };
         let mut results = Vec::new();
+        for item in last["input"].as_array().into_iter().flatten() {
+            if item["type"] == "function_call_output" {
+                results.push(text_of(&item["output"]));
+            }
+        }
         for message in last["messages"].as_array().into_iter().flatten() {
             for block in message["content"].as_array().into_iter().flatten() {
                 if block["type"] == "tool_result" {
@@ -102,7 +111,49 @@ fn text_of(content: &Value) -> String {
 }
 
 fn is_main_loop(request: &Value) -> bool {
-    request["tools"].as_array().is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "Bash"))
+    request["tools"]
+        .as_array()
+        .is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "Bash" || tool["name"] == "exec_command"))
+}
+
+/// The next scripted step for a main-loop request (its call id, tool and input).
+fn next_step(request: &Value, state: &Mutex<State>) -> Option<(String, &'static str, Value)> {
+    let mut state = state.lock().expect("lock");
+    state.requests.push(request.clone());
+    if !is_main_loop(request) || state.next >= state.script.len() {
+        return None;
+    }
+    state.next += 1;
+    let step = &state.script[state.next - 1];
+    Some((format!("toolu_scripted_{}", state.next), step.tool, step.input.clone()))
+}
+
+/// The Responses API's stream for Codex: one `function_call` (its arguments as a JSON
+/// string), or a closing message.
+fn answer_responses(request: &Value, state: &Mutex<State>) -> (u16, &'static str, Vec<u8>) {
+    let item = match next_step(request, state) {
+        Some((id, name, input)) => {
+            json!({"type": "function_call", "call_id": id, "name": name, "arguments": input.to_string()})
+        }
+        None => json!({"type": "message", "role": "assistant", "id": "msg_scripted",
+                       "content": [{"type": "output_text", "text": "done"}]}),
+    };
+    let usage = json!({"input_tokens": 0, "input_tokens_details": null, "output_tokens": 0,
+                       "output_tokens_details": null, "total_tokens": 0});
+    let events = [
+        json!({"type": "response.created", "response": {"id": "resp_scripted"}}),
+        json!({"type": "response.output_item.done", "item": item}),
+        json!({"type": "response.completed", "response": {"id": "resp_scripted", "usage": usage}}),
+    ];
+    (200, "text/event-stream", sse(&events))
+}
+
+fn sse(events: &[Value]) -> Vec<u8> {
+    let stream: String = events
+        .iter()
+        .map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or("")))
+        .collect();
+    stream.into_bytes()
 }
 
 fn serve(stream: TcpStream, state: &Mutex<State>) {
@@ -135,9 +186,11 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
         }
         let body = if chunked { read_chunked(&mut reader) } else { read_exact(&mut reader, length) };
         let Some(body) = body else { return };
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let response = if request_line.starts_with("POST ") && request_line.contains("/v1/messages") {
-            let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
             answer(&request, state)
+        } else if request_line.starts_with("POST ") && request_line.contains("/responses") {
+            answer_responses(&request, state)
         } else {
             (404, "text/plain", b"not scripted".to_vec())
         };
@@ -176,16 +229,7 @@ fn read_chunked(reader: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
 
 /// The next scripted turn for a main-loop request, else a short text answer.
 fn answer(request: &Value, state: &Mutex<State>) -> (u16, &'static str, Vec<u8>) {
-    let mut state = state.lock().expect("lock");
-    state.requests.push(request.clone());
-    let step = if is_main_loop(request) && state.next < state.script.len() {
-        state.next += 1;
-        let step = &state.script[state.next - 1];
-        Some((format!("toolu_scripted_{}", state.next), step.tool, step.input.clone()))
-    } else {
-        None
-    };
-    drop(state);
+    let step = next_step(request, state);
     let model = request["model"].clone();
     let (block, delta, stop) = match &step {
         Some((id, name, input)) => (
@@ -217,9 +261,5 @@ fn answer(request: &Value, state: &Mutex<State>) -> (u16, &'static str, Vec<u8>)
                "usage": {"output_tokens": 1}}),
         json!({"type": "message_stop"}),
     ];
-    let stream: String = events
-        .iter()
-        .map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or("")))
-        .collect();
-    (200, "text/event-stream", stream.into_bytes())
+    (200, "text/event-stream", sse(&events))
 }

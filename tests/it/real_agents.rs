@@ -1,5 +1,5 @@
-//! The real Claude Code from npm, at a pinned version, driven through whole tasks inside
-//! `exec` by a scripted model on loopback ([`crate::model`]). Every claim is asserted
+//! The real Claude Code and Codex from npm, at pinned versions, driven through whole
+//! tasks inside `exec` by a scripted model on loopback ([`crate::model`]). Every claim is asserted
 //! from the model's side (the `tool_result` it was shown) and, for refusals, from the
 //! audit log: reading and editing, the project's tests, a commit whose checks pass and a
 //! push through the host; then the refusals (a disallowed tool, a secret read empty,
@@ -17,42 +17,49 @@ use crate::{
 
 /// The versions CI runs (README's "Tested with" line names them).
 pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
+pub const CODEX_VERSION: &str = "0.171.0";
 
-/// The CLI installed once per user and version, as its users install it (`npm install
-/// -g --prefix`), outside the test worlds (each world shows it read-only): a fresh
-/// install per test would copy 400 MB each time. `None` (with the reason printed) where
-/// npm's registry cannot be reached, outside CI.
+/// An agent CLI installed once per user and version, as its users install it (`npm
+/// install -g --prefix`), outside the test worlds (each world shows it read-only): a
+/// fresh install per test would copy hundreds of MB each time. `None` (with the reason
+/// printed) where npm's registry cannot be reached, outside CI.
+fn installed(package: &str, version: &str, program: &str) -> Option<PathBuf> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let name = package.rsplit('/').next().unwrap_or(package);
+    let prefix = std::env::temp_dir().join(format!("agent-sandbox-it-{name}-{uid}-{version}"));
+    let works = || {
+        std::process::Command::new(prefix.join("bin").join(program))
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(version))
+    };
+    if works() {
+        return Some(prefix);
+    }
+    let out = std::process::Command::new("npm")
+        .args(["install", "-g", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg(format!("{package}@{version}"))
+        .output();
+    let why = match out {
+        Ok(out) if out.status.success() && works() => return Some(prefix),
+        Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+        Err(err) => err.to_string(),
+    };
+    assert!(std::env::var_os("CI").is_none(), "installing {package}@{version} from npm failed in CI: {why}");
+    eprintln!("skipping: cannot install {package}@{version} from npm here: {why}");
+    None
+}
+
 fn claude_prefix() -> Option<PathBuf> {
     static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            // SAFETY: geteuid has no preconditions.
-            let uid = unsafe { libc::geteuid() };
-            let prefix = std::env::temp_dir().join(format!("agent-sandbox-it-claude-{uid}-{CLAUDE_CODE_VERSION}"));
-            let installed = || {
-                std::process::Command::new(prefix.join("bin/claude"))
-                    .arg("--version")
-                    .output()
-                    .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(CLAUDE_CODE_VERSION))
-            };
-            if installed() {
-                return Some(prefix);
-            }
-            let out = std::process::Command::new("npm")
-                .args(["install", "-g", "--no-audit", "--no-fund", "--prefix"])
-                .arg(&prefix)
-                .arg(format!("@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"))
-                .output();
-            let why = match out {
-                Ok(out) if out.status.success() && installed() => return Some(prefix),
-                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                Err(err) => err.to_string(),
-            };
-            assert!(std::env::var_os("CI").is_none(), "installing Claude Code from npm failed in CI: {why}");
-            eprintln!("skipping: cannot install Claude Code {CLAUDE_CODE_VERSION} from npm here: {why}");
-            None
-        })
-        .clone()
+    PREFIX.get_or_init(|| installed("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude")).clone()
+}
+
+fn codex_prefix() -> Option<PathBuf> {
+    static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PREFIX.get_or_init(|| installed("@openai/codex", CODEX_VERSION, "codex")).clone()
 }
 
 /// `claude -p` inside `exec`, talking to `model` through the host port it is granted.
@@ -196,4 +203,103 @@ fn claude_codes_refusals_are_seen_by_the_model_and_audited() {
     let refused = blocked(&world);
     assert!(refused.iter().any(|(agent, _, what)| agent == "git" && what.contains("--no-verify")), "{refused:#?}");
     assert!(refused.iter().any(|(agent, _, what)| agent == "git" && what.contains("--force")), "{refused:#?}");
+}
+
+/// `codex exec` inside `exec`, its model provider (in the user's `~/.codex/config.toml`,
+/// as a user of another endpoint writes it) the scripted model. Codex's own sandbox is
+/// off: agent-sandbox is the sandbox.
+fn codex(world: &World, prefix: &std::path::Path, model: &ScriptedModel) -> Run {
+    let port = model.port.to_string();
+    world.write(
+        "home/.codex/config.toml",
+        &format!(
+            "model_provider = \"scripted\"\nmodel = \"gpt-5-codex\"\n[model_providers.scripted]\nname = \"scripted\"\n\
+             base_url = \"http://localhost:{port}/v1\"\nwire_api = \"responses\"\nsupports_websockets = false\n"
+        ),
+    );
+    let mut cmd = world.cmd();
+    cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
+        .args(["exec", "--host-port", &port, "--ro"])
+        .arg(prefix)
+        .args(["--", "codex", "exec", "--skip-git-repo-check", "-s", "danger-full-access", "Carry out the task."]);
+    cmd.run_within(240)
+}
+
+fn shell(command: &str) -> crate::model::Step {
+    tool("exec_command", json!({ "cmd": command }))
+}
+
+#[test]
+fn codex_reads_edits_tests_commits_and_pushes_inside_and_meets_the_same_refusals() {
+    require_bwrap!();
+    let Some(prefix) = codex_prefix() else { return };
+    let world = project();
+    world.write("home/proj/.env", "API_KEY=TOPSECRET\n");
+    let model = ScriptedModel::start(vec![
+        shell("cat README.md"),
+        shell("sed -i 's/hello/hello, world/' README.md && sh test.sh"),
+        shell("git add README.md && git commit -qm 'Greet the world' && git log --format=%s -1"),
+        shell("git push -q origin main && echo pushed"),
+        shell("cat .env; echo read=$?"),
+        shell("echo more >> README.md && git commit --no-verify -qam sneaky; echo commit=$?"),
+        shell("git push -q --force origin HEAD~1:main; echo push=$?"),
+        shell("curl -sS -m 10 -o /dev/null https://example.com/ 2>&1; echo curl=$?"),
+    ]);
+    let run = codex(&world, &prefix, &model);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    assert_eq!(model.steps_played(), 8, "{}", run.stderr());
+    let results = model.tool_results();
+    assert_eq!(results.len(), 8, "{results:#?}");
+    assert!(results[0].contains("hello"), "the read: {results:#?}");
+    assert!(results[1].contains("tests passed"), "the tests: {results:#?}");
+    assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
+    assert!(results[3].contains("pushed"), "the push: {results:#?}");
+    assert!(results[4].contains("read=0") && !results[4].contains("TOPSECRET"), "the .env: {results:#?}");
+    assert!(results[5].contains("--no-verify") && !results[5].contains("commit=0"), "{results:#?}");
+    assert!(!results[6].contains("push=0"), "{results:#?}");
+    assert!(results[7].contains("403") && !results[7].contains("curl=0"), "off the allowlist: {results:#?}");
+    // The refused commit was never made, and the force push left the remote at the good
+    // commit.
+    let head = world.git(&["log", "--format=%s", "-1"]);
+    assert_eq!(head.trim(), "Greet the world");
+    assert_eq!(remote_head(&world), world.git(&["rev-parse", "HEAD"]).trim(), "the remote holds the good commit");
+    let refused = blocked(&world);
+    for (agent, target) in [("git", "--no-verify"), ("git", "--force"), ("codex", "example.com")] {
+        assert!(
+            refused.iter().any(|(who, _, what)| who == agent && what.contains(target)),
+            "{agent} {target} not audited: {refused:#?}"
+        );
+    }
+    // Codex's own git calls were refused none: every git refusal is one the script made.
+    let own: Vec<_> = refused
+        .iter()
+        .filter(|(who, _, what)| who == "git" && !what.contains("--no-verify") && !what.contains("--force"))
+        .collect();
+    assert!(own.is_empty(), "{own:#?}");
+}
+
+#[test]
+fn codexs_disallowed_tools_are_denied_and_audited() {
+    require_bwrap!();
+    let Some(prefix) = codex_prefix() else { return };
+    let world = project();
+    world.project_config(
+        r#"{ "checks": { "commands": ["sh test.sh"] }, "tools": { "disallowed": ["Bash(git push:*)"] } }"#,
+    );
+    let model = ScriptedModel::start(vec![
+        shell("git push -q origin main; echo push=$?"),
+        shell("git status --short; echo status=$?"),
+    ]);
+    let run = codex(&world, &prefix, &model);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert!(results[0].contains("Bash(git push:*)") && !results[0].contains("push=0"), "{results:#?}");
+    // The legitimate call beside it runs.
+    assert!(results[1].contains("status=0"), "{results:#?}");
+    let refused = blocked(&world);
+    assert!(
+        refused.iter().any(|(who, op, what)| who == "codex" && op == "tool" && what.contains("git push")),
+        "{refused:#?}"
+    );
 }
