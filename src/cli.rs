@@ -103,6 +103,9 @@ enum Commands {
         /// The tool guard's settings (the Feature's tool-guard.json, written by `devcontainer init`)
         settings: Option<PathBuf>,
     },
+    /// What the Dev Container Feature runs as root, at build and at every start: no sudo for the agent's user beyond the Feature's rule
+    #[command(hide = true)]
+    SudoRestrict,
     /// A container's push verifier (root, through the image's sudo rule): the request on stdin, from the git guard
     #[command(hide = true)]
     PushVerify,
@@ -318,6 +321,12 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 0
             })
         }
+        Commands::SudoRestrict => devcontainer::sudo::restrict().map_err(anyhow::Error::from).map(|lines| {
+            for line in lines {
+                println!("agent-sandbox Feature: {line}");
+            }
+            0
+        }),
         Commands::PushVerify => {
             let config = config::load_for_container().map_err(|err| err.to_string());
             Ok(hostpush::verify::run(config, std::path::Path::new(devcontainer::feature::IMAGE_BINARY)))

@@ -14,6 +14,7 @@
 pub mod feature;
 pub mod image_user;
 mod risks;
+pub mod sudo;
 
 use std::path::{Path, PathBuf};
 
@@ -124,8 +125,10 @@ pub enum Error {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     ToolGuard { path: PathBuf, message: String },
-    #[error("tool-guard-install writes a container image's managed files: only the Feature's install.sh runs it, in an image it marked with /.agent-sandbox (nothing was written)")]
-    NotAnImage,
+    #[error("the image gives {user} sudo beyond agent-sandbox's rule, a way to root that undoes the firewall: {message} (remove the grant from the image, e.g. the common-utils line in /etc/sudoers.d/, and install packages in the Dockerfile instead)")]
+    Sudo { user: String, message: String },
+    #[error("{0} changes a container image: only the Feature runs it, in an image it marked with /.agent-sandbox (nothing was written)")]
+    NotAnImage(&'static str),
 }
 
 /// The protected paths of a workspace that exist: [`ALWAYS_PROTECTED`], `hooks_path`
