@@ -103,6 +103,9 @@ enum Commands {
         /// The tool guard's settings (the Feature's tool-guard.json, written by `devcontainer init`)
         settings: Option<PathBuf>,
     },
+    /// What the Dev Container Feature runs as root, at build and at every start: no sudo for the agent's user beyond the Feature's rule
+    #[command(hide = true)]
+    SudoRestrict,
     /// A container's push verifier (root, through the image's sudo rule): the request on stdin, from the git guard
     #[command(hide = true)]
     PushVerify,
@@ -318,6 +321,12 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 0
             })
         }
+        Commands::SudoRestrict => devcontainer::sudo::restrict().map_err(anyhow::Error::from).map(|lines| {
+            for line in lines {
+                println!("agent-sandbox Feature: {line}");
+            }
+            0
+        }),
         Commands::PushVerify => {
             let config = config::load_for_container().map_err(|err| err.to_string());
             Ok(hostpush::verify::run(config, std::path::Path::new(devcontainer::feature::IMAGE_BINARY)))
@@ -469,12 +478,36 @@ fn devcontainer_init(
         force,
         tool_guard: Some(guard_settings::ToolGuardSettings::from_config(&project_config(&root)?)),
         local_workspace: std::path::absolute(&root).context("cannot make the workspace's path absolute")?,
+        image_user: image_user(&root),
+        // The previous devcontainer.json goes outside the work tree (nothing untracked
+        // left in the project); without HOME it is not kept (git history holds it).
+        backup_dir: std::env::var_os("HOME")
+            .filter(|home| !home.is_empty())
+            .map(|home| config::approval::state_dir(std::path::Path::new(&home)).join("devcontainer-backups")),
     };
     let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
     for line in devcontainer::init(&root, &options, &binary)?.lines {
         println!("{line}");
     }
     Ok(0)
+}
+
+/// The user the workspace's image runs the agent as, when its devcontainer.json names
+/// none: `docker image inspect` of the image (or of its Dockerfile's base), read by
+/// `devcontainer::image_user`. `None` when there is nothing to learn or no way to learn
+/// it here (no engine, the image not pulled).
+fn image_user(root: &std::path::Path) -> Option<String> {
+    let read = |rel: &std::path::Path| std::fs::read_to_string(root.join(rel)).ok();
+    let query = devcontainer::image_user::query(&read)?;
+    let config = std::process::Command::new("docker")
+        .args(["image", "inspect", "--format", "{{json .Config}}", &query.image])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned());
+    devcontainer::image_user::decide(&query, config.as_deref())
 }
 
 /// The workspace's protected paths (`devcontainer::protected_paths`), with the project's

@@ -364,84 +364,6 @@ const PUSH_VERIFIED: &str = "pushes checked by root before they leave";
 
 const SUDO_ROW: &str = "no sudo beyond the Feature's rules";
 
-/// The commands the Feature's sudo rule allows the agent's user, as root, without a
-/// password (devcontainer/feature/agent-sandbox/install.sh writes the rule).
-const FEATURE_SUDO: &[&str] = &[
-    "/usr/local/bin/agent-sandbox firewall apply",
-    "/usr/local/bin/agent-sandbox firewall status",
-    "/usr/local/bin/agent-sandbox firewall start",
-    "/usr/local/bin/agent-sandbox push-verify",
-];
-
-/// What `sudo -n -l`'s listing grants beyond [`FEATURE_SUDO`] as root without
-/// `SETENV`, and the `Defaults` that would let the caller's environment reach those
-/// commands: each as sudo prints it. Empty: nothing beyond the Feature's rules.
-fn sudo_beyond_feature(listing: &str) -> Vec<String> {
-    #[derive(PartialEq)]
-    enum Section {
-        Other,
-        Defaults,
-        Commands,
-    }
-    let mut section = Section::Other;
-    let mut entries: Vec<String> = Vec::new();
-    let mut problems = Vec::new();
-    let mut defaults = String::new();
-    for line in listing.lines() {
-        if !line.starts_with([' ', '\t']) {
-            section = if line.starts_with("Matching Defaults entries") {
-                Section::Defaults
-            } else if line.contains(" may run the following commands") {
-                Section::Commands
-            } else {
-                Section::Other
-            };
-            continue;
-        }
-        let text = line.trim();
-        match section {
-            // sudo wraps long lines (at a space, the rest indented): joined again.
-            Section::Defaults => {
-                defaults.push(' ');
-                defaults.push_str(text);
-            }
-            Section::Commands if text.starts_with('(') => entries.push(text.to_owned()),
-            Section::Commands => match entries.last_mut() {
-                Some(entry) => {
-                    entry.push(' ');
-                    entry.push_str(text);
-                }
-                None => problems.push(text.to_owned()),
-            },
-            Section::Other => {}
-        }
-    }
-    for default in defaults.split(", ").map(str::trim) {
-        let keeps_loader = default.starts_with("env_keep") && default.contains("LD_");
-        if default == "!env_reset" || default == "setenv" || keeps_loader {
-            problems.push(format!("Defaults {default}"));
-        }
-    }
-    for entry in entries {
-        let (runas, mut rest) = entry.split_once(')').map_or(("", entry.as_str()), |(runas, rest)| (runas, rest));
-        let mut setenv = false;
-        loop {
-            rest = rest.trim_start();
-            let Some((tag, after)) = rest.split_once(':') else { break };
-            if tag.is_empty() || !tag.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
-                break;
-            }
-            setenv |= tag == "SETENV";
-            rest = after;
-        }
-        let only_feature = rest.split(", ").map(str::trim).all(|command| FEATURE_SUDO.contains(&command));
-        if runas.trim_start_matches('(').trim() != "root" || setenv || !only_feature {
-            problems.push(entry);
-        }
-    }
-    problems
-}
-
 fn container_test(args: &TestArgs) -> Result<i32> {
     if !policy_flags(&args.policy).is_empty() || args.policy.read_only {
         bail!(
@@ -598,7 +520,12 @@ fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push:
     ));
 
     let sudo = &observed["sudo"];
-    let mut beyond = sudo["list"].as_str().map(sudo_beyond_feature).unwrap_or_default();
+    // The Feature's rule is NOPASSWD, so its user lists without a password: a listing
+    // that fails hides what the user may run (e.g. `%sudo ALL=(ALL:ALL) ALL` alone).
+    let mut beyond = match sudo["list"].as_str() {
+        Some(listing) => devcontainer::sudo::beyond_feature(listing),
+        None => vec!["`sudo -n -l` lists nothing without a password: the Feature's rule is not this user's".into()],
+    };
     if sudo["trueRan"] == true {
         beyond.push("`sudo -n true` ran as root".into());
     }
@@ -731,50 +658,6 @@ mod tests {
         firewall apply, /usr/local/bin/agent-sandbox firewall status, /usr/local/bin/agent-sandbox firewall start, \
         /usr/local/bin/agent-sandbox push-verify\n";
 
-    /// The Feature's rules alone hold; each grant beyond them (common-utils' line, a
-    /// group's, another user to run as, `SETENV`, a `Defaults` that lets the caller's
-    /// environment through) is named.
-    #[test]
-    fn sudo_beyond_the_features_rules_is_named() {
-        assert_eq!(sudo_beyond_feature(FEATURE_LISTING), Vec::<String>::new());
-        assert_eq!(sudo_beyond_feature(""), Vec::<String>::new());
-        let more = |extra: &str| sudo_beyond_feature(&format!("{FEATURE_LISTING}{extra}"));
-        assert_eq!(more("    (root) NOPASSWD: ALL\n"), ["(root) NOPASSWD: ALL"]);
-        // `%sudo ALL=(ALL:ALL) ALL`: with a password, still a way to root.
-        assert_eq!(more("    (ALL : ALL) ALL\n"), ["(ALL : ALL) ALL"]);
-        assert_eq!(more("    (root) NOPASSWD: /usr/sbin/iptables\n"), ["(root) NOPASSWD: /usr/sbin/iptables"]);
-        assert_eq!(
-            more("    (root) SETENV: NOPASSWD: /usr/local/bin/agent-sandbox push-verify\n"),
-            ["(root) SETENV: NOPASSWD: /usr/local/bin/agent-sandbox push-verify"]
-        );
-        assert_eq!(
-            more("    (postgres) NOPASSWD: /usr/local/bin/agent-sandbox firewall status\n"),
-            ["(postgres) NOPASSWD: /usr/local/bin/agent-sandbox firewall status"]
-        );
-        // As sudo wraps it at 80 columns.
-        let wrapped = FEATURE_LISTING
-            .replace("firewall apply, ", "firewall\n        apply, ")
-            .replace("use_pty, env_reset", "use_pty,\n    env_reset");
-        assert_eq!(sudo_beyond_feature(&wrapped), Vec::<String>::new());
-        let wrapped =
-            format!("{wrapped}    (root) NOPASSWD: /usr/local/bin/agent-sandbox\n        firewall apply, ALL\n");
-        assert_eq!(
-            sudo_beyond_feature(&wrapped),
-            ["(root) NOPASSWD: /usr/local/bin/agent-sandbox firewall apply, ALL"]
-        );
-        let defaults = FEATURE_LISTING.replace("use_pty, env_reset", "use_pty, !env_reset, env_keep+=LD_PRELOAD");
-        assert_eq!(sudo_beyond_feature(&defaults), ["Defaults !env_reset", "Defaults env_keep+=LD_PRELOAD"]);
-    }
-
-    /// One source of truth: the rule install.sh writes allows exactly [`FEATURE_SUDO`].
-    #[test]
-    fn the_features_sudo_rule_is_the_one_judged() {
-        let install = include_str!("../devcontainer/feature/agent-sandbox/install.sh");
-        let rule = install.lines().find(|line| line.contains("ALL=(root) NOPASSWD:")).expect("the rule");
-        let commands = rule.split_once("NOPASSWD: ").expect("commands").1.trim_end_matches('"');
-        assert_eq!(commands.split(", ").collect::<Vec<_>>(), FEATURE_SUDO);
-    }
-
     fn results(observed: &Value, firewall: &firewall::Health) -> Vec<(&'static str, Status)> {
         judge_container(observed, firewall, true).into_iter().map(|row| (row.guarantee, row.status)).collect()
     }
@@ -798,8 +681,9 @@ mod tests {
             ]
         );
         type Break = fn(&mut Value);
-        let cases: [(&str, Break); 15] = [
+        let cases: [(&str, Break); 16] = [
             (SUDO_ROW, |o| o["sudo"]["trueRan"] = true.into()),
+            (SUDO_ROW, |o| o["sudo"]["list"] = Value::Null),
             (SUDO_ROW, |o| o["sudo"]["list"] = format!("{FEATURE_LISTING}    (root) NOPASSWD: ALL\n").into()),
             ("marker present", |o| o["marker"]["writable"] = true.into()),
             // A container from an earlier init: `.git` is not bound onto itself.

@@ -26,6 +26,8 @@ use std::{
 
 use crate::support::BIN;
 
+mod sudo;
+
 /// The plain Debian image `cargo xtask test` bootstraps (no agent-sandbox in it).
 pub(crate) const PLAIN_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
 

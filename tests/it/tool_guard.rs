@@ -140,15 +140,21 @@ fn the_managed_configuration_cannot_be_changed_or_shadowed_from_inside() {
 }
 
 /// What the Feature's install runs in an image is refused on a host (as root it would
-/// hand every Claude Code and Codex session there to a guard that blocks them all).
+/// hand every Claude Code and Codex session there to a guard that blocks them all, and
+/// comment out the host's own sudo rules).
 #[test]
 fn the_images_managed_files_are_never_written_on_a_host() {
     let world = World::new();
-    let before = std::fs::read("/etc/claude-code/managed-settings.json").ok();
-    let run = world.cmd().args(["tool-guard-install"]).run();
-    assert_eq!(run.code(), 125, "{}", run.stderr());
-    assert!(run.stderr().contains("only the Feature's install.sh runs it"), "{}", run.stderr());
-    assert_eq!(std::fs::read("/etc/claude-code/managed-settings.json").ok(), before);
+    for (command, file) in
+        [("tool-guard-install", "/etc/claude-code/managed-settings.json"), ("sudo-restrict", "/etc/sudoers")]
+    {
+        let before = std::fs::read(file).ok();
+        let run = world.cmd().args([command]).run();
+        assert_eq!(run.code(), 125, "{command}: {}", run.stderr());
+        let refusal = format!("{command} changes a container image: only the Feature runs it");
+        assert!(run.stderr().contains(&refusal), "{}", run.stderr());
+        assert_eq!(std::fs::read(file).ok(), before, "{command}");
+    }
 }
 
 #[test]

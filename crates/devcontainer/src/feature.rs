@@ -61,7 +61,7 @@ pub fn install_tool_guard(settings: Option<&Path>) -> Result<Vec<String>, Error>
     // On a host these files would hand every Claude Code and Codex session to a guard
     // that blocks all calls outside a sandbox; install.sh makes the marker first.
     if runtime_layout::detect() != runtime_layout::Where::Container {
-        return Err(Error::NotAnImage);
+        return Err(Error::NotAnImage("tool-guard-install"));
     }
     let io = |path: &Path| {
         let path = path.to_path_buf();

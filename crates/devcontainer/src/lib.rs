@@ -12,7 +12,9 @@
 //! every file is written aside first and renamed into place only when all were written.
 
 pub mod feature;
+pub mod image_user;
 mod risks;
+pub mod sudo;
 
 use std::path::{Path, PathBuf};
 
@@ -97,6 +99,14 @@ pub struct Options {
     /// (and of its basename) in a compose setup's `workspaceFolder`, which `init` must
     /// substitute itself because compose cannot.
     pub local_workspace: PathBuf,
+    /// The user the image runs the agent as, when the file names none and `init` could
+    /// learn it ([`image_user`] over `docker image inspect` and the Dockerfile): the
+    /// `remoteUser` to write. `None`: unknown here (no `remoteUser` is written).
+    pub image_user: Option<String>,
+    /// Where the previous devcontainer.json is kept when `init` changes it: outside the
+    /// work tree (agent-sandbox's state directory), so nothing untracked is left in the
+    /// project. `None` keeps none.
+    pub backup_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,8 +125,10 @@ pub enum Error {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: {message}")]
     ToolGuard { path: PathBuf, message: String },
-    #[error("tool-guard-install writes a container image's managed files: only the Feature's install.sh runs it, in an image it marked with /.agent-sandbox (nothing was written)")]
-    NotAnImage,
+    #[error("the image gives {user} sudo beyond agent-sandbox's rule, a way to root that undoes the firewall: {message} (remove the grant from the image, e.g. the common-utils line in /etc/sudoers.d/, and install packages in the Dockerfile instead)")]
+    Sudo { user: String, message: String },
+    #[error("{0} changes a container image: only the Feature runs it, in an image it marked with /.agent-sandbox (nothing was written)")]
+    NotAnImage(&'static str),
 }
 
 /// The protected paths of a workspace that exist: [`ALWAYS_PROTECTED`], `hooks_path`
@@ -250,10 +262,20 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
     }
     plan.accepted_risks = found;
 
-    let user = match (parsed["remoteUser"].as_str(), parsed["containerUser"].as_str()) {
-        (Some(user), _) => user.to_owned(),
-        (None, Some(user)) if user != "root" && user != "0" => user.to_owned(),
-        _ => DEFAULT_USER.to_owned(),
+    // The user the devcontainer CLI will run the agent as: the file's, else the image's
+    // as `init` learned it (`Options::image_user`; root's images get the Feature's own
+    // user), else unknown here: then no `remoteUser` is written (the CLI takes the
+    // image's, and the Feature refuses root) and nothing that needs the user's home.
+    let named = |user: &str| user != "root" && user != "0" && !user.is_empty();
+    let user: Option<String> = match (parsed["remoteUser"].as_str(), parsed["containerUser"].as_str()) {
+        (Some(user), _) => Some(user.to_owned()),
+        (None, Some(user)) if named(user) => Some(user.to_owned()),
+        _ if source == Source::Template => Some(DEFAULT_USER.to_owned()),
+        _ => match options.image_user.as_deref() {
+            Some(user) if named(user) => Some(user.to_owned()),
+            Some(_) => Some(DEFAULT_USER.to_owned()),
+            None => None,
+        },
     };
     let workspace = match (&source, parsed["workspaceFolder"].as_str()) {
         (Source::Template, _) => WORKSPACE.to_owned(),
@@ -353,7 +375,17 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
     if options.protected.iter().any(|p| p == ".git/hooks") && read(Path::new(".git/hooks")).is_none() {
         plan.git_dirs.push(PathBuf::from(".git/hooks"));
     }
-    plan.lines.push(format!("remote user: {user}; read-only inside: {}", options.protected.join(" ")));
+    match &user {
+        Some(user) => {
+            plan.lines.push(format!("remote user: {user}; read-only inside: {}", options.protected.join(" ")))
+        }
+        None => plan.lines.push(format!(
+            "remote user: the image's, which init cannot see (the image is not here, or its Dockerfile does not say): \
+             no remoteUser written, and Claude Code's and Codex's config stay in the container (set \"remoteUser\", or \
+             pull or build the image, then run init again for the config volumes); read-only inside: {}",
+            options.protected.join(" ")
+        )),
+    }
     if read(Path::new(".agent-sandbox/firewall.jsonc")).is_some() {
         plan.lines.push(
             "WARNING: .agent-sandbox/firewall.jsonc is no longer read, and while it exists the container's egress \
@@ -457,26 +489,29 @@ fn source_of(parsed: &Value, new: bool, json_rel: &Path) -> Result<Source, Error
 }
 
 struct Context {
-    user: String,
+    /// `None`: the image's user, unknown to `init`.
+    user: Option<String>,
     workspace: String,
     source: Source,
     options: Options,
 }
 
 impl Context {
-    fn home(&self) -> String {
-        format!("/home/{}", self.user)
+    /// The remote user's home, when the user is known.
+    fn home(&self) -> Option<String> {
+        self.user.as_ref().map(|user| format!("/home/{user}"))
     }
 
     /// The shared config volumes go into the compose override instead: compose would
     /// prefix a `mounts` volume with the project's name, and they would not be shared.
     fn shared_config_in_compose(&self) -> bool {
-        matches!(self.source, Source::Compose { .. }) && !self.options.per_workspace_config
+        matches!(self.source, Source::Compose { .. }) && !self.options.per_workspace_config && self.user.is_some()
     }
 
     fn volumes(&self) -> Vec<String> {
         let mut volumes =
             vec!["source=agent-sandbox-history-${devcontainerId},target=/commandhistory,type=volume".to_owned()];
+        let Some(home) = self.home() else { return volumes };
         if self.shared_config_in_compose() {
             return volumes;
         }
@@ -485,8 +520,8 @@ impl Context {
         } else {
             (CLAUDE_VOLUME.to_owned(), CODEX_VOLUME.to_owned())
         };
-        volumes.push(format!("source={claude},target={}/.claude,type=volume", self.home()));
-        volumes.push(format!("source={codex},target={}/.codex,type=volume", self.home()));
+        volumes.push(format!("source={claude},target={home}/.claude,type=volume"));
+        volumes.push(format!("source={codex},target={home}/.codex,type=volume"));
         volumes
     }
 
@@ -527,11 +562,14 @@ impl Context {
     }
 
     fn env(&self) -> Value {
-        json!({
-            "CLAUDE_CONFIG_DIR": format!("{}/.claude", self.home()),
-            "CODEX_HOME": format!("{}/.codex", self.home()),
-            "HISTFILE": "/commandhistory/.bash_history",
-        })
+        match self.home() {
+            Some(home) => json!({
+                "CLAUDE_CONFIG_DIR": format!("{home}/.claude"),
+                "CODEX_HOME": format!("{home}/.codex"),
+                "HISTFILE": "/commandhistory/.bash_history",
+            }),
+            None => json!({ "HISTFILE": "/commandhistory/.bash_history" }),
+        }
     }
 
     fn feature_key() -> String {
@@ -544,11 +582,13 @@ impl Context {
         features.insert(Context::feature_key(), json!({}));
         let mut settings = json!({
             "features": features,
-            "remoteUser": self.user,
             "mounts": self.mounts(),
             "containerEnv": self.env(),
             "customizations": { "vscode": { "extensions": ["anthropic.claude-code", "openai.chatgpt"] } },
         });
+        if let Some(user) = &self.user {
+            settings["remoteUser"] = json!(user);
+        }
         if let Source::Compose { files, .. } = &self.source {
             let mut files = files.clone();
             if !files.iter().any(|file| file == COMPOSE_OVERRIDE) {
@@ -612,7 +652,7 @@ fn document(context: &Context) -> String {
 "#,
         tag = quote(&tag),
         feature = quote(&Context::feature_key()),
-        user = quote(&context.user),
+        user = quote(context.user.as_deref().expect("the template's user is known")),
         claude = env["CLAUDE_CONFIG_DIR"],
         codex = env["CODEX_HOME"],
     )
@@ -642,7 +682,7 @@ fn compose_override(service: &str, project_dir: &Path, context: &Context) -> Str
     }
     if context.shared_config_in_compose() {
         // Named as they are, not prefixed with the compose project's name: shared.
-        let home = context.home();
+        let home = context.home().expect("shared config in compose only with a known user");
         text.push_str(&format!("      - {}\n", quote(&format!("{CLAUDE_VOLUME}:{home}/.claude"))));
         text.push_str(&format!("      - {}\n", quote(&format!("{CODEX_VOLUME}:{home}/.codex"))));
         text.push_str("volumes:\n");
@@ -820,7 +860,8 @@ pub struct Report {
 
 /// Plans, then writes everything or nothing: each file goes to a `.agent-sandbox-new`
 /// sibling first, and only when all are written are they renamed into place. A
-/// changed devcontainer.json keeps the previous version as `devcontainer.json.bak`.
+/// changed devcontainer.json's previous version is copied to `options.backup_dir` first
+/// (outside the work tree: nothing untracked is left in the project).
 pub fn init(root: &Path, options: &Options, binary: &Path) -> Result<Report, Error> {
     let read = |rel: &Path| -> Option<String> {
         let path = root.join(rel);
@@ -835,6 +876,7 @@ pub fn init(root: &Path, options: &Options, binary: &Path) -> Result<Report, Err
         move |source: std::io::Error| Error::Io { path: path.clone(), source }
     };
     let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut lines = plan.lines.clone();
     let result = (|| -> Result<(), Error> {
         let mut writes: Vec<(PathBuf, Option<String>, u32)> =
             plan.files.iter().map(|(rel, content, mode)| (rel.clone(), Some(content.clone()), *mode)).collect();
@@ -848,6 +890,18 @@ pub fn init(root: &Path, options: &Options, binary: &Path) -> Result<Report, Err
             }
             let dir = path.parent().expect("every planned file is inside a directory");
             std::fs::create_dir_all(dir).map_err(io(dir))?;
+            if let (true, true, Some(backups)) =
+                (rel.ends_with("devcontainer.json"), path.exists(), options.backup_dir.as_deref())
+            {
+                let absolute = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+                let workspace = format!("{:016x}", util::fnv1a(absolute.as_os_str().as_encoded_bytes()));
+                let backup =
+                    backups.join(workspace).join(format!("devcontainer.json.{}", util::now_utc().replace(':', "")));
+                let backup_dir = backup.parent().expect("a file in a directory");
+                std::fs::create_dir_all(backup_dir).map_err(io(backup_dir))?;
+                std::fs::copy(&path, &backup).map_err(io(&backup))?;
+                lines.push(format!("the previous {} is kept at {}", rel.display(), backup.display()));
+            }
             let next = path.with_file_name(format!(
                 "{}.agent-sandbox-new",
                 path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
@@ -875,13 +929,9 @@ pub fn init(root: &Path, options: &Options, binary: &Path) -> Result<Report, Err
         std::fs::create_dir_all(&path).map_err(io(&path))?;
     }
     for (next, path) in &staged {
-        if path.ends_with(".devcontainer/devcontainer.json") && path.exists() {
-            let backup = path.with_file_name("devcontainer.json.bak");
-            std::fs::copy(path, &backup).map_err(io(&backup))?;
-        }
         std::fs::rename(next, path).map_err(io(path))?;
     }
-    Ok(Report { lines: plan.lines })
+    Ok(Report { lines })
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Settings of a user's dev container that defeat a guard: the Docker socket, home
 //! credentials mounted in, secret-looking host variables passed through, a privileged
-//! container, the host's network or PID namespace, an agent working as root. Pure:
+//! container, the host's network or PID namespace, an agent working as root, and the
+//! Features that bring the socket or a privileged container (Docker outside of Docker,
+//! Docker in Docker). Pure:
 //! it reads the parsed `devcontainer.json` and the text of its compose files.
 
 use serde_json::Value;
@@ -70,6 +72,20 @@ pub fn risks(document: &Value, compose: &[(String, String)]) -> Vec<String> {
                 add(format!("runArgs {joined}: a capability that escapes the guard rails"))
             }
             "-v" | "--volume" | "--mount" => mount_risks(&format!("runArgs {joined}"), value, &mut add),
+            _ => {}
+        }
+    }
+    // Features that bring the same as the settings above: refused as those are.
+    for id in document["features"].as_object().into_iter().flatten().map(|(id, _)| id) {
+        let name = id.rsplit('/').next().unwrap_or_default().split([':', '@']).next().unwrap_or_default();
+        match name {
+            "docker-outside-of-docker" | "docker-from-docker" => add(format!(
+                "feature {id:?}: mounts the host's Docker socket, which gives whoever is inside root on the host"
+            )),
+            "docker-in-docker" => add(format!(
+                "feature {id:?}: runs the container privileged (for its own Docker engine): the agent can reach every \
+                 device and disable the firewall"
+            )),
             _ => {}
         }
     }
@@ -231,5 +247,31 @@ mod tests {
             "runArgs": ["--cap-add=NET_ADMIN", "--network=my-net"]
         });
         assert_eq!(risks(&document, &[]), Vec::<String>::new());
+    }
+
+    /// The Docker Features are the socket mount and `privileged` by another name;
+    /// other Features (and a local one of the same folder name's prefix) pass.
+    #[test]
+    fn the_docker_features_are_refused_like_the_settings_they_bring() {
+        let document = json!({
+            "image": "mcr.microsoft.com/devcontainers/base:bookworm",
+            "features": {
+                "ghcr.io/devcontainers/features/docker-outside-of-docker:1": {},
+                "ghcr.io/devcontainers/features/docker-in-docker@sha256:0123": {"moby": false},
+                "ghcr.io/devcontainers/features/docker-from-docker:1": {},
+                "ghcr.io/devcontainers/features/common-utils:2": {},
+                "ghcr.io/devcontainers/features/node:1": {},
+                "./docker-in-docker-notes": {},
+                "./agent-sandbox": {}
+            }
+        });
+        assert_eq!(
+            risks(&document, &[]),
+            [
+                "feature \"ghcr.io/devcontainers/features/docker-from-docker:1\": mounts the host's Docker socket, which gives whoever is inside root on the host",
+                "feature \"ghcr.io/devcontainers/features/docker-in-docker@sha256:0123\": runs the container privileged (for its own Docker engine): the agent can reach every device and disable the firewall",
+                "feature \"ghcr.io/devcontainers/features/docker-outside-of-docker:1\": mounts the host's Docker socket, which gives whoever is inside root on the host",
+            ]
+        );
     }
 }

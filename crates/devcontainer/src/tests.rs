@@ -17,6 +17,8 @@ fn options() -> Options {
         force: false,
         tool_guard: Some(guard_settings::ToolGuardSettings { disallowed: vec!["WebFetch".into()], read_only: true }),
         local_workspace: "/src/app".into(),
+        image_user: None,
+        backup_dir: None,
     }
 }
 
@@ -395,7 +397,12 @@ fn init_writes_everything_or_nothing_and_creates_no_empty_directory() {
     fs_err::create_dir_all(&dir).expect("mkdir");
     let risky = "{\"image\": \"debian\", \"privileged\": true}\n";
     fs_err::write(dir.join("devcontainer.json"), risky).expect("write");
-    let opts = Options { protected: protected_paths(root.path(), &[], None).expect("paths"), ..Options::default() };
+    let outside = tempfile::tempdir().expect("tempdir");
+    let opts = Options {
+        protected: protected_paths(root.path(), &[], None).expect("paths"),
+        backup_dir: Some(outside.path().join("backups")),
+        ..Options::default()
+    };
     let err = init(root.path(), &opts, &binary).expect_err("risky");
     assert!(err.to_string().contains("nothing was written"), "{err}");
     let mut listing: Vec<String> = walk(root.path());
@@ -403,7 +410,14 @@ fn init_writes_everything_or_nothing_and_creates_no_empty_directory() {
     assert_eq!(fs_err::read_to_string(dir.join("devcontainer.json")).expect("read"), risky);
 
     fs_err::write(dir.join("devcontainer.json"), "{\"image\": \"debian\"}\n").expect("write");
-    init(root.path(), &opts, &binary).expect("init");
+    let report = init(root.path(), &opts, &binary).expect("init");
+    // The previous file is kept outside the work tree, and the report says where.
+    let backups = walk(outside.path());
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    let backup = outside.path().join(&backups[0]);
+    assert_eq!(fs_err::read_to_string(&backup).expect("backup"), "{\"image\": \"debian\"}\n");
+    let said = format!("the previous .devcontainer/devcontainer.json is kept at {}", backup.display());
+    assert!(report.lines.contains(&said), "{:?}", report.lines);
     listing = walk(root.path());
     assert_eq!(
         listing,
@@ -417,7 +431,6 @@ fn init_writes_everything_or_nothing_and_creates_no_empty_directory() {
             ".devcontainer/agent-sandbox/entrypoint.sh",
             ".devcontainer/agent-sandbox/install.sh",
             ".devcontainer/devcontainer.json",
-            ".devcontainer/devcontainer.json.bak",
             ".git/hooks/",
             "fake-binary",
         ]
@@ -425,6 +438,7 @@ fn init_writes_everything_or_nothing_and_creates_no_empty_directory() {
     let json = fs_err::read_to_string(dir.join("devcontainer.json")).expect("read");
     init(root.path(), &opts, &binary).expect("again");
     assert_eq!(fs_err::read_to_string(dir.join("devcontainer.json")).expect("read"), json);
+    assert_eq!(walk(outside.path()).len(), 1, "a run that changes nothing keeps no backup");
 }
 
 /// Files (and empty directories, with a trailing slash) under `root`, sorted.
@@ -460,4 +474,34 @@ fn snapshot(expected: &str, actual: &str, name: &str) {
         return;
     }
     panic!("snapshot {name} differs (UPDATE_SNAPSHOTS=1 rewrites it):\n--- expected\n{expected}\n--- actual\n{actual}");
+}
+
+/// A file that names no user gets the image's as `init` learned it (common-utils
+/// images: `vscode`, not `node`), the Feature's own user on an image that runs as root,
+/// and, when the image's is unknown here, no `remoteUser` and nothing in a home.
+#[test]
+fn the_remote_user_is_the_images_or_left_out() {
+    let user = "{\"image\": \"mcr.microsoft.com/devcontainers/base:bookworm\"}\n";
+    let merged = |image_user: Option<&str>| {
+        let options = Options { image_user: image_user.map(str::to_owned), ..options() };
+        let plan = plan_for(&[(".devcontainer/devcontainer.json", user)], &options).expect("plan");
+        (value(written(&plan, ".devcontainer/devcontainer.json")), plan.lines)
+    };
+    let (vscode, _) = merged(Some("vscode"));
+    assert_eq!(vscode["remoteUser"], "vscode");
+    assert_eq!(vscode["containerEnv"]["CLAUDE_CONFIG_DIR"], "/home/vscode/.claude");
+    assert!(vscode["mounts"].to_string().contains("target=/home/vscode/.codex,type=volume"), "{vscode}");
+    let (root, _) = merged(Some("root"));
+    assert_eq!(root["remoteUser"], "node");
+    let (unknown, lines) = merged(None);
+    assert_eq!(unknown.get("remoteUser"), None);
+    assert_eq!(unknown["containerEnv"], json!({"HISTFILE": "/commandhistory/.bash_history"}));
+    let mounts = unknown["mounts"].to_string();
+    assert!(!mounts.contains("/home/") && mounts.contains("target=/commandhistory"), "{mounts}");
+    assert!(lines.iter().any(|line| line.starts_with("remote user: the image's, which init cannot see")), "{lines:?}");
+    // The file's own user wins over the image's.
+    let named = "{\"image\": \"x\", \"remoteUser\": \"dev\"}\n";
+    let options = Options { image_user: Some("vscode".into()), ..options() };
+    let plan = plan_for(&[(".devcontainer/devcontainer.json", named)], &options).expect("plan");
+    assert_eq!(value(written(&plan, ".devcontainer/devcontainer.json"))["remoteUser"], "dev");
 }

@@ -1,9 +1,14 @@
 #!/bin/sh
 # The Feature's entrypoint: the devcontainer CLI runs it at every start of the
 # container (`docker restart` included), before the container's own command and
-# before any lifecycle command of the user's. It gives the remote user loopback only
-# at once, then applies the allowlist; if that fails, egress stays closed.
+# before any lifecycle command of the user's. It takes away sudo beyond the Feature's
+# rule, gives the remote user loopback only at once, then applies the allowlist; if
+# that fails, egress stays closed.
 if [ "$(id -u)" = 0 ]; then
+  # No sudo beyond the Feature's rule, again: a grant that came back since the build
+  # (a Feature installed after this one) is commented out before the firewall starts;
+  # one that cannot be is in this log, and `agent-sandbox test` fails its sudo row.
+  /usr/local/bin/agent-sandbox sudo-restrict >/var/log/agent-sandbox-sudo.log 2>&1
   /usr/local/bin/agent-sandbox firewall start >/var/log/agent-sandbox-firewall.log 2>&1
 else
   # The image runs as a non-root user: the one sudo rule covers `firewall start`.

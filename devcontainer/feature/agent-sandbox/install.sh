@@ -4,8 +4,8 @@
 # which `agent-sandbox devcontainer init` puts next to this file), the git guard in
 # front of every git entry point, the /.agent-sandbox marker, the tool guard's managed
 # files for Claude Code and Codex, the firewall with its image policy and its one sudo
-# rule, the entrypoint that applies it at every start, and the remote user's shell
-# setup. Running it twice changes nothing.
+# rule (the agent's user keeps no other sudo), the entrypoint that applies it at every
+# start, and the remote user's shell setup. Running it twice changes nothing.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 user=${_REMOTE_USER:-node}
@@ -104,6 +104,14 @@ sudoers=/etc/sudoers.d/agent-sandbox
 chmod 0440 "$sudoers.next"
 visudo -c -q -f "$sudoers.next" >/dev/null || fail "the sudo rule does not parse"
 mv "$sudoers.next" "$sudoers"
+# No sudo beyond that rule: images built with common-utils (every
+# mcr.microsoft.com/devcontainers image) grant their user ALL=(root) NOPASSWD:ALL, a way
+# to root that undoes the firewall and every root-owned guard. Each sudoers line naming
+# the agent's users is commented out (a group's rule stays, and they leave the group),
+# then sudo's own listing is checked; the entrypoint does it again at every start.
+printf '%s\n%s\n' "$user" "$container_user" | grep -vx root | sort -u > /etc/agent-sandbox/agent-users
+chmod 0644 /etc/agent-sandbox/agent-users
+/usr/local/bin/agent-sandbox sudo-restrict || fail "the agent's user keeps sudo beyond the Feature's rule (see above)"
 
 # Persistent paths (named volumes copy this ownership when first mounted) and the
 # remote user's shell setup.
