@@ -31,6 +31,9 @@ pub struct LogArgs {
     /// Only the last N entries (before following)
     #[arg(short = 'n', long, value_name = "N")]
     pub limit: Option<usize>,
+    /// One line per session: its time span, agents, and counts by operation and result
+    #[arg(long, conflicts_with = "follow")]
+    pub summary: bool,
 }
 
 /// `--since`, checked by clap so that a malformed one is a usage error (exit 2).
@@ -63,6 +66,13 @@ pub fn log(args: &LogArgs) -> Result<i32> {
         eprintln!("agent-sandbox: the audit log {} is empty or not there yet", path.display());
     }
     let mut shown: Vec<&Event> = events.iter().filter(|event| filter.matches(event)).collect();
+    if args.summary {
+        let mut summaries = audit::summarize(shown);
+        if let Some(limit) = args.limit {
+            summaries.drain(..summaries.len().saturating_sub(limit));
+        }
+        return print_summaries(&summaries, args.json);
+    }
     if let Some(limit) = args.limit {
         shown.drain(..shown.len().saturating_sub(limit));
     }
@@ -82,6 +92,60 @@ pub fn log(args: &LogArgs) -> Result<i32> {
         follow(&path, tail, &filter, &mut printer)?;
     } else if printer.from_sandbox && !args.json {
         let _ = writeln!(printer.out, "* sent from inside the sandbox (which could have forged it)");
+    }
+    Ok(0)
+}
+
+/// `--summary`: a table (or one JSON object per session), oldest session first; counts
+/// read `exec 7 (5 blocked)`: all the operation's entries, then those refused.
+fn print_summaries(summaries: &[audit::SessionSummary], json: bool) -> Result<i32> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut lines = Vec::new();
+    if json {
+        lines.extend(summaries.iter().map(|summary| serde_json::to_string(summary).expect("a summary serializes")));
+    } else {
+        let rows: Vec<[String; 5]> = summaries
+            .iter()
+            .map(|summary| {
+                let counts: Vec<String> = summary
+                    .counts
+                    .iter()
+                    .map(|(operation, results)| {
+                        let all: usize = results.values().sum();
+                        let refused: Vec<String> = results
+                            .iter()
+                            .filter(|(result, _)| *result != "allowed")
+                            .map(|(result, count)| format!("{count} {result}"))
+                            .collect();
+                        if refused.is_empty() {
+                            format!("{operation} {all}")
+                        } else {
+                            format!("{operation} {all} ({})", refused.join(", "))
+                        }
+                    })
+                    .collect();
+                let session = if summary.session.is_empty() { "-".to_owned() } else { summary.session.clone() };
+                [session, summary.start.clone(), summary.end.clone(), summary.agents.join(","), counts.join(", ")]
+            })
+            .collect();
+        let header = ["SESSION", "START", "END", "AGENTS", "ENTRIES BY OPERATION"].map(str::to_owned);
+        let mut widths = header.clone().map(|cell| cell.len());
+        for row in &rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.len());
+            }
+        }
+        for row in std::iter::once(&header).chain(&rows) {
+            let cells: Vec<String> = row.iter().zip(widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+            lines.push(cells.join("  ").trim_end().to_owned());
+        }
+    }
+    for line in lines {
+        // A closed pipe (`log --summary | head`) ends the output quietly.
+        if writeln!(out, "{line}").is_err() {
+            break;
+        }
     }
     Ok(0)
 }

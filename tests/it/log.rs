@@ -185,3 +185,27 @@ fn log_is_read_outside_the_sandbox_only() {
     assert_eq!(run.ok(), "code=125\n");
     assert!(run.stderr().contains("run `agent-sandbox log` in your own shell"), "{}", run.stderr());
 }
+
+/// `--summary`: one line per session with its counts by operation and result, the
+/// refusals named; `--json` gives the same as objects.
+#[test]
+fn the_summary_counts_each_sessions_entries_by_operation_and_result() {
+    require_bwrap!();
+    let world = World::new();
+    let (_, session) = refused_session(&world);
+    world.sh(&[], "true").ok();
+    let table = world.cmd().args(["log", "--summary"]).run().ok();
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("SESSION") && lines[0].contains("ENTRIES BY OPERATION"), "{table}");
+    let row = lines.iter().find(|line| line.starts_with(&session)).unwrap_or_else(|| panic!("{session}:\n{table}"));
+    for count in ["exec 2 (2 blocked)", "read 1 (1 masked)", "env 1 (1 blocked)"] {
+        assert!(row.contains(count), "{count} in {row}");
+    }
+    let json = world.cmd().args(["log", "--summary", "--json", "--session", &session]).run().ok();
+    let summaries: Vec<serde_json::Value> =
+        json.lines().map(|line| serde_json::from_str(line).expect("JSON")).collect();
+    assert_eq!(summaries.len(), 1, "{json}");
+    assert_eq!(summaries[0]["session"], session.as_str());
+    assert_eq!(summaries[0]["counts"]["read"]["masked"], 1, "{json}");
+    assert!(summaries[0]["refusals"].as_u64().expect("a count") >= 4, "{json}");
+}

@@ -318,9 +318,91 @@ fn format_rfc3339(secs: u64) -> String {
 
 pub use util::format_utc;
 
+/// One session's entries in a few numbers: what `log --summary` prints first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionSummary {
+    /// Empty for entries written outside any session (the hook guard run by a person).
+    pub session: String,
+    pub start: String,
+    pub end: String,
+    /// The agents and wrapped commands named, in order of first appearance.
+    pub agents: Vec<String>,
+    pub events: usize,
+    pub refusals: usize,
+    /// Per operation (`exec`, `read`, `tool`, `net`, …), the count of each result.
+    pub counts: std::collections::BTreeMap<String, std::collections::BTreeMap<String, usize>>,
+}
+
+/// Groups `events` by session, in the order each session first appears.
+pub fn summarize<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<SessionSummary> {
+    let mut summaries: Vec<SessionSummary> = Vec::new();
+    for event in events {
+        let index = match summaries.iter().position(|summary| summary.session == event.session) {
+            Some(index) => index,
+            None => {
+                summaries.push(SessionSummary {
+                    session: event.session.clone(),
+                    start: event.timestamp.clone(),
+                    end: event.timestamp.clone(),
+                    agents: Vec::new(),
+                    events: 0,
+                    refusals: 0,
+                    counts: std::collections::BTreeMap::new(),
+                });
+                summaries.len() - 1
+            }
+        };
+        let summary = &mut summaries[index];
+        summary.start = summary.start.clone().min(event.timestamp.clone());
+        summary.end = summary.end.clone().max(event.timestamp.clone());
+        if !summary.agents.contains(&event.agent) {
+            summary.agents.push(event.agent.clone());
+        }
+        summary.events += 1;
+        summary.refusals += usize::from(event.is_refusal());
+        *summary.counts.entry(event.operation.clone()).or_default().entry(event.result.clone()).or_default() += 1;
+    }
+    summaries
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_summary_counts_each_sessions_operations_by_result() {
+        let at = |time: &str, session: &str, agent: &str, operation: &str, result: &str| Event {
+            timestamp: time.into(),
+            agent: agent.into(),
+            operation: operation.into(),
+            target: "t".into(),
+            result: result.into(),
+            policy: "p".into(),
+            reason: None,
+            source: "host".into(),
+            session: session.into(),
+        };
+        let events = [
+            at("2026-01-01T10:00:05Z", "a", "claude", "read", "masked"),
+            at("2026-01-01T10:00:01Z", "a", "git", "exec", "blocked"),
+            at("2026-01-01T11:00:00Z", "b", "codex", "tool", "blocked"),
+            at("2026-01-01T10:00:09Z", "a", "claude", "exec", "allowed"),
+            at("2026-01-01T10:00:07Z", "a", "git", "exec", "blocked"),
+        ];
+        let summaries = summarize(&events);
+        assert_eq!(summaries.len(), 2);
+        let a = &summaries[0];
+        assert_eq!(
+            (a.session.as_str(), a.start.as_str(), a.end.as_str()),
+            ("a", "2026-01-01T10:00:01Z", "2026-01-01T10:00:09Z")
+        );
+        assert_eq!(a.agents, ["claude", "git"]);
+        assert_eq!((a.events, a.refusals), (4, 3));
+        assert_eq!(a.counts["exec"]["blocked"], 2);
+        assert_eq!(a.counts["exec"]["allowed"], 1);
+        assert_eq!(a.counts["read"]["masked"], 1);
+        assert_eq!((summaries[1].session.as_str(), summaries[1].refusals), ("b", 1));
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc() {
