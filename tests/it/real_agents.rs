@@ -15,9 +15,30 @@ use crate::{
     support::{require_bwrap, Run, World},
 };
 
-/// The versions CI runs (README's "Tested with" line names them).
+/// The versions CI runs (README's "Tested with" line names them). `cargo xtask test`
+/// also runs these tests against the newest releases, as a row that does not fail the
+/// run: [`VERSION_VAR`] set to `latest`.
 pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
 pub const CODEX_VERSION: &str = "0.171.0";
+
+/// `latest` (the newest release on npm) or an exact version, for both CLIs, instead of
+/// the pinned ones.
+pub const VERSION_VAR: &str = "AGENT_SANDBOX_IT_AGENT_VERSIONS";
+
+/// The version of `package` to test: the pinned one, or what [`VERSION_VAR`] asks for.
+fn wanted(package: &str, pinned: &str) -> Option<String> {
+    match std::env::var(VERSION_VAR).ok().filter(|value| !value.is_empty()) {
+        None => Some(pinned.to_owned()),
+        Some(value) if value == "latest" => {
+            let out = std::process::Command::new("npm").args(["view", package, "version"]).output().ok()?;
+            let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            assert!(out.status.success() && !version.is_empty(), "npm view {package} version failed");
+            eprintln!("testing {package}@{version} (the newest release)");
+            Some(version)
+        }
+        Some(value) => Some(value),
+    }
+}
 
 /// An agent CLI installed once per user and version, as its users install it (`npm
 /// install -g --prefix`), outside the test worlds (each world shows it read-only): a
@@ -54,12 +75,22 @@ fn installed(package: &str, version: &str, program: &str) -> Option<PathBuf> {
 
 fn claude_prefix() -> Option<PathBuf> {
     static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PREFIX.get_or_init(|| installed("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude")).clone()
+    PREFIX
+        .get_or_init(|| {
+            let version = wanted("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION)?;
+            installed("@anthropic-ai/claude-code", &version, "claude")
+        })
+        .clone()
 }
 
 fn codex_prefix() -> Option<PathBuf> {
     static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PREFIX.get_or_init(|| installed("@openai/codex", CODEX_VERSION, "codex")).clone()
+    PREFIX
+        .get_or_init(|| {
+            let version = wanted("@openai/codex", CODEX_VERSION)?;
+            installed("@openai/codex", &version, "codex")
+        })
+        .clone()
 }
 
 /// `claude -p` inside `exec`, talking to `model` through the host port it is granted.

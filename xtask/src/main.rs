@@ -122,8 +122,11 @@ const TEST_USER: &str = "agent-sandbox-ci";
 fn test() -> Result<()> {
     ensure_packages()?;
     let root = root();
+    let started = std::time::Instant::now();
     gates(&root)?;
     let mut tally = Tally::default();
+    tally.phase("gates (fmt, clippy, schemas)", started.elapsed(), "passed");
+    let started = std::time::Instant::now();
     let mut cargo_test = Command::new("cargo");
     cargo_test.args(["test", "--workspace", "--locked"]).current_dir(&root);
     if is_root() {
@@ -139,10 +142,17 @@ fn test() -> Result<()> {
     if !status.success() {
         bail!("cargo test failed: {status}");
     }
+    tally.phase(
+        if is_root() { "every test as root (Docker included)" } else { "every test" },
+        started.elapsed(),
+        "passed",
+    );
+    newest_agents(&root, &mut tally)?;
     if !is_root() {
         tally.report("as the current user");
         return Ok(());
     }
+    let started = std::time::Instant::now();
     eprintln!("xtask: running the test binaries again as the unprivileged user {TEST_USER}");
     if Command::new("id").arg(TEST_USER).output().map(|out| !out.status.success()).unwrap_or(true) {
         run(Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", TEST_USER]))?;
@@ -185,7 +195,33 @@ fn test() -> Result<()> {
     if !failed.is_empty() {
         bail!("as {TEST_USER}, these test binaries failed: {}", failed.join(", "));
     }
+    tally.phase(&format!("every test binary as {TEST_USER}"), started.elapsed(), "passed");
     tally.report(&format!("as root and as {TEST_USER}"));
+    Ok(())
+}
+
+/// The real agents' tests against the newest Claude Code and Codex on npm: a row that
+/// says what broke without failing the run (the pinned versions are the ones that must
+/// pass). Its test counts are not added to the total.
+fn newest_agents(root: &Path, tally: &mut Tally) -> Result<()> {
+    eprintln!("xtask: the real agents' tests against their newest releases (does not fail the run)");
+    let started = std::time::Instant::now();
+    let mut row = Tally::default();
+    let status = row.run(
+        Command::new("cargo")
+            .args(["test", "--locked", "--test", "it", "--", "real_agents::"])
+            .env("AGENT_SANDBOX_IT_AGENT_VERSIONS", "latest")
+            .current_dir(root),
+    )?;
+    let outcome = if status.success() {
+        format!("passed ({} tests)", row.passed)
+    } else {
+        format!(
+            "BROKE ({} failed, {} passed): see the failures above; the pinned versions passed",
+            row.failed, row.passed
+        )
+    };
+    tally.phase("newest Claude Code and Codex (not blocking)", started.elapsed(), &outcome);
     Ok(())
 }
 
@@ -252,6 +288,8 @@ struct Tally {
     passed: u64,
     failed: u64,
     ignored: u64,
+    /// What each phase cost: its name, wall time and outcome.
+    phases: Vec<(String, std::time::Duration, String)>,
 }
 
 impl Tally {
@@ -280,8 +318,16 @@ impl Tally {
         Ok(child.wait()?)
     }
 
-    /// The closing line: `total: N passed, N failed, N skipped`.
+    fn phase(&mut self, name: &str, took: std::time::Duration, outcome: &str) {
+        self.phases.push((name.to_owned(), took, outcome.to_owned()));
+    }
+
+    /// What each phase cost, then the closing line: `total: N passed, N failed, N skipped`.
     fn report(&self, how: &str) {
+        eprintln!("xtask: what each phase cost:");
+        for (name, took, outcome) in &self.phases {
+            eprintln!("xtask:   {:>5}s  {name}: {outcome}", took.as_secs());
+        }
         eprintln!("xtask: every test binary passed {how}");
         println!("total: {} passed, {} failed, {} skipped", self.passed, self.failed, self.ignored);
     }
