@@ -23,8 +23,10 @@ fn main() {
     if let Some(name) = argv0.filter(|name| !name.starts_with("agent-sandbox")) {
         std::process::exit(inside::multicall::dispatch(&name, &args[1..]));
     }
-    // Hidden: the two halves of the allowlist network inside a sandbox (crates/inside/src/net.rs).
+    // Hidden: the two halves of the allowlist network inside a sandbox (crates/inside/src/net.rs),
+    // and the masks' first process (crates/inside/src/masks.rs).
     match args.get(1).and_then(|arg| arg.to_str()) {
+        Some("mask-init") => std::process::exit(inside::masks::run(&args[2..])),
         Some("net-bridge") => std::process::exit(inside::net::bridge(&args[2..])),
         Some("net-connect") => std::process::exit(inside::net::connect(&args[2..])),
         _ => {}

@@ -98,6 +98,41 @@ fn fifos_named_like_secrets_neither_block_the_start_nor_show_through() {
     assert_eq!(run.ok(), "empty\npub fn f() {}\n", "{}", run.stderr());
 }
 
+/// Beyond bwrap's share (`sandbox::plan::MASKS_BY_BWRAP`), the masks are mounted by the
+/// sandbox's first process, which then gives up every capability: they read empty, are
+/// read-only, and cannot be unmounted, remounted or escaped through a user namespace;
+/// the command runs with no capability at all.
+#[test]
+fn many_masks_hold_like_a_few_and_leave_no_capability() {
+    require_bwrap!();
+    let world = World::new();
+    let count = sandbox::plan::MASKS_BY_BWRAP + 8;
+    for index in 0..count {
+        world.write(&format!("home/proj/packages/p{index}/.env"), "TOPSECRET\n");
+        world.write(&format!("home/proj/packages/p{index}/index.js"), "ok\n");
+    }
+    let last = format!("packages/p{}/.env", count - 1);
+    let script = format!(
+        "cat packages/p0/.env {last}; echo read; \
+         (echo x > packages/p0/.env) 2>/dev/null || echo write-refused; \
+         umount packages/p0/.env 2>/dev/null || echo umount-refused; \
+         umount -l {last} 2>/dev/null || echo lazy-umount-refused; \
+         mount -o remount,rw packages/p0/.env 2>/dev/null || echo remount-refused; \
+         unshare -Urm true 2>/dev/null || echo userns-refused; \
+         grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{{print $2}}' | sort -u; \
+         cat packages/p1/index.js; echo legit > packages/p1/notes.txt && echo wrote"
+    );
+    let out = world.sh(&[], &script).ok();
+    assert_eq!(
+        out,
+        "read\nwrite-refused\numount-refused\nlazy-umount-refused\nremount-refused\nuserns-refused\n0000000000000000\nok\nwrote\n"
+    );
+    assert_eq!(world.read("home/proj/packages/p0/.env"), "TOPSECRET\n");
+    // With the network off (no bridge after `mask-init`) too.
+    let out = world.sh(&["--network", "off"], &format!("cat {last}; echo end")).ok();
+    assert_eq!(out, "end\n");
+}
+
 #[test]
 fn secret_patterns_are_configurable() {
     require_bwrap!();

@@ -86,6 +86,13 @@ pub struct Plan<'a> {
     pub command: &'a [OsString],
 }
 
+/// Up to this many masks, bwrap mounts them; beyond, `mask-init` does, as the
+/// sandbox's first process (`crates/inside/src/masks.rs`): bwrap re-reads
+/// `/proc/self/mountinfo` after each mount it makes, so its cost grows with the square of
+/// the mount count (a thousand `.env` files in `node_modules` took seconds), while
+/// `mask-init` costs one exec and two `mount(2)` calls a mask.
+pub const MASKS_BY_BWRAP: usize = 32;
+
 pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     let host = RuntimeLayout::host(plan.runtime);
     let inside = RuntimeLayout::inside();
@@ -96,6 +103,10 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         args.push("--unshare-net");
     }
     args.push_all(&["--cap-drop", "ALL"]);
+    if plan.masks.len() > MASKS_BY_BWRAP {
+        // For `mask-init` alone, which gives them up before the command runs.
+        args.push_all(&["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]);
+    }
     args.push_all(&["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
     if plan.home != Path::new("/") {
         args.push("--tmpfs");
@@ -145,7 +156,8 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
             (Access::Exclude, Kind::File) => args.bind("--ro-bind", &host.empty_file(), &mount.path),
         }
     }
-    for mask in plan.masks {
+    let masked_by_bwrap = plan.masks.len() <= MASKS_BY_BWRAP;
+    for mask in plan.masks.iter().filter(|_| masked_by_bwrap) {
         let empty = match mask.kind {
             Kind::Dir => host.empty_dir(),
             Kind::File => host.empty_file(),
@@ -204,6 +216,18 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.push("--json-status-fd");
     args.push(&STATUS_FD.to_string());
     args.push("--");
+    if !masked_by_bwrap {
+        args.push_path(&inside.marker());
+        args.push("mask-init");
+        for mask in plan.masks {
+            args.push(match mask.kind {
+                Kind::Dir => "d",
+                Kind::File => "f",
+            });
+            args.push_path(&mask.path);
+        }
+        args.push("--");
+    }
     if plan.network == Network::Allowlist {
         // The bridge to the host's proxy runs first, and the command as its child.
         args.push_path(&inside.marker());
@@ -584,6 +608,49 @@ mod tests {
                 "https://example.org"
             ]
         );
+    }
+
+    /// Beyond [`MASKS_BY_BWRAP`] masks, bwrap mounts none of them: its child gets the two
+    /// capabilities `mask-init` needs, and `mask-init` runs first, before the bridge.
+    #[test]
+    fn many_masks_are_mounted_by_mask_init_before_the_bridge() {
+        let masks: Vec<Mask> = (0..=MASKS_BY_BWRAP)
+            .map(|index| Mask {
+                path: format!("/p/node_modules/m{index}/.env").into(),
+                kind: if index == 0 { Kind::Dir } else { Kind::File },
+            })
+            .collect();
+        let plan = Plan {
+            network: Network::Allowlist,
+            premade_network: true,
+            host_ports: &[],
+            mounts: &[],
+            masks: &masks,
+            commands: &[],
+            home: Path::new("/"),
+            cwd: Path::new("/p"),
+            runtime: Path::new("/rt"),
+            self_exe: Path::new("/as"),
+            command: &["true".into()],
+        };
+        let args = strings(bwrap_args(&plan));
+        assert!(!args.iter().any(|arg| arg == "/rt/empty" || arg == "/rt/emptydir"), "bwrap mounts no mask: {args:?}");
+        let caps = args
+            .windows(6)
+            .position(|w| w == ["--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]);
+        assert!(caps.is_some(), "{args:?}");
+        let tail: Vec<&str> = args.iter().skip_while(|arg| *arg != "--").map(String::as_str).collect();
+        let mut expected = vec!["--", "/run/agent-sandbox/agent-sandbox", "mask-init"];
+        let specs: Vec<String> = masks.iter().map(|mask| mask.path.display().to_string()).collect();
+        for (index, path) in specs.iter().enumerate() {
+            expected.extend([if index == 0 { "d" } else { "f" }, path.as_str()]);
+        }
+        expected.extend(["--", "/run/agent-sandbox/agent-sandbox", "net-bridge", "--resolver", "--", "true"]);
+        assert_eq!(tail, expected);
+        // At the threshold, bwrap mounts them and no capability is kept.
+        let few = strings(bwrap_args(&Plan { masks: &masks[..MASKS_BY_BWRAP], ..plan }));
+        assert!(!few.iter().any(|arg| arg == "--cap-add" || arg == "mask-init"), "{few:?}");
+        assert_eq!(few.iter().filter(|arg| *arg == "/rt/empty").count(), MASKS_BY_BWRAP - 1, "{few:?}");
     }
 
     #[test]
