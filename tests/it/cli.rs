@@ -190,6 +190,45 @@ fn completions_and_the_man_page_come_from_the_same_definitions() {
 }
 
 #[test]
+fn bash_completes_past_the_first_word_and_offers_no_hidden_command() {
+    let world = World::new();
+    let script = world.cmd().args(["completions", "bash"]).run().ok();
+    let script_path = world.write("completion.bash", &script);
+    // What bash's programmable completion does on <TAB>: the function `complete -p`
+    // names, called with the command, the word and the word before it.
+    let complete = |words: &[&str]| {
+        let quoted: Vec<String> = words.iter().map(|word| format!("'{word}'")).collect();
+        let cword = words.len() - 1;
+        let shell = format!(
+            "source '{}'\nCOMP_WORDS=({})\nCOMP_CWORD={cword}\n\
+             function=$(complete -p agent-sandbox | sed -n 's/.*-F \\([^ ]*\\) .*/\\1/p')\n\
+             \"$function\" agent-sandbox '{}' '{}'\necho \"${{COMPREPLY[*]}}\"",
+            script_path.display(),
+            quoted.join(" "),
+            words[cword],
+            words[cword - 1]
+        );
+        let out = std::process::Command::new("bash").arg("-c").arg(shell).output().expect("bash");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    // The second word: `config <TAB>`, `hooks in<TAB>`, `exec --re<TAB>`.
+    assert_eq!(complete(&["agent-sandbox", "config", ""]), "-h --help show allow help");
+    assert_eq!(complete(&["agent-sandbox", "hooks", "in"]), "install");
+    assert_eq!(complete(&["agent-sandbox", "exec", "--read"]), "--read-only");
+    // The first word: the commands people type, none of those agent-sandbox runs itself.
+    let first: Vec<String> = complete(&["agent-sandbox", ""]).split(' ').map(str::to_owned).collect();
+    for visible in ["exec", "test", "hooks", "completions", "shell"] {
+        assert!(first.iter().any(|word| word == visible), "{visible} missing: {first:?}");
+    }
+    for hidden in ["hook", "probe", "push-verify", "tool-guard-install", "man"] {
+        assert!(!first.iter().any(|word| word == hidden), "{hidden} offered: {first:?}");
+    }
+    let firewall = complete(&["agent-sandbox", "firewall", ""]);
+    assert!(firewall.contains("apply") && !firewall.contains("start") && !firewall.contains("wait"), "{firewall}");
+}
+
+#[test]
 fn colours_only_on_a_terminal_and_never_with_no_color() {
     let world = World::new();
     let blocked = r#"{"timestamp":"2026-01-28T10:30:00Z","agent":"sh","operation":"exec","target":"npm","result":"blocked","policy":"command-deny","source":"host","session":"0a1b2c3d"}"#;
