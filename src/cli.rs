@@ -309,9 +309,13 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     let Some(command) = cli.command else {
-        return finish(crate::docker::shell(crate::docker::ShellArgs {
-            base_tag: "latest".into(),
-            ..Default::default()
+        let shell = crate::docker::shell(crate::docker::ShellArgs { base_tag: "latest".into(), ..Default::default() });
+        // The first thing people type: say what it was and the way in without Docker.
+        return finish(shell.map_err(|err| {
+            anyhow::anyhow!(
+                "{err:#}\n(bare `agent-sandbox` is `agent-sandbox shell`, the Docker sandbox of this directory; \
+                 without Docker, run the agent under bubblewrap: `agent-sandbox exec -- claude`)"
+            )
         }));
     };
     let result = match command {

@@ -229,6 +229,41 @@ fn bash_completes_past_the_first_word_and_offers_no_hidden_command() {
 }
 
 #[test]
+fn bare_agent_sandbox_without_docker_says_what_it_is_and_the_way_in_without_it() {
+    let world = World::new();
+    let run = world.cmd().env("DOCKER_HOST", "unix:///nonexistent/docker.sock").run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("cannot reach the Docker engine at unix:///nonexistent/docker.sock"),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        run.stderr().contains("bare `agent-sandbox` is `agent-sandbox shell`, the Docker sandbox of this directory")
+            && run.stderr().contains("`agent-sandbox exec -- claude`"),
+        "{}",
+        run.stderr()
+    );
+    // A socket this user may not open: the docker group is named for what it is.
+    // (Root opens any socket: the unprivileged rerun tests this part.)
+    if crate::support::is_root() {
+        return;
+    }
+    let socket_path = world.path("docker.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket_path).expect("bind");
+    world.chmod("docker.sock", 0o000);
+    let run = world.cmd().env("DOCKER_HOST", format!("unix://{}", socket_path.display())).run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("permission denied")
+            && run.stderr().contains("whoever may use the socket is root on this machine")
+            && run.stderr().contains("`agent-sandbox exec -- claude`"),
+        "{}",
+        run.stderr()
+    );
+}
+
+#[test]
 fn colours_only_on_a_terminal_and_never_with_no_color() {
     let world = World::new();
     let blocked = r#"{"timestamp":"2026-01-28T10:30:00Z","agent":"sh","operation":"exec","target":"npm","result":"blocked","policy":"command-deny","source":"host","session":"0a1b2c3d"}"#;
