@@ -57,6 +57,28 @@ fn home_credentials_stay_hidden_when_home_is_granted() {
 }
 
 #[test]
+fn ro_of_an_excluded_credential_directory_is_refused_and_a_file_inside_it_is_shown() {
+    let world = world_with_home_secrets();
+    world.write("home/.ssh/known_hosts", "github.com ssh-ed25519 AAAA\n");
+    // `--ro ~/.ssh`: the built-in exclude wins on that path, so the flag is refused, loudly.
+    let run = world.cmd().args(["exec", "--ro", "~/.ssh", "--", "true"]).run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("--ro ~/.ssh: the exclude \"~/.ssh\" (from default) hides that path all the same")
+            && run.stderr().contains("--ro ~/.ssh/NAME"),
+        "{}",
+        run.stderr()
+    );
+    require_bwrap!();
+    // What it advises: the one file is shown, the key beside it stays hidden.
+    let known_hosts = world.path("home/.ssh/known_hosts");
+    let script = format!("cat '{}'; {}true", known_hosts.display(), probe_script(&world));
+    let out = world.sh(&["--ro", "~/.ssh/known_hosts"], &script).ok();
+    assert!(out.contains("github.com ssh-ed25519"), "{out}");
+    assert!(!out.contains("LEAK"), "{out}");
+}
+
+#[test]
 fn symlinks_in_the_project_do_not_reach_hidden_paths() {
     require_bwrap!();
     let world = world_with_home_secrets();

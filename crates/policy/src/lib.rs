@@ -95,6 +95,12 @@ pub enum PolicyError {
         .0.display()
     )]
     ProjectTooBroad(PathBuf),
+    #[error(
+        "{flag} {path}: the exclude {exclude:?} (from {origin}) hides that path all the same: on one path an \
+         exclude beats ro and rw whatever the layer, so that no layer quietly shows what another hides; name what \
+         you need inside it instead ({flag} {path}/NAME: a longer path beats a shorter one)"
+    )]
+    HiddenByExclude { flag: String, path: String, exclude: String, origin: Origin },
 }
 
 /// The project root for `cwd`: the nearest ancestor holding `.git` (a directory, or a
@@ -232,6 +238,7 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         }
     }
 
+    check_hidden_grants(&rules, &mut notes)?;
     let mounts = settle(rules, ctx, &mut notes);
     for mount in &mounts {
         notes.push(format!(
@@ -243,6 +250,44 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         ));
     }
     Ok(Policy { network: config.network.clone(), mounts, commands, notes })
+}
+
+/// A grant someone wrote (`--ro`, `--rw`, `filesystem.ro`/`rw`) that an exclude of the
+/// same path beats (an exact exclude, or any exclude of a glob's match) shows nothing: on
+/// the command line, where it is the user's explicit request (`--ro ~/.ssh` against the
+/// built-in exclude), that is an error saying why; from a config file, a note.
+fn check_hidden_grants(rules: &[Rule], notes: &mut Vec<String>) -> Result<(), PolicyError> {
+    let written_grants = rules.iter().filter(|rule| {
+        rule.access != Access::Exclude && rule.origin.layer != LayerKind::Default && !rule.written.starts_with('@')
+    });
+    for grant in written_grants {
+        if grant.written == "<project root>" {
+            continue;
+        }
+        let Some(exclude) = rules
+            .iter()
+            .find(|rule| rule.access == Access::Exclude && rule.path == grant.path && (rule.exact || !grant.exact))
+        else {
+            continue;
+        };
+        if let Location::Flag(flag) = &grant.origin.location {
+            return Err(PolicyError::HiddenByExclude {
+                flag: flag.clone(),
+                path: grant.written.clone(),
+                exclude: exclude.written.clone(),
+                origin: exclude.origin.clone(),
+            });
+        }
+        notes.push(format!(
+            "{} {} ({}): hidden all the same by the exclude {} (from {}): on one path exclude beats ro and rw",
+            grant.access.as_str(),
+            grant.written,
+            grant.origin,
+            exclude.written,
+            exclude.origin
+        ));
+    }
+    Ok(())
 }
 
 /// Picks the winning rule per path and orders the result parents-first. Excludes

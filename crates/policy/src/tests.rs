@@ -122,7 +122,10 @@ fn specificity_rules() {
         ),
         (
             "same path: exclude beats ro beats rw",
-            vec![cli_layer(None, &["~/data".into()], &["~/data".into()], &["~/data".into()], &[]).expect("flags")],
+            vec![layer(
+                r#"{"filesystem": {"ro": ["~/data"], "rw": ["~/data"], "exclude": ["~/data"]}}"#,
+                LayerKind::Global,
+            )],
             vec![("home/proj", "rw")], // excluded and nothing above it is visible: nothing to mount
         ),
         (
@@ -171,6 +174,55 @@ fn specificity_rules() {
             expected.into_iter().map(|(path, access)| (path.to_owned(), access)).collect();
         assert_eq!(got, expected, "{name}");
     }
+}
+
+#[test]
+fn a_flag_grant_an_exclude_of_the_same_path_beats_is_refused_with_the_reason() {
+    let tree = Tree::new(&["home/.ssh/known_hosts", "home/.ssh/id_ed25519", "home/proj/a"]);
+    let defaults = || layer(r#"{"filesystem": {"presets": [], "exclude": ["~/.ssh"]}}"#, LayerKind::Default);
+    // `--ro ~/.ssh` against the built-in exclude: the exclude wins, so the flag is refused.
+    for (ro, rw) in [(vec!["~/.ssh".to_owned()], vec![]), (vec![], vec!["~/.ssh".to_owned()])] {
+        let flags = cli_layer(None, &ro, &rw, &[], &[]).expect("flags");
+        let err = resolve(&merge(vec![defaults(), flags]), &tree.ctx()).expect_err("hidden").to_string();
+        let flag = if ro.is_empty() { "--rw" } else { "--ro" };
+        assert_eq!(
+            err,
+            format!(
+                "{flag} ~/.ssh: the exclude \"~/.ssh\" (from default) hides that path all the same: on one path an \
+                 exclude beats ro and rw whatever the layer, so that no layer quietly shows what another hides; name \
+                 what you need inside it instead ({flag} ~/.ssh/NAME: a longer path beats a shorter one)"
+            )
+        );
+    }
+    // What the message advises: a file inside it is shown, the rest stays hidden.
+    let flags = cli_layer(None, &["~/.ssh/known_hosts".into()], &[], &[], &[]).expect("flags");
+    assert_eq!(
+        tree.resolve(vec![defaults(), flags]),
+        [("home/proj".to_owned(), "rw"), ("home/.ssh/known_hosts".to_owned(), "ro")]
+    );
+    let flags = cli_layer(None, &["~".into(), "~/.ssh/known_hosts".into()], &[], &[], &[]).expect("flags");
+    assert_eq!(
+        tree.resolve(vec![defaults(), flags]),
+        [
+            ("home".to_owned(), "ro"),
+            ("home/.ssh".to_owned(), "exclude"),
+            ("home/proj".to_owned(), "rw"),
+            ("home/.ssh/known_hosts".to_owned(), "ro")
+        ]
+    );
+    // The same grant in a config file: skipped with a note (`--debug`).
+    let global = layer(r#"{"filesystem": {"ro": ["~/.ssh"]}}"#, LayerKind::Global);
+    let policy = resolve(&merge(vec![defaults(), global]), &tree.ctx()).expect("resolves");
+    assert!(
+        policy.notes.iter().any(|note| {
+            note
+            == "ro ~/.ssh (global (/cfg.jsonc:1:24)): hidden all the same by the exclude ~/.ssh (from default): on one \
+                path exclude beats ro and rw"
+        }),
+        "{:?}",
+        policy.notes
+    );
+    assert!(!policy.mounts.iter().any(|mount| mount.path.ends_with(".ssh")));
 }
 
 #[test]
