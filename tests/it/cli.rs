@@ -91,7 +91,7 @@ fn debug_explains_the_decisions() {
     let err = run.stderr();
     for expected in [
         "agent-sandbox: debug: config: no config files found, built-in defaults only",
-        "agent-sandbox: debug: presets: @base @caches @agents @git @lint",
+        "agent-sandbox: debug: presets: @base @caches @settings @agents @git @lint",
         &format!("agent-sandbox: debug: access rw      {} (<project root>, from default)", world.project.display()),
         &format!("agent-sandbox: debug: secret {}/.env masked (matches .env)", world.project.display()),
         "agent-sandbox: debug: env: GITHUB_TOKEN dropped (env-secret-pattern *_TOKEN)",

@@ -18,7 +18,11 @@ const HOME_SECRETS: &[&str] = &[
 fn world_with_home_secrets() -> World {
     let world = World::new();
     for secret in HOME_SECRETS {
-        world.write(secret, "TOPSECRET\n");
+        // `@settings` shows ~/.npmrc as a copy without its credential lines: its secret
+        // is the token line.
+        let content =
+            if secret.ends_with(".npmrc") { "//registry.npmjs.org/:_authToken=TOPSECRET\n" } else { "TOPSECRET\n" };
+        world.write(secret, content);
     }
     world.write("home/other/notes.txt", "TOPSECRET sibling\n");
     world

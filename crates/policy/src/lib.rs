@@ -13,6 +13,7 @@ pub mod git;
 pub mod network;
 pub mod path_search;
 pub mod presets;
+pub mod settings;
 
 use std::{
     collections::BTreeMap,
@@ -77,8 +78,20 @@ pub struct Policy {
     /// Sorted so that a parent comes before anything inside it.
     pub mounts: Vec<Mount>,
     pub commands: BTreeMap<String, Sourced<CommandRule>>,
+    /// Settings files shown read-only as a copy without credential lines (`@settings`),
+    /// bound after the mounts; each exists as a file.
+    pub copies: Vec<SettingsCopy>,
     /// Debug notes: the decisions made on the way, in order.
     pub notes: Vec<String>,
+}
+
+/// A host file the sandbox shows as a redacted copy ([`settings::redact`]), at its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsCopy {
+    pub path: PathBuf,
+    /// The preset entry that shows it (`@settings: .npmrc`).
+    pub rule: String,
+    pub origin: Origin,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -155,8 +168,21 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         enabled.iter().map(|(preset, _)| format!("@{}", preset.name)).collect::<Vec<_>>().join(" ")
     ));
     let mut commands: BTreeMap<String, Sourced<CommandRule>> = BTreeMap::new();
+    let mut copies: Vec<SettingsCopy> = Vec::new();
     for (preset, origin) in &enabled {
         let layer = layer_rank(&origin.layer);
+        for preset_path in preset.copies {
+            let base = match preset_path.root {
+                presets::Root::Abs => PathBuf::from("/"),
+                presets::Root::Home => ctx.home.clone(),
+                presets::Root::Project => ctx.project_root.clone(),
+            };
+            let path = base.join(preset_path.path);
+            if path.is_file() {
+                let rule = format!("@{}: {}", preset.name, preset_path.path);
+                copies.push(SettingsCopy { path, rule, origin: origin.clone() });
+            }
+        }
         for (access, paths) in [(Access::Ro, preset.ro), (Access::Rw, preset.rw), (Access::Exclude, preset.exclude)] {
             for preset_path in paths {
                 let base = match preset_path.root {
@@ -239,7 +265,42 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
     }
 
     check_hidden_grants(&rules, &mut notes)?;
+    // A copy shows no credential, so the built-in excludes (`~/.npmrc`) do not stop it;
+    // an exclude someone wrote, of the file or a directory above it, does.
+    copies.retain(|copy| {
+        let excluded_by = rules.iter().find(|rule| {
+            rule.access == Access::Exclude
+                && rule.origin.layer != LayerKind::Default
+                && copy.path.starts_with(&rule.path)
+        });
+        match excluded_by {
+            Some(rule) => {
+                notes.push(format!(
+                    "settings {}: not shown, excluded by {} (from {})",
+                    copy.path.display(),
+                    rule.written,
+                    rule.origin
+                ));
+                false
+            }
+            None => true,
+        }
+    });
     let mounts = settle(rules, ctx, &mut notes);
+    // A settings file the sandbox can write may be the agent's, from this grant in an
+    // earlier session: a symlink it planted there would have the host copy whatever it
+    // names (a key the policy hides) into the sandbox. Copied only from where it cannot.
+    copies.retain(|copy| {
+        let real = copy.path.canonicalize().unwrap_or_else(|_| copy.path.clone());
+        let writable = [&copy.path, &real].iter().any(|path| access_of(path, &mounts) == Some(Access::Rw));
+        if writable {
+            notes.push(format!(
+                "settings {}: not shown, the sandbox can write it (what it holds may be the agent's)",
+                copy.path.display()
+            ));
+        }
+        !writable
+    });
     for mount in &mounts {
         notes.push(format!(
             "access {:<7} {} ({}, from {})",
@@ -249,7 +310,7 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
             mount.origin
         ));
     }
-    Ok(Policy { network: config.network.clone(), mounts, commands, notes })
+    Ok(Policy { network: config.network.clone(), mounts, commands, copies, notes })
 }
 
 /// A grant someone wrote (`--ro`, `--rw`, `filesystem.ro`/`rw`) that an exclude of the

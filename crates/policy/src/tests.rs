@@ -20,9 +20,9 @@ fn sourced(values: &[&str]) -> Vec<Sourced<String>> {
 #[test]
 fn preset_lists_apply_in_order() {
     let cases: &[(&[&str], &[&str])] = &[
-        (&["@all"], &["base", "caches", "agents", "git", "lint"]),
-        (&["@all", "!@lint"], &["base", "caches", "agents", "git"]),
-        (&["@all", "!@lint", "@lint"], &["base", "caches", "agents", "git", "lint"]),
+        (&["@all"], &["base", "caches", "settings", "agents", "git", "lint"]),
+        (&["@all", "!@lint"], &["base", "caches", "settings", "agents", "git"]),
+        (&["@all", "!@lint", "@lint"], &["base", "caches", "settings", "agents", "git", "lint"]),
         (&["@all", "!@all"], &[]),
         (&["@git"], &["git"]),
         (&["!@git", "@base"], &["base"]),
@@ -41,7 +41,7 @@ fn bad_preset_entries_are_errors_with_a_hint() {
         ("@lnt", "unknown preset @lnt (did you mean @lint?) (from cli (--test))"),
         (
             "@zzzzzzz",
-            "unknown preset @zzzzzzz (known presets: @base, @caches, @agents, @git, @lint, @all) (from cli (--test))",
+            "unknown preset @zzzzzzz (known presets: @base, @caches, @settings, @agents, @git, @lint, @all) (from cli (--test))",
         ),
         ("lint", "\"lint\" is not a preset (write \"@name\" or \"!@name\") (from cli (--test))"),
     ];
@@ -445,7 +445,7 @@ fn readme_documents_every_preset_path() {
         if !readme.contains(&format!("| `@{}` |", preset.name)) {
             missing.push(format!("@{}", preset.name));
         }
-        for path in preset.ro.iter().chain(preset.rw).chain(preset.exclude) {
+        for path in preset.ro.iter().chain(preset.rw).chain(preset.exclude).chain(preset.copies) {
             let shown = match path.root {
                 presets::Root::Abs => path.path.to_owned(),
                 presets::Root::Home => format!("~/{}", path.path),
@@ -500,4 +500,37 @@ fn a_project_path_that_leads_outside_is_not_mounted() {
         "skipped {} (@lint: .editorconfig): it leads outside the project",
         tree.root.join("home/proj/.editorconfig").display()
     ))));
+}
+
+#[test]
+fn settings_files_are_copies_unless_someone_excluded_them() {
+    let tree = Tree::new(&["home/.npmrc", "home/.cargo/config.toml", "home/.config/pip/pip.conf", "home/proj/a"]);
+    let defaults =
+        || layer(r#"{"filesystem": {"presets": ["@settings"], "exclude": ["~/.npmrc"]}}"#, LayerKind::Default);
+    let copies = |layers: Vec<Layer>| -> Vec<String> {
+        let policy = resolve(&merge(layers), &tree.ctx()).expect("resolves");
+        // (Without the machine's own /etc/pip.conf.)
+        policy
+            .copies
+            .iter()
+            .filter_map(|copy| Some(copy.path.strip_prefix(&tree.root).ok()?.display().to_string()))
+            .collect()
+    };
+    // The built-in exclude of ~/.npmrc hides the file itself, not its redacted copy.
+    assert_eq!(copies(vec![defaults()]), ["home/.npmrc", "home/.config/pip/pip.conf", "home/.cargo/config.toml"]);
+    // An exclude someone wrote, of the file or above it, and `!@settings` do.
+    let global = layer(r#"{"filesystem": {"exclude": ["~/.cargo", "~/.npmrc"]}}"#, LayerKind::Global);
+    assert_eq!(copies(vec![defaults(), global.clone()]), ["home/.config/pip/pip.conf"]);
+    let policy = resolve(&merge(vec![defaults(), global]), &tree.ctx()).expect("resolves");
+    let note = format!(
+        "settings {}: not shown, excluded by ~/.cargo (from global (/cfg.jsonc:1:29))",
+        tree.root.join("home/.cargo/config.toml").display()
+    );
+    assert!(policy.notes.contains(&note), "{:?}", policy.notes);
+    // One the sandbox can write may be the agent's (a symlink planted to a key it cannot
+    // read); ~/.npmrc, hidden by the exclude, it cannot write.
+    let rw_home = layer(r#"{"filesystem": {"rw": ["~"]}}"#, LayerKind::Global);
+    assert_eq!(copies(vec![defaults(), rw_home]), ["home/.npmrc"]);
+    let off = layer(r#"{"filesystem": {"presets": ["!@settings"]}}"#, LayerKind::Global);
+    assert!(copies(vec![defaults(), off]).is_empty());
 }
