@@ -273,6 +273,13 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         );
     }
     prepare_own_dirs(&own_dirs)?;
+    // The hook guard undone behind the user's back (husky's `npm install`, a new worktree
+    // of a husky project): said before the agent's first commit, with the fix.
+    if repo.is_some() {
+        for problem in hookinstall::problems(&ctx.project_root) {
+            eprintln!("agent-sandbox: warning: {problem}");
+        }
+    }
     // An agent's state directory that does not exist yet would live in the scratch home
     // and vanish with it (and the user's login with it).
     let agent_name = options
