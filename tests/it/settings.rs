@@ -3,7 +3,8 @@
 
 use crate::support::{require_bwrap, World};
 
-const NPMRC: &str = "registry=https://npm.corp.example/\n//npm.corp.example/:_authToken=TOPSECRET-npm\n";
+const NPMRC: &str = "registry=https://npm.corp.example/\n//npm.corp.example/:_authToken=TOPSECRET-npm\n\
+                     https-proxy=http://proxy.corp.example:3128/\n";
 const PIP_CONF: &str = "[global]\nindex-url = https://me:TOPSECRET-pip@pypi.corp.example/simple\n";
 const CARGO_CONFIG: &str = "[source.crates-io]\nreplace-with = \"corp\"\n\n[source.corp]\n\
                             registry = \"sparse+https://cargo.corp.example/index/\"\n\n\
@@ -21,7 +22,7 @@ fn world_with_mirror_settings() -> World {
 fn a_mirror_stays_the_registry_inside_and_its_credentials_stay_out() {
     require_bwrap!();
     let world = world_with_mirror_settings();
-    let script = "npm config get registry; python3 -m pip config list; \
+    let script = "npm config get registry; npm config get https-proxy; python3 -m pip config list; \
                   cat ~/.npmrc ~/.config/pip/pip.conf ~/.cargo/config.toml; \
                   grep -rs TOPSECRET ~ && echo LEAK; \
                   echo 'registry=https://npm.evil.example/' > ~/.npmrc && echo WROTE; true";
@@ -33,7 +34,8 @@ fn a_mirror_stays_the_registry_inside_and_its_credentials_stay_out() {
         .run();
     let out = run.ok();
     // The legitimate use: npm and pip ask the mirror.
-    assert!(out.starts_with("https://npm.corp.example/\n"), "{out}");
+    // (npm's https-proxy: the sandbox's own, not the host's, which would reach nothing.)
+    assert!(out.starts_with("https://npm.corp.example/\nhttp://127.0.0.1:3128"), "{out}");
     assert!(out.contains("global.index-url='https://pypi.corp.example/simple'\n"), "{out}");
     assert!(out.contains("registry = \"sparse+https://cargo.corp.example/index/\"\n"), "{out}");
     // The attack: read the tokens, or point the next session's npm elsewhere.

@@ -11,7 +11,8 @@
 //! with a user part (`https://user:pass@host`, also `https://token@host`) loses that
 //! part and keeps the rest, so the tool still asks the mirror (which then refuses)
 //! rather than falling back to the public index. Each change is preceded by a comment
-//! saying so, in the comment syntax every one of these formats shares (`#`).
+//! saying so, in the comment syntax every one of these formats shares (`#`). Where the
+//! sandbox's own proxy is the only way out, proxy settings are left out the same way.
 
 /// The copy of one settings file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,17 +22,30 @@ pub struct Redacted {
     pub removed: Vec<String>,
     /// The hosts the file names as registries or package indexes, in order, once each.
     pub registries: Vec<String>,
+    /// The keys of the proxy settings left out (see [`redact`]), in order.
+    pub proxies: Vec<String>,
 }
+
+/// The keys that name a proxy: npm's `proxy` and `https-proxy`, pip's `proxy`, cargo's
+/// `http.proxy`.
+const PROXY_KEYS: &[&str] = &["proxy", "https-proxy", "http-proxy"];
 
 /// The keys whose values are registries or package indexes: npm's `registry` and
 /// `@scope:registry`, pip's `index-url`, `extra-index-url` and `find-links`, cargo's
 /// `registry` and `index` (in `[source.*]` and `[registries.*]`).
 const REGISTRY_KEYS: &[&str] = &["registry", "index-url", "extra-index-url", "find-links", "index"];
 
-/// The copy of a settings file whose text is `text`.
-pub fn redact(text: &str) -> Redacted {
-    let mut redacted =
-        Redacted { text: String::with_capacity(text.len()), removed: Vec::new(), registries: Vec::new() };
+/// The copy of a settings file whose text is `text`. With `drop_proxies` (a sandbox
+/// whose only way out is its own proxy, or none), proxy settings are left out too:
+/// a tool told to use the host's proxy would bypass the sandbox's variables and reach
+/// nothing.
+pub fn redact(text: &str, drop_proxies: bool) -> Redacted {
+    let mut redacted = Redacted {
+        text: String::with_capacity(text.len()),
+        removed: Vec::new(),
+        registries: Vec::new(),
+        proxies: Vec::new(),
+    };
     for line in text.split_inclusive('\n') {
         let content = line.trim_end_matches(['\n', '\r']);
         let trimmed = content.trim_start();
@@ -59,6 +73,13 @@ pub fn redact(text: &str) -> Redacted {
         if secret_key && !reference_only {
             redacted.removed.push(key.to_owned());
             redacted.text.push_str(&format!("# agent-sandbox: a credential line was left out here ({key})\n"));
+            continue;
+        }
+        if drop_proxies && PROXY_KEYS.contains(&last.as_str()) {
+            redacted.proxies.push(key.to_owned());
+            redacted.text.push_str(&format!(
+                "# agent-sandbox: a proxy setting was left out here ({key}): the sandbox's own proxy is its way out\n"
+            ));
             continue;
         }
         if has_user_part(content) {
@@ -157,7 +178,7 @@ mod tests {
             ("# _authToken=commented", None),
         ];
         for (line, removed) in cases {
-            let redacted = redact(&format!("{line}\n"));
+            let redacted = redact(&format!("{line}\n"), true);
             match removed {
                 None => {
                     assert_eq!(redacted.text, format!("{line}\n"), "{line}");
@@ -198,7 +219,7 @@ mod tests {
             ),
         ];
         for (text, copy, removed) in cases {
-            let redacted = redact(text);
+            let redacted = redact(text, true);
             assert_eq!(redacted.text, *copy, "{text}");
             assert_eq!(redacted.removed, [removed.to_string()], "{text}");
         }
@@ -208,7 +229,7 @@ mod tests {
     fn a_whole_npmrc_keeps_its_registry_and_loses_its_token() {
         let npmrc = "registry=https://npm.corp.example/\n//npm.corp.example/:_authToken=npm_SECRET\nfund=false";
         assert_eq!(
-            redact(npmrc),
+            redact(npmrc, true),
             Redacted {
                 text: "registry=https://npm.corp.example/\n\
                        # agent-sandbox: a credential line was left out here (//npm.corp.example/:_authToken)\n\
@@ -216,8 +237,26 @@ mod tests {
                     .into(),
                 removed: vec!["//npm.corp.example/:_authToken".into()],
                 registries: vec!["npm.corp.example".into()],
+                proxies: vec![],
             }
         );
+    }
+
+    #[test]
+    fn proxy_settings_are_left_out_only_where_the_sandbox_has_its_own() {
+        let text =
+            "https-proxy=http://proxy.corp.example:3128\nproxy = http://proxy.corp.example:3128\nnoproxy=.corp\n";
+        let redacted = redact(text, true);
+        assert_eq!(
+            redacted.text,
+            "# agent-sandbox: a proxy setting was left out here (https-proxy): the sandbox's own proxy is its way out\n\
+             # agent-sandbox: a proxy setting was left out here (proxy): the sandbox's own proxy is its way out\n\
+             noproxy=.corp\n"
+        );
+        assert_eq!(redacted.proxies, ["https-proxy", "proxy"]);
+        // With the host's network (`network.mode` on), the host's proxy is the way out.
+        let redacted = redact(text, false);
+        assert_eq!((redacted.text.as_str(), redacted.proxies.len()), (text, 0));
     }
 
     #[test]
@@ -236,7 +275,7 @@ mod tests {
             ("proxy=http://proxy.corp.example:3128\nhome=https://docs.example\n", &[]),
         ];
         for (text, hosts) in cases {
-            assert_eq!(redact(text).registries, *hosts, "{text}");
+            assert_eq!(redact(text, true).registries, *hosts, "{text}");
         }
     }
 }

@@ -35,7 +35,13 @@ pub fn prepare(copies: &[SettingsCopy], net_policy: &NetPolicy, home: &Path, not
                 continue;
             }
         };
-        let redacted = policy::settings::redact(&text);
+        let redacted = policy::settings::redact(&text, net_policy.mode != Network::On);
+        if !redacted.proxies.is_empty() {
+            notes.push(format!(
+                "settings {shown}: its proxy setting(s) left out ({}): the sandbox's own proxy is its way out",
+                redacted.proxies.join(", ")
+            ));
+        }
         if redacted.removed.is_empty() {
             notes.push(format!("settings {shown}: shown read-only as it is (no credential lines) ({})", copy.rule));
         } else {
