@@ -110,10 +110,23 @@ pub enum PolicyError {
     ProjectTooBroad(PathBuf),
     #[error(
         "{flag} {path}: the exclude {exclude:?} (from {origin}) hides that path all the same: on one path an \
-         exclude beats ro and rw whatever the layer, so that no layer quietly shows what another hides; name what \
-         you need inside it instead ({flag} {path}/NAME: a longer path beats a shorter one)"
+         exclude beats ro and rw whatever the layer, so that no layer quietly shows what another hides; {}",
+        hidden_advice(.flag, .path, *.dir)
     )]
-    HiddenByExclude { flag: String, path: String, exclude: String, origin: Origin },
+    HiddenByExclude { flag: String, path: String, exclude: String, origin: Origin, dir: bool },
+}
+
+/// What to do instead of a grant an exclude beats: in a directory, name what is needed
+/// inside it; a file stays hidden.
+fn hidden_advice(flag: &str, path: &str, dir: bool) -> String {
+    if dir {
+        format!(
+            "name what you need inside it instead ({flag} {}/NAME: a longer path beats a shorter one)",
+            path.trim_end_matches('/')
+        )
+    } else {
+        "a file it names stays hidden (drop the flag)".to_owned()
+    }
 }
 
 /// The project root for `cwd`: the nearest ancestor holding `.git` (a directory, or a
@@ -337,6 +350,7 @@ fn check_hidden_grants(rules: &[Rule], notes: &mut Vec<String>) -> Result<(), Po
                 path: grant.written.clone(),
                 exclude: exclude.written.clone(),
                 origin: exclude.origin.clone(),
+                dir: grant.path.is_dir(),
             });
         }
         notes.push(format!(

@@ -178,7 +178,7 @@ fn specificity_rules() {
 
 #[test]
 fn a_flag_grant_an_exclude_of_the_same_path_beats_is_refused_with_the_reason() {
-    let tree = Tree::new(&["home/.ssh/known_hosts", "home/.ssh/id_ed25519", "home/proj/a"]);
+    let tree = Tree::new(&["home/.ssh/known_hosts", "home/.ssh/id_ed25519", "home/.netrc", "home/proj/a"]);
     let defaults = || layer(r#"{"filesystem": {"presets": [], "exclude": ["~/.ssh"]}}"#, LayerKind::Default);
     // `--ro ~/.ssh` against the built-in exclude: the exclude wins, so the flag is refused.
     for (ro, rw) in [(vec!["~/.ssh".to_owned()], vec![]), (vec![], vec!["~/.ssh".to_owned()])] {
@@ -194,6 +194,11 @@ fn a_flag_grant_an_exclude_of_the_same_path_beats_is_refused_with_the_reason() {
             )
         );
     }
+    // A file has no inside to name.
+    let flags = cli_layer(None, &["~/.netrc".into()], &[], &[], &[]).expect("flags");
+    let defaults_netrc = layer(r#"{"filesystem": {"presets": [], "exclude": ["~/.netrc"]}}"#, LayerKind::Default);
+    let err = resolve(&merge(vec![defaults_netrc, flags]), &tree.ctx()).expect_err("hidden").to_string();
+    assert!(err.ends_with("; a file it names stays hidden (drop the flag)"), "{err}");
     // What the message advises: a file inside it is shown, the rest stays hidden.
     let flags = cli_layer(None, &["~/.ssh/known_hosts".into()], &[], &[], &[]).expect("flags");
     assert_eq!(
