@@ -263,6 +263,39 @@ fn command_rule(text: &str) -> Result<String, String> {
 
 /// Commands that change what the host trusts (approvals, hooks) refuse to run inside a
 /// sandbox: there they would act on the sandbox's view, or be the agent's doing.
+/// The completion script for `shell`: the commands people type, without the hidden ones
+/// agent-sandbox runs for itself (`hook`, `probe`, `firewall start`, …).
+fn completion_script(shell: clap_complete::Shell) -> String {
+    use clap::CommandFactory as _;
+    let mut command = without_hidden(&Cli::command());
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "agent-sandbox", &mut script);
+    let script = String::from_utf8_lossy(&script).into_owned();
+    match shell {
+        // clap_complete's bash script spells the cases of a hyphenated binary's
+        // subcommands `agent__subcmd__sandbox__subcmd__config` but looks them up as
+        // `agent__sandbox__subcmd__config`, so nothing after the first word completes.
+        clap_complete::Shell::Bash => script.replace("agent__subcmd__sandbox", "agent__sandbox"),
+        _ => script,
+    }
+}
+
+/// A copy of `command` with what completion needs (name, about, version, visible
+/// arguments) and only its visible subcommands, at every level: clap has no way to
+/// remove a subcommand, and the generators offer hidden ones.
+fn without_hidden(command: &clap::Command) -> clap::Command {
+    let mut visible = clap::Command::new(command.get_name().to_owned())
+        .args(command.get_arguments().filter(|arg| !arg.is_hide_set()).cloned())
+        .subcommands(command.get_subcommands().filter(|sub| !sub.is_hide_set()).map(without_hidden));
+    if let Some(about) = command.get_about() {
+        visible = visible.about(about.clone());
+    }
+    if let Some(version) = command.get_version() {
+        visible = visible.version(version.to_owned());
+    }
+    visible
+}
+
 fn refuse_inside(what: &str) -> anyhow::Result<()> {
     if runtime_layout::detect() != runtime_layout::Where::Outside {
         anyhow::bail!("{what} changes what the host trusts: run it outside the sandbox, in your own shell");
@@ -279,9 +312,13 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     let Some(command) = cli.command else {
-        return finish(crate::docker::shell(crate::docker::ShellArgs {
-            base_tag: "latest".into(),
-            ..Default::default()
+        let shell = crate::docker::shell(crate::docker::ShellArgs { base_tag: "latest".into(), ..Default::default() });
+        // The first thing people type: say what it was and the way in without Docker.
+        return finish(shell.map_err(|err| {
+            anyhow::anyhow!(
+                "{err:#}\n(bare `agent-sandbox` is `agent-sandbox shell`, the Docker sandbox of this directory; \
+                 without Docker, run the agent under bubblewrap: `agent-sandbox exec -- claude`)"
+            )
         }));
     };
     let result = match command {
@@ -332,8 +369,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
             Ok(hostpush::verify::run(config, std::path::Path::new(devcontainer::feature::IMAGE_BINARY)))
         }
         Commands::Completions { shell } => {
-            use clap::CommandFactory as _;
-            clap_complete::generate(shell, &mut Cli::command(), "agent-sandbox", &mut std::io::stdout());
+            print!("{}", completion_script(shell));
             Ok(0)
         }
         Commands::Man => {

@@ -91,7 +91,7 @@ fn debug_explains_the_decisions() {
     let err = run.stderr();
     for expected in [
         "agent-sandbox: debug: config: no config files found, built-in defaults only",
-        "agent-sandbox: debug: presets: @base @caches @agents @git @lint",
+        "agent-sandbox: debug: presets: @base @caches @settings @agents @git @lint",
         &format!("agent-sandbox: debug: access rw      {} (<project root>, from default)", world.project.display()),
         &format!("agent-sandbox: debug: secret {}/.env masked (matches .env)", world.project.display()),
         "agent-sandbox: debug: env: GITHUB_TOKEN dropped (env-secret-pattern *_TOKEN)",
@@ -187,6 +187,80 @@ fn completions_and_the_man_page_come_from_the_same_definitions() {
     let man = world.cmd().arg("man").run().ok();
     assert!(man.contains(".TH agent-sandbox 1") && man.contains("exec"), "{man}");
     assert_eq!(world.cmd().args(["completions", "nope"]).run().code(), 2);
+}
+
+#[test]
+fn bash_completes_past_the_first_word_and_offers_no_hidden_command() {
+    let world = World::new();
+    let script = world.cmd().args(["completions", "bash"]).run().ok();
+    let script_path = world.write("completion.bash", &script);
+    // What bash's programmable completion does on <TAB>: the function `complete -p`
+    // names, called with the command, the word and the word before it.
+    let complete = |words: &[&str]| {
+        let quoted: Vec<String> = words.iter().map(|word| format!("'{word}'")).collect();
+        let cword = words.len() - 1;
+        let shell = format!(
+            "source '{}'\nCOMP_WORDS=({})\nCOMP_CWORD={cword}\n\
+             function=$(complete -p agent-sandbox | sed -n 's/.*-F \\([^ ]*\\) .*/\\1/p')\n\
+             \"$function\" agent-sandbox '{}' '{}'\necho \"${{COMPREPLY[*]}}\"",
+            script_path.display(),
+            quoted.join(" "),
+            words[cword],
+            words[cword - 1]
+        );
+        let out = std::process::Command::new("bash").arg("-c").arg(shell).output().expect("bash");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    // The second word: `config <TAB>`, `hooks in<TAB>`, `exec --re<TAB>`.
+    assert_eq!(complete(&["agent-sandbox", "config", ""]), "-h --help show allow help");
+    assert_eq!(complete(&["agent-sandbox", "hooks", "in"]), "install");
+    assert_eq!(complete(&["agent-sandbox", "exec", "--read"]), "--read-only");
+    // The first word: the commands people type, none of those agent-sandbox runs itself.
+    let first: Vec<String> = complete(&["agent-sandbox", ""]).split(' ').map(str::to_owned).collect();
+    for visible in ["exec", "test", "hooks", "completions", "shell"] {
+        assert!(first.iter().any(|word| word == visible), "{visible} missing: {first:?}");
+    }
+    for hidden in ["hook", "probe", "push-verify", "tool-guard-install", "man"] {
+        assert!(!first.iter().any(|word| word == hidden), "{hidden} offered: {first:?}");
+    }
+    let firewall = complete(&["agent-sandbox", "firewall", ""]);
+    assert!(firewall.contains("apply") && !firewall.contains("start") && !firewall.contains("wait"), "{firewall}");
+}
+
+#[test]
+fn bare_agent_sandbox_without_docker_says_what_it_is_and_the_way_in_without_it() {
+    let world = World::new();
+    let run = world.cmd().env("DOCKER_HOST", "unix:///nonexistent/docker.sock").run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("cannot reach the Docker engine at unix:///nonexistent/docker.sock"),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        run.stderr().contains("bare `agent-sandbox` is `agent-sandbox shell`, the Docker sandbox of this directory")
+            && run.stderr().contains("`agent-sandbox exec -- claude`"),
+        "{}",
+        run.stderr()
+    );
+    // A socket this user may not open: the docker group is named for what it is.
+    // (Root opens any socket: the unprivileged rerun tests this part.)
+    if crate::support::is_root() {
+        return;
+    }
+    let socket_path = world.path("docker.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket_path).expect("bind");
+    world.chmod("docker.sock", 0o000);
+    let run = world.cmd().env("DOCKER_HOST", format!("unix://{}", socket_path.display())).run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("permission denied")
+            && run.stderr().contains("whoever may use the socket is root on this machine")
+            && run.stderr().contains("`agent-sandbox exec -- claude`"),
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]

@@ -18,7 +18,11 @@ const HOME_SECRETS: &[&str] = &[
 fn world_with_home_secrets() -> World {
     let world = World::new();
     for secret in HOME_SECRETS {
-        world.write(secret, "TOPSECRET\n");
+        // `@settings` shows ~/.npmrc as a copy without its credential lines: its secret
+        // is the token line.
+        let content =
+            if secret.ends_with(".npmrc") { "//registry.npmjs.org/:_authToken=TOPSECRET\n" } else { "TOPSECRET\n" };
+        world.write(secret, content);
     }
     world.write("home/other/notes.txt", "TOPSECRET sibling\n");
     world
@@ -54,6 +58,28 @@ fn home_credentials_stay_hidden_when_home_is_granted() {
     assert!(leaks.is_empty(), "{out}");
     // The explicit grant of ~ does expose the sibling project: that was asked for.
     assert!(out.contains("LEAK home/other/notes.txt"), "{out}");
+}
+
+#[test]
+fn ro_of_an_excluded_credential_directory_is_refused_and_a_file_inside_it_is_shown() {
+    let world = world_with_home_secrets();
+    world.write("home/.ssh/known_hosts", "github.com ssh-ed25519 AAAA\n");
+    // `--ro ~/.ssh`: the built-in exclude wins on that path, so the flag is refused, loudly.
+    let run = world.cmd().args(["exec", "--ro", "~/.ssh", "--", "true"]).run();
+    assert_eq!(run.code(), 125, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("--ro ~/.ssh: the exclude \"~/.ssh\" (from default) hides that path all the same")
+            && run.stderr().contains("--ro ~/.ssh/NAME"),
+        "{}",
+        run.stderr()
+    );
+    require_bwrap!();
+    // What it advises: the one file is shown, the key beside it stays hidden.
+    let known_hosts = world.path("home/.ssh/known_hosts");
+    let script = format!("cat '{}'; {}true", known_hosts.display(), probe_script(&world));
+    let out = world.sh(&["--ro", "~/.ssh/known_hosts"], &script).ok();
+    assert!(out.contains("github.com ssh-ed25519"), "{out}");
+    assert!(!out.contains("LEAK"), "{out}");
 }
 
 #[test]

@@ -28,6 +28,7 @@ mod runtime;
 mod secrets;
 mod selftest;
 mod session_check;
+mod settings;
 mod setups;
 mod support;
 mod tool_guard;

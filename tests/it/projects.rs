@@ -178,6 +178,62 @@ fn cargo() {
     agent_round(&world, &toolchain, "echo >> src/lib.rs //", "sed -i 's/{ 1 }/{ 2 }/' src/lib.rs");
 }
 
+/// Two ways husky undoes the hook guard without a word, with the real husky: a host
+/// `npm install` rewrites `.husky/_`, shims included; and a `git worktree` of the
+/// project has no `.husky/_` (it is not in git), so git runs no hook there. `exec` says
+/// so before the agent starts, with the fix; once applied, it says nothing.
+#[test]
+fn exec_warns_when_husky_undid_the_hook_guard() {
+    require_bwrap!();
+    let world = World::new();
+    let proj = world.project.clone();
+    write_husky_package(&world);
+    world.write("home/proj/.gitignore", "node_modules/\n");
+    world.write("home/proj/.husky/pre-commit", "npm test\n");
+    world.write("home/proj/test.js", "\n");
+    if !install(host(&world, &proj, "npm", &["install", "--no-audit", "--no-fund"])) {
+        return;
+    }
+    publish(&world);
+    let warnings = |dir: &Path| -> Vec<String> {
+        let run = world.cmd().current_dir(dir).args(["exec", "--", "true"]).run();
+        let stderr = run.stderr();
+        run.ok();
+        stderr.lines().filter(|line| line.starts_with("agent-sandbox: warning:")).map(str::to_owned).collect()
+    };
+    assert_eq!(warnings(&proj), Vec::<String>::new());
+    let hooks = proj.join(".husky/_");
+    // A host `npm install` (husky's prepare) put its own hooks back over the shims.
+    host(&world, &proj, "npm", &["install", "--offline", "--no-audit", "--no-fund"]).expect("npm install");
+    assert_eq!(
+        warnings(&proj),
+        [format!(
+            "agent-sandbox: warning: the hook guard no longer runs before pre-commit and pre-push in {}: its shims \
+             were replaced (husky rewrites `.husky/_` on every `npm install`); run `agent-sandbox hooks install` \
+             again to put them back in front",
+            hooks.display()
+        )]
+    );
+    world.cmd().args(["hooks", "install"]).run().ok();
+    assert_eq!(warnings(&proj), Vec::<String>::new());
+    // A worktree: no hooks at all until husky and the guard are installed there.
+    world.git(&["worktree", "add", "-q", "../wt"]);
+    let worktree = world.home.join("wt");
+    let found = warnings(&worktree);
+    assert!(
+        found.len() == 1 && found[0].contains("git runs no hooks in this work tree") && found[0].contains("npx husky"),
+        "{found:?}"
+    );
+    host(&world, &worktree, "npm", &["install", "--offline", "--no-audit", "--no-fund"]).expect("npm install");
+    let found = warnings(&worktree);
+    assert!(
+        found.len() == 1 && found[0].contains("the hook guard is not in front of this work tree's hooks"),
+        "{found:?}"
+    );
+    world.cmd().current_dir(&worktree).args(["hooks", "install"]).run().ok();
+    assert_eq!(warnings(&worktree), Vec::<String>::new());
+}
+
 /// husky v9's `prepare` script (every `npm install`/`npm ci`) rewrites `.husky/_`,
 /// which is read-only inside (its hooks run on the host): it used to fail the install
 /// with `EROFS … unlink '.husky/_/husky.sh'`. The sandbox now sets `HUSKY=0` in a husky

@@ -109,13 +109,16 @@ impl Engine {
         };
         if let Err(err) = runtime.block_on(docker.version()) {
             // The commonest first-day cause: the socket is there, but this user may not
-            // use it (not in the `docker` group).
+            // use it (not in the `docker` group). Joining that group is the usual advice
+            // and makes the user, and every program the user runs, root: say so.
             if let Some(path) = endpoint.strip_prefix("unix://") {
                 if socket_refuses_this_user(path) {
                     bail!(
-                        "this user may not use the Docker engine's socket {path} (permission denied): add yourself to \
-                         its group (`sudo usermod -aG docker $USER`, then log in again), or point DOCKER_HOST at an \
-                         engine you may use (rootless Docker)"
+                        "this user may not use the Docker engine's socket {path} (permission denied): point \
+                         DOCKER_HOST at an engine you may use (rootless Docker), or join the socket's group \
+                         (`sudo usermod -aG docker $USER`, then log in again) only if you accept what that means: \
+                         whoever may use the socket is root on this machine, and so is every program you run, \
+                         agents included"
                     );
                 }
             }

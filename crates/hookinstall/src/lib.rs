@@ -8,6 +8,7 @@
 //! what was there. Everything is checked before anything changes, and a failure half way
 //! through an install undoes what it had done.
 
+mod health;
 mod install;
 mod location;
 mod shim;
@@ -125,6 +126,8 @@ pub enum InstallError {
         error: std::io::Error,
     },
 }
+
+pub use health::problems;
 
 /// The hooks directory git uses for the repository containing `start` (found with gix:
 /// `core.hooksPath` from every config file git reads, resolved like git resolves it —

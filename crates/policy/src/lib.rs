@@ -13,6 +13,7 @@ pub mod git;
 pub mod network;
 pub mod path_search;
 pub mod presets;
+pub mod settings;
 
 use std::{
     collections::BTreeMap,
@@ -77,8 +78,20 @@ pub struct Policy {
     /// Sorted so that a parent comes before anything inside it.
     pub mounts: Vec<Mount>,
     pub commands: BTreeMap<String, Sourced<CommandRule>>,
+    /// Settings files shown read-only as a copy without credential lines (`@settings`),
+    /// bound after the mounts; each exists as a file.
+    pub copies: Vec<SettingsCopy>,
     /// Debug notes: the decisions made on the way, in order.
     pub notes: Vec<String>,
+}
+
+/// A host file the sandbox shows as a redacted copy ([`settings::redact`]), at its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsCopy {
+    pub path: PathBuf,
+    /// The preset entry that shows it (`@settings: .npmrc`).
+    pub rule: String,
+    pub origin: Origin,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +108,25 @@ pub enum PolicyError {
         .0.display()
     )]
     ProjectTooBroad(PathBuf),
+    #[error(
+        "{flag} {path}: the exclude {exclude:?} (from {origin}) hides that path all the same: on one path an \
+         exclude beats ro and rw whatever the layer, so that no layer quietly shows what another hides; {}",
+        hidden_advice(.flag, .path, *.dir)
+    )]
+    HiddenByExclude { flag: String, path: String, exclude: String, origin: Origin, dir: bool },
+}
+
+/// What to do instead of a grant an exclude beats: in a directory, name what is needed
+/// inside it; a file stays hidden.
+fn hidden_advice(flag: &str, path: &str, dir: bool) -> String {
+    if dir {
+        format!(
+            "name what you need inside it instead ({flag} {}/NAME: a longer path beats a shorter one)",
+            path.trim_end_matches('/')
+        )
+    } else {
+        "a file it names stays hidden (drop the flag)".to_owned()
+    }
 }
 
 /// The project root for `cwd`: the nearest ancestor holding `.git` (a directory, or a
@@ -149,8 +181,21 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         enabled.iter().map(|(preset, _)| format!("@{}", preset.name)).collect::<Vec<_>>().join(" ")
     ));
     let mut commands: BTreeMap<String, Sourced<CommandRule>> = BTreeMap::new();
+    let mut copies: Vec<SettingsCopy> = Vec::new();
     for (preset, origin) in &enabled {
         let layer = layer_rank(&origin.layer);
+        for preset_path in preset.copies {
+            let base = match preset_path.root {
+                presets::Root::Abs => PathBuf::from("/"),
+                presets::Root::Home => ctx.home.clone(),
+                presets::Root::Project => ctx.project_root.clone(),
+            };
+            let path = base.join(preset_path.path);
+            if path.is_file() {
+                let rule = format!("@{}: {}", preset.name, preset_path.path);
+                copies.push(SettingsCopy { path, rule, origin: origin.clone() });
+            }
+        }
         for (access, paths) in [(Access::Ro, preset.ro), (Access::Rw, preset.rw), (Access::Exclude, preset.exclude)] {
             for preset_path in paths {
                 let base = match preset_path.root {
@@ -232,7 +277,43 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         }
     }
 
+    check_hidden_grants(&rules, &mut notes)?;
+    // A copy shows no credential, so the built-in excludes (`~/.npmrc`) do not stop it;
+    // an exclude someone wrote, of the file or a directory above it, does.
+    copies.retain(|copy| {
+        let excluded_by = rules.iter().find(|rule| {
+            rule.access == Access::Exclude
+                && rule.origin.layer != LayerKind::Default
+                && copy.path.starts_with(&rule.path)
+        });
+        match excluded_by {
+            Some(rule) => {
+                notes.push(format!(
+                    "settings {}: not shown, excluded by {} (from {})",
+                    copy.path.display(),
+                    rule.written,
+                    rule.origin
+                ));
+                false
+            }
+            None => true,
+        }
+    });
     let mounts = settle(rules, ctx, &mut notes);
+    // A settings file the sandbox can write may be the agent's, from this grant in an
+    // earlier session: a symlink it planted there would have the host copy whatever it
+    // names (a key the policy hides) into the sandbox. Copied only from where it cannot.
+    copies.retain(|copy| {
+        let real = copy.path.canonicalize().unwrap_or_else(|_| copy.path.clone());
+        let writable = [&copy.path, &real].iter().any(|path| access_of(path, &mounts) == Some(Access::Rw));
+        if writable {
+            notes.push(format!(
+                "settings {}: not shown, the sandbox can write it (what it holds may be the agent's)",
+                copy.path.display()
+            ));
+        }
+        !writable
+    });
     for mount in &mounts {
         notes.push(format!(
             "access {:<7} {} ({}, from {})",
@@ -242,7 +323,46 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
             mount.origin
         ));
     }
-    Ok(Policy { network: config.network.clone(), mounts, commands, notes })
+    Ok(Policy { network: config.network.clone(), mounts, commands, copies, notes })
+}
+
+/// A grant someone wrote (`--ro`, `--rw`, `filesystem.ro`/`rw`) that an exclude of the
+/// same path beats (an exact exclude, or any exclude of a glob's match) shows nothing: on
+/// the command line, where it is the user's explicit request (`--ro ~/.ssh` against the
+/// built-in exclude), that is an error saying why; from a config file, a note.
+fn check_hidden_grants(rules: &[Rule], notes: &mut Vec<String>) -> Result<(), PolicyError> {
+    let written_grants = rules.iter().filter(|rule| {
+        rule.access != Access::Exclude && rule.origin.layer != LayerKind::Default && !rule.written.starts_with('@')
+    });
+    for grant in written_grants {
+        if grant.written == "<project root>" {
+            continue;
+        }
+        let Some(exclude) = rules
+            .iter()
+            .find(|rule| rule.access == Access::Exclude && rule.path == grant.path && (rule.exact || !grant.exact))
+        else {
+            continue;
+        };
+        if let Location::Flag(flag) = &grant.origin.location {
+            return Err(PolicyError::HiddenByExclude {
+                flag: flag.clone(),
+                path: grant.written.clone(),
+                exclude: exclude.written.clone(),
+                origin: exclude.origin.clone(),
+                dir: grant.path.is_dir(),
+            });
+        }
+        notes.push(format!(
+            "{} {} ({}): hidden all the same by the exclude {} (from {}): on one path exclude beats ro and rw",
+            grant.access.as_str(),
+            grant.written,
+            grant.origin,
+            exclude.written,
+            exclude.origin
+        ));
+    }
+    Ok(())
 }
 
 /// Picks the winning rule per path and orders the result parents-first. Excludes

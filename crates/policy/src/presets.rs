@@ -30,6 +30,8 @@ pub struct Preset {
     pub ro: &'static [PresetPath],
     pub rw: &'static [PresetPath],
     pub exclude: &'static [PresetPath],
+    /// Files shown read-only as a copy without credential lines (see `settings`).
+    pub copies: &'static [PresetPath],
     /// `commands.<name>` rules the preset sets, e.g. `git = @git`.
     pub commands: &'static [(&'static str, &'static str)],
 }
@@ -113,6 +115,7 @@ pub const PRESETS: &[Preset] = &[
         ],
         rw: &[],
         exclude: &[],
+        copies: &[],
         commands: &[],
     },
     Preset {
@@ -141,6 +144,26 @@ pub const PRESETS: &[Preset] = &[
             home(".cache/deno"),
         ],
         exclude: &[],
+        copies: &[],
+        commands: &[],
+    },
+    Preset {
+        name: "settings",
+        summary: "package managers' settings (registries, mirrors), read-only copies without credential lines",
+        ro: &[],
+        rw: &[],
+        exclude: &[],
+        // npm's user config, pip's user, legacy and system ones, cargo's: where a corporate
+        // mirror is set. Not the project's own (`.npmrc` there is a secret pattern).
+        copies: &[
+            home(".npmrc"),
+            home(".config/pip/pip.conf"),
+            home(".pip/pip.conf"),
+            abs("/etc/pip.conf"),
+            abs("/etc/xdg/pip/pip.conf"),
+            home(".cargo/config.toml"),
+            home(".cargo/config"),
+        ],
         commands: &[],
     },
     Preset {
@@ -160,6 +183,7 @@ pub const PRESETS: &[Preset] = &[
             home(".config/codex"),
         ],
         exclude: &[],
+        copies: &[],
         commands: &[],
     },
     Preset {
@@ -181,6 +205,7 @@ pub const PRESETS: &[Preset] = &[
         ],
         rw: &[],
         exclude: &[],
+        copies: &[],
         commands: &[("git", "@git")],
     },
     Preset {
@@ -229,12 +254,13 @@ pub const PRESETS: &[Preset] = &[
         ],
         rw: &[],
         exclude: &[],
+        copies: &[],
         commands: &[],
     },
 ];
 
 /// The names `@all` stands for.
-pub const ALL: &[&str] = &["base", "caches", "agents", "git", "lint"];
+pub const ALL: &[&str] = &["base", "caches", "settings", "agents", "git", "lint"];
 
 /// The `@caches` directories and the tools that fill them: a missing one is created
 /// before the sandbox starts when one of its tools is installed, so that the first

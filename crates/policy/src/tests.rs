@@ -20,9 +20,9 @@ fn sourced(values: &[&str]) -> Vec<Sourced<String>> {
 #[test]
 fn preset_lists_apply_in_order() {
     let cases: &[(&[&str], &[&str])] = &[
-        (&["@all"], &["base", "caches", "agents", "git", "lint"]),
-        (&["@all", "!@lint"], &["base", "caches", "agents", "git"]),
-        (&["@all", "!@lint", "@lint"], &["base", "caches", "agents", "git", "lint"]),
+        (&["@all"], &["base", "caches", "settings", "agents", "git", "lint"]),
+        (&["@all", "!@lint"], &["base", "caches", "settings", "agents", "git"]),
+        (&["@all", "!@lint", "@lint"], &["base", "caches", "settings", "agents", "git", "lint"]),
         (&["@all", "!@all"], &[]),
         (&["@git"], &["git"]),
         (&["!@git", "@base"], &["base"]),
@@ -41,7 +41,7 @@ fn bad_preset_entries_are_errors_with_a_hint() {
         ("@lnt", "unknown preset @lnt (did you mean @lint?) (from cli (--test))"),
         (
             "@zzzzzzz",
-            "unknown preset @zzzzzzz (known presets: @base, @caches, @agents, @git, @lint, @all) (from cli (--test))",
+            "unknown preset @zzzzzzz (known presets: @base, @caches, @settings, @agents, @git, @lint, @all) (from cli (--test))",
         ),
         ("lint", "\"lint\" is not a preset (write \"@name\" or \"!@name\") (from cli (--test))"),
     ];
@@ -122,7 +122,10 @@ fn specificity_rules() {
         ),
         (
             "same path: exclude beats ro beats rw",
-            vec![cli_layer(None, &["~/data".into()], &["~/data".into()], &["~/data".into()], &[]).expect("flags")],
+            vec![layer(
+                r#"{"filesystem": {"ro": ["~/data"], "rw": ["~/data"], "exclude": ["~/data"]}}"#,
+                LayerKind::Global,
+            )],
             vec![("home/proj", "rw")], // excluded and nothing above it is visible: nothing to mount
         ),
         (
@@ -171,6 +174,60 @@ fn specificity_rules() {
             expected.into_iter().map(|(path, access)| (path.to_owned(), access)).collect();
         assert_eq!(got, expected, "{name}");
     }
+}
+
+#[test]
+fn a_flag_grant_an_exclude_of_the_same_path_beats_is_refused_with_the_reason() {
+    let tree = Tree::new(&["home/.ssh/known_hosts", "home/.ssh/id_ed25519", "home/.netrc", "home/proj/a"]);
+    let defaults = || layer(r#"{"filesystem": {"presets": [], "exclude": ["~/.ssh"]}}"#, LayerKind::Default);
+    // `--ro ~/.ssh` against the built-in exclude: the exclude wins, so the flag is refused.
+    for (ro, rw) in [(vec!["~/.ssh".to_owned()], vec![]), (vec![], vec!["~/.ssh".to_owned()])] {
+        let flags = cli_layer(None, &ro, &rw, &[], &[]).expect("flags");
+        let err = resolve(&merge(vec![defaults(), flags]), &tree.ctx()).expect_err("hidden").to_string();
+        let flag = if ro.is_empty() { "--rw" } else { "--ro" };
+        assert_eq!(
+            err,
+            format!(
+                "{flag} ~/.ssh: the exclude \"~/.ssh\" (from default) hides that path all the same: on one path an \
+                 exclude beats ro and rw whatever the layer, so that no layer quietly shows what another hides; name \
+                 what you need inside it instead ({flag} ~/.ssh/NAME: a longer path beats a shorter one)"
+            )
+        );
+    }
+    // A file has no inside to name.
+    let flags = cli_layer(None, &["~/.netrc".into()], &[], &[], &[]).expect("flags");
+    let defaults_netrc = layer(r#"{"filesystem": {"presets": [], "exclude": ["~/.netrc"]}}"#, LayerKind::Default);
+    let err = resolve(&merge(vec![defaults_netrc, flags]), &tree.ctx()).expect_err("hidden").to_string();
+    assert!(err.ends_with("; a file it names stays hidden (drop the flag)"), "{err}");
+    // What the message advises: a file inside it is shown, the rest stays hidden.
+    let flags = cli_layer(None, &["~/.ssh/known_hosts".into()], &[], &[], &[]).expect("flags");
+    assert_eq!(
+        tree.resolve(vec![defaults(), flags]),
+        [("home/proj".to_owned(), "rw"), ("home/.ssh/known_hosts".to_owned(), "ro")]
+    );
+    let flags = cli_layer(None, &["~".into(), "~/.ssh/known_hosts".into()], &[], &[], &[]).expect("flags");
+    assert_eq!(
+        tree.resolve(vec![defaults(), flags]),
+        [
+            ("home".to_owned(), "ro"),
+            ("home/.ssh".to_owned(), "exclude"),
+            ("home/proj".to_owned(), "rw"),
+            ("home/.ssh/known_hosts".to_owned(), "ro")
+        ]
+    );
+    // The same grant in a config file: skipped with a note (`--debug`).
+    let global = layer(r#"{"filesystem": {"ro": ["~/.ssh"]}}"#, LayerKind::Global);
+    let policy = resolve(&merge(vec![defaults(), global]), &tree.ctx()).expect("resolves");
+    assert!(
+        policy.notes.iter().any(|note| {
+            note
+            == "ro ~/.ssh (global (/cfg.jsonc:1:24)): hidden all the same by the exclude ~/.ssh (from default): on one \
+                path exclude beats ro and rw"
+        }),
+        "{:?}",
+        policy.notes
+    );
+    assert!(!policy.mounts.iter().any(|mount| mount.path.ends_with(".ssh")));
 }
 
 #[test]
@@ -393,7 +450,7 @@ fn readme_documents_every_preset_path() {
         if !readme.contains(&format!("| `@{}` |", preset.name)) {
             missing.push(format!("@{}", preset.name));
         }
-        for path in preset.ro.iter().chain(preset.rw).chain(preset.exclude) {
+        for path in preset.ro.iter().chain(preset.rw).chain(preset.exclude).chain(preset.copies) {
             let shown = match path.root {
                 presets::Root::Abs => path.path.to_owned(),
                 presets::Root::Home => format!("~/{}", path.path),
@@ -448,4 +505,37 @@ fn a_project_path_that_leads_outside_is_not_mounted() {
         "skipped {} (@lint: .editorconfig): it leads outside the project",
         tree.root.join("home/proj/.editorconfig").display()
     ))));
+}
+
+#[test]
+fn settings_files_are_copies_unless_someone_excluded_them() {
+    let tree = Tree::new(&["home/.npmrc", "home/.cargo/config.toml", "home/.config/pip/pip.conf", "home/proj/a"]);
+    let defaults =
+        || layer(r#"{"filesystem": {"presets": ["@settings"], "exclude": ["~/.npmrc"]}}"#, LayerKind::Default);
+    let copies = |layers: Vec<Layer>| -> Vec<String> {
+        let policy = resolve(&merge(layers), &tree.ctx()).expect("resolves");
+        // (Without the machine's own /etc/pip.conf.)
+        policy
+            .copies
+            .iter()
+            .filter_map(|copy| Some(copy.path.strip_prefix(&tree.root).ok()?.display().to_string()))
+            .collect()
+    };
+    // The built-in exclude of ~/.npmrc hides the file itself, not its redacted copy.
+    assert_eq!(copies(vec![defaults()]), ["home/.npmrc", "home/.config/pip/pip.conf", "home/.cargo/config.toml"]);
+    // An exclude someone wrote, of the file or above it, and `!@settings` do.
+    let global = layer(r#"{"filesystem": {"exclude": ["~/.cargo", "~/.npmrc"]}}"#, LayerKind::Global);
+    assert_eq!(copies(vec![defaults(), global.clone()]), ["home/.config/pip/pip.conf"]);
+    let policy = resolve(&merge(vec![defaults(), global]), &tree.ctx()).expect("resolves");
+    let note = format!(
+        "settings {}: not shown, excluded by ~/.cargo (from global (/cfg.jsonc:1:29))",
+        tree.root.join("home/.cargo/config.toml").display()
+    );
+    assert!(policy.notes.contains(&note), "{:?}", policy.notes);
+    // One the sandbox can write may be the agent's (a symlink planted to a key it cannot
+    // read); ~/.npmrc, hidden by the exclude, it cannot write.
+    let rw_home = layer(r#"{"filesystem": {"rw": ["~"]}}"#, LayerKind::Global);
+    assert_eq!(copies(vec![defaults(), rw_home]), ["home/.npmrc"]);
+    let off = layer(r#"{"filesystem": {"presets": ["!@settings"]}}"#, LayerKind::Global);
+    assert!(copies(vec![defaults(), off]).is_empty());
 }

@@ -36,6 +36,8 @@
 //!                   request there, carried out outside the sandbox
 //! resolv.conf       mounted as `/etc/resolv.conf` in allowlist mode: names the resolver
 //!                   the bridge runs inside ([`RESOLVER`])
+//! settings.<n>      the n-th package manager settings file (`@settings`) without its
+//!                   credential lines, mounted read-only at its own path
 //! ```
 //!
 //! Nothing here touches the filesystem, except [`detect`], which asks whether the
@@ -81,6 +83,11 @@ const NET_SOCKET: &str = "net.sock";
 const PUSH_SOCKET: &str = "push.sock";
 /// The sandbox's `/etc/resolv.conf` in allowlist mode (written by `exec`).
 pub const RESOLV_CONF: &str = "resolv.conf";
+
+/// The name of the `index`-th settings copy at the root, for `Runtime::create`'s files.
+pub fn settings_copy_name(index: usize) -> String {
+    format!("settings.{index}")
+}
 
 /// The loopback port inside the sandbox's network namespace where the bridge listens for
 /// proxy clients (HTTP CONNECT, absolute-URI HTTP and SOCKS5 on the same port).
@@ -228,6 +235,12 @@ impl RuntimeLayout {
     /// What is mounted as `/etc/resolv.conf` in allowlist mode.
     pub fn resolv_conf(&self) -> PathBuf {
         self.root.join(RESOLV_CONF)
+    }
+
+    /// The copy of the `index`-th settings file (`@settings`), named
+    /// [`settings_copy_name`] at the root.
+    pub fn settings_copy(&self, index: usize) -> PathBuf {
+        self.root.join(settings_copy_name(index))
     }
 
     /// Where git's exec-path directory `index` is, as the host has it.

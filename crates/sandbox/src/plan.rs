@@ -5,7 +5,7 @@
 //!
 //! Order matters to bwrap: namespaces and hardening first; then the filesystem from the
 //! outside in (a fresh tmpfs root, `/dev`, `/proc`, private `/tmp`, a scratch `$HOME`,
-//! the policy's mounts parents-first, secret masks, the agents' managed configuration,
+//! the policy's mounts parents-first, secret masks, the settings copies, the agents' managed configuration,
 //! the runtime directory, command overlays); then `/` remounted read-only so nothing can be added beside the marker.
 
 use std::{
@@ -76,6 +76,9 @@ pub struct Plan<'a> {
     pub host_ports: &'a [u16],
     pub mounts: &'a [Mount],
     pub masks: &'a [Mask],
+    /// Settings files shown as the runtime directory's redacted copies
+    /// ([`RuntimeLayout::settings_copy`], in this order), read-only at these paths.
+    pub settings: &'a [PathBuf],
     pub commands: &'a [WrappedCommand],
     pub home: &'a Path,
     pub cwd: &'a Path,
@@ -163,6 +166,10 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
             Kind::File => host.empty_file(),
         };
         args.bind("--ro-bind", &empty, &mask.path);
+    }
+    // Over whatever the policy shows or hides there (`~/.npmrc` is a built-in exclude).
+    for (index, path) in plan.settings.iter().enumerate() {
+        args.bind("--ro-bind", &host.settings_copy(index), path);
     }
     // The agents' managed configuration (the tool guard as their PreToolUse hook), over
     // whatever is granted there: read-only, in a read-only `/etc`.
@@ -403,6 +410,7 @@ mod tests {
             host_ports: &[],
             mounts: &mounts,
             masks: &masks,
+            settings: &["/home/u/.npmrc".into(), "/etc/pip.conf".into()],
             commands: &commands,
             home: Path::new("/home/u"),
             cwd: Path::new("/home/u/proj/src"),
@@ -453,6 +461,12 @@ mod tests {
             "--ro-bind",
             "/tmp/rt/emptydir",
             "/home/u/proj/secrets",
+            "--ro-bind",
+            "/tmp/rt/settings.0",
+            "/home/u/.npmrc",
+            "--ro-bind",
+            "/tmp/rt/settings.1",
+            "/etc/pip.conf",
             "--ro-bind",
             "/tmp/rt/claude-managed-settings.json",
             "/etc/claude-code/managed-settings.json",
@@ -512,6 +526,7 @@ mod tests {
             host_ports: &[],
             mounts: &[],
             masks: &[],
+            settings: &[],
             commands: &[],
             home: Path::new("/"),
             cwd: Path::new("/p"),
@@ -569,6 +584,7 @@ mod tests {
             host_ports: &[5432, 6379],
             mounts: &[],
             masks: &[],
+            settings: &[],
             commands: &[],
             home: Path::new("/"),
             cwd: Path::new("/p"),
@@ -669,6 +685,7 @@ mod tests {
             host_ports: &[],
             mounts: &mounts,
             masks: &[],
+            settings: &[],
             commands: &[],
             home: Path::new("/"),
             cwd: Path::new("/p"),

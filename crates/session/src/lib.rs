@@ -14,6 +14,7 @@ mod claude_state;
 pub mod index;
 mod mask_record;
 pub mod masks;
+mod settings;
 mod trees;
 
 use std::{
@@ -272,6 +273,13 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         );
     }
     prepare_own_dirs(&own_dirs)?;
+    // The hook guard undone behind the user's back (husky's `npm install`, a new worktree
+    // of a husky project): said before the agent's first commit, with the fix.
+    if repo.is_some() {
+        for problem in hookinstall::problems(&ctx.project_root) {
+            eprintln!("agent-sandbox: warning: {problem}");
+        }
+    }
     // An agent's state directory that does not exist yet would live in the scratch home
     // and vanish with it (and the user's login with it).
     let agent_name = options
@@ -455,8 +463,12 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         &cache_dir,
         &mut policy.notes,
     )?;
+    let settings_copies = settings::prepare(&policy.copies, &net_policy, &ctx.home, &mut policy.notes);
     for note in &policy.notes {
         debug(note);
+    }
+    for warning in &settings_copies.warnings {
+        eprintln!("{warning}");
     }
 
     let command: Vec<OsString> = if options.command.is_empty() {
@@ -483,7 +495,17 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         }
     }
     if options.dry_run {
-        let plan = plan(&policy, &net_policy, &masks, &commands, &ctx, Path::new("$RUNTIME"), &self_exe, &command);
+        let plan = plan(
+            &policy,
+            &net_policy,
+            &masks,
+            &settings_copies.paths,
+            &commands,
+            &ctx,
+            Path::new("$RUNTIME"),
+            &self_exe,
+            &command,
+        );
         let mut argv = vec![bwrap.into_os_string()];
         argv.extend(sandbox::plan::bwrap_args(&plan));
         let env_names = env.iter().map(|(name, _)| name.to_string_lossy().into_owned()).collect();
@@ -598,6 +620,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     if net_policy.mode == config::Network::Allowlist {
         files.push((runtime_layout::RESOLV_CONF, resolv_conf.as_str()));
     }
+    let settings_names: Vec<String> =
+        (0..settings_copies.texts.len()).map(runtime_layout::settings_copy_name).collect();
+    files.extend(settings_names.iter().map(String::as_str).zip(settings_copies.texts.iter().map(String::as_str)));
     let copies: Vec<&Path> =
         sandbox::plan::copied_files(&policy.mounts).iter().map(|mount| mount.path.as_path()).collect();
     let links: Vec<(&Path, &Path)> = sandbox::plan::copied_links(&policy.mounts)
@@ -615,7 +640,17 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
              proxy variables reach allowed hosts"
         );
     }
-    let mut plan = plan(&policy, &net_policy, &masks, &commands, &ctx, runtime.path(), &self_exe, &command);
+    let mut plan = plan(
+        &policy,
+        &net_policy,
+        &masks,
+        &settings_copies.paths,
+        &commands,
+        &ctx,
+        runtime.path(),
+        &self_exe,
+        &command,
+    );
     plan.premade_network = premade_network;
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
     debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
@@ -647,6 +682,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
                 pinned: host_present.iter().chain(&pinned_masks).chain(&host_copies).cloned().collect(),
                 net_policy: net_policy.clone(),
                 masks: masks.clone(),
+                settings: settings_copies.paths.clone(),
                 commands: commands.clone(),
                 self_exe: self_exe.clone(),
                 bwrap: bwrap.clone(),
@@ -1212,6 +1248,8 @@ struct CheckInputs {
     pinned: Vec<PathBuf>,
     net_policy: policy::network::NetPolicy,
     masks: Vec<Mask>,
+    /// The settings copies in the runtime directory, in its order.
+    settings: Vec<PathBuf>,
     commands: Vec<sandbox::plan::WrappedCommand>,
     self_exe: PathBuf,
     bwrap: PathBuf,
@@ -1247,8 +1285,17 @@ impl CheckInputs {
         }
         let ctx = Context { cwd: worktree.clone(), ..self.ctx };
         let command: Vec<OsString> = vec!["/bin/sh".into(), "-c".into()];
-        let plan =
-            plan(&policy, &self.net_policy, &self.masks, &self.commands, &ctx, &self.runtime, &self.self_exe, &command);
+        let plan = plan(
+            &policy,
+            &self.net_policy,
+            &self.masks,
+            &self.settings,
+            &self.commands,
+            &ctx,
+            &self.runtime,
+            &self.self_exe,
+            &command,
+        );
         let text = |value: &std::ffi::OsStr| value.to_string_lossy().into_owned();
         let mut settings = self.hook_settings;
         settings.check_sandbox = Some(guard_settings::CheckSandbox {
@@ -1355,6 +1402,7 @@ fn plan<'a>(
     policy: &'a policy::Policy,
     net_policy: &'a policy::network::NetPolicy,
     masks: &'a [Mask],
+    settings: &'a [PathBuf],
     commands: &'a [sandbox::plan::WrappedCommand],
     ctx: &'a Context,
     runtime: &'a Path,
@@ -1367,6 +1415,7 @@ fn plan<'a>(
         host_ports: &net_policy.host_ports,
         mounts: &policy.mounts,
         masks,
+        settings,
         commands,
         home: &ctx.home,
         cwd: &ctx.cwd,

@@ -254,3 +254,60 @@ fn husky_regenerating_its_hooks_is_detected_and_install_or_uninstall_clears_the_
     );
     assert_same_tree(&before, &snapshot(&sandbox.root));
 }
+
+#[test]
+fn problems_name_the_shims_husky_rewrote_and_a_worktree_without_hooks() {
+    let sandbox = Sandbox::new();
+    let repo = sandbox.init_with_commit("repo");
+    husky_layout(&sandbox, &repo, "npm test\n");
+    sandbox.git(&repo, &["add", ".husky"]);
+    sandbox.git(&repo, &["commit", "-q", "--no-verify", "-m", "husky"]);
+    let hooks = repo.join(".husky/_");
+    // Never installed, or installed and intact: nothing to say.
+    assert_eq!(hookinstall::problems(&repo), Vec::<String>::new());
+    hookinstall::install(&repo, &unused_binary(), false).expect("install");
+    assert_eq!(hookinstall::problems(&repo), Vec::<String>::new());
+
+    // `npm install` rewrote .husky/_: the guard no longer runs, and the fix is named.
+    husky_regenerate(&repo);
+    assert_eq!(
+        hookinstall::problems(&repo),
+        [format!(
+            "the hook guard no longer runs before pre-commit and pre-push in {}: its shims were replaced (husky \
+             rewrites `.husky/_` on every `npm install`); run `agent-sandbox hooks install` again to put them back \
+             in front",
+            hooks.display()
+        )]
+    );
+    hookinstall::install(&repo, &unused_binary(), false).expect("install again");
+    assert_eq!(hookinstall::problems(&repo), Vec::<String>::new());
+
+    // A new worktree has no .husky/_ (it is not in git): git runs no hook there at all.
+    sandbox.git(&repo, &["worktree", "add", "-q", "../wt"]);
+    let worktree = sandbox.root.join("wt");
+    let worktree_hooks = worktree.join(".husky/_");
+    assert_eq!(
+        hookinstall::problems(&worktree),
+        [format!(
+            "git runs no hooks in this work tree: core.hooksPath names {}, which does not exist here (husky's \
+             `.husky/_` is not in git, so a new worktree lacks it); create it with `npx husky` (or `npm install`), \
+             then `agent-sandbox hooks install` here (the hook guard is installed in {})",
+            worktree_hooks.display(),
+            hooks.display()
+        )]
+    );
+    // husky made them there: the guard is still missing in front of them.
+    husky_regenerate(&worktree);
+    assert_eq!(
+        hookinstall::problems(&worktree),
+        [format!(
+            "the hook guard is not in front of this work tree's hooks in {} (it is in {}): run `agent-sandbox hooks \
+             install` here",
+            worktree_hooks.display(),
+            hooks.display()
+        )]
+    );
+    hookinstall::install(&worktree, &unused_binary(), false).expect("install in the worktree");
+    assert_eq!(hookinstall::problems(&worktree), Vec::<String>::new());
+    assert_eq!(hookinstall::problems(&repo), Vec::<String>::new());
+}
