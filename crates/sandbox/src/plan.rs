@@ -642,6 +642,7 @@ mod tests {
             host_ports: &[],
             mounts: &[],
             masks: &masks,
+            settings: &[],
             commands: &[],
             home: Path::new("/"),
             cwd: Path::new("/p"),
