@@ -36,6 +36,7 @@
 //!                   request there, carried out outside the sandbox
 //! resolv.conf       mounted as `/etc/resolv.conf` in allowlist mode: names the resolver
 //!                   the bridge runs inside ([`RESOLVER`])
+//! hosts             mounted as `/etc/hosts` in allowlist mode: the loopback names only
 //! ```
 //!
 //! Nothing here touches the filesystem, except [`detect`], which asks whether the
@@ -81,6 +82,8 @@ const NET_SOCKET: &str = "net.sock";
 const PUSH_SOCKET: &str = "push.sock";
 /// The sandbox's `/etc/resolv.conf` in allowlist mode (written by `exec`).
 pub const RESOLV_CONF: &str = "resolv.conf";
+/// The sandbox's `/etc/hosts` in allowlist mode (written by `exec`).
+pub const HOSTS: &str = "hosts";
 
 /// The loopback port inside the sandbox's network namespace where the bridge listens for
 /// proxy clients (HTTP CONNECT, absolute-URI HTTP and SOCKS5 on the same port).
@@ -230,6 +233,11 @@ impl RuntimeLayout {
         self.root.join(RESOLV_CONF)
     }
 
+    /// What is mounted as `/etc/hosts` in allowlist mode.
+    pub fn hosts(&self) -> PathBuf {
+        self.root.join(HOSTS)
+    }
+
     /// Where git's exec-path directory `index` is, as the host has it.
     pub fn git_exec_real(&self, index: usize) -> PathBuf {
         self.root.join(GIT_EXEC_REAL).join(index.to_string())
@@ -267,6 +275,7 @@ mod tests {
             (inside.net_socket(), "/run/agent-sandbox/net.sock"),
             (inside.push_socket(), "/run/agent-sandbox/push.sock"),
             (inside.resolv_conf(), "/run/agent-sandbox/resolv.conf"),
+            (inside.hosts(), "/run/agent-sandbox/hosts"),
         ];
         for (path, expected) in entries {
             assert_eq!(path, Path::new(expected));
