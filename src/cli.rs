@@ -15,10 +15,14 @@ pub const EXIT_ERROR: i32 = 125;
     version,
     about = "Guard rails for AI coding agents: run them under bubblewrap or in Docker, with a layered policy"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
-    /// Default: `shell` (the Docker sandbox of the current directory)
+    /// Default: `shell` (the Docker sandbox of the current directory), with `shell`'s arguments
     #[command(subcommand)]
     command: Option<Commands>,
+    /// `shell`'s arguments, for the default command (`agent-sandbox [PATH] [-c COMMAND]`)
+    #[command(flatten)]
+    shell: crate::docker::ShellArgs,
 }
 
 #[derive(Subcommand)]
@@ -276,10 +280,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     let Some(command) = cli.command else {
-        return finish(crate::docker::shell(crate::docker::ShellArgs {
-            base_tag: "latest".into(),
-            ..Default::default()
-        }));
+        return finish(crate::docker::shell(cli.shell));
     };
     let result = match command {
         Commands::Init(args) => crate::docker::init(args),

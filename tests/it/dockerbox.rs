@@ -256,6 +256,48 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
     assert_eq!(docker(&["inspect", "-f", "{{.State.Running}}", &name]), "true");
 }
 
+/// The default command is `shell` with `shell`'s arguments: `agent-sandbox PATH -c CMD`
+/// from elsewhere runs in PATH's container; without an engine it says so.
+#[test]
+fn the_default_command_takes_shells_path_and_command() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let elsewhere = repo.path.parent().expect("parent");
+    let path = repo.path.to_str().expect("utf-8");
+    let out = repo
+        .cmd(&[path, "--base-tag", &tag, "-c", "pwd; agent-sandbox check; exit 3"])
+        .current_dir(elsewhere)
+        .output()
+        .expect("agent-sandbox");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "/workspace/proj\ninside an agent-sandbox (container)\n",
+        "{}",
+        text(&out)
+    );
+    // `-c` alone: the current directory's container.
+    let out = repo.cmd(&["-c", "pwd", "--base-tag", &tag]).output().expect("agent-sandbox");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "/workspace/proj\n", "{}", text(&out));
+
+    // Bare, and with arguments, without an engine: what to do, not a usage error.
+    for args in [&[][..], &[path, "-c", "true"][..]] {
+        let out = repo
+            .cmd(args)
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("agent-sandbox");
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("cannot reach the Docker engine at unix:///nonexistent/docker.sock")
+                && stderr.contains("start it"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn missing_image_and_stopped_engine_say_what_to_do() {
     let Some(tag) = base_tag() else { return };
