@@ -280,6 +280,16 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     let Some(command) = cli.command else {
+        // `agent-sandbox PATH`: a word that is neither a command nor a directory is most
+        // likely a mistyped command.
+        if let Some(path) = cli.shell.path.as_ref().filter(|path| !path.exists()) {
+            eprintln!(
+                "agent-sandbox: error: {} is neither a command nor a directory (the default command is `shell \
+                 [PATH]`): see agent-sandbox --help",
+                path.display()
+            );
+            return 2;
+        }
         return finish(crate::docker::shell(cli.shell));
     };
     let result = match command {
