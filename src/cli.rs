@@ -15,10 +15,14 @@ pub const EXIT_ERROR: i32 = 125;
     version,
     about = "Guard rails for AI coding agents: run them under bubblewrap or in Docker, with a layered policy"
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
-    /// Default: `shell` (the Docker sandbox of the current directory)
+    /// Default: `shell` (the Docker sandbox of the current directory), with `shell`'s arguments
     #[command(subcommand)]
     command: Option<Commands>,
+    /// `shell`'s arguments, for the default command (`agent-sandbox [PATH] [-c COMMAND]`)
+    #[command(flatten)]
+    shell: crate::docker::ShellArgs,
 }
 
 #[derive(Subcommand)]
@@ -312,9 +316,18 @@ pub fn main(args: Vec<OsString>) -> i32 {
         }
     };
     let Some(command) = cli.command else {
-        let shell = crate::docker::shell(crate::docker::ShellArgs { base_tag: "latest".into(), ..Default::default() });
+        // `agent-sandbox PATH`: a word that is neither a command nor a directory is most
+        // likely a mistyped command.
+        if let Some(path) = cli.shell.path.as_ref().filter(|path| !path.exists()) {
+            eprintln!(
+                "agent-sandbox: error: {} is neither a command nor a directory (the default command is `shell \
+                 [PATH]`): see agent-sandbox --help",
+                path.display()
+            );
+            return 2;
+        }
         // The first thing people type: say what it was and the way in without Docker.
-        return finish(shell.map_err(|err| {
+        return finish(crate::docker::shell(cli.shell).map_err(|err| {
             anyhow::anyhow!(
                 "{err:#}\n(bare `agent-sandbox` is `agent-sandbox shell`, the Docker sandbox of this directory; \
                  without Docker, run the agent under bubblewrap: `agent-sandbox exec -- claude`)"

@@ -38,6 +38,98 @@ const CANARY: &str = "AGENT_SANDBOX_TEST_TOKEN";
 /// The file the probe writes into each shared cache.
 const CACHE_MARKER: &str = ".agent-sandbox-test";
 
+/// In allowlist mode: a name no allowlist holds (`.invalid` never resolves anywhere), and
+/// a raw address (TEST-NET-1, never routed), both asked for from inside.
+const OFF_LIST_NAME: &str = "agent-sandbox-test.invalid";
+const RAW_ADDRESS: &str = "192.0.2.1";
+
+/// The network row for the configured mode: `on` reaches the host's loopback, `off`
+/// does not; `allowlist` does not either, and its proxy must be running and deciding (a
+/// `403` for a name off the list and for a raw address, with the reason), the resolver
+/// must give the name no address, and the raw address must have no route.
+fn judge_network(observed: &Value, network: config::Network) -> Row {
+    let reachable = observed["tcpReachable"] == true;
+    let loopback =
+        format!("a listener on the host's loopback was {}", if reachable { "reachable" } else { "unreachable" });
+    match network {
+        config::Network::On | config::Network::Off => {
+            let on = network == config::Network::On;
+            row(
+                NETWORK_ROW,
+                reachable == on,
+                format!("network {}: {loopback} from inside", if on { "on" } else { "off" }),
+                "the network namespace does not match the configuration: report this as a bug".into(),
+            )
+        }
+        config::Network::Allowlist => {
+            let allowlist = &observed["allowlist"];
+            let off_list = &allowlist["offList"];
+            let raw = &allowlist["rawAddress"];
+            let name = off_list["name"].as_str().unwrap_or(OFF_LIST_NAME);
+            let address = raw["address"].as_str().unwrap_or(RAW_ADDRESS);
+            let refused = |answer: &Value| answer["status"] == 403 && answer["reason"].is_string();
+            let said = |answer: &Value| match answer["status"].as_u64() {
+                Some(status) => status.to_string(),
+                None => format!("nothing ({})", answer["error"].as_str().unwrap_or("no answer")),
+            };
+            let resolved: Vec<&str> =
+                off_list["resolved"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let mut broken = Vec::new();
+            let answered = !off_list["proxy"]["status"].is_null() || !raw["proxy"]["status"].is_null();
+            if !answered {
+                broken.push(
+                    "the proxy did not answer inside: it is not running (nothing leaves the sandbox, allowed names \
+                     included): report this as a bug"
+                        .to_owned(),
+                );
+            } else {
+                if !refused(&off_list["proxy"]) {
+                    broken.push(format!("the proxy answered {} for {name}, not 403", said(&off_list["proxy"])));
+                }
+                if !refused(&raw["proxy"]) {
+                    broken.push(format!("the proxy answered {} for {address}, not 403", said(&raw["proxy"])));
+                }
+            }
+            if !resolved.is_empty() {
+                broken.push(format!("{name} resolved to {} inside", resolved.join(", ")));
+            }
+            if raw["direct"]["connected"] != false {
+                broken.push(format!("a direct connection to {address}:443 was not refused"));
+            }
+            if reachable {
+                broken.push("the host's loopback was reachable".to_owned());
+            }
+            let fix = match broken.is_empty() {
+                true => String::new(),
+                false if !answered => broken.join("; "),
+                false => format!(
+                    "{}: check network.allow (agent-sandbox config show), else report this as a bug",
+                    broken.join("; ")
+                ),
+            };
+            row(
+                NETWORK_ROW,
+                broken.is_empty(),
+                format!(
+                    "network allowlist: {name} (off the list) resolved to {}, the proxy answered {}; raw address \
+                     {address}: the proxy answered {}, directly {}; {loopback}",
+                    if resolved.is_empty() { "nothing".to_owned() } else { resolved.join(", ") },
+                    said(&off_list["proxy"]),
+                    said(&raw["proxy"]),
+                    match raw["direct"]["connected"].as_bool() {
+                        Some(false) => format!("refused ({})", raw["direct"]["error"].as_str().unwrap_or("?")),
+                        Some(true) => "connected".to_owned(),
+                        None => "not tried".to_owned(),
+                    },
+                ),
+                fix,
+            )
+        }
+    }
+}
+
+const NETWORK_ROW: &str = "network as configured";
+
 /// The shared caches' row: the probe wrote into each (`caches`) from inside; `leaked`
 /// are those whose host directory received the file.
 fn judge_caches(caches: &[PathBuf], leaked: &[String]) -> Row {
@@ -155,6 +247,7 @@ pub fn test(args: &TestArgs) -> Result<i32> {
         .filter(|path| path.exists())
         .collect();
     let repo = loaded.ctx.project_root.join(".git").exists().then(|| loaded.ctx.project_root.clone());
+    let network = loaded.config.network.value;
     // Host services the sandbox must (abstract socket) or may (TCP, per `network`) reach.
     let tcp = std::net::TcpListener::bind(("127.0.0.1", 0)).context("opening a loopback listener to probe")?;
     let abstract_name = format!("agent-sandbox-test-{}", std::process::id());
@@ -174,6 +267,8 @@ pub fn test(args: &TestArgs) -> Result<i32> {
         "git": repo,
         "caches": caches,
         "cacheMarker": CACHE_MARKER,
+        "allowlist": (network == config::Network::Allowlist)
+            .then(|| json!({ "offList": OFF_LIST_NAME, "rawAddress": RAW_ADDRESS })),
     });
     let run = Command::new(&exe)
         .arg("exec")
@@ -196,14 +291,13 @@ pub fn test(args: &TestArgs) -> Result<i32> {
             )
         })?;
 
-    let network_on = loaded.config.network.value == config::Network::On;
     let git_preset = policy::presets::expand(&loaded.config.presets)?.iter().any(|(preset, _)| preset.name == "git")
         && loaded
             .config
             .commands
             .get("git")
             .is_some_and(|rule| rule.value == config::CommandRule::Preset("git".into()));
-    let mut rows = judge(&observed, network_on, git_preset, sandbox::landlock::supported());
+    let mut rows = judge(&observed, network, git_preset, sandbox::landlock::supported());
     // What the probe wrote into each cache must not be in the host's.
     let leaked: Vec<String> = caches
         .iter()
@@ -219,7 +313,7 @@ pub fn test(args: &TestArgs) -> Result<i32> {
 }
 
 /// The observations against the configuration: one row per guarantee.
-fn judge(observed: &Value, network_on: bool, git_preset: bool, landlock: bool) -> Vec<Row> {
+fn judge(observed: &Value, network: config::Network, git_preset: bool, landlock: bool) -> Vec<Row> {
     let list = |key: &str| observed[key].as_array().cloned().unwrap_or_default();
     let path = |item: &Value| item["path"].as_str().unwrap_or_default().to_owned();
     let mut rows = Vec::new();
@@ -284,17 +378,7 @@ fn judge(observed: &Value, network_on: bool, git_preset: bool, landlock: bool) -
         format!("TIOCSTI was not refused (errno {}): the seccomp filter is missing", observed["tiocstiErrno"]),
     ));
 
-    let reachable = observed["tcpReachable"] == true;
-    rows.push(row(
-        "network as configured",
-        reachable == network_on,
-        format!(
-            "network {}: a listener on the host's loopback was {} from inside",
-            if network_on { "on" } else { "off" },
-            if reachable { "reachable" } else { "unreachable" }
-        ),
-        "the network namespace does not match the configuration: report this as a bug".into(),
-    ));
+    rows.push(judge_network(observed, network));
 
     rows.push(row(
         "marker present",
@@ -649,6 +733,64 @@ mod tests {
             "managed": [managed("/etc/claude-code/managed-settings.json"), managed("/etc/codex/requirements.toml")],
             "sudo": {"list": FEATURE_LISTING, "trueRan": false},
         })
+    }
+
+    /// Allowlist mode: held only when the proxy answers 403 for both, the name has no
+    /// address, the raw address no route and the host's loopback is out of reach; each
+    /// break says what it saw.
+    #[test]
+    fn the_allowlist_row_needs_a_running_proxy_that_refuses() {
+        let answer = |status: Value, reason: Value| json!({ "status": status, "reason": reason, "error": null });
+        let seen = |off: Value, resolved: Value, raw: Value, connected: bool, loopback: bool| {
+            json!({
+                "tcpReachable": loopback,
+                "allowlist": {
+                    "offList": { "name": OFF_LIST_NAME, "resolved": resolved, "proxy": off },
+                    "rawAddress": { "address": RAW_ADDRESS, "proxy": raw,
+                                    "direct": { "connected": connected, "error": "Network is unreachable" } },
+                },
+            })
+        };
+        let refused = answer(json!(403), json!("not on the network allowlist"));
+        let dead = json!({ "status": null, "error": "Resource temporarily unavailable (os error 11)" });
+        let judge = |observed: Value| {
+            let row = judge_network(&observed, config::Network::Allowlist);
+            (row.status == Status::Held, row.fix.unwrap_or_default())
+        };
+        let good = judge(seen(refused.clone(), json!([]), refused.clone(), false, false));
+        assert_eq!(good, (true, String::new()));
+        let cases = [
+            (
+                seen(dead.clone(), json!([]), dead.clone(), false, false),
+                "the proxy did not answer inside: it is not running",
+            ),
+            (
+                seen(answer(json!(200), Value::Null), json!([]), refused.clone(), false, false),
+                "the proxy answered 200 for agent-sandbox-test.invalid, not 403",
+            ),
+            (
+                seen(refused.clone(), json!([]), answer(json!(502), Value::Null), false, false),
+                "the proxy answered 502 for 192.0.2.1, not 403",
+            ),
+            (
+                seen(refused.clone(), json!(["10.0.0.1"]), refused.clone(), false, false),
+                "agent-sandbox-test.invalid resolved to 10.0.0.1 inside",
+            ),
+            (
+                seen(refused.clone(), json!([]), refused.clone(), true, false),
+                "a direct connection to 192.0.2.1:443 was not refused",
+            ),
+            (seen(refused.clone(), json!([]), refused.clone(), false, true), "the host's loopback was reachable"),
+        ];
+        for (observed, why) in cases {
+            let (held, fix) = judge(observed);
+            assert!(!held && fix.starts_with(why), "{why}: {fix}");
+        }
+        // The other modes: the host's loopback alone, labelled with the mode.
+        let off = judge_network(&json!({ "tcpReachable": false }), config::Network::Off);
+        assert!(off.status == Status::Held && off.probe.starts_with("network off: "), "{}", off.probe);
+        let on = judge_network(&json!({ "tcpReachable": false }), config::Network::On);
+        assert!(on.status == Status::NotHeld && on.probe.starts_with("network on: "), "{}", on.probe);
     }
 
     /// `sudo -n -l` in the Feature's image (sudo 1.9, Debian), for `vscode`.

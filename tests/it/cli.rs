@@ -155,6 +155,14 @@ fn unknown_flags_and_bad_values_are_usage_errors_with_the_fix() {
         assert_eq!(run.code(), 2, "{args:?}: {}", run.stderr());
         assert!(run.stderr().contains(fix), "{args:?}: {}", run.stderr());
     }
+    // The default command takes a workspace: a mistyped command is neither.
+    let run = world.cmd().args(["exce", "-c", "true"]).run();
+    assert_eq!(run.code(), 2, "{}", run.stderr());
+    assert!(
+        run.stderr().contains("exce is neither a command nor a directory (the default command is `shell [PATH]`)"),
+        "{}",
+        run.stderr()
+    );
     // The legitimate forms beside them: the command's own flags after it pass through.
     let run = world.cmd().args(["exec", "--dry-run", "echo", "--resume", "-x"]).run();
     assert!(run.ok().contains("-- echo --resume -x"), "{}", run.stdout());

@@ -256,6 +256,48 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
     assert_eq!(docker(&["inspect", "-f", "{{.State.Running}}", &name]), "true");
 }
 
+/// The default command is `shell` with `shell`'s arguments: `agent-sandbox PATH -c CMD`
+/// from elsewhere runs in PATH's container; without an engine it says so.
+#[test]
+fn the_default_command_takes_shells_path_and_command() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let elsewhere = repo.path.parent().expect("parent");
+    let path = repo.path.to_str().expect("utf-8");
+    let out = repo
+        .cmd(&[path, "--base-tag", &tag, "-c", "pwd; agent-sandbox check; exit 3"])
+        .current_dir(elsewhere)
+        .output()
+        .expect("agent-sandbox");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "/workspace/proj\ninside an agent-sandbox (container)\n",
+        "{}",
+        text(&out)
+    );
+    // `-c` alone: the current directory's container.
+    let out = repo.cmd(&["-c", "pwd", "--base-tag", &tag]).output().expect("agent-sandbox");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "/workspace/proj\n", "{}", text(&out));
+
+    // Bare, and with arguments, without an engine: what to do, not a usage error.
+    for args in [&[][..], &[path, "-c", "true"][..]] {
+        let out = repo
+            .cmd(args)
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("agent-sandbox");
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("cannot reach the Docker engine at unix:///nonexistent/docker.sock")
+                && stderr.contains("start it"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn missing_image_and_stopped_engine_say_what_to_do() {
     let Some(tag) = base_tag() else { return };
@@ -703,4 +745,98 @@ fn the_firewall_holds_before_the_shell_opens_and_fails_closed() {
     repo.ok(&["restart"]);
     let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", &probe]).output().expect("shell");
     assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{}", text(&out));
+}
+
+/// A git daemon serving `dir` as `git://remote.test/` on a Docker network of the test's
+/// own (nothing else is on it); removed with every container on that network.
+struct GitRemote {
+    network: String,
+    subnet: String,
+}
+
+impl GitRemote {
+    fn start(tag: &str, dir: &Path, id: &str) -> GitRemote {
+        let network = format!("as-e2e-remote-{id}");
+        let out = Command::new("docker").args(["network", "create", &network]).output().expect("docker");
+        assert!(out.status.success(), "{}", text(&out));
+        let remote = GitRemote {
+            subnet: docker(&["network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", &network]),
+            network,
+        };
+        let volume = format!("{}:/srv:ro", dir.display());
+        let out = Command::new("docker")
+            .args(["run", "-d", "--name", &format!("{}-daemon", remote.network), "--network", &remote.network])
+            .args(["--network-alias", "remote.test", "--user", "0", "--entrypoint", "git", "-v", &volume])
+            .arg(format!("agent-sandbox-base:{tag}"))
+            .args(["-c", "safe.directory=*", "daemon", "--export-all", "--base-path=/srv", "--reuseaddr", "/srv"])
+            .output()
+            .expect("docker");
+        assert!(out.status.success(), "{}", text(&out));
+        remote
+    }
+}
+
+impl Drop for GitRemote {
+    fn drop(&mut self) {
+        for id in docker(&["ps", "-aq", "--filter", &format!("network={}", self.network)]).split_whitespace() {
+            docker(&["rm", "-f", id]);
+        }
+        docker(&["network", "rm", &self.network]);
+    }
+}
+
+/// Branch mode provisions with the project's network policy: a branch that only the
+/// remote has, on a host the project's config allows, is checked out at the remote's
+/// commit; with the host off the project's list, the fetch fails and the checkout stops
+/// with what to do, instead of starting the branch from the host's `main`.
+#[test]
+fn branch_mode_checks_out_a_branch_that_only_an_allowed_remote_has() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    let hash = docker_volume_hash(&repo.path);
+    let served = repo.path.parent().expect("parent").join("served");
+    std::fs::create_dir(&served).expect("mkdir");
+    let bare = served.join("app.git");
+    git(&served, &["init", "-q", "--bare", bare.to_str().expect("utf-8")]);
+    git(&repo.path, &["push", "-q", bare.to_str().expect("utf-8"), "main"]);
+    let work = repo.path.parent().expect("parent").join("elsewhere");
+    git(&served, &["clone", "-q", bare.to_str().expect("utf-8"), work.to_str().expect("utf-8")]);
+    git(&work, &["checkout", "-q", "-b", "feat/remote-only"]);
+    std::fs::write(work.join("remote.txt"), "only on the remote\n").expect("write");
+    git(&work, &["add", "remote.txt"]);
+    git(&work, &["commit", "-q", "-m", "remote work"]);
+    git(&work, &["push", "-q", "origin", "feat/remote-only"]);
+    let commit = git(&work, &["rev-parse", "HEAD"]).trim().to_owned();
+    let remote = GitRemote::start(&tag, &served, &hash);
+
+    git(&repo.path, &["remote", "add", "origin", "git://remote.test/app.git"]);
+    let settings = format!("{{\"network\": \"{}\"}}\n", remote.network);
+    std::fs::write(repo.path.join(".agent-sandbox/settings.json"), settings).expect("write");
+    let allow = |allowed: &str| {
+        let config = format!(r#"{{"network": {{"allow": [{allowed}], "allowPrivate": ["{}"]}}}}"#, remote.subnet);
+        std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), config).expect("write");
+    };
+
+    allow(r#""remote.test:9418""#);
+    let out = repo.ok(&["checkout", "feat/remote-only"]);
+    assert!(out.contains("from origin/feat/remote-only"), "{out}");
+    let script = "git rev-parse HEAD; cat remote.txt";
+    let out =
+        repo.cmd(&["shell", "--branch", "feat/remote-only", "--base-tag", &tag, "-c", script]).output().expect("shell");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{commit}\nonly on the remote\n"), "{}", text(&out));
+
+    // The remote's host off the project's list: the fetch is refused, and so the checkout.
+    allow("");
+    let out = repo.cmd(&["checkout", "feat/other", "--base-tag", &tag]).output().expect("checkout");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "agent-sandbox: cannot fetch origin (git://remote.test/app.git), so feat/other was not checked out"
+        ) && stderr.contains("allow the remote's host in .agent-sandbox/config.jsonc (network.allow")
+            && !stderr.contains("new branch from"),
+        "{}",
+        text(&out)
+    );
+    drop(remote);
 }

@@ -409,3 +409,63 @@ fn git_clones_over_http_from_an_allowed_host_only() {
     assert!(denied.contains("agent-sandbox: denied.test is not on the network allowlist"), "{text}");
     assert!(direct.contains("Failed to connect to 127.0.0.2") && !direct.contains("CLONED"), "{text}");
 }
+
+/// A name only the host's `/etc/hosts` lists: inside, the sandbox's `/etc/hosts` holds the
+/// loopback names only, so the name goes through the resolver and the proxy (which looks
+/// it up on the host, in the host's `/etc/hosts`) whether or not the program uses the
+/// proxy variables; its listed address is never what a program inside is given. The
+/// host's `/etc/hosts` is this test's own, bound over the real one in a mount namespace
+/// that only `exec` runs in (needs root).
+#[test]
+fn a_name_only_the_hosts_etc_hosts_lists_goes_through_the_proxy_not_to_its_listed_address() {
+    require_bwrap!();
+    if !crate::support::is_root() {
+        eprintln!("skipped: a test's own /etc/hosts needs a mount namespace (root)");
+        return;
+    }
+    let world = World::new();
+    let (port, seen) = server("127.0.0.2", "listed");
+    let hosts = world.write("etc-hosts", "127.0.0.1\tlocalhost\n127.0.0.2\tlisted.test\n");
+    world.project_config(&format!(
+        r#"{{"network": {{"allow": ["listed.test:{port}"], "allowPrivate": ["127.0.0.2"]}}}}"#
+    ));
+    let script = format!(
+        r#"
+probe() {{ name=$1; shift; out=$("$@" 2>&1 | tr '\n' ' '); printf '%s: %s\n' "$name" "$out"; }}
+probe hosts-file grep -c listed.test /etc/hosts
+probe localhost getent hosts localhost
+probe resolved getent hosts listed.test
+probe proxy-aware curl -sS -m 5 -o - -w ' %{{http_code}}' http://listed.test:{port}/
+probe proxy-unaware curl -sS -m 5 --noproxy '*' -o - -w ' %{{http_code}}' http://listed.test:{port}/
+probe listed-address curl -sS -m 5 --noproxy '*' http://127.0.0.2:{port}/
+"#
+    );
+    let agent_sandbox = world.cmd();
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.env_clear().envs(agent_sandbox.cmd.get_envs().filter_map(|(key, value)| Some((key, value?))));
+    cmd.current_dir(&world.project).args([
+        "-m",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" /etc/hosts && getent hosts listed.test && exec \"$@\"",
+    ]);
+    cmd.arg(&hosts).arg(&*crate::support::BIN).args(["exec", "--", "sh", "-c", &script]);
+    let out = crate::support::Run(cmd.output().expect("unshare"));
+    let out = out.ok();
+
+    // The host's view has the name (the proxy resolves it there).
+    assert!(out.starts_with("127.0.0.2       listed.test\n"), "{out}");
+    // Inside: the loopback names only, the name from the resolver.
+    assert_eq!(line(&out, "hosts-file"), "0", "{out}");
+    assert_eq!(line(&out, "localhost"), "::1             localhost ip6-localhost ip6-loopback", "{out}");
+    assert_eq!(line(&out, "resolved"), "127.77.0.1      listed.test", "{out}");
+    // Both kinds of program reach it, through the proxy.
+    assert_eq!(line(&out, "proxy-aware"), "HELLO listed  200", "{out}");
+    assert_eq!(line(&out, "proxy-unaware"), "HELLO listed  200", "{out}");
+    // Its listed address leads nowhere inside.
+    assert!(line(&out, "listed-address").contains("curl: (7)"), "{out}");
+    assert_eq!(seen.lock().expect("lock").len(), 2, "{seen:?}");
+    let log = world.audit_log();
+    assert!(log.contains(&format!("\"target\":\"listed.test:{port}\",\"result\":\"allowed\"")), "{log}");
+    assert!(log.contains("mode=transparent"), "{log}");
+}

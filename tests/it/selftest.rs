@@ -57,6 +57,20 @@ fn every_guarantee_holds_on_a_correct_setup() {
     let world = world();
     assert_eq!(results(&world, &[]), (0, expected(&[])));
     assert_eq!(results(&world, &["--network", "off"]), (0, expected(&[])));
+    assert_eq!(results(&world, &["--network", "on"]), (0, expected(&[])));
+    // The default mode, proved as it is: the proxy refuses what the allowlist does not hold.
+    let run = world.cmd().args(["test", "--json"]).run();
+    let value: serde_json::Value = serde_json::from_str(&run.stdout()).expect("JSON");
+    let network =
+        value["rows"].as_array().expect("rows").iter().find(|row| row["guarantee"] == "network as configured");
+    let probe = network.and_then(|row| row["probe"].as_str()).unwrap_or_default().to_owned();
+    assert!(
+        probe.starts_with(
+            "network allowlist: agent-sandbox-test.invalid (off the list) resolved to nothing, the proxy answered 403; \
+             raw address 192.0.2.1: the proxy answered 403, directly refused ("
+        ),
+        "{probe}"
+    );
     let table = world.cmd().arg("test").run().ok();
     assert!(table.starts_with("GUARANTEE") && !table.contains("NOT HELD") && !table.contains("fix:"), "{table}");
     // The guard's refusals during the probe are in the audit log like any other.
@@ -123,4 +137,62 @@ fn what_the_setup_lacks_is_not_applicable() {
             "pushes leave through the host"
         ]
     );
+}
+
+/// The network row proves the proxy is running from inside: with the proxy's socket gone
+/// from the runtime directory before the sandbox's bridge hands its listeners over (as
+/// a cleaner of `$XDG_RUNTIME_DIR` or a proxy that died would leave it), nothing inside
+/// answers on the proxy port, the row fails and says so, and every other row holds.
+/// The socket is removed the moment it appears, a race with bwrap's start that a loaded
+/// machine can lose: a run whose row held is tried again, a few times, never more.
+#[test]
+fn the_network_row_fails_when_the_proxy_is_not_running() {
+    require_bwrap!();
+    let world = world();
+    let runtime = world.path("xdg-runtime");
+    fs_err::create_dir_all(&runtime).expect("mkdir");
+    let mut attempts = Vec::new();
+    for _ in 0..5 {
+        let mut test = world.cmd();
+        let child = test
+            .args(["test", "--json"])
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("agent-sandbox test starts");
+        // The exec that runs the probe makes the socket, then starts bwrap.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        'watch: loop {
+            assert!(std::time::Instant::now() < deadline, "no proxy socket appeared in {}", runtime.display());
+            for entry in std::fs::read_dir(&runtime).expect("read_dir").flatten() {
+                if std::fs::remove_file(entry.path().join("net.sock")).is_ok() {
+                    break 'watch;
+                }
+            }
+            std::thread::yield_now();
+        }
+        let out = child.wait_with_output().expect("agent-sandbox test ends");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let value: serde_json::Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|err| panic!("{err}: {stdout}{}", String::from_utf8_lossy(&out.stderr)));
+        let rows = value["rows"].as_array().expect("rows").clone();
+        let results: Vec<(String, String)> = rows
+            .iter()
+            .map(|row| {
+                (row["guarantee"].as_str().expect("name").into(), row["result"].as_str().expect("result").into())
+            })
+            .collect();
+        let network = rows.iter().find(|row| row["guarantee"] == "network as configured").cloned();
+        let held = network.as_ref().is_some_and(|row| row["result"] == "held");
+        attempts.push((out.status.code(), results, network, stdout));
+        if !held {
+            break;
+        }
+    }
+    let (code, results, network, stdout) = attempts.pop().expect("one attempt");
+    assert_eq!((code, results), (Some(1), expected(&["network as configured"])), "{stdout}");
+    let fix = network.as_ref().and_then(|row| row["fix"].as_str()).unwrap_or_default();
+    assert!(fix.starts_with("the proxy did not answer inside: it is not running"), "{network:?}");
 }

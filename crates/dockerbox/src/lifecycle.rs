@@ -241,7 +241,8 @@ pub fn checkout(engine: &Engine, target: &Target, branch: &str, options: &StartO
         workspace: target.workspace.clone(),
         mode: Mode::Branch(branch.to_owned()),
         image: target.image(&options.base_tag),
-        protected: Vec::new(),
+        // Only `.agent-sandbox` counts here: the firewall's project policy.
+        protected: options.protected.clone(),
         settings: target.settings()?,
     };
     require_image(engine, &request.image)?;

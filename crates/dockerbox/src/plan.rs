@@ -179,7 +179,7 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
         mounts.push(bind(format!("{}/{path}", workspace.path), format!("{inside}/{path}"), true));
     }
     if request.protected.iter().any(|p| p == ".agent-sandbox") {
-        mounts.push(bind(format!("{}/.agent-sandbox", workspace.path), "/etc/agent-sandbox/project".into(), true));
+        mounts.push(bind(format!("{}/.agent-sandbox", workspace.path), PROJECT_POLICY_DIR.into(), true));
     }
     mounts.push(volume(workspace.repo_shelf_volume(), REPO_SHELF.into()));
     mounts.push(volume(workspace.history_volume(), "/commandhistory".into()));
@@ -232,6 +232,10 @@ pub fn plan_digest(plan: &ContainerPlan) -> String {
     format!("{:016x}", util::fnv1a(docker_run_args(&plan).join("\0").as_bytes()))
 }
 
+/// Where the firewall reads the project's policy (`config::CONTAINER_PROJECT_DIR`): the
+/// project's `.agent-sandbox/`, mounted read-only.
+const PROJECT_POLICY_DIR: &str = "/etc/agent-sandbox/project";
+
 /// The label of the short-lived provisioning container (never listed as a sandbox).
 pub const LABEL_PROVISION: &str = "agent-sandbox.provision";
 
@@ -241,7 +245,9 @@ pub const LABEL_PROVISION: &str = "agent-sandbox.provision";
 /// and config may be the agent's): this container has no more than a sandbox has, the
 /// host's checkout read-only and the same firewall.
 /// The host's checkout is the clone's source and the `host` remote (read-only here);
-/// `origin` is set to the host's origin URL when it has one.
+/// `origin` is set to the host's origin URL when it has one, and a new worktree is made
+/// only after origin was fetched: a failed fetch stops with status 3 and says why,
+/// rather than starting the branch from the host's `main`.
 pub const PROVISION_SCRIPT: &str = r#"set -eu
 chown node:node /repo-shelf
 exec runuser -u node -- sh -eu -c '
@@ -251,11 +257,14 @@ if [ ! -e /repo-shelf/repo/.git ]; then git clone -q --no-checkout "$host" /repo
 cd /repo-shelf/repo
 git remote add host "$host" 2>/dev/null || git remote set-url host "$host"
 git fetch -q --prune host
+if [ -e "$BR_DIR/.git" ]; then echo "worktree $BR_DIR exists"; exit 0; fi
 if [ -n "$ORIGIN_URL" ]; then
   git remote set-url origin "$ORIGIN_URL"
-  git fetch -q --prune origin || echo "agent-sandbox: warning: cannot fetch origin ($ORIGIN_URL); worktrees start from the host" >&2
+  if ! git fetch -q --prune origin; then
+    echo "agent-sandbox: cannot fetch origin ($ORIGIN_URL), so $BRANCH was not checked out (it would have started from the host, not from origin): this container has the project'"'"'s network policy, so allow the remote'"'"'s host in .agent-sandbox/config.jsonc (network.allow, see agent-sandbox config show) or fix the remote (git remote -v), then run it again" >&2
+    exit 3
+  fi
 fi
-if [ -e "$BR_DIR/.git" ]; then echo "worktree $BR_DIR exists"; exit 0; fi
 mkdir -p /repo-shelf/worktrees
 for start in "origin/$BRANCH" "host/$BRANCH"; do
   if git rev-parse -q --verify "refs/remotes/$start" >/dev/null; then
@@ -273,30 +282,41 @@ git worktree add -q -b "$BRANCH" "$BR_DIR" FETCH_HEAD; echo "worktree $BR_DIR: n
 "#;
 
 /// The short-lived container that provisions `branch` in the repo shelf: the sandbox's
-/// image, network and firewall, the host checkout read-only and the shelf, nothing else.
+/// image, network and firewall (with the project's `.agent-sandbox/` read-only where
+/// the firewall reads the project's policy, as in the sandbox), the host checkout
+/// read-only and the shelf, nothing else.
 pub fn provision_plan(request: &Request, branch: &str, origin_url: Option<&str>) -> Result<ContainerPlan, PlanError> {
     let sandbox = plan(&Request { mode: Mode::Branch(branch.to_owned()), ..request.clone() })?;
     let workspace = &request.workspace;
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_PROVISION.to_owned(), workspace.path.clone());
+    let mut mounts = vec![
+        Mount {
+            kind: MountKind::Bind,
+            source: workspace.path.clone(),
+            target: workspace.mount_point(),
+            read_only: true,
+        },
+        Mount {
+            kind: MountKind::Volume,
+            source: workspace.repo_shelf_volume(),
+            target: REPO_SHELF.into(),
+            read_only: false,
+        },
+    ];
+    if request.protected.iter().any(|path| path == ".agent-sandbox") {
+        mounts.push(Mount {
+            kind: MountKind::Bind,
+            source: format!("{}/.agent-sandbox", workspace.path),
+            target: PROJECT_POLICY_DIR.into(),
+            read_only: true,
+        });
+    }
     Ok(ContainerPlan {
         name: format!("{}-provision", sandbox.name),
         user: "root".to_owned(),
         workdir: "/".to_owned(),
-        mounts: vec![
-            Mount {
-                kind: MountKind::Bind,
-                source: workspace.path.clone(),
-                target: workspace.mount_point(),
-                read_only: true,
-            },
-            Mount {
-                kind: MountKind::Volume,
-                source: workspace.repo_shelf_volume(),
-                target: REPO_SHELF.into(),
-                read_only: false,
-            },
-        ],
+        mounts,
         env: vec![
             ("HOST_PATH".to_owned(), workspace.mount_point()),
             ("ORIGIN_URL".to_owned(), origin_url.unwrap_or_default().to_owned()),
@@ -473,6 +493,7 @@ mod tests {
     fn provisioning_plan_mounts_the_host_read_only_and_only_the_shelf_beside_it() {
         let mut request = request(Mode::Bind);
         request.settings.network = Some("none".into());
+        let protected = std::mem::take(&mut request.protected);
         let got = provision_plan(&request, "feature/x", Some("https://example.invalid/app.git")).expect("plan");
         let hash = &request.workspace.hash;
         let want = ContainerPlan {
@@ -507,6 +528,17 @@ mod tests {
             command: vec!["sh".into(), "-c".into(), PROVISION_SCRIPT.into()],
         };
         assert_eq!(got, want);
+        // The project's policy where the firewall reads it, as in the sandbox.
+        assert!(protected.iter().any(|path| path == ".agent-sandbox"), "{protected:?}");
+        request.protected = protected;
+        let got = provision_plan(&request, "feature/x", Some("https://example.invalid/app.git")).expect("plan");
+        let project = Mount {
+            kind: MountKind::Bind,
+            source: "/src/app/.agent-sandbox".into(),
+            target: "/etc/agent-sandbox/project".into(),
+            read_only: true,
+        };
+        assert_eq!(got.mounts, [want.mounts.clone(), vec![project]].concat());
     }
 
     #[test]

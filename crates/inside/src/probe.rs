@@ -61,6 +61,8 @@ pub fn run(spec: &str) -> i32 {
             "pushAnsweredByHost": answered_by_host(root),
         })
     });
+    // Last, after the slower probes: what the allowlist's proxy and resolver answer.
+    let allowlist = spec["allowlist"].is_object().then(|| allowlist(&spec["allowlist"]));
     // Written into each shared cache; the host looks for it in its own afterwards.
     let marker = spec["cacheMarker"].as_str().unwrap_or(".agent-sandbox-test");
     for cache in paths("caches") {
@@ -78,9 +80,70 @@ pub fn run(spec: &str) -> i32 {
         "noNewPrivs": field("NoNewPrivs:"),
         "marker": runtime_layout::detect() == runtime_layout::Where::Bubblewrap,
         "git": git,
+        "allowlist": allowlist,
     });
     println!("{observations}");
     0
+}
+
+/// Allowlist mode, as an agent meets it: a name off the list looked up (the resolver
+/// inside must give it no address) and asked of the proxy (`CONNECT`: a `403`), a raw
+/// address asked of the proxy (a `403`) and connected to directly (no route). An answer
+/// at all shows the proxy is running; a `403` with its reason, that it decides.
+fn allowlist(spec: &Value) -> Value {
+    let name = spec["offList"].as_str().unwrap_or("agent-sandbox-test.invalid");
+    let address = spec["rawAddress"].as_str().unwrap_or("192.0.2.1");
+    let resolved: Vec<String> = std::net::ToSocketAddrs::to_socket_addrs(&(name, 443))
+        .map(|addrs| addrs.map(|addr| addr.ip().to_string()).collect())
+        .unwrap_or_default();
+    let direct = address.parse::<std::net::IpAddr>().map(|ip| {
+        match std::net::TcpStream::connect_timeout(&(ip, 443).into(), std::time::Duration::from_secs(2)) {
+            Ok(_) => json!({ "connected": true }),
+            Err(err) => json!({ "connected": false, "error": err.to_string() }),
+        }
+    });
+    json!({
+        "offList": { "name": name, "resolved": resolved, "proxy": proxy_answer(&format!("{name}:443")) },
+        "rawAddress": {
+            "address": address,
+            "proxy": proxy_answer(&format!("{address}:443")),
+            "direct": direct.unwrap_or(Value::Null),
+        },
+    })
+}
+
+/// `CONNECT target` on the proxy port inside: the status and `X-Proxy-Error` of the
+/// answer, or why there was none (a proxy that is not running leaves the connection
+/// unanswered or refused).
+fn proxy_answer(target: &str) -> Value {
+    use std::io::Write as _;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], runtime_layout::PROXY_PORT));
+    let answer = (|| -> std::io::Result<String> {
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(2))?;
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        stream.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())?;
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+            match stream.read(&mut byte)? {
+                0 => break,
+                _ => head.push(byte[0]),
+            }
+        }
+        Ok(String::from_utf8_lossy(&head).into_owned())
+    })();
+    match answer {
+        Ok(head) if !head.is_empty() => {
+            let status = head.split_whitespace().nth(1).and_then(|code| code.parse::<u16>().ok());
+            let reason = head.lines().find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("x-proxy-error").then(|| value.trim().to_owned())
+            });
+            json!({ "status": status, "reason": reason })
+        }
+        Ok(_) => json!({ "status": null, "error": "closed without an answer" }),
+        Err(err) => json!({ "status": null, "error": err.to_string() }),
+    }
 }
 
 /// The observations in a container: `spec` names the protected paths (relative to the

@@ -115,6 +115,17 @@ pub fn proxy_env(marker: &std::path::Path) -> Vec<(&'static str, String)> {
     env
 }
 
+/// The sandbox's `/etc/hosts`: the loopback names and nothing else, so that every other
+/// name goes through the resolver inside (and so the proxy, which resolves it on the
+/// host, with the host's `/etc/hosts`). A host entry copied in would resolve to its listed
+/// address, which leads nowhere inside.
+pub fn hosts() -> String {
+    "# agent-sandbox: every other name goes through the resolver inside (the proxy resolves it on the host)\n\
+     127.0.0.1\tlocalhost\n\
+     ::1\tlocalhost ip6-localhost ip6-loopback\n"
+        .to_owned()
+}
+
 /// The sandbox's `/etc/resolv.conf`: the resolver the bridge runs inside, and nothing
 /// else (no search domains: a short name is looked up as it is).
 pub fn resolv_conf() -> String {

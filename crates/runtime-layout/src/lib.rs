@@ -38,6 +38,7 @@
 //!                   the bridge runs inside ([`RESOLVER`])
 //! settings.<n>      the n-th package manager settings file (`@settings`) without its
 //!                   credential lines, mounted read-only at its own path
+//! hosts             mounted as `/etc/hosts` in allowlist mode: the loopback names only
 //! ```
 //!
 //! Nothing here touches the filesystem, except [`detect`], which asks whether the
@@ -83,6 +84,8 @@ const NET_SOCKET: &str = "net.sock";
 const PUSH_SOCKET: &str = "push.sock";
 /// The sandbox's `/etc/resolv.conf` in allowlist mode (written by `exec`).
 pub const RESOLV_CONF: &str = "resolv.conf";
+/// The sandbox's `/etc/hosts` in allowlist mode (written by `exec`).
+pub const HOSTS: &str = "hosts";
 
 /// The name of the `index`-th settings copy at the root, for `Runtime::create`'s files.
 pub fn settings_copy_name(index: usize) -> String {
@@ -243,6 +246,11 @@ impl RuntimeLayout {
         self.root.join(settings_copy_name(index))
     }
 
+    /// What is mounted as `/etc/hosts` in allowlist mode.
+    pub fn hosts(&self) -> PathBuf {
+        self.root.join(HOSTS)
+    }
+
     /// Where git's exec-path directory `index` is, as the host has it.
     pub fn git_exec_real(&self, index: usize) -> PathBuf {
         self.root.join(GIT_EXEC_REAL).join(index.to_string())
@@ -280,6 +288,7 @@ mod tests {
             (inside.net_socket(), "/run/agent-sandbox/net.sock"),
             (inside.push_socket(), "/run/agent-sandbox/push.sock"),
             (inside.resolv_conf(), "/run/agent-sandbox/resolv.conf"),
+            (inside.hosts(), "/run/agent-sandbox/hosts"),
         ];
         for (path, expected) in entries {
             assert_eq!(path, Path::new(expected));

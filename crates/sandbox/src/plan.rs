@@ -176,8 +176,9 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.bind("--ro-bind", &host.claude_managed(), Path::new(runtime_layout::CLAUDE_MANAGED_SETTINGS));
     args.bind("--ro-bind", &host.codex_managed(), Path::new(runtime_layout::CODEX_REQUIREMENTS));
     if plan.network == Network::Allowlist {
-        // The resolver inside is the only DNS there is.
+        // The resolver inside is the only DNS there is: /etc/hosts names loopback only.
         args.bind("--ro-bind", &host.resolv_conf(), Path::new(RESOLV_CONF));
+        args.bind("--ro-bind", &host.hosts(), Path::new(HOSTS));
     }
 
     args.bind("--ro-bind", host.root(), inside.root());
@@ -256,11 +257,16 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
 /// allowlist mode.
 const RESOLV_CONF: &str = "/etc/resolv.conf";
 
-/// Whether a granted `path` gives way to the resolver's `/etc/resolv.conf` (allowlist
-/// mode): it is not mounted, nor copied as a link (`copied_links`), because bwrap could
-/// not mount over a link to a file it does not show (systemd-resolved's stub).
+/// The names file every program reads, the runtime directory's own (loopback names
+/// only) in allowlist mode.
+const HOSTS: &str = "/etc/hosts";
+
+/// Whether a granted `path` gives way to the resolver's `/etc/resolv.conf` or the
+/// loopback-only `/etc/hosts` (allowlist mode): it is not mounted, nor copied as a link
+/// (`copied_links`), because bwrap could not mount over a link to a file it does not
+/// show (systemd-resolved's stub).
 pub fn replaced_by_resolver(network: Network, path: &Path) -> bool {
-    network == Network::Allowlist && path == Path::new(RESOLV_CONF)
+    network == Network::Allowlist && (path == Path::new(RESOLV_CONF) || path == Path::new(HOSTS))
 }
 
 /// Whether the executor makes the sandbox's network namespace before bwrap starts
@@ -605,8 +611,16 @@ mod tests {
         assert!(!premade_network_namespace(Network::Off, false));
         assert!(!args.iter().any(|arg| arg == "--unshare-net"), "the executor makes it: {args:?}");
         let resolv = args.windows(3).position(|window| window == ["--ro-bind", "/rt/resolv.conf", "/etc/resolv.conf"]);
+        let hosts = args.windows(3).position(|window| window == ["--ro-bind", "/rt/hosts", "/etc/hosts"]);
         let runtime = args.windows(3).position(|window| window == ["--ro-bind", "/rt", "/run/agent-sandbox"]);
         assert!(resolv.is_some_and(|resolv| runtime.is_some_and(|runtime| resolv < runtime)), "{args:?}");
+        assert!(hosts.is_some_and(|hosts| runtime.is_some_and(|runtime| hosts < runtime)), "{args:?}");
+        // The host's /etc/hosts, granted and copied, is mounted over by the loopback-only one.
+        let mounts = [mount("/etc/hosts", Access::Ro, Kind::File)];
+        let with_hosts = strings(bwrap_args(&Plan { mounts: &mounts, ..plan }));
+        let host_copy = with_hosts.windows(3).position(|window| window == ["--bind", "/rt/copied/etc", "/etc"]);
+        let own = with_hosts.windows(3).position(|window| window == ["--ro-bind", "/rt/hosts", "/etc/hosts"]);
+        assert!(host_copy.is_some_and(|copy| own.is_some_and(|own| copy < own)), "{with_hosts:?}");
         let tail: Vec<&str> = args.iter().skip_while(|arg| *arg != "--").map(String::as_str).collect();
         assert_eq!(
             tail,

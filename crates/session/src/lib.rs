@@ -609,6 +609,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
     let (tool_settings, claude_managed, codex_managed) = tool_guard_files(&config)?;
     let resolv_conf = netproxy::resolv_conf();
+    let hosts = netproxy::hosts();
     let mut files = vec![
         (runtime_layout::GIT_GUARD_SETTINGS, git_settings.as_str()),
         (runtime_layout::HOOK_GUARD_SETTINGS, hook_json.as_str()),
@@ -619,6 +620,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     ];
     if net_policy.mode == config::Network::Allowlist {
         files.push((runtime_layout::RESOLV_CONF, resolv_conf.as_str()));
+        files.push((runtime_layout::HOSTS, hosts.as_str()));
     }
     let settings_names: Vec<String> =
         (0..settings_copies.texts.len()).map(runtime_layout::settings_copy_name).collect();
