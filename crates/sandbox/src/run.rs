@@ -240,6 +240,16 @@ static FIRST_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::ne
 /// copies follow within microseconds. A person asking again takes longer than this.
 const COPY_WINDOW_NS: u64 = 1_000_000_000;
 
+/// Set once the caller's exit check has finished ([`exit_check_finished`]): a second
+/// signal after that ends the process without claiming the check was skipped.
+static CHECK_DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Tells the signal handler that the exit check is over: a second stop request from now
+/// on only ends the process (with 128 + the signal), with nothing left unchecked.
+pub fn exit_check_finished() {
+    CHECK_DONE.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// What a second signal prints before exiting: the session check did not finish.
 const ABORTED: &[u8] = b"agent-sandbox: aborted by a second signal before the exit check finished: the project's git \
 metadata was not checked; the next `agent-sandbox exec` in this project checks it first\n";
@@ -332,7 +342,9 @@ extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut
             if asks_again(first, Request { signal, sender, at: now }) {
                 // SAFETY: write(2) and _exit(2) are async-signal-safe.
                 unsafe {
-                    libc::write(2, ABORTED.as_ptr().cast(), ABORTED.len());
+                    if !CHECK_DONE.load(SeqCst) {
+                        libc::write(2, ABORTED.as_ptr().cast(), ABORTED.len());
+                    }
                     libc::_exit(128 + signal);
                 }
             }

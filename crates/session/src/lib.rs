@@ -763,6 +763,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         }
     };
     let checked = gitcare::session::finish(session, &watch, found_now);
+    sandbox::run::exit_check_finished();
     if let Some(state) = claude_state {
         state.finish();
     }
