@@ -216,7 +216,9 @@ fn follow(path: &Path, mut tail: Option<Tail>, filter: &Filter, printer: &mut Pr
     }
 }
 
-const COLUMNS: [&str; 7] = ["TIME", "SESSION", "AGENT", "OPERATION", "TARGET", "RESULT", "POLICY"];
+/// The reason comes last and is never padded: it is the long one (what was refused and
+/// the way to allow it).
+const COLUMNS: [&str; 8] = ["TIME", "SESSION", "AGENT", "OPERATION", "TARGET", "RESULT", "POLICY", "REASON"];
 /// Longer targets are not cut, they only stop widening the column.
 const MAX_TARGET_WIDTH: usize = 60;
 
@@ -224,7 +226,7 @@ struct Printer<'a> {
     out: std::io::StdoutLock<'a>,
     json: bool,
     colour: bool,
-    widths: [usize; 7],
+    widths: [usize; 8],
     /// Whether a line sent from inside a sandbox was shown (the footnote says what `*` means).
     from_sandbox: bool,
 }
@@ -256,14 +258,16 @@ impl Printer<'_> {
 
 /// An event's table cells, with control characters escaped: a line sent from inside a
 /// sandbox must not reach the terminal as escape sequences.
-fn cells(event: &Event) -> [String; 7] {
+fn cells(event: &Event) -> [String; 8] {
     let session = if event.session.is_empty() { "-" } else { event.session.as_str() };
-    [&event.timestamp, session, &event.agent, &event.operation, &event.target, &event.result, &event.policy].map(
-        |text| text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect(),
-    )
+    let reason = event.reason.as_deref().unwrap_or("");
+    [&event.timestamp, session, &event.agent, &event.operation, &event.target, &event.result, &event.policy, reason]
+        .map(|text| {
+            text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect()
+        })
 }
 
-fn widths(events: &[&Event]) -> [usize; 7] {
+fn widths(events: &[&Event]) -> [usize; 8] {
     let mut widths = COLUMNS.map(str::len);
     for event in events {
         for (width, cell) in widths.iter_mut().zip(cells(event)) {
@@ -274,7 +278,7 @@ fn widths(events: &[&Event]) -> [usize; 7] {
     widths
 }
 
-fn pad(cells: &[String; 7], widths: &[usize; 7], highlight: Option<usize>) -> String {
+fn pad(cells: &[String; 8], widths: &[usize; 8], highlight: Option<usize>) -> String {
     let mut line = String::new();
     for (index, (cell, width)) in cells.iter().zip(widths).enumerate() {
         match highlight == Some(index) {
@@ -285,5 +289,7 @@ fn pad(cells: &[String; 7], widths: &[usize; 7], highlight: Option<usize>) -> St
             line.push_str(&" ".repeat(width.saturating_sub(cell.chars().count()) + 2));
         }
     }
+    // No reason: no padding left dangling after the policy.
+    line.truncate(line.trim_end().len());
     line
 }

@@ -53,16 +53,26 @@ fn a_sessions_refusals_read_back_as_a_table_and_as_json() {
     assert_ne!(earlier, session);
     let project = world.project.display().to_string();
     let env = format!("{project}/.env");
+    let command = "sh -c 'git commit --no-verify -qm x --allow-empty; python3 -V; cat .env; echo done'".to_owned();
     let table = world.cmd().args(["log", "--session", &session]).run().ok();
     assert_eq!(
         rows(&table),
         strings(&[
-            &["TIME", "SESSION", "AGENT", "OPERATION", "TARGET", "RESULT", "POLICY"],
-            &["T", &session, "sh", "session", &project, "allowed", "session-start"],
-            &["T", &session, "sh", "read", &env, "masked", "sensitive-file-pattern"],
-            &["T", &session, "sh", "env", "GITHUB_TOKEN", "blocked", "env-secret-pattern"],
-            &["T", &session, "git", "exec", "git commit --no-verify -qm x --allow-empty", "blocked", "no-verify*"],
-            &["T", &session, "python3", "exec", "python3", "blocked", "command-deny*"],
+            &["TIME", "SESSION", "AGENT", "OPERATION", "TARGET", "RESULT", "POLICY", "REASON"],
+            &["T", &session, "sh", "session", &project, "allowed", "session-start", &command],
+            &["T", &session, "sh", "read", &env, "masked", "sensitive-file-pattern", "matches .env"],
+            &["T", &session, "sh", "env", "GITHUB_TOKEN", "blocked", "env-secret-pattern", "matches *_TOKEN"],
+            &[
+                "T",
+                &session,
+                "git",
+                "exec",
+                "git commit --no-verify -qm x --allow-empty",
+                "blocked",
+                "no-verify*",
+                "it skips the repository's pre-commit checks"
+            ],
+            &["T", &session, "python3", "exec", "python3", "blocked", "command-deny*", "arguments: -V"],
             &["* sent from inside the sandbox (which could have forged it)"],
         ]),
         "{table}"

@@ -469,3 +469,45 @@ probe listed-address curl -sS -m 5 --noproxy '*' http://127.0.0.2:{port}/
     assert!(log.contains(&format!("\"target\":\"listed.test:{port}\",\"result\":\"allowed\"")), "{log}");
     assert!(log.contains("mode=transparent"), "{log}");
 }
+
+/// A tool shows a refusal as `403` or a closed connection: at the end of the session
+/// `exec` lists each refused destination once, with the reason and the way to allow it.
+/// An allowed host that does not answer is no refusal: the log says it was unreachable.
+#[test]
+fn the_session_ends_with_the_destinations_the_allowlist_refused() {
+    require_bwrap!();
+    let world = World::new();
+    let (allowed, _) = server("127.0.0.2", "allowed");
+    // An allowed name whose address nothing listens on.
+    let closed = TcpListener::bind("127.0.0.2:0").expect("bind").local_addr().expect("addr").port();
+    world.project_config(&format!(
+        r#"{{"network": {{"mode": "allowlist", "allow": ["allowed.test:{allowed}", "gone.test:{closed}"], "allowPrivate": ["127.0.0.2"]}}}}"#
+    ));
+    let script = format!(
+        "curl -sS -m 5 -o /dev/null http://allowed.test:{allowed}/ && echo allowed-ok; \
+         for i in 1 2; do curl -sS -m 5 -o /dev/null http://elsewhere.test/ 2>/dev/null; done; \
+         curl -sS -m 5 -o /dev/null http://allowed.test:{closed}/ 2>/dev/null; \
+         curl -sS -m 5 -o /dev/null http://gone.test:{closed}/ 2>/dev/null; echo done"
+    );
+    let run = world
+        .cmd()
+        .env("AGENT_SANDBOX_TEST_HOSTS", "allowed.test=127.0.0.2,gone.test=127.0.0.2")
+        .args(["exec", "--", "sh", "-c", &script])
+        .run();
+    assert_eq!(run.ok(), "allowed-ok\ndone\n");
+    let stderr = run.stderr();
+    assert!(stderr.contains("the network allowlist refused 2 destinations this session"), "{stderr}");
+    assert!(stderr.contains("  elsewhere.test:80: ") && stderr.contains("--allow-host elsewhere.test"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("  allowed.test:{closed}: allowed.test is allowed on port {allowed} only")),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("elsewhere.test:80").count(), 1, "listed once:\n{stderr}");
+    assert!(!stderr.contains("gone.test"), "an unreachable host is not a refusal:\n{stderr}");
+    let log = world.audit_log();
+    let gone = log
+        .lines()
+        .find(|line| line.contains("\"operation\":\"net\"") && line.contains("gone.test"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(gone.contains("\"result\":\"failed\"") && gone.contains("\"policy\":\"network-unreachable\""), "{gone}");
+}

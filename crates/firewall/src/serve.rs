@@ -210,6 +210,7 @@ pub fn serve(args: &[OsString]) -> Result<(), Error> {
         agent: "container".into(),
         max_connections: netproxy::MAX_CONNECTIONS,
         upstream,
+        refused: Default::default(),
     };
     let _proxy = netproxy::start(unix, RuntimeLayout::inside().net_socket(), config);
     inside::net::hand_over(&[(tcp, PROXY_PORT.to_string())])

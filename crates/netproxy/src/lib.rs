@@ -56,7 +56,14 @@ pub struct ProxyConfig {
     /// container, whose `/etc/resolv.conf` names the filtering resolver: see
     /// `upstream.rs`); empty: the C library's.
     pub upstream: Vec<SocketAddr>,
+    /// The destinations the policy refused this session, each with the first reason
+    /// (`exec` lists them when the session ends: a tool prints only `403`).
+    pub refused: Refused,
 }
+
+/// See [`ProxyConfig::refused`]: destination (`host:port`, or a name the resolver was
+/// asked for) to reason.
+pub type Refused = Arc<std::sync::Mutex<std::collections::BTreeMap<String, String>>>;
 
 /// The default for [`ProxyConfig::max_connections`].
 pub const MAX_CONNECTIONS: usize = 512;
@@ -448,10 +455,25 @@ struct Attempt {
 
 impl Attempt {
     fn record(&self, config: &ProxyConfig, result: &str, detail: String) {
-        let Some(path) = &config.audit_log else { return };
         let target = if self.mode == Mode::Dns { self.host.clone() } else { format!("{}:{}", self.host, self.port) };
+        if result == "blocked" {
+            // Bounded: names are the agent's to invent.
+            if let Ok(mut refused) = config.refused.lock().map_err(drop).and_then(|refused| {
+                if refused.len() < 1000 || refused.contains_key(&target) {
+                    Ok(refused)
+                } else {
+                    Err(())
+                }
+            }) {
+                refused.entry(target.clone()).or_insert_with(|| detail.clone());
+            }
+        }
+        let Some(path) = &config.audit_log else { return };
         let reason = format!("mode={} {detail}", self.mode.as_str());
-        let event = audit::Event::new(&config.agent, "net", &target, result, "network-allowlist", Some(reason));
+        // A name that does not resolve or a host that does not answer is not the
+        // policy's refusal: said so, so that `log` does not read like one.
+        let policy = if result == "failed" { "network-unreachable" } else { "network-allowlist" };
+        let event = audit::Event::new(&config.agent, "net", &target, result, policy, Some(reason));
         let _ = audit::append(path, &[event]);
     }
 

@@ -56,6 +56,7 @@ fn setup_with(network: &str, max_connections: usize) -> Setup {
         agent: "test".into(),
         max_connections,
         upstream: vec![],
+        refused: Default::default(),
     };
     let listener = UnixListener::bind(&socket).expect("bind socket");
     let proxy = start(listener, socket.clone(), config);

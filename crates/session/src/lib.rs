@@ -701,6 +701,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         _ => None,
     };
     // The proxy lives exactly as long as the sandbox: this process owns it.
+    let refused = netproxy::Refused::default();
     let proxy = if net_policy.mode == config::Network::Allowlist {
         let listener = runtime.listen_net().context("creating the network proxy's socket")?;
         let hosts = std::env::var(netproxy::TEST_HOSTS_VAR).map(|text| netproxy::parse_test_hosts(&text));
@@ -711,6 +712,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             agent: agent.clone(),
             max_connections: netproxy::MAX_CONNECTIONS,
             upstream: Vec::new(),
+            refused: refused.clone(),
         };
         Some(netproxy::start(listener, runtime.layout().net_socket(), proxy_config))
     } else {
@@ -742,6 +744,11 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     drop(cache_layers);
     if let Some(proxy) = proxy {
         proxy.stop();
+    }
+    // A tool prints only `403` or a closed connection: say here which hosts the
+    // allowlist refused, and how to allow one.
+    if let Some(lines) = refused_summary(&refused.lock().map(|refused| refused.clone()).unwrap_or_default()) {
+        util::say!("{lines}");
     }
     drop(push);
     // What the session left behind, listed the same (cached) way; when the scan fails (a
@@ -1035,6 +1042,27 @@ fn resolve_tracking(path: &Path) -> Option<(PathBuf, Vec<PathBuf>)> {
         }
     }
     Some((resolved, links))
+}
+
+/// What `exec` says at the end about the destinations the allowlist refused (`None`:
+/// none): each once, at most ten, with the way to allow one.
+fn refused_summary(refused: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    if refused.is_empty() {
+        return None;
+    }
+    let mut text = format!(
+        "agent-sandbox: the network allowlist refused {} destination{} this session (tools show this as 403 or a \
+         closed connection):",
+        refused.len(),
+        if refused.len() == 1 { "" } else { "s" }
+    );
+    for (target, reason) in refused.iter().take(10) {
+        text.push_str(&format!("\n  {target}: {reason}"));
+    }
+    if refused.len() > 10 {
+        text.push_str(&format!("\n  … and {} more (agent-sandbox log --blocked-only)", refused.len() - 10));
+    }
+    Some(text)
 }
 
 /// `filesystem.hostExecuted` under the project root: those present, and those absent.
