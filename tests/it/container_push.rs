@@ -12,27 +12,7 @@
 
 use std::{path::Path, process::Command, time::Instant};
 
-use crate::devcontainer::{check, chown_for_container, docker, git, Devcontainer};
-
-/// Removes what the test created, whatever happened.
-struct Cleanup {
-    workspace: String,
-    containers: Vec<String>,
-    network: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let label = format!("label=devcontainer.local_folder={}", self.workspace);
-        for id in docker(&["ps", "-aq", "--filter", &label])
-            .split_whitespace()
-            .chain(self.containers.iter().map(String::as_str))
-        {
-            let _ = Command::new("docker").args(["rm", "-f", id]).output();
-        }
-        let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
-    }
-}
+use crate::devcontainer::{check, chown_for_container, docker, git, Cleanup, Devcontainer};
 
 /// An sshd for `root` accepting `client_key.pub`, serving `/srv/remote.git`, in a
 /// container on `network`: the plain Debian image with the host's own `/usr` (OpenSSH
@@ -101,8 +81,12 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
     let subnet = format!("172.30.{}", 16 + id % 200);
     let network = format!("as-push-{id}");
     let sshd = format!("as-push-ssh-{id}");
-    let _cleanup =
-        Cleanup { workspace: repo.display().to_string(), containers: vec![sshd.clone()], network: network.clone() };
+    let _cleanup = Cleanup {
+        workspaces: vec![repo.clone()],
+        containers: vec![sshd.clone()],
+        network: network.clone(),
+        images: Vec::new(),
+    };
     let out = Command::new("docker")
         .args(["network", "create", "--subnet", &format!("{subnet}.0/24"), &network])
         .output()

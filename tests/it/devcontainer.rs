@@ -41,11 +41,14 @@ pub(crate) struct Names {
     pub(crate) v6: String,
 }
 
-/// Removes what the test created, whatever happened.
-struct Cleanup {
-    containers: Vec<String>,
-    network: String,
-    workspaces: Vec<PathBuf>,
+/// Removes what a dev container test created, whatever happened: the containers the
+/// devcontainer CLI made for each workspace (and their history volumes), the test's own
+/// containers, network and images.
+pub(crate) struct Cleanup {
+    pub(crate) containers: Vec<String>,
+    pub(crate) network: String,
+    pub(crate) workspaces: Vec<PathBuf>,
+    pub(crate) images: Vec<String>,
 }
 
 impl Drop for Cleanup {
@@ -71,6 +74,9 @@ impl Drop for Cleanup {
             let _ = Command::new("docker").args(["rm", "-f", name]).output();
         }
         let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
+        for image in &self.images {
+            let _ = Command::new("docker").args(["rmi", "-f", image]).output();
+        }
     }
 }
 
@@ -298,6 +304,7 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         containers: vec![names.dns.clone(), names.allowed.clone(), names.denied.clone(), web.clone()],
         network: names.network.clone(),
         workspaces: vec![plain.repo.clone(), template.repo.clone(), compose.repo.clone(), alpine.repo.clone()],
+        images: Vec::new(),
     };
     docker_ok(&[
         "network",

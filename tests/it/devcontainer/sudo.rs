@@ -13,30 +13,8 @@
 
 use std::{path::Path, process::Command, time::Instant};
 
-use super::{check, chown_for_container, docker, docker_ok, git, start_host, Devcontainer, Names};
+use super::{check, chown_for_container, docker, docker_ok, git, start_host, Cleanup, Devcontainer, Names};
 use crate::support::BIN;
-
-/// Removes what the test created, whatever happened.
-struct Cleanup {
-    workspace: String,
-    containers: Vec<String>,
-    network: String,
-    image: String,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let label = format!("label=devcontainer.local_folder={}", self.workspace);
-        for id in docker(&["ps", "-aq", "--filter", &label])
-            .split_whitespace()
-            .chain(self.containers.iter().map(String::as_str))
-        {
-            let _ = Command::new("docker").args(["rm", "-f", "-v", id]).output();
-        }
-        let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
-        let _ = Command::new("docker").args(["rmi", "-f", &self.image]).output();
-    }
-}
 
 /// As common-utils leaves an image: its user, with passwordless sudo for everything.
 const COMMON_UTILS_DOCKERFILE: &str = "FROM agent-sandbox-bootstrap:bookworm\n\
@@ -79,10 +57,10 @@ fn a_common_utils_image_keeps_no_sudo_beyond_the_features_rules() {
     };
     let image = format!("as-e2e-common-utils-{id}");
     let _cleanup = Cleanup {
-        workspace: repo.display().to_string(),
+        workspaces: vec![repo.to_path_buf()],
         containers: vec![names.dns.clone()],
         network: names.network.clone(),
-        image: image.clone(),
+        images: vec![image.clone()],
     };
     let build = Command::new("docker")
         .args(["build", "-q", "-t", &image, "-"])
