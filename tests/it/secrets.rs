@@ -100,8 +100,9 @@ fn fifos_named_like_secrets_neither_block_the_start_nor_show_through() {
 
 /// Beyond bwrap's share (`sandbox::plan::MASKS_BY_BWRAP`), the masks are mounted by the
 /// sandbox's first process, which then gives up every capability: they read empty, are
-/// read-only, and cannot be unmounted, remounted or escaped through a user namespace;
-/// the command runs with no capability at all.
+/// read-only, and cannot be unmounted, remounted, escaped through a user namespace or
+/// read through another process's root (`/proc/1/root`: the sandbox's pid 1 is the
+/// process that made them); the command runs with no capability at all.
 #[test]
 fn many_masks_hold_like_a_few_and_leave_no_capability() {
     require_bwrap!();
@@ -119,6 +120,8 @@ fn many_masks_hold_like_a_few_and_leave_no_capability() {
          umount -l {last} 2>/dev/null || echo lazy-umount-refused; \
          mount -o remount,rw packages/p0/.env 2>/dev/null || echo remount-refused; \
          unshare -Urm true 2>/dev/null || echo userns-refused; \
+         cat /proc/1/root$PWD/packages/p0/.env /proc/1/cwd/packages/p0/.env 2>/dev/null; \
+         for p in /proc/[0-9]*; do cat $p/root$PWD/{last} $p/cwd/{last} 2>/dev/null; done; \
          grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status | awk '{{print $2}}' | sort -u; \
          cat packages/p1/index.js; echo legit > packages/p1/notes.txt && echo wrote"
     );

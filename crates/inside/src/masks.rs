@@ -6,7 +6,10 @@
 //! forbids nested ones, `--disable-userns`); it mounts the masks (an empty file or
 //! directory of the read-only runtime directory, bound read-only over each path), then
 //! gives up every capability (bounding set, ambient, inheritable, permitted, effective),
-//! checks in `/proc/self/status` that none is left, and only then execs the command.
+//! checks in `/proc/self/status` that none is left, and only then starts the command,
+//! staying as the sandbox's pid 1 (bwrap runs it `--as-pid-1`) to reap and to pass on
+//! the command's status: no process is left in the mount namespace without the masks
+//! (bwrap's own init would be, and `/proc/1/root` would show the secrets through it).
 //! Anything that fails ends here with status 125: the command never runs with a mask
 //! missing or a capability kept.
 //!
@@ -18,7 +21,7 @@
 
 use std::{
     ffi::{CString, OsString},
-    os::unix::{ffi::OsStrExt as _, process::CommandExt as _},
+    os::unix::ffi::OsStrExt as _,
     process::Command,
 };
 
@@ -71,12 +74,37 @@ pub fn run(args: &[OsString]) -> i32 {
         eprintln!("agent-sandbox: cannot give up the capabilities the masks needed ({err}); the command does not run");
         return FAILED;
     }
-    let err = Command::new(&command[0]).args(&command[1..]).exec();
-    eprintln!("agent-sandbox: cannot run {}: {err}", command[0].to_string_lossy());
-    if err.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
+    // This process stays as the sandbox's init (bwrap runs it `--as-pid-1`): were it
+    // bwrap's own init, that process would sit in the mount namespace without the masks,
+    // and `/proc/1/root/…` would read every masked file.
+    let child = match Command::new(&command[0]).args(&command[1..]).spawn() {
+        Ok(child) => child.id() as i32,
+        Err(err) => {
+            eprintln!("agent-sandbox: cannot run {}: {err}", command[0].to_string_lossy());
+            return if err.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+        }
+    };
+    reap_until(child)
+}
+
+/// pid 1's work: reaps every process that ends (orphans come here) until `child` does,
+/// and returns its status (or 128 + the signal that ended it); the kernel then ends
+/// whatever is left in the pid namespace.
+fn reap_until(child: i32) -> i32 {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only `status`.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == child {
+            if libc::WIFEXITED(status) {
+                return libc::WEXITSTATUS(status);
+            }
+            if libc::WIFSIGNALED(status) {
+                return 128 + libc::WTERMSIG(status);
+            }
+        } else if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return FAILED;
+        }
     }
 }
 

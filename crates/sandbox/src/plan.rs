@@ -108,7 +108,9 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.push_all(&["--cap-drop", "ALL"]);
     if plan.masks.len() > MASKS_BY_BWRAP {
         // For `mask-init` alone, which gives them up before the command runs.
-        args.push_all(&["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]);
+        // `mask-init` is the sandbox's pid 1 too: bwrap's own init would stay in the
+        // mount namespace without the masks, readable through `/proc/1/root`.
+        args.push_all(&["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--as-pid-1"]);
     }
     args.push_all(&["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]);
     if plan.home != Path::new("/") {
@@ -666,9 +668,9 @@ mod tests {
         };
         let args = strings(bwrap_args(&plan));
         assert!(!args.iter().any(|arg| arg == "/rt/empty" || arg == "/rt/emptydir"), "bwrap mounts no mask: {args:?}");
-        let caps = args
-            .windows(6)
-            .position(|w| w == ["--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]);
+        let caps = args.windows(7).position(|w| {
+            w == ["--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--as-pid-1"]
+        });
         assert!(caps.is_some(), "{args:?}");
         let tail: Vec<&str> = args.iter().skip_while(|arg| *arg != "--").map(String::as_str).collect();
         let mut expected = vec!["--", "/run/agent-sandbox/agent-sandbox", "mask-init"];
@@ -680,7 +682,7 @@ mod tests {
         assert_eq!(tail, expected);
         // At the threshold, bwrap mounts them and no capability is kept.
         let few = strings(bwrap_args(&Plan { masks: &masks[..MASKS_BY_BWRAP], ..plan }));
-        assert!(!few.iter().any(|arg| arg == "--cap-add" || arg == "mask-init"), "{few:?}");
+        assert!(!few.iter().any(|arg| arg == "--cap-add" || arg == "--as-pid-1" || arg == "mask-init"), "{few:?}");
         assert_eq!(few.iter().filter(|arg| *arg == "/rt/empty").count(), MASKS_BY_BWRAP - 1, "{few:?}");
     }
 
