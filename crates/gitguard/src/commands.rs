@@ -62,10 +62,10 @@ pub(crate) fn judge(name: &str, args: &[String], ctx: &Ctx<'_>) -> Option<Refusa
 /// fetches, and a fetch may start `gc --auto`.
 pub(crate) fn runs_no_hooks(name: &str, args: &[Word]) -> bool {
     if name == "remote" {
-        return matches!(
-            args.first().map(|word| word.text.as_str()),
-            None | Some("-v" | "--verbose" | "get-url" | "show")
-        );
+        // `-v` may come before any subcommand (`remote -v prune`): it is skipped.
+        let mut words =
+            args.iter().map(|word| word.text.as_str()).skip_while(|word| matches!(*word, "-v" | "--verbose"));
+        return matches!(words.next(), None | Some("get-url" | "show"));
     }
     matches!(name, "config" | "version")
         || matches!(

@@ -123,6 +123,8 @@ fn claude_code_2_1_calls_pass() {
     crate::check(&[
         (git(&commit).env("GIT_CONFIG_PARAMETERS", CLAUDE_CODE_PARAMETERS), "config-override"),
         (git(&["remote", "update"]).env("GIT_CONFIG_PARAMETERS", "'core.hooksPath'='/dev/null'"), "config-override"),
+        (git(&["-c", "core.hooksPath=/dev/null", "remote", "-v", "prune", "origin"]), "config-override"),
+        (git(&["-c", "core.hooksPath=/dev/null", "remote", "-v"]), "run"),
         (git(&["status"]).env("GIT_CONFIG_PARAMETERS", "'alias.st=commit --no-verify'"), "config-override"),
         (git(&["-c", "alias.remote-none=!sh -c evil", "status"]), "config-override"),
         (git(&["-c", "hook.pre-commit.enabled=false", "commit", "-m", "x"]), "config-override"),
