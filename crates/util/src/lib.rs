@@ -33,10 +33,28 @@ pub fn shell_line(argv: &[OsString]) -> String {
 }
 
 /// Prints a line on stderr and never panics: after a terminal hangup stderr fails with
-/// `EIO`, and `eprintln!` would panic half-way through an exit check.
+/// `EIO`, and `eprintln!` would panic half-way through an exit check. Control
+/// characters other than newline and tab, and the Unicode ones that reorder or hide text
+/// (bidi overrides and isolates, line and paragraph separators), are escaped: what it
+/// prints often holds names the agent chose (a path moved aside, a refused host), which
+/// must not drive the user's terminal or disguise the warning.
 pub fn say(line: &str) {
     use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "{line}");
+    let _ = writeln!(std::io::stderr(), "{}", terminal_safe(line));
+}
+
+/// `text` with the characters [`say`] escapes written as `\u{…}` escapes.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars().map(|c| if unsafe_char(c) { c.escape_unicode().to_string() } else { c.to_string() }).collect(),
+    )
 }
 
 /// [`say`] with `format!` arguments.
@@ -183,6 +201,13 @@ pub fn socket_option(fd: std::os::fd::RawFd, option: libc::c_int) -> Option<libc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_safe_escapes_what_could_drive_or_disguise_a_terminal() {
+        assert_eq!(terminal_safe("plain path/.envrc\n\tnext"), "plain path/.envrc\n\tnext");
+        assert_eq!(terminal_safe("x\u{1b}[2Ay\u{7}"), "x\\u{1b}[2Ay\\u{7}");
+        assert_eq!(terminal_safe("a\u{202e}b\u{2028}c\rd"), "a\\u{202e}b\\u{2028}c\\u{d}d");
+    }
 
     #[test]
     fn within_gives_up_on_work_that_does_not_finish() {
