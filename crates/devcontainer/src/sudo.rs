@@ -304,8 +304,11 @@ pub fn restrict() -> Result<Vec<String>, Error> {
             }
             lines.push(format!("{user} left the group {group} (its sudo rule)"));
         }
+        // The listing is parsed: in the C locale, whatever the image's (or the agent's).
         let listing = std::process::Command::new("sudo")
             .args(["-n", "-l", "-U", user])
+            .env("LC_ALL", "C")
+            .env_remove("LANGUAGE")
             .stdin(std::process::Stdio::null())
             .output()
             .map_err(|err| failed(format!("sudo -l -U: {err}")))?;

@@ -235,8 +235,11 @@ pub fn container(spec: &Value) -> Value {
 /// whether `sudo -n true` ran (it runs only `true`, as root, when anything may).
 fn sudo() -> Value {
     let run = |args: &[&str]| {
+        // Parsed by `test`: in the C locale, whatever the agent's environment says.
         std::process::Command::new("sudo")
             .args(args)
+            .env("LC_ALL", "C")
+            .env_remove("LANGUAGE")
             .stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .output()

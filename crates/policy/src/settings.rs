@@ -5,8 +5,10 @@
 //! names (which the network allowlist must let through for the mirror to answer).
 //!
 //! A line is a credential line when its key (the part before `=`, its last `:`
-//! segment: npm's `//host/:_authToken`) is `_auth` or names a token, password, secret or
-//! API key: it is left out. A value that is only a `${VAR}` reference (npm expands it
+//! segment: npm's `//host/:_authToken`), or any key of an inline table on it, names a
+//! token, password, secret, credential, authorization, API or private key, or a key
+//! (`_auth`, `key`, `*_key`, `*_pat`): it is left out, with the rest of its value (a
+//! multi-line string, INI continuation lines), and so is a commented-out one. A value that is only a `${VAR}` reference (npm expands it
 //! from the environment, which the env filter governs) holds no secret and stays. A URL
 //! with a user part (`https://user:pass@host`, also `https://token@host`) loses that
 //! part and keeps the rest, so the tool still asks the mirror (which then refuses)
@@ -46,9 +48,30 @@ pub fn redact(text: &str, drop_proxies: bool) -> Redacted {
         registries: Vec::new(),
         proxies: Vec::new(),
     };
+    // After a credential line: the rest of its value (a multi-line TOML string up to
+    // its closing quotes, or INI continuation lines) is left out with it.
+    let mut open_quote: Option<&str> = None;
+    let mut after_removed = false;
     for line in text.split_inclusive('\n') {
         let content = line.trim_end_matches(['\n', '\r']);
         let trimmed = content.trim_start();
+        if let Some(quote) = open_quote {
+            if content.contains(quote) {
+                open_quote = None;
+            }
+            continue;
+        }
+        if after_removed && !trimmed.is_empty() && trimmed.len() < content.len() && !trimmed.contains('=') {
+            continue;
+        }
+        after_removed = false;
+        // A credential in a comment (an old token kept "for later") is a credential.
+        let commented = trimmed.strip_prefix(['#', ';']).map(str::trim_start);
+        if commented.is_some_and(has_secret_key) {
+            redacted.text.push_str("# agent-sandbox: a commented-out credential line was left out here\n");
+            redacted.removed.push("a commented-out credential".to_owned());
+            continue;
+        }
         if trimmed.is_empty() || trimmed.starts_with(['#', ';', '[']) {
             redacted.text.push_str(line);
             continue;
@@ -66,13 +89,16 @@ pub fn redact(text: &str, drop_proxies: bool) -> Redacted {
             }
         }
         let reference_only = value.is_some_and(is_env_reference);
-        let secret_key = last == "_auth"
-            || ["token", "password", "passwd", "secret", "apikey", "api_key", "api-key"]
-                .iter()
-                .any(|word| last.contains(word));
-        if secret_key && !reference_only {
+        // The line's own key, or any key of an inline table on it
+        // (`corp = { index = "…", token = "…" }`).
+        if !reference_only && (is_secret_key(&last) || value.is_some_and(has_secret_key)) {
             redacted.removed.push(key.to_owned());
             redacted.text.push_str(&format!("# agent-sandbox: a credential line was left out here ({key})\n"));
+            let value = value.unwrap_or_default();
+            open_quote = ["\"\"\"", "\'\'\'"]
+                .into_iter()
+                .find(|quote| value.starts_with(quote) && value[quote.len()..].find(quote).is_none());
+            after_removed = true;
             continue;
         }
         if drop_proxies && PROXY_KEYS.contains(&last.as_str()) {
@@ -98,6 +124,45 @@ pub fn redact(text: &str, drop_proxies: bool) -> Redacted {
         redacted.text.push_str(line);
     }
     redacted
+}
+
+/// Whether a key (its last `:` segment, lower-cased) names a credential: `_auth`, a
+/// token, password, secret, API or private key, credential or auth setting, or a key.
+fn is_secret_key(last: &str) -> bool {
+    let last = last.trim_matches(['"', '\'', ' ']);
+    [
+        "token",
+        "password",
+        "passwd",
+        "secret",
+        "apikey",
+        "api_key",
+        "api-key",
+        "_auth",
+        "authorization",
+        "credential",
+        "private",
+    ]
+    .iter()
+    .any(|word| last.contains(word))
+        || last == "key"
+        || last.ends_with("_key")
+        || last.ends_with("-key")
+        || last.ends_with(".key")
+        || last.ends_with("_pat")
+}
+
+/// Whether `text` holds `key = value` with a credential key anywhere (split at `,`,
+/// `{` and `;`, as inline tables and npm's lists run).
+fn has_secret_key(text: &str) -> bool {
+    text.split([',', '{', ';']).any(|part| {
+        part.split_once('=').is_some_and(|(key, value)| {
+            let last = key.trim().rsplit(':').next().unwrap_or("").to_ascii_lowercase();
+            !key.trim().is_empty()
+                && is_secret_key(&last)
+                && !is_env_reference(value.trim().trim_end_matches('}').trim())
+        })
+    })
 }
 
 /// `${NAME}`, quoted or not: npm's reference to an environment variable.
@@ -175,7 +240,12 @@ mod tests {
             ("token = \"cio_abc\"", Some("token")),
             ("registry = \"sparse+https://cargo.corp.example/index/\"", None),
             ("[registries.corp]", None),
-            ("# _authToken=commented", None),
+            ("# registry=https://old.corp.example/", None),
+            ("corp = { index = \"https://cargo.corp.example/index\" }", None),
+            ("corp = { index = \"https://cargo.corp.example/index\", token = \"cio_x\" }", Some("corp")),
+            ("key=-----BEGIN PRIVATE KEY-----", Some("key")),
+            ("GITHUB_PAT = \"ghp_x\"", Some("GITHUB_PAT")),
+            ("OPENAI_KEY = \"sk-x\"", Some("OPENAI_KEY")),
         ];
         for (line, removed) in cases {
             let redacted = redact(&format!("{line}\n"), true);
@@ -193,6 +263,22 @@ mod tests {
                     assert_eq!(redacted.removed, [key.to_string()], "{line}");
                 }
             }
+        }
+    }
+
+    /// What the review found leaking: a token kept in a comment, a multi-line TOML
+    /// string and an INI continuation after a credential key.
+    #[test]
+    fn commented_and_multi_line_credentials_are_left_out_whole() {
+        let text = "# //registry.npmjs.org/:_authToken=npm_old\nregistry=https://npm.corp.example/\n\
+                    token = \"\"\"\ncio_secret\n\"\"\"\nindex = \"https://cargo.corp.example/\"\n\
+                    password =\n    hunter2\nindex-url = https://pypi.corp.example/simple\n";
+        let redacted = redact(text, true);
+        for secret in ["npm_old", "cio_secret", "hunter2"] {
+            assert!(!redacted.text.contains(secret), "{secret} in:\n{}", redacted.text);
+        }
+        for kept in ["registry=https://npm.corp.example/", "index = \"https://cargo.corp.example/\"", "index-url = "] {
+            assert!(redacted.text.contains(kept), "{kept} lost:\n{}", redacted.text);
         }
     }
 

@@ -6,9 +6,14 @@
 # that fails, egress stays closed.
 if [ "$(id -u)" = 0 ]; then
   # No sudo beyond the Feature's rule, again: a grant that came back since the build
-  # (a Feature installed after this one) is commented out before the firewall starts;
-  # one that cannot be is in this log, and `agent-sandbox test` fails its sudo row.
-  /usr/local/bin/agent-sandbox sudo-restrict >/var/log/agent-sandbox-sudo.log 2>&1
+  # (a Feature installed after this one) is commented out before the firewall starts.
+  # One that cannot be taken away stops the container: with root at hand, the agent's
+  # user could undo every other guard.
+  if ! /usr/local/bin/agent-sandbox sudo-restrict >/var/log/agent-sandbox-sudo.log 2>&1; then
+    cat /var/log/agent-sandbox-sudo.log >&2
+    echo "agent-sandbox: the container does not start: sudo still grants the agent's user more than the Feature's rule (see above)" >&2
+    exit 1
+  fi
   /usr/local/bin/agent-sandbox firewall start >/var/log/agent-sandbox-firewall.log 2>&1
 else
   # The image runs as a non-root user: the one sudo rule covers `firewall start`.
