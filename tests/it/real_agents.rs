@@ -58,7 +58,15 @@ fn installed(package: &str, version: &str, program: &str) -> Option<PathBuf> {
     if works() {
         return Some(prefix);
     }
-    let out = std::process::Command::new("npm")
+    // With `--prefix`, npm reads its "global" config from `PREFIX/etc/npmrc`: keep the
+    // machine's (where a registry's CA or proxy may be configured).
+    let global = std::process::Command::new("npm").args(["config", "get", "globalconfig"]).output();
+    let global = global.map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned()).unwrap_or_default();
+    let mut install = std::process::Command::new("npm");
+    if !global.is_empty() {
+        install.env("npm_config_globalconfig", &global);
+    }
+    let out = install
         .args(["install", "-g", "--no-audit", "--no-fund", "--prefix"])
         .arg(&prefix)
         .arg(format!("{package}@{version}"))
