@@ -326,9 +326,17 @@ fn a_second_request_to_stop_still_aborts_at_once() {
         // arrives: then it ran, and nothing is left for the next start. Either way the
         // plant never survives.
         if stderr.contains("aborted by a second signal before the exit check finished") {
-            assert_eq!(out.status.code(), Some(128 + second), "{case}: {stderr}");
+            // The main thread may end with the first signal's status at the same moment.
+            let code = out.status.code();
+            assert!(code == Some(128 + second) || code == Some(128 + libc::SIGTERM), "{case}: {code:?} {stderr}");
+            // Unless the check finished just then, the next start runs it.
             let run = world.sh(&[], "true");
-            assert!(run.stderr().contains("ended without its exit check"), "{case}: {}", run.stderr());
+            let planted = world.path(&format!("home/proj/sub{round}/.git"));
+            assert!(
+                run.stderr().contains("ended without its exit check") || !planted.exists(),
+                "{case}: {}",
+                run.stderr()
+            );
         } else {
             let code = out.status.code();
             assert!(code == Some(128 + libc::SIGTERM) || code == Some(128 + second), "{case}: {code:?} {stderr}");
