@@ -53,9 +53,18 @@ pub(crate) struct Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
+        // The images the devcontainer CLI built for these workspaces (`vsc-<folder>-<hash>`
+        // and its `-uid` variant): over a gigabyte each, and named after the test's own
+        // folder, so nothing else uses them.
+        let mut built = Vec::new();
         for workspace in &self.workspaces {
             let label = format!("label=devcontainer.local_folder={}", workspace.display());
             for id in docker(&["ps", "-aq", "--filter", &label]).split_whitespace() {
+                let image = docker(&["inspect", "-f", "{{.Config.Image}}", id]);
+                if image.starts_with("vsc-") {
+                    built.extend(image.strip_suffix("-uid").map(str::to_owned));
+                    built.push(image);
+                }
                 let volumes = docker(&[
                     "inspect",
                     "-f",
@@ -74,7 +83,7 @@ impl Drop for Cleanup {
             let _ = Command::new("docker").args(["rm", "-f", name]).output();
         }
         let _ = Command::new("docker").args(["network", "rm", &self.network]).output();
-        for image in &self.images {
+        for image in built.iter().rev().chain(&self.images) {
             let _ = Command::new("docker").args(["rmi", "-f", image]).output();
         }
     }

@@ -47,6 +47,28 @@ pub struct World {
     pub project: PathBuf,
 }
 
+impl Drop for World {
+    /// Sessions leave directories without write permission (read-only state, a
+    /// dependency tree a test made read-only): without this the temporary directory
+    /// stays behind, and repeated runs fill the disk.
+    fn drop(&mut self) {
+        fn writable(dir: &Path) {
+            let Ok(meta) = std::fs::symlink_metadata(dir) else { return };
+            if !meta.is_dir() {
+                return;
+            }
+            if meta.permissions().mode() & 0o700 != 0o700 {
+                let _ =
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(meta.permissions().mode() | 0o700));
+            }
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                writable(&entry.path());
+            }
+        }
+        writable(&self.root);
+    }
+}
+
 impl World {
     /// A world whose project is a git repository with one commit.
     pub fn new() -> World {

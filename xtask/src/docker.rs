@@ -234,7 +234,8 @@ fn start_dockerd() -> Result<()> {
 
 /// What the devcontainer CLI leaves after the end-to-end tests: an image (and its
 /// `-uid` variant) per test workspace (`vsc-plain-…`, `vsc-template-…`, `vsc-compose-…`,
-/// named after the tests' own folders) and a copy of the Feature's content per `up` in
+/// `vsc-pushed-…`, `vsc-vscode-…`, named after the tests' own folders; the tests remove
+/// theirs, this catches a run that was stopped) and a copy of the Feature's content per `up` in
 /// `/tmp/devcontainercli-<user>`: a gigabyte or more per run, which would fill a CI
 /// machine's disk over repeated runs. Best effort: a leftover is not a failure.
 pub fn remove_e2e_leftovers() {
@@ -243,10 +244,21 @@ pub fn remove_e2e_leftovers() {
         images.map(|out| String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()).unwrap_or_default();
     let ours: Vec<&String> = names
         .iter()
-        .filter(|name| ["vsc-plain-", "vsc-template-", "vsc-compose-"].iter().any(|prefix| name.starts_with(prefix)))
+        .filter(|name| {
+            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-"]
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+        })
         .collect();
     if !ours.is_empty() {
         let _ = Command::new("docker").args(["rmi", "-f"]).args(ours).stdout(std::process::Stdio::null()).status();
     }
     let _ = std::fs::remove_dir_all("/tmp/devcontainercli-root/container-features");
+    // The devcontainer CLI rebuilds `dev_container_feature_content_temp` for every `up`,
+    // leaving the one before untagged. On CI's machine (it is CI's own) every untagged
+    // image goes; on a developer's machine their own untagged images stay theirs.
+    let _ = Command::new("docker").args(["rmi", "dev_container_feature_content_temp"]).output();
+    if std::env::var_os("CI").is_some_and(|ci| ci == "true") {
+        let _ = Command::new("docker").args(["image", "prune", "-f"]).stdout(std::process::Stdio::null()).status();
+    }
 }

@@ -122,6 +122,7 @@ const TEST_USER: &str = "agent-sandbox-ci";
 fn test() -> Result<()> {
     ensure_packages()?;
     let root = root();
+    disk_check(&root);
     let started = std::time::Instant::now();
     gates(&root)?;
     let mut tally = Tally::default();
@@ -133,6 +134,8 @@ fn test() -> Result<()> {
         // The devcontainer end-to-end test: a real engine, the real CLI, a base image
         // built from Debian's packages (no registry needed).
         let cli = docker::prepare_e2e()?;
+        // What an earlier run that was stopped midway left.
+        docker::remove_e2e_leftovers();
         cargo_test.env("AGENT_SANDBOX_E2E_BASE_TAG", docker::E2E_TAG).env("AGENT_SANDBOX_DEVCONTAINER_CLI", cli);
     }
     let status = tally.run(&mut cargo_test)?;
@@ -198,6 +201,28 @@ fn test() -> Result<()> {
     tally.phase(&format!("every test binary as {TEST_USER}"), started.elapsed(), "passed");
     tally.report(&format!("as root and as {TEST_USER}"));
     Ok(())
+}
+
+/// Says how much disk the suite has, loudly when it is too little: a full disk fails
+/// the Docker tests and the agents' installs with errors that name neither.
+fn disk_check(root: &Path) {
+    /// What a run needs, about: the debug build and the unprivileged copies (~18 GB),
+    /// the images and the agents' installs (~6 GB).
+    const NEEDED_GB: u64 = 25;
+    let free_gb = |path: &Path| -> Option<u64> {
+        let out = Command::new("df").args(["--output=avail", "-B1G"]).arg(path).output().ok()?;
+        String::from_utf8_lossy(&out.stdout).lines().nth(1)?.trim().parse().ok()
+    };
+    let Some(free) = free_gb(root) else { return };
+    if free < NEEDED_GB {
+        eprintln!(
+            "xtask: WARNING: only {free} GB free where the build goes ({}); a full run needs about {NEEDED_GB} GB. \
+             Leftovers of earlier runs are the usual cause: `docker system df`, old clones' target/, /tmp/as-it-*.",
+            root.display()
+        );
+    } else {
+        eprintln!("xtask: {free} GB free where the build goes (a full run needs about {NEEDED_GB} GB)");
+    }
 }
 
 /// The real agents' tests against the newest Claude Code and Codex on npm: a row that
