@@ -4,7 +4,8 @@
 //! audit log: reading and editing, the project's tests, a commit whose checks pass and a
 //! push through the host; then the refusals (a disallowed tool, a secret read empty,
 //! `--no-verify`, a force push, a host off the allowlist, a hook the project's settings
-//! add), with the agent's own git calls at its start refused none.
+//! add), with the agent's own git calls refused none and each one held by the guard's
+//! table test ([`GitRecorder`]).
 
 use std::{path::PathBuf, sync::OnceLock};
 
@@ -101,16 +102,135 @@ fn codex_prefix() -> Option<PathBuf> {
         .clone()
 }
 
+/// Records every git call the guard lets through, with git's own trace (`GIT_TRACE2_EVENT`
+/// into a directory given with `--rw`): each top-level git's arguments, its callers, and
+/// `GIT_CONFIG_PARAMETERS`. A call whose caller is a shell came from a tool (the script's
+/// commands); any other is the agent's own.
+struct GitRecorder {
+    log: PathBuf,
+}
+
+/// One recorded call: its caller, `GIT_CONFIG_PARAMETERS`, and the arguments after `git`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct GitCall {
+    caller: String,
+    parameters: String,
+    args: Vec<String>,
+}
+
+impl GitCall {
+    /// The agent's own call: not from a shell (a tool's command), not from agent-sandbox
+    /// (the host's push service), and not one of the script's commands (bash runs the
+    /// last command of a list in its own place, so that one's caller is the agent).
+    fn own(&self, script: &[&str]) -> bool {
+        let line = format!("git {}", self.args.join(" "));
+        !["sh", "bash", "dash", "zsh", "agent-sandbox"].contains(&self.caller.as_str())
+            && !script.iter().any(|command| command.contains(&line))
+    }
+
+    /// The call as a line of the guard's table (object ids as the empty tree's).
+    fn table_line(&self, agent: &str) -> serde_json::Value {
+        let oid = |arg: &String| -> String {
+            let hex = arg.len() == 40 && arg.bytes().all(|b| b.is_ascii_hexdigit());
+            if hex {
+                "4b825dc642cb6eb9a060e54bf8d69288fbee4904".to_owned()
+            } else {
+                arg.clone()
+            }
+        };
+        json!({ "agent": agent, "parameters": self.parameters, "args": self.args.iter().map(oid).collect::<Vec<_>>() })
+    }
+}
+
+/// The agents' own git calls the guard's table test holds: every one recorded here must
+/// be there (and so pass the guard there), so a new call in a new release is seen.
+const GIT_CALLS_TABLE: &str = include_str!("../../crates/gitguard/tests/it/agent_git_calls.jsonl");
+
+/// Asserts that `agent` made git calls of its own in `world` (the recorder works) and
+/// that the guard's table test holds each one.
+fn own_git_calls_are_in_the_table(world: &World, agent: &str, script: &[&str]) {
+    let calls = GitRecorder::calls(world);
+    let own: Vec<&GitCall> = calls.iter().filter(|call| call.own(script)).collect();
+    assert!(!own.is_empty(), "no git call of {agent}'s own was recorded: {calls:#?}");
+    let table: Vec<serde_json::Value> = GIT_CALLS_TABLE
+        .lines()
+        .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    let mut missing: Vec<String> = own
+        .iter()
+        .map(|call| call.table_line(agent))
+        .filter(|line| !table.contains(line))
+        .map(|line| line.to_string())
+        .collect();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "{agent} made git calls of its own that crates/gitguard/tests/it/agent_git_calls.jsonl does not hold. \
+         Check what each does, then add it there (the guard's table test judges each):\n{}",
+        missing.join("\n")
+    );
+}
+
+impl GitRecorder {
+    fn new(world: &World) -> GitRecorder {
+        let log = world.path("git-recorder");
+        fs_err::create_dir_all(&log).expect("mkdir");
+        GitRecorder { log }
+    }
+
+    /// The environment and `exec`'s option that record the session's git calls.
+    fn options(&self, cmd: &mut crate::support::TestCommand) -> [std::ffi::OsString; 2] {
+        cmd.env("GIT_TRACE2_EVENT", self.log.join("events")).env("GIT_TRACE2_ENV_VARS", "GIT_CONFIG_PARAMETERS");
+        ["--rw".into(), self.log.clone().into()]
+    }
+
+    /// The calls recorded so far, top-level ones only (not git's own children).
+    fn calls(world: &World) -> Vec<GitCall> {
+        let text = std::fs::read_to_string(world.path("git-recorder/events")).unwrap_or_default();
+        let mut calls: Vec<(String, GitCall)> = Vec::new();
+        for line in text.lines() {
+            let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+            let sid = event["sid"].as_str().unwrap_or_default().to_owned();
+            if sid.contains('/') {
+                continue;
+            }
+            let call = match calls.iter_mut().find(|(id, _)| *id == sid) {
+                Some((_, call)) => call,
+                None => {
+                    calls.push((sid, GitCall::default()));
+                    &mut calls.last_mut().expect("pushed").1
+                }
+            };
+            let strings = |key: &str| -> Vec<String> {
+                event[key].as_array().into_iter().flatten().filter_map(|v| v.as_str()).map(str::to_owned).collect()
+            };
+            match event["event"].as_str() {
+                Some("start") => call.args = strings("argv").into_iter().skip(1).collect(),
+                Some("cmd_ancestry") => call.caller = strings("ancestry").first().cloned().unwrap_or_default(),
+                Some("def_param") if event["param"] == "GIT_CONFIG_PARAMETERS" => {
+                    call.parameters = event["value"].as_str().unwrap_or_default().to_owned()
+                }
+                _ => {}
+            }
+        }
+        calls.into_iter().map(|(_, call)| call).collect()
+    }
+}
+
 /// `claude -p` inside `exec`, talking to `model` through the host port it is granted.
 fn claude(world: &World, prefix: &std::path::Path, model: &ScriptedModel, extra: &[&str]) -> Run {
     let port = model.port.to_string();
     let mut cmd = world.cmd();
+    let recorder = GitRecorder::new(world).options(&mut cmd);
     cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
         .env("ANTHROPIC_BASE_URL", format!("http://localhost:{port}"))
         .env("ANTHROPIC_API_KEY", "sk-ant-scripted-model")
         .env("DISABLE_TELEMETRY", "1")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .args(["exec", "--host-port", &port, "--ro"])
+        .arg("exec")
+        .args(recorder)
+        .args(["--host-port", &port, "--ro"])
         .arg(prefix)
         .args(extra)
         .args(["--", "claude", "-p", "Carry out the task.", "--allowedTools", "Bash,Read,Edit,Write"]);
@@ -154,12 +274,17 @@ fn claude_code_reads_edits_tests_commits_and_pushes_inside() {
     let Some(prefix) = claude_prefix() else { return };
     let world = project();
     let readme = world.path("home/proj/README.md").display().to_string();
+    let script = [
+        "sh test.sh",
+        "git add -A && git commit -qm 'Greet the world' && git log --format=%s -1",
+        "git push -q origin main && echo pushed",
+    ];
     let model = ScriptedModel::start(vec![
         tool("Read", json!({ "file_path": readme })),
         tool("Edit", json!({ "file_path": readme, "old_string": "hello", "new_string": "hello, world" })),
-        bash("sh test.sh"),
-        bash("git add -A && git commit -qm 'Greet the world' && git log --format=%s -1"),
-        bash("git push -q origin main && echo pushed"),
+        bash(script[0]),
+        bash(script[1]),
+        bash(script[2]),
     ]);
     let run = claude(&world, &prefix, &model, &[]);
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
@@ -177,6 +302,7 @@ fn claude_code_reads_edits_tests_commits_and_pushes_inside() {
     // task's were refused none.
     let refused = blocked(&world);
     assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
+    own_git_calls_are_in_the_table(&world, "claude-code", &script);
 }
 
 #[test]
@@ -257,8 +383,11 @@ fn codex(world: &World, prefix: &std::path::Path, model: &ScriptedModel) -> Run 
         ),
     );
     let mut cmd = world.cmd();
+    let recorder = GitRecorder::new(world).options(&mut cmd);
     cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
-        .args(["exec", "--host-port", &port, "--ro"])
+        .arg("exec")
+        .args(recorder)
+        .args(["--host-port", &port, "--ro"])
         .arg(prefix)
         .args(["--", "codex", "exec", "--skip-git-repo-check", "-s", "danger-full-access", "Carry out the task."]);
     cmd.run_within(240)
@@ -274,16 +403,17 @@ fn codex_reads_edits_tests_commits_and_pushes_inside_and_meets_the_same_refusals
     let Some(prefix) = codex_prefix() else { return };
     let world = project();
     world.write("home/proj/.env", "API_KEY=TOPSECRET\n");
-    let model = ScriptedModel::start(vec![
-        shell("cat README.md"),
-        shell("sed -i 's/hello/hello, world/' README.md && sh test.sh"),
-        shell("git add README.md && git commit -qm 'Greet the world' && git log --format=%s -1"),
-        shell("git push -q origin main && echo pushed"),
-        shell("cat .env; echo read=$?"),
-        shell("echo more >> README.md && git commit --no-verify -qam sneaky; echo commit=$?"),
-        shell("git push -q --force origin HEAD~1:main; echo push=$?"),
-        shell("curl -sS -m 10 -o /dev/null https://example.com/ 2>&1; echo curl=$?"),
-    ]);
+    let script = [
+        "cat README.md",
+        "sed -i 's/hello/hello, world/' README.md && sh test.sh",
+        "git add README.md && git commit -qm 'Greet the world' && git log --format=%s -1",
+        "git push -q origin main && echo pushed",
+        "cat .env; echo read=$?",
+        "echo more >> README.md && git commit --no-verify -qam sneaky; echo commit=$?",
+        "git push -q --force origin HEAD~1:main; echo push=$?",
+        "curl -sS -m 10 -o /dev/null https://example.com/ 2>&1; echo curl=$?",
+    ];
+    let model = ScriptedModel::start(script.iter().map(|command| shell(command)).collect());
     let run = codex(&world, &prefix, &model);
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
     assert_eq!(model.steps_played(), 8, "{}", run.stderr());
@@ -315,6 +445,7 @@ fn codex_reads_edits_tests_commits_and_pushes_inside_and_meets_the_same_refusals
         .filter(|(who, _, what)| who == "git" && !what.contains("--no-verify") && !what.contains("--force"))
         .collect();
     assert!(own.is_empty(), "{own:#?}");
+    own_git_calls_are_in_the_table(&world, "codex", &script);
 }
 
 #[test]

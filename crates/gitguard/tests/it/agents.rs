@@ -43,6 +43,27 @@ fn the_agents_own_git_calls_pass() {
     check_args(&cases);
 }
 
+/// Every git call of their own the real Claude Code and Codex made in the main suite's
+/// `real_agents` tests, recorded through the guard (that test fails on a call this table
+/// lacks): each passes, with the `GIT_CONFIG_PARAMETERS` it ran with.
+#[test]
+fn every_recorded_agent_call_passes() {
+    let table = include_str!("agent_git_calls.jsonl");
+    let cases: Vec<(crate::Case, &str)> = table
+        .lines()
+        .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
+        .map(|line| {
+            let call: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let args: Vec<&str> = call["args"].as_array().expect("args").iter().filter_map(|a| a.as_str()).collect();
+            let parameters = call["parameters"].as_str().unwrap_or_default();
+            let case = git(&args);
+            (if parameters.is_empty() { case } else { case.env("GIT_CONFIG_PARAMETERS", parameters) }, "run")
+        })
+        .collect();
+    assert!(cases.len() >= 10, "the table holds both agents' calls: {table}");
+    crate::check(&cases);
+}
+
 /// The safety overrides Claude Code 2.1.332 puts on its own calls (taken from its bundle
 /// and seen in the audit log of `real_agents` in the main suite).
 fn claude_code_2_1_overrides() -> Vec<String> {
@@ -92,31 +113,11 @@ fn claude_code_2_1_overrides() -> Vec<String> {
 const CLAUDE_CODE_PARAMETERS: &str =
     "'alias.remote-none=version' 'alias.remote-none.command=version' 'alias.remote-/.command=version' 'fetch.bundleURI=' 'help.autocorrect=0'";
 
-/// Recorded from the real Claude Code 2.1.332 inside `exec` (the main suite's
-/// `real_agents` tests run it): every call of its own at a session's start.
+/// Claude Code 2.1.332's safety overrides (its own calls with them pass: see
+/// [`every_recorded_agent_call_passes`]) on a command that runs hooks stay refused, and an
+/// alias to anything but `version` stays refused on every channel.
 #[test]
-fn claude_code_2_1_calls_pass() {
-    let recorded: [&[&str]; 7] = [
-        &["ls-files", "--error-unmatch", "--", ":(icase).claude/settings.local.json"],
-        &["-c", "core.ignorecase=false", "rev-parse", "--is-inside-work-tree", "--show-cdup"],
-        &["config", "user.name"],
-        &["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=", "config", "--local", "--includes", "-z", "--list"],
-        &["--no-optional-locks", "log", "--oneline", "-n", "5"],
-        &["remote", "get-url", "origin"],
-        &["remote"],
-    ];
-    let cases: Vec<(crate::Case, &str)> = recorded
-        .iter()
-        .map(|rest| {
-            let mut args = claude_code_2_1_overrides();
-            args.extend(rest.iter().map(|arg| (*arg).to_owned()));
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            (git(&args).env("GIT_CONFIG_PARAMETERS", CLAUDE_CODE_PARAMETERS), "run")
-        })
-        .collect();
-    crate::check(&cases);
-    // The same overrides on a command that runs hooks stay refused, and an alias to
-    // anything but `version` stays refused on every channel.
+fn claude_codes_overrides_disable_no_check() {
     let mut commit = claude_code_2_1_overrides();
     commit.extend(["commit", "-qm", "x"].map(str::to_owned));
     let commit: Vec<&str> = commit.iter().map(String::as_str).collect();
