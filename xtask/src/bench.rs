@@ -168,13 +168,67 @@ fn bench_in(bin: &Path, dir: &Path) -> Result<()> {
             "  bwrap with exec's own arguments     {raw_huge_ms:8.2} ms  (its floor; exec's own work {:.2} ms)",
             huge_ms - raw_huge_ms
         );
-        Ok(())
+        stage_table(bin, &[("100 files", &small), ("1,000,000 files", &huge)], &state)
     })();
     raw_small.remove();
     raw_huge.remove();
     result?;
     git_bench(bin, &small, &repo, &state)?;
     precommit_bench(bin, &dir.join("precommit-bench"))
+}
+
+/// What each start-up stage costs (`exec --debug`'s `start-up stages:` line), median of
+/// [`HUGE_RUNS`] per project, so that a slower start points at its stage.
+fn stage_table(bin: &Path, projects: &[(&str, &Path)], state: &Path) -> Result<()> {
+    let mut columns: Vec<Vec<(String, Vec<f64>)>> = Vec::new();
+    for (_, project) in projects {
+        let mut stages: Vec<(String, Vec<f64>)> = Vec::new();
+        for _ in 0..HUGE_RUNS {
+            let out = Command::new(bin)
+                .args(["exec", "--debug", "--", "/bin/true"])
+                .current_dir(project)
+                .env("XDG_STATE_HOME", state)
+                .env("XDG_CACHE_HOME", state)
+                .output()
+                .context("exec --debug")?;
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let line = stderr
+                .lines()
+                .find_map(|line| line.split_once(session::stages::PREFIX).map(|(_, rest)| rest.to_owned()))
+                .context("exec --debug printed no stage line")?;
+            for part in line.split(", ") {
+                let Some((name, ms)) = part
+                    .trim()
+                    .rsplit_once(' ')
+                    .and_then(|(rest, unit)| (unit == "ms").then_some(rest)?.rsplit_once(' '))
+                else {
+                    continue;
+                };
+                let ms: f64 = ms.parse().context("a stage's time")?;
+                match stages.iter_mut().find(|(known, _)| known == name) {
+                    Some((_, times)) => times.push(ms),
+                    None => stages.push((name.to_owned(), vec![ms])),
+                }
+            }
+        }
+        columns.push(stages);
+    }
+    let median = |mut times: Vec<f64>| -> f64 {
+        times.sort_by(f64::total_cmp);
+        times.get(times.len() / 2).copied().unwrap_or(0.0)
+    };
+    println!("exec's start-up by stage (exec --debug), median of {HUGE_RUNS}, ms");
+    let header: Vec<String> = projects.iter().map(|(name, _)| format!("{name:>16}")).collect();
+    println!("  {:<10}{}", "stage", header.join(""));
+    for (row, (name, _)) in columns.first().into_iter().flatten().enumerate() {
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|stages| stages.get(row).map_or(f64::NAN, |(_, times)| median(times.clone())))
+            .map(|ms| format!("{ms:>16.2}"))
+            .collect();
+        println!("  {name:<10}{}", cells.join(""));
+    }
+    Ok(())
 }
 
 /// The git guard's loops, each through the guard and with `--cmd git=true`.

@@ -15,6 +15,7 @@ pub mod index;
 mod mask_record;
 pub mod masks;
 mod settings;
+pub mod stages;
 mod trees;
 
 use std::{
@@ -232,6 +233,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         bail!("this is already inside an agent-sandbox; run the command directly (sandboxes do not nest)");
     }
     let debug = options.debug;
+    let mut stages = stages::Stages::start();
     // Every audit line of this run carries its id, relayed ones included.
     let session_id = audit::start_session();
     debug(&format!("session {session_id} (its audit trail: agent-sandbox log --session {session_id})"));
@@ -255,7 +257,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             }
         }
     }
+    stages.end("recover");
     let Loaded { ctx, config, files, cache_dir, state_dir, own_dirs, project_config, repo } = load(inv)?;
+    stages.end("facts");
     if let Some((path, _)) = project_config.iter().find(|(_, allowed)| !allowed) {
         bail!(
             "the project config {} is new or changed since you allowed it, and it can widen what the agent may do \
@@ -404,6 +408,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         });
     }
     policy::pin_parents(&mut policy.mounts, &host_copies);
+    stages.end("scan");
 
     let filter = policy::env::EnvFilter::new(&config)?;
     let (mut env, dropped) = filter.apply(std::env::vars_os());
@@ -485,6 +490,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
         }
     }
 
+    stages.end("decide");
     // The caches: an overlay each, or read-only (never the host's, read-write).
     let restricted = sandbox::netns::userns_restricted(&sandbox::run::read_userns_settings());
     let cache_layers = CacheLayers::take(&state_dir, &ctx.home, &policy.mounts, restricted, options.dry_run)?;
@@ -655,6 +661,7 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     );
     plan.premade_network = premade_network;
     let bwrap_args = sandbox::plan::bwrap_args(&plan);
+    stages.end("prepare");
     debug(&format!("bwrap {}", util::shell_line(&bwrap_args)));
     if let Some(file) = std::env::var_os(BENCH_ARGV_VAR).filter(|file| !file.is_empty()) {
         write_bench_argv(Path::new(&file), &bwrap, &bwrap_args, &env, runtime.keep())?;
@@ -732,6 +739,8 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
             cache_layers.root.display()
         );
     };
+    stages.end("services");
+    debug(&stages.line());
     let code = sandbox::run::run(
         &bwrap,
         &bwrap_args,
