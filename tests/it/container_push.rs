@@ -60,7 +60,7 @@ const CHECK: &str = "#!/bin/sh\nfor f in src/*.sh; do sh \"$f\" || exit 1; done\
 const PROBE: &str = "id -un > /tmp/check-user\ncat /root/.ssh/id_ed25519 > /tmp/stolen 2>/dev/null\ntrue\n";
 
 /// Runs `script` as root in `container`; its stdout.
-fn as_root(container: &str, script: &str) -> String {
+pub(crate) fn as_root(container: &str, script: &str) -> String {
     let out = std::process::Command::new("docker")
         .args(["exec", "-u", "root", container, "sh", "-c", script])
         .output()

@@ -50,7 +50,13 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     /// Starts the server on `127.0.0.1` (a port of its own) with `script`.
     pub fn start(script: Vec<Step>) -> ScriptedModel {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        ScriptedModel::start_on("127.0.0.1", script)
+    }
+
+    /// Starts the server on `address` (loopback, or the host's side of a Docker network
+    /// the test made), on a port of its own.
+    pub fn start_on(address: &str, script: Vec<Step>) -> ScriptedModel {
+        let listener = TcpListener::bind((address, 0)).expect("bind the model's address");
         let port = listener.local_addr().expect("address").port();
         let state = Arc::new(Mutex::new(State { script, ..State::default() }));
         let shared = Arc::clone(&state);

@@ -9,6 +9,8 @@
 
 use std::{path::PathBuf, sync::OnceLock};
 
+mod container;
+
 use serde_json::json;
 
 use crate::{
@@ -146,10 +148,9 @@ impl GitCall {
 /// be there (and so pass the guard there), so a new call in a new release is seen.
 const GIT_CALLS_TABLE: &str = include_str!("../../crates/gitguard/tests/it/agent_git_calls.jsonl");
 
-/// Asserts that `agent` made git calls of its own in `world` (the recorder works) and
+/// Asserts that `agent` made git calls of its own among `calls` (the recorder works) and
 /// that the guard's table test holds each one.
-fn own_git_calls_are_in_the_table(world: &World, agent: &str, script: &[&str]) {
-    let calls = GitRecorder::calls(world);
+fn own_git_calls_are_in_the_table(calls: &[GitCall], agent: &str, script: &[&str]) {
     let own: Vec<&GitCall> = calls.iter().filter(|call| call.own(script)).collect();
     assert!(!own.is_empty(), "no git call of {agent}'s own was recorded: {calls:#?}");
     let table: Vec<serde_json::Value> = GIT_CALLS_TABLE
@@ -185,9 +186,13 @@ impl GitRecorder {
         ["--rw".into(), self.log.clone().into()]
     }
 
-    /// The calls recorded so far, top-level ones only (not git's own children).
+    /// The calls recorded so far in `world`.
     fn calls(world: &World) -> Vec<GitCall> {
-        let text = std::fs::read_to_string(world.path("git-recorder/events")).unwrap_or_default();
+        GitRecorder::parse(&std::fs::read_to_string(world.path("git-recorder/events")).unwrap_or_default())
+    }
+
+    /// The calls in git's trace `text`, top-level ones only (not git's own children).
+    fn parse(text: &str) -> Vec<GitCall> {
         let mut calls: Vec<(String, GitCall)> = Vec::new();
         for line in text.lines() {
             let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { continue };
@@ -302,7 +307,7 @@ fn claude_code_reads_edits_tests_commits_and_pushes_inside() {
     // task's were refused none.
     let refused = blocked(&world);
     assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
-    own_git_calls_are_in_the_table(&world, "claude-code", &script);
+    own_git_calls_are_in_the_table(&GitRecorder::calls(&world), "claude-code", &script);
 }
 
 #[test]
@@ -445,7 +450,7 @@ fn codex_reads_edits_tests_commits_and_pushes_inside_and_meets_the_same_refusals
         .filter(|(who, _, what)| who == "git" && !what.contains("--no-verify") && !what.contains("--force"))
         .collect();
     assert!(own.is_empty(), "{own:#?}");
-    own_git_calls_are_in_the_table(&world, "codex", &script);
+    own_git_calls_are_in_the_table(&GitRecorder::calls(&world), "codex", &script);
 }
 
 #[test]

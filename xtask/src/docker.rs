@@ -234,7 +234,7 @@ fn start_dockerd() -> Result<()> {
 
 /// What the devcontainer CLI leaves after the end-to-end tests: an image (and its
 /// `-uid` variant) per test workspace (`vsc-plain-…`, `vsc-template-…`, `vsc-compose-…`,
-/// `vsc-pushed-…`, `vsc-vscode-…`, named after the tests' own folders; the tests remove
+/// `vsc-pushed-…`, `vsc-vscode-…`, `vsc-agentbox-…`, named after the tests' own folders; the tests remove
 /// theirs, this catches a run that was stopped) and a copy of the Feature's content per `up` in
 /// `/tmp/devcontainercli-<user>`: a gigabyte or more per run, which would fill a CI
 /// machine's disk over repeated runs. Best effort: a leftover is not a failure.
@@ -245,7 +245,7 @@ pub fn remove_e2e_leftovers() {
     let ours: Vec<&String> = names
         .iter()
         .filter(|name| {
-            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-"]
+            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-", "vsc-agentbox-"]
                 .iter()
                 .any(|prefix| name.starts_with(prefix))
         })

@@ -130,14 +130,20 @@ fn test() -> Result<()> {
     let started = std::time::Instant::now();
     let mut cargo_test = Command::new("cargo");
     cargo_test.args(["test", "--workspace", "--locked"]).current_dir(&root);
-    if is_root() {
-        // The devcontainer end-to-end test: a real engine, the real CLI, a base image
-        // built from Debian's packages (no registry needed).
+    // The devcontainer end-to-end tests (as root): a real engine, the real CLI, a base
+    // image built from Debian's packages (no registry needed).
+    let e2e_env = if is_root() {
         let cli = docker::prepare_e2e()?;
         // What an earlier run that was stopped midway left.
         docker::remove_e2e_leftovers();
-        cargo_test.env("AGENT_SANDBOX_E2E_BASE_TAG", docker::E2E_TAG).env("AGENT_SANDBOX_DEVCONTAINER_CLI", cli);
-    }
+        vec![
+            ("AGENT_SANDBOX_E2E_BASE_TAG", docker::E2E_TAG.into()),
+            ("AGENT_SANDBOX_DEVCONTAINER_CLI", cli.into_os_string()),
+        ]
+    } else {
+        Vec::new()
+    };
+    cargo_test.envs(e2e_env.iter().map(|(name, value)| (name, value)));
     let status = tally.run(&mut cargo_test)?;
     if is_root() {
         docker::remove_e2e_leftovers();
@@ -150,7 +156,7 @@ fn test() -> Result<()> {
         started.elapsed(),
         "passed",
     );
-    newest_agents(&root, &mut tally)?;
+    newest_agents(&root, &e2e_env, &mut tally)?;
     if !is_root() {
         tally.report("as the current user");
         return Ok(());
@@ -228,7 +234,7 @@ fn disk_check(root: &Path) {
 /// The real agents' tests against the newest Claude Code and Codex on npm: a row that
 /// says what broke without failing the run (the pinned versions are the ones that must
 /// pass). Its test counts are not added to the total.
-fn newest_agents(root: &Path, tally: &mut Tally) -> Result<()> {
+fn newest_agents(root: &Path, e2e_env: &[(&str, std::ffi::OsString)], tally: &mut Tally) -> Result<()> {
     eprintln!("xtask: the real agents' tests against their newest releases (does not fail the run)");
     let started = std::time::Instant::now();
     let mut row = Tally::default();
@@ -236,6 +242,7 @@ fn newest_agents(root: &Path, tally: &mut Tally) -> Result<()> {
         Command::new("cargo")
             .args(["test", "--locked", "--test", "it", "--", "real_agents::"])
             .env("AGENT_SANDBOX_IT_AGENT_VERSIONS", "latest")
+            .envs(e2e_env.iter().map(|(name, value)| (name, value)))
             .current_dir(root),
     )?;
     let outcome = if status.success() {
