@@ -113,6 +113,9 @@ enum Commands {
     /// A container's push verifier (root, through the image's sudo rule): the request on stdin, from the git guard
     #[command(hide = true)]
     PushVerify,
+    /// A container's audit relay (root, started by `firewall start`): the guards' reports into root's log
+    #[command(hide = true)]
+    AuditRelay,
     /// Print the man page (roff); `cargo xtask man` writes it to target/man/
     #[command(hide = true)]
     Man,
@@ -371,6 +374,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 0
             })
         }
+        Commands::AuditRelay => devcontainer::audit_relay::run().map_err(anyhow::Error::msg).map(|()| 0),
         Commands::SudoRestrict => devcontainer::sudo::restrict().map_err(anyhow::Error::from).map(|lines| {
             for line in lines {
                 println!("agent-sandbox Feature: {line}");
@@ -459,6 +463,17 @@ fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
         // error says so.
         FirewallCommand::Apply | FirewallCommand::Start => {
             let starting = matches!(command, FirewallCommand::Start);
+            if starting {
+                // What the guards refuse is kept in root's log (no guard depends on it:
+                // the firewall is applied whatever happens here).
+                let started = std::env::current_exe()
+                    .map_err(|err| err.to_string())
+                    .and_then(|exe| devcontainer::audit_relay::start(&exe));
+                match started {
+                    Ok(what) => println!("audit: relay {what}, log {}", runtime_layout::CONTAINER_AUDIT_LOG),
+                    Err(err) => eprintln!("audit: warning: {err}: refusals in this container are not logged"),
+                }
+            }
             match firewall::apply_or_close(&paths, starting) {
                 Ok(report) => {
                     for line in &report.lines {

@@ -43,10 +43,27 @@ fn since(text: &str) -> Result<String, String> {
 }
 
 pub fn log(args: &LogArgs) -> Result<i32> {
-    if runtime_layout::detect() != runtime_layout::Where::Outside {
-        bail!("the audit log is kept outside the sandbox, out of its reach: run `agent-sandbox log` in your own shell");
-    }
-    let path = audit::default_path().context("neither XDG_STATE_HOME nor HOME is set: no audit log to read")?;
+    let path = match runtime_layout::detect() {
+        runtime_layout::Where::Outside => {
+            audit::default_path().context("neither XDG_STATE_HOME nor HOME is set: no audit log to read")?
+        }
+        runtime_layout::Where::Bubblewrap => bail!(
+            "the audit log is kept outside the sandbox, out of its reach: run `agent-sandbox log` in your own shell"
+        ),
+        // Root's, out of the agent's reach; root reads it where the agent cannot.
+        runtime_layout::Where::Container => {
+            let path = std::path::PathBuf::from(runtime_layout::CONTAINER_AUDIT_LOG);
+            let denied =
+                std::fs::File::open(&path).is_err_and(|err| err.kind() == std::io::ErrorKind::PermissionDenied);
+            if denied {
+                bail!(
+                    "this container's audit log is root's, out of the agent's reach: from the host, run \
+                     `docker exec -u root <container> agent-sandbox log`"
+                );
+            }
+            path
+        }
+    };
     let filter = Filter { blocked_only: args.blocked_only, since: args.since.clone(), session: args.session.clone() };
     // The current file is opened first and read through this handle, so that `--follow`
     // goes on exactly where the listing ended.

@@ -302,6 +302,37 @@ pub fn send(event: &Event) -> bool {
     }
 }
 
+/// A container's relay (root, started with the firewall at every start): reads the
+/// lines the guards write to `fifo`, which it holds open for writing too so that it
+/// never reaches its end, and appends each event, marked as the sandbox's and stamped
+/// with this relay's session, to `log`. Lines over 4 KiB and lines that are no event are
+/// dropped; the log's rotation bounds what a flood can take. Returns only when reading
+/// fails.
+pub fn relay_forever(mut fifo: std::fs::File, log: &Path) -> std::io::Error {
+    use std::io::Read;
+    start_session();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let len = match fifo.read(&mut chunk) {
+            Ok(len) => len,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return err,
+        };
+        pending.extend_from_slice(&chunk[..len]);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let event = std::str::from_utf8(&line[..line.len() - 1]).ok().and_then(parse_sandbox_line);
+            if let Err(err) = event.map_or(Ok(()), |event| append(log, &[event])) {
+                eprintln!("agent-sandbox audit-relay: cannot write {}: {err}", log.display());
+            }
+        }
+        if pending.len() > 4096 {
+            pending.clear();
+        }
+    }
+}
+
 const fn libc_o_nonblock() -> i32 {
     0o4000 // O_NONBLOCK on Linux (all architectures agent-sandbox supports)
 }

@@ -11,6 +11,7 @@
 //! their `image`, `build` or compose setup. [`init`] is the executor: all or nothing,
 //! every file is written aside first and renamed into place only when all were written.
 
+pub mod audit_relay;
 pub mod feature;
 pub mod image_user;
 mod risks;

@@ -27,6 +27,10 @@ pub const CONTAINER_MARKER: &str = "/.agent-sandbox";
 /// `/usr/bin/git` (root-owned, so the agent cannot replace it).
 pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
 
+/// A container's audit log: root's (the relay the firewall's start leaves running writes
+/// it), out of the agent's reach, read with `docker exec -u root <container> agent-sandbox log`.
+pub const CONTAINER_AUDIT_LOG: &str = "/var/log/agent-sandbox/audit.jsonl";
+
 /// Where this process runs, read off the markers under `/`.
 pub fn detect() -> Where {
     detect_in(Path::new("/"))

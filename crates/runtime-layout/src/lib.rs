@@ -48,7 +48,7 @@ mod detect;
 
 use std::path::{Path, PathBuf};
 
-pub use detect::{detect, detect_in, Where, CONTAINER_MARKER, CONTAINER_REAL_GIT};
+pub use detect::{detect, detect_in, Where, CONTAINER_AUDIT_LOG, CONTAINER_MARKER, CONTAINER_REAL_GIT};
 
 /// Where the runtime directory appears inside the sandbox.
 pub const INSIDE: &str = "/run/agent-sandbox";

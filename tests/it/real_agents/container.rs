@@ -5,10 +5,10 @@
 //! task as inside `exec` (read, edit, the project's tests, a commit through the checks, a
 //! push that root verifies) and the refusals: a read `tools.disallowed` names (the
 //! Feature's managed settings), `--no-verify` and `--force` (the git guard), a host off
-//! the allowlist (the firewall), a hook the project's settings add (never runs). A
-//! container has no audit log (the relay is `exec`'s), so each refusal is asserted from
-//! the model's side and by its effect; Claude Code's own git calls are recorded through
-//! the guard and must be in its table, as in `exec`.
+//! the allowlist (the firewall), a hook the project's settings add (never runs), each
+//! from the model's side and in the container's audit log (root's: the agent cannot read
+//! it); Claude Code's own git calls are refused none, and each is recorded through the
+//! guard and must be in its table, as in `exec`.
 
 use std::process::Command;
 
@@ -163,6 +163,8 @@ fn claude_code_works_and_meets_the_guards_in_a_dev_container_from_init() {
          --allowedTools Bash,Read,Edit,Write > /tmp/claude.out 2>&1; say claude $?\n\
          say readme \"$(head -1 README.md)\"\n\
          say hook_ran \"$([ -e /tmp/hook-ran ] && echo yes)\"\n\
+         agent-sandbox log >/dev/null 2>/tmp/log-err; say agent_reads_log $?\n\
+         say log_refusal \"$(grep -c \"audit log is root's\" /tmp/log-err)\"\n\
          echo ==; cat /tmp/claude.out"
     ));
     let results = model.tool_results();
@@ -170,7 +172,13 @@ fn claude_code_works_and_meets_the_guards_in_a_dev_container_from_init() {
     check(
         "Claude Code in the dev container",
         &got,
-        &[("claude", "0"), ("readme", "hello, world"), ("hook_ran", "")],
+        &[
+            ("claude", "0"),
+            ("readme", "hello, world"),
+            ("hook_ran", ""),
+            ("agent_reads_log", "125"),
+            ("log_refusal", "1"),
+        ],
         &all,
     );
     assert_eq!(model.steps_played(), 9, "{all}");
@@ -187,6 +195,30 @@ fn claude_code_works_and_meets_the_guards_in_a_dev_container_from_init() {
     assert!(results[6].contains("--no-verify") && !results[6].contains("commit=0"), "{results:#?}");
     assert!(results[7].contains("--force") && !results[7].contains("push=0"), "the force push: {results:#?}");
     assert!(!results[8].contains("curl=0"), "off the allowlist: {results:#?}");
+    // Each refusal is in the container's audit log (root's), and none of Claude Code's
+    // own git calls.
+    let log = as_root(&container, "agent-sandbox log --json --blocked-only");
+    let refused: Vec<(String, String, String)> = log
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .map(|event| {
+            let text = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
+            (text("agent"), text("operation"), text("target"))
+        })
+        .collect();
+    for (agent, operation, target) in
+        [("claude", "tool", "secrets/token.txt"), ("git", "exec", "--no-verify"), ("git", "exec", "--force")]
+    {
+        assert!(
+            refused.iter().any(|(who, op, what)| who == agent && op == operation && what.contains(target)),
+            "{agent} {operation} {target} not audited: {refused:#?}"
+        );
+    }
+    let own: Vec<_> = refused
+        .iter()
+        .filter(|(who, _, what)| who == "git" && !what.contains("--no-verify") && !what.contains("--force"))
+        .collect();
+    assert!(own.is_empty(), "Claude Code's own git calls were refused: {own:#?}");
     // Claude Code's own git calls in the container, recorded through the guard like in
     // `exec`: the guard's table holds each.
     let trace = as_root(&container, "cat /tmp/git-trace");
