@@ -463,9 +463,10 @@ fn firewall(command: FirewallCommand) -> anyhow::Result<i32> {
         // error says so.
         FirewallCommand::Apply | FirewallCommand::Start => {
             let starting = matches!(command, FirewallCommand::Start);
-            if starting {
+            if starting && runtime_layout::detect() == runtime_layout::Where::Container {
                 // What the guards refuse is kept in root's log (no guard depends on it:
-                // the firewall is applied whatever happens here).
+                // the firewall is applied whatever happens here). Off a container the
+                // refusal below says all.
                 let started = std::env::current_exe()
                     .map_err(|err| err.to_string())
                     .and_then(|exe| devcontainer::audit_relay::start(&exe));

@@ -150,16 +150,28 @@ impl Devcontainer<'_> {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// `devcontainer up`; its stdout (the CLI's JSON outcome) and stderr.
+    /// `devcontainer up`; its stdout (the CLI's JSON outcome) and stderr. Tried once more
+    /// when the CLI lost its own race: concurrent `up`s share `/tmp/devcontainercli-<user>`,
+    /// where each renames a temporary file named by the millisecond into place
+    /// (`updateUID.Dockerfile-<version>-<ms>`), and two in the same millisecond collide.
     pub(crate) fn up(&self, env: &[(&str, &str)]) -> (bool, String) {
-        let up = Command::new(self.cli)
-            .args(["up", "--workspace-folder"])
-            .arg(&self.repo)
-            .envs(env.iter().copied())
-            .output()
-            .expect("devcontainer CLI");
-        let text = format!("{}\n{}", String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
-        (up.status.success() && text.contains("\"outcome\":\"success\""), text)
+        let once = || {
+            let up = Command::new(self.cli)
+                .args(["up", "--workspace-folder"])
+                .arg(&self.repo)
+                .envs(env.iter().copied())
+                .output()
+                .expect("devcontainer CLI");
+            let text = format!("{}\n{}", String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
+            (up.status.success() && text.contains("\"outcome\":\"success\""), text)
+        };
+        match once() {
+            (false, text) if text.contains("ENOENT: no such file or directory, rename '/tmp/devcontainercli-") => {
+                eprintln!("devcontainer up lost the CLI's temporary-file race; once more");
+                once()
+            }
+            outcome => outcome,
+        }
     }
 
     pub(crate) fn container(&self) -> String {

@@ -259,11 +259,42 @@ fn remote_head(world: &World) -> String {
     world.git_in(&world.root, &["--git-dir", remote.to_str().expect("utf-8"), "rev-parse", "main"]).trim().to_owned()
 }
 
+/// `network.deny` for every name the built-in allowlists hold (`exec`'s defaults and the
+/// Feature's additions), without their ports (a deny entry without a port denies every
+/// port): the agents' own calls home are refused by the proxy instead of leaving the
+/// machine. Read from the two files, so a name added there is denied here too.
+pub fn deny_the_world() -> String {
+    let mut names: Vec<String> = Vec::new();
+    for text in [
+        include_str!("../../crates/config/src/defaults.jsonc"),
+        include_str!("../../devcontainer/feature/agent-sandbox/config.jsonc"),
+    ] {
+        let network = &text[text.find("\"network\"").expect("a network section")..];
+        let allow = &network[network.find("\"allow\"").expect("an allow list")..];
+        let list = &allow[allow.find('[').expect("[")..=allow.find(']').expect("]")];
+        for line in list.lines().map(|line| line.split("//").next().unwrap_or_default()) {
+            for quoted in line.split('"').skip(1).step_by(2) {
+                let name = quoted.split(':').next().unwrap_or_default().to_owned();
+                if !name.is_empty() && !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    assert!(names.len() > 20 && names.iter().any(|name| name == "github.com"), "{names:?}");
+    serde_json::to_string(&names).expect("JSON")
+}
+
 /// A project with tests, the checks that run them at every commit, and a remote.
 fn project() -> World {
     let world = World::new();
-    // As README tells the user who signs in with an API key.
-    world.write("xdg-config/agent-sandbox/config.jsonc", r#"{ "env": { "allow": ["ANTHROPIC_API_KEY"] } }"#);
+    // As README tells the user who signs in with an API key; and no test traffic to any
+    // other address (Codex looks up its plugins on github.com at every start): every
+    // name the built-in allowlist has is denied here, the model is on a host port.
+    world.write(
+        "xdg-config/agent-sandbox/config.jsonc",
+        &format!(r#"{{ "env": {{ "allow": ["ANTHROPIC_API_KEY"] }}, "network": {{ "deny": {} }} }}"#, deny_the_world()),
+    );
     world.write("home/proj/test.sh", "grep -q hello README.md && echo 'tests passed'\n");
     world.project_config(r#"{ "checks": { "commands": ["sh test.sh"] } }"#);
     world.git(&["add", "-A"]);

@@ -119,7 +119,9 @@ fn claude_code_works_and_meets_the_guards_in_a_dev_container_from_init() {
         format!(
             "{{\"git\": {{\"verifiedPush\": true}},\n \"checks\": {{\"commands\": [\"sh test.sh\"]}},\n \
              \"tools\": {{\"disallowed\": [\"Read(./secrets/**)\"]}},\n \
-             \"network\": {{\"allow\": [\"{forwarder}:{port}\"], \"allowPrivate\": [\"{subnet}.0/24\"]}}}}\n"
+             \"network\": {{\"allow\": [\"{forwarder}:{port}\"], \"allowPrivate\": [\"{subnet}.0/24\"], \
+             \"deny\": {deny}}}}}\n",
+            deny = super::deny_the_world()
         ),
     )
     .expect("write");
@@ -168,7 +170,12 @@ fn claude_code_works_and_meets_the_guards_in_a_dev_container_from_init() {
          echo ==; cat /tmp/claude.out"
     ));
     let results = model.tool_results();
-    let all = format!("{all}\n--- the tool results the model was shown:\n{results:#?}");
+    let relay = as_root(
+        &container,
+        "cat /var/log/agent-sandbox-firewall.log /var/log/agent-sandbox-audit-relay.log 2>&1; \
+         ls -la /run/agent-sandbox /var/log/agent-sandbox 2>&1; true",
+    );
+    let all = format!("{all}\n--- the tool results the model was shown:\n{results:#?}\n--- root's side:\n{relay}");
     check(
         "Claude Code in the dev container",
         &got,
