@@ -128,6 +128,13 @@ pub(crate) fn start_host(image: &str, names: &Names, name: &str, last: u8, dns: 
     panic!("{name} did not start listening within 60 s");
 }
 
+/// One `devcontainer up` at a time: the CLI (without BuildKit) builds every Feature's
+/// content as the one tag `dev_container_feature_content_temp` and then builds the image
+/// from that tag, so concurrent `up`s could each take the other's Feature (another test's
+/// `tool-guard.json`), and they share temporary files in `/tmp/devcontainercli-<user>`
+/// (two renamed into place in the same millisecond collide: seen once).
+static UP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub(crate) struct Devcontainer<'a> {
     pub(crate) cli: &'a str,
     pub(crate) repo: PathBuf,
@@ -150,28 +157,18 @@ impl Devcontainer<'_> {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// `devcontainer up`; its stdout (the CLI's JSON outcome) and stderr. Tried once more
-    /// when the CLI lost its own race: concurrent `up`s share `/tmp/devcontainercli-<user>`,
-    /// where each renames a temporary file named by the millisecond into place
-    /// (`updateUID.Dockerfile-<version>-<ms>`), and two in the same millisecond collide.
+    /// `devcontainer up`; its stdout (the CLI's JSON outcome) and stderr. One at a time in
+    /// this test process ([`UP`]).
     pub(crate) fn up(&self, env: &[(&str, &str)]) -> (bool, String) {
-        let once = || {
-            let up = Command::new(self.cli)
-                .args(["up", "--workspace-folder"])
-                .arg(&self.repo)
-                .envs(env.iter().copied())
-                .output()
-                .expect("devcontainer CLI");
-            let text = format!("{}\n{}", String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
-            (up.status.success() && text.contains("\"outcome\":\"success\""), text)
-        };
-        match once() {
-            (false, text) if text.contains("ENOENT: no such file or directory, rename '/tmp/devcontainercli-") => {
-                eprintln!("devcontainer up lost the CLI's temporary-file race; once more");
-                once()
-            }
-            outcome => outcome,
-        }
+        let _one = UP.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let up = Command::new(self.cli)
+            .args(["up", "--workspace-folder"])
+            .arg(&self.repo)
+            .envs(env.iter().copied())
+            .output()
+            .expect("devcontainer CLI");
+        let text = format!("{}\n{}", String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
+        (up.status.success() && text.contains("\"outcome\":\"success\""), text)
     }
 
     pub(crate) fn container(&self) -> String {
