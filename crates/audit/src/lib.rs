@@ -291,7 +291,7 @@ pub fn parse_sandbox_line(line: &str) -> Option<Event> {
 /// fails the caller: a refusal still happens when the log cannot be written.
 pub fn send(event: &Event) -> bool {
     let line = event.to_line();
-    if line.len() > 4096 {
+    if line.len() > MAX_LINE {
         return false; // larger writes to a pipe are not atomic
     }
     let fifo = runtime_layout::RuntimeLayout::inside().audit_fifo();
@@ -302,10 +302,27 @@ pub fn send(event: &Event) -> bool {
     }
 }
 
+/// The longest line a sandbox may send (a write to a pipe is atomic up to 4 KiB);
+/// relays discard longer ones.
+pub const MAX_LINE: usize = 4096;
+
+/// Appends one line a sandbox sent to `log` if it is an event (marked as the sandbox's,
+/// stamped with this process's session); says whether it was. A failed write is said on
+/// stderr (the error names the file), and the relay goes on.
+pub fn record_sandbox_line(line: &[u8], log: &Path) -> bool {
+    let Some(event) = std::str::from_utf8(line).ok().and_then(parse_sandbox_line) else {
+        return false;
+    };
+    if let Err(err) = append(log, &[event]) {
+        eprintln!("agent-sandbox: warning: cannot write the audit log: {err}");
+    }
+    true
+}
+
 /// A container's relay (root, started with the firewall at every start): reads the
 /// lines the guards write to `fifo`, which it holds open for writing too so that it
 /// never reaches its end, and appends each event, marked as the sandbox's and stamped
-/// with this relay's session, to `log`. Lines over 4 KiB and lines that are no event are
+/// with this relay's session, to `log` ([`record_sandbox_line`]). Lines over [`MAX_LINE`] and lines that are no event are
 /// dropped; the log's rotation bounds what a flood can take. Returns only when reading
 /// fails.
 pub fn relay_forever(mut fifo: std::fs::File, log: &Path) -> std::io::Error {
@@ -322,12 +339,9 @@ pub fn relay_forever(mut fifo: std::fs::File, log: &Path) -> std::io::Error {
         pending.extend_from_slice(&chunk[..len]);
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
-            let event = std::str::from_utf8(&line[..line.len() - 1]).ok().and_then(parse_sandbox_line);
-            if let Err(err) = event.map_or(Ok(()), |event| append(log, &[event])) {
-                eprintln!("agent-sandbox audit-relay: cannot write {}: {err}", log.display());
-            }
+            record_sandbox_line(&line[..line.len() - 1], log);
         }
-        if pending.len() > 4096 {
+        if pending.len() > MAX_LINE {
             pending.clear();
         }
     }

@@ -368,7 +368,6 @@ struct Relay {
     handle: thread::JoinHandle<()>,
 }
 
-const MAX_LINE: usize = 4096;
 /// Events one session may add to the log; the rest are counted, not written.
 const MAX_EVENTS: usize = 10_000;
 
@@ -419,7 +418,7 @@ fn relay(mut fifo: File, stop: File, audit_log: Option<PathBuf>) {
                 dropped += 1;
             }
         }
-        if pending.len() > MAX_LINE {
+        if pending.len() > audit::MAX_LINE {
             pending.clear();
         }
         if stopping {
@@ -437,14 +436,7 @@ fn relay(mut fifo: File, stop: File, audit_log: Option<PathBuf>) {
 
 /// Appends one sandbox line to the log if it is an event; says whether it was.
 fn record(line: &[u8], audit_log: Option<&Path>) -> bool {
-    let (Some(path), Some(event)) = (audit_log, std::str::from_utf8(line).ok().and_then(audit::parse_sandbox_line))
-    else {
-        return false;
-    };
-    if let Err(err) = audit::append(path, &[event]) {
-        eprintln!("agent-sandbox: warning: cannot write the audit log: {err}");
-    }
-    true
+    audit_log.is_some_and(|path| audit::record_sandbox_line(line, path))
 }
 
 fn set_nonblocking(fd: i32) -> std::io::Result<()> {
