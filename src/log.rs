@@ -279,9 +279,7 @@ fn cells(event: &Event) -> [String; 8] {
     let session = if event.session.is_empty() { "-" } else { event.session.as_str() };
     let reason = event.reason.as_deref().unwrap_or("");
     [&event.timestamp, session, &event.agent, &event.operation, &event.target, &event.result, &event.policy, reason]
-        .map(|text| {
-            text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect()
-        })
+        .map(util::one_line)
 }
 
 fn widths(events: &[&Event]) -> [usize; 8] {

@@ -1066,11 +1066,8 @@ fn refused_summary(refused: &std::collections::BTreeMap<String, String>) -> Opti
         if refused.len() == 1 { "" } else { "s" }
     );
     // The names are the agent's: no control character reaches the terminal.
-    let shown = |text: &str| -> String {
-        text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect()
-    };
     for (target, reason) in refused.iter().take(10) {
-        text.push_str(&format!("\n  {}: {}", shown(target), shown(reason)));
+        text.push_str(&format!("\n  {}: {}", util::one_line(target), util::one_line(reason)));
     }
     if refused.len() > 10 {
         text.push_str(&format!("\n  … and {} more (agent-sandbox log --blocked-only)", refused.len() - 10));

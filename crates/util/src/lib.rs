@@ -57,6 +57,13 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// `text` on one line: every control character (newline and tab included) escaped as
+/// Rust writes it (`\n`, `\u{1b}`), for a name the agent chose shown in a table or a
+/// list line.
+pub fn one_line(text: &str) -> String {
+    text.chars().flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect()
+}
+
 /// [`say`] with `format!` arguments.
 #[macro_export]
 macro_rules! say {
@@ -201,6 +208,11 @@ pub fn socket_option(fd: std::os::fd::RawFd, option: libc::c_int) -> Option<libc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_escapes_every_control_character() {
+        assert_eq!(one_line("a\nb\tc\u{1b}[2Ad é"), "a\\nb\\tc\\u{1b}[2Ad é");
+    }
 
     #[test]
     fn terminal_safe_escapes_what_could_drive_or_disguise_a_terminal() {
