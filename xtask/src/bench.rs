@@ -180,9 +180,9 @@ fn bench_in(bin: &Path, dir: &Path) -> Result<()> {
 /// What each start-up stage costs (`exec --debug`'s `start-up stages:` line), median of
 /// [`HUGE_RUNS`] per project, so that a slower start points at its stage.
 fn stage_table(bin: &Path, projects: &[(&str, &Path)], state: &Path) -> Result<()> {
-    let mut columns: Vec<Vec<(String, Vec<f64>)>> = Vec::new();
+    let mut columns: Vec<Vec<(String, Vec<Duration>)>> = Vec::new();
     for (_, project) in projects {
-        let mut stages: Vec<(String, Vec<f64>)> = Vec::new();
+        let mut stages: Vec<(String, Vec<Duration>)> = Vec::new();
         for _ in 0..HUGE_RUNS {
             let out = Command::new(bin)
                 .args(["exec", "--debug", "--", "/bin/true"])
@@ -205,25 +205,22 @@ fn stage_table(bin: &Path, projects: &[(&str, &Path)], state: &Path) -> Result<(
                     continue;
                 };
                 let ms: f64 = ms.parse().context("a stage's time")?;
+                let took = Duration::from_secs_f64(ms / 1000.0);
                 match stages.iter_mut().find(|(known, _)| known == name) {
-                    Some((_, times)) => times.push(ms),
-                    None => stages.push((name.to_owned(), vec![ms])),
+                    Some((_, times)) => times.push(took),
+                    None => stages.push((name.to_owned(), vec![took])),
                 }
             }
         }
         columns.push(stages);
     }
-    let median = |mut times: Vec<f64>| -> f64 {
-        times.sort_by(f64::total_cmp);
-        times.get(times.len() / 2).copied().unwrap_or(0.0)
-    };
     println!("exec's start-up by stage (exec --debug), median of {HUGE_RUNS}, ms");
     let header: Vec<String> = projects.iter().map(|(name, _)| format!("{name:>16}")).collect();
     println!("  {:<10}{}", "stage", header.join(""));
     for (row, (name, _)) in columns.first().into_iter().flatten().enumerate() {
         let cells: Vec<String> = columns
             .iter()
-            .map(|stages| stages.get(row).map_or(f64::NAN, |(_, times)| median(times.clone())))
+            .map(|stages| stages.get(row).map_or(f64::NAN, |(_, times)| median_ms(times.clone())))
             .map(|ms| format!("{ms:>16.2}"))
             .collect();
         println!("  {name:<10}{}", cells.join(""));
