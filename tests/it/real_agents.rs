@@ -244,7 +244,11 @@ fn claude(world: &World, prefix: &std::path::Path, model: &ScriptedModel, extra:
 
 /// The refusals the audit log holds, as (agent, operation, target).
 fn blocked(world: &World) -> Vec<(String, String, String)> {
-    let log = world.cmd().args(["log", "--json", "--blocked-only"]).run().ok();
+    refusals(&world.cmd().args(["log", "--json", "--blocked-only"]).run().ok())
+}
+
+/// `log --json --blocked-only`'s lines as (agent, operation, target).
+fn refusals(log: &str) -> Vec<(String, String, String)> {
     log.lines()
         .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
         .map(|event| {

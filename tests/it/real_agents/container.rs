@@ -205,14 +205,7 @@ fn claude_code_works_and_meets_the_guards_in_a_dev_container_from_init() {
     // Each refusal is in the container's audit log (root's), and none of Claude Code's
     // own git calls.
     let log = as_root(&container, "agent-sandbox log --json --blocked-only");
-    let refused: Vec<(String, String, String)> = log
-        .lines()
-        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
-        .map(|event| {
-            let text = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
-            (text("agent"), text("operation"), text("target"))
-        })
-        .collect();
+    let refused = super::refusals(&log);
     for (agent, operation, target) in
         [("claude", "tool", "secrets/token.txt"), ("git", "exec", "--no-verify"), ("git", "exec", "--force")]
     {
