@@ -247,6 +247,16 @@ fn blocked(world: &World) -> Vec<(String, String, String)> {
     refusals(&world.cmd().args(["log", "--json", "--blocked-only"]).run().ok())
 }
 
+/// What the audit log says each session masked (the `read` entries marked `masked`).
+fn masked(world: &World) -> Vec<String> {
+    let log = world.cmd().args(["log", "--json"]).run().ok();
+    log.lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .filter(|event| event["operation"] == "read" && event["result"] == "masked")
+        .map(|event| event["target"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// `log --json --blocked-only`'s lines as (agent, operation, target).
 fn refusals(log: &str) -> Vec<(String, String, String)> {
     log.lines()
@@ -377,6 +387,7 @@ fn claude_codes_refusals_are_seen_by_the_model_and_audited() {
         assert!(result.contains(rule), "denied by {rule}: {results:#?}");
     }
     assert!(!results[3].contains("TOPSECRET"), "the .env read: {results:#?}");
+    assert!(masked(&world).iter().any(|target| target.ends_with("/.env")), "the .env mask is not audited");
     assert!(results[4].contains("403") && !results[4].contains("curl=0"), "off the allowlist: {results:#?}");
     assert!(!world.path("home/proj/new.txt").exists());
     assert!(!world.path("home/proj/hook-ran").exists(), "the project's hook ran");
@@ -464,6 +475,7 @@ fn codex_reads_edits_tests_commits_and_pushes_inside_and_meets_the_same_refusals
     assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
     assert!(results[3].contains("pushed"), "the push: {results:#?}");
     assert!(results[4].contains("read=0") && !results[4].contains("TOPSECRET"), "the .env: {results:#?}");
+    assert!(masked(&world).iter().any(|target| target.ends_with("/.env")), "the .env mask is not audited");
     assert!(results[5].contains("--no-verify") && !results[5].contains("commit=0"), "{results:#?}");
     assert!(!results[6].contains("push=0"), "{results:#?}");
     assert!(results[7].contains("403") && !results[7].contains("curl=0"), "off the allowlist: {results:#?}");
