@@ -1,6 +1,20 @@
-//! What each stage of `exec`'s start-up cost: `--debug` prints it before the command
-//! runs, as one `start-up stages:` line that `cargo xtask bench` reads back into its
-//! stage table, so a slower start points at its stage.
+//! `exec`'s stages, one module each, and what each cost: `--debug` prints the times
+//! before the command runs, as one `start-up stages:` line that `cargo xtask bench`
+//! reads back into its stage table, so a slower start points at its stage.
+//!
+//! The stages, in order (`lib.rs`'s `exec` runs them): `facts` (home, project,
+//! repository, config, approvals), `scan` (policy mounts, the secret scan, the masks),
+//! `decide` (environment, wrapped commands, settings copies, the guards' settings),
+//! `prepare` (caches, runtime directory, the bwrap plan), `services` (session baseline,
+//! push service, proxy), `run` (bwrap and what the session leaves behind, the exit
+//! check). Each takes the values the earlier ones returned.
+
+pub(crate) mod decide;
+pub(crate) mod facts;
+pub(crate) mod prepare;
+pub(crate) mod run;
+pub(crate) mod scan;
+pub(crate) mod services;
 
 use std::time::{Duration, Instant};
 
