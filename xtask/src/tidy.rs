@@ -4,6 +4,9 @@
 //! fails here until it is listed, with the rule it follows: the agent writes the
 //! project's `.git`, and git on the host follows its links, runs its fsmonitor and
 //! reads its `commondir`.
+//!
+//! And `crates/session` stays a pipeline of short stages: no function there is longer
+//! than [`MAX_FN_LINES`].
 
 /// What counts as running git or opening a repository.
 const GIT_CALLS: &[&str] = &[
@@ -75,6 +78,94 @@ pub fn unlisted_git_calls(root: &std::path::Path) -> Vec<String> {
     unlisted
 }
 
+/// The longest a function in `crates/session` may be, from its `fn` line to its closing
+/// brace: `exec` is a pipeline of named stages, each a few short functions.
+pub const MAX_FN_LINES: usize = 80;
+
+/// The functions of `text` (a file's code before its tests module: a table test is as
+/// long as its table) longer than `limit` lines, as `line: name (n lines)`.
+pub fn long_functions(text: &str, limit: usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().take_while(|line| !line.starts_with("#[cfg(test)]")).collect();
+    let mut found = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        let Some(name) = fn_name(line) else { continue };
+        if let Some(end) = body_end(&lines[index..]) {
+            if end + 1 > limit {
+                found.push(format!("{}: {name} ({} lines)", index + 1, end + 1));
+            }
+        }
+    }
+    found
+}
+
+/// The name of the function a line declares (`pub(crate) async fn name<T>(`).
+fn fn_name(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    if rest.starts_with("//") {
+        return None;
+    }
+    for prefix in ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe "] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+    (end > 0).then(|| &rest[..end])
+}
+
+/// The index (in `lines`) of the line that closes the body opened after `lines[0]`'s
+/// `fn`; `None` for a declaration without a body. Braces in strings, character literals
+/// and line comments do not count.
+fn body_end(lines: &[&str]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut opened = false;
+    let mut in_string = false;
+    for (index, line) in lines.iter().enumerate() {
+        let chars: Vec<char> = line.chars().collect();
+        let mut at = 0;
+        while at < chars.len() {
+            let c = chars[at];
+            match c {
+                '\\' if in_string => at += 1,
+                '"' => in_string = !in_string,
+                _ if in_string => {}
+                '/' if chars.get(at + 1) == Some(&'/') => break,
+                // A character literal ('{', '\''), not a lifetime.
+                '\'' if chars.get(at + 1) == Some(&'\\') => at += 3,
+                '\'' if chars.get(at + 2) == Some(&'\'') => at += 2,
+                ';' if !opened => return None,
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if opened && depth == 0 {
+                        return Some(index);
+                    }
+                }
+                _ => {}
+            }
+            at += 1;
+        }
+    }
+    None
+}
+
+/// Every function in `crates/session/src` longer than [`MAX_FN_LINES`], as
+/// `file:line: name (n lines)`.
+pub fn long_session_functions(root: &std::path::Path) -> Vec<String> {
+    let mut files = Vec::new();
+    collect_rs(&root.join("crates/session/src"), &mut files);
+    files.sort();
+    let mut long = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(root).unwrap_or(&file).to_string_lossy().into_owned();
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        long.extend(long_functions(&text, MAX_FN_LINES).into_iter().map(|found| format!("{rel}:{found}")));
+    }
+    long
+}
+
 fn collect_rs(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
@@ -121,5 +212,31 @@ mod tests {
             ]
         );
         assert_eq!(git_calls("Command::new(\"ls\");\n"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn session_functions_are_short() {
+        let long = long_session_functions(&crate::root());
+        assert!(
+            long.is_empty(),
+            "functions in crates/session longer than {MAX_FN_LINES} lines: split each into named steps (the stages \
+             in crates/session/src/stages/ show the shape):\n{}",
+            long.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_length_scan_counts_from_fn_to_its_closing_brace() {
+        let body = |lines: usize| (0..lines).map(|_| "    let x = 1;\n").collect::<String>();
+        let text = format!(
+            "pub(crate) fn short() {{\n{}}}\nfn long<'a>(a: &'a str) -> char {{\n    let s = \"}}\\\"{{\"; // }}\n    let \
+             c = '{{';\n{}    c\n}}\ntrait T {{\n    fn declared(&self);\n}}\n#[cfg(test)]\nmod tests {{\nfn table() \
+             {{\n{}}}\n}}\n",
+            body(3),
+            body(4),
+            body(20)
+        );
+        assert_eq!(long_functions(&text, 5), ["6: long (9 lines)"]);
+        assert_eq!(long_functions(&text, 9), Vec::<String>::new());
     }
 }

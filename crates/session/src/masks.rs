@@ -158,7 +158,6 @@ pub fn decide(
              exempt this time"
         ));
     }
-    let made_tree = |path: &std::path::Path| trees.iter().find(|made| path.starts_with(&made.dir));
     // Each path once (the first hit asking for it wins); a set, not a scan of the list:
     // a big tree has a thousand `.env` files.
     let mut seen: std::collections::HashSet<PathBuf> = std::collections::HashSet::new();
@@ -173,58 +172,16 @@ pub fn decide(
             // itself is masked wherever it goes: pinning its parents would only add
             // mounts (bwrap's cost grows faster than their number).
             let location_matters = mask.path != hit.path || exemptible(&hit.pattern);
-            let pin = hit.pattern.contains('/') || (location_matters && made_tree(&mask.path).is_none());
+            let pin = hit.pattern.contains('/') || (location_matters && made_tree(trees, &mask.path).is_none());
             masks.push(Masked { mask, found: found.to_path_buf(), pattern: hit.pattern.clone(), pin });
         }
     };
     for fact in facts {
+        if exempt_in_made_tree(fact, trees, earlier, &mut notes) {
+            continue;
+        }
         let hit = &fact.hit;
         let rel = hit.rel_path.display();
-        // A wildcard hit in a tree its tool made is a package's or a build's file: not
-        // masked, unless it is what an earlier session masked, renamed there (the
-        // identity survives a rename; the marker is no proof, the agent can write one).
-        // Exact names (`.env`, `id_rsa`) stay masked there too.
-        if exemptible(&hit.pattern) {
-            if let Some(made) = made_tree(&hit.path) {
-                let tree = made.tree;
-                match (earlier, fact.identity) {
-                    (Earlier::Known(known), Some(identity)) => match known.get(&identity) {
-                        None => {
-                            notes.push(format!(
-                                "secret {rel}: in {}, which {} made ({}), not masked",
-                                made.dir.display(),
-                                tree.tool,
-                                tree.marker
-                            ));
-                            continue;
-                        }
-                        Some(before) => notes.push(format!(
-                            "secret {rel}: masked in an earlier session as {}, so masked in {} too",
-                            before.display(),
-                            made.dir.display()
-                        )),
-                    },
-                    (Earlier::Known(_), None) => notes.push(format!(
-                        "secret {rel}: in {}, but its inode cannot be read to tell it from an earlier secret: masked",
-                        made.dir.display()
-                    )),
-                    (Earlier::Unreadable(_), _) => notes.push(format!(
-                        "secret {rel}: in {}, but the record of earlier masks is unreadable: masked",
-                        made.dir.display()
-                    )),
-                }
-            } else if let Some(tree) = hit
-                .rel_path
-                .components()
-                .find_map(|part| DEPENDENCY_TREES.iter().find(|tree| part.as_os_str() == tree.name))
-            {
-                notes.push(format!(
-                    "secret {rel}: in a directory named {} that no tool made (no {}): masked",
-                    tree.name,
-                    markers_of(tree.name)
-                ));
-            }
-        }
         match (&hit.kind, &fact.committed) {
             // Its content is in `.git` for anyone to read; masking it only makes
             // `git commit -a` record it empty.
@@ -256,6 +213,64 @@ pub fn decide(
         a.components().count().cmp(&b.components().count()).then(a.cmp(b))
     });
     (masks, notes)
+}
+
+/// Whether `fact`'s hit is left unmasked in a dependency tree its tool made, with the
+/// note that says why or why not.
+fn exempt_in_made_tree(fact: &HitFacts, trees: &[MadeTree], earlier: &Earlier, notes: &mut Vec<String>) -> bool {
+    let hit = &fact.hit;
+    let rel = hit.rel_path.display();
+    // A wildcard hit in a tree its tool made is a package's or a build's file: not
+    // masked, unless it is what an earlier session masked, renamed there (the
+    // identity survives a rename; the marker is no proof, the agent can write one).
+    // Exact names (`.env`, `id_rsa`) stay masked there too.
+    if exemptible(&hit.pattern) {
+        if let Some(made) = made_tree(trees, &hit.path) {
+            let tree = made.tree;
+            match (earlier, fact.identity) {
+                (Earlier::Known(known), Some(identity)) => match known.get(&identity) {
+                    None => {
+                        notes.push(format!(
+                            "secret {rel}: in {}, which {} made ({}), not masked",
+                            made.dir.display(),
+                            tree.tool,
+                            tree.marker
+                        ));
+                        return true;
+                    }
+                    Some(before) => notes.push(format!(
+                        "secret {rel}: masked in an earlier session as {}, so masked in {} too",
+                        before.display(),
+                        made.dir.display()
+                    )),
+                },
+                (Earlier::Known(_), None) => notes.push(format!(
+                    "secret {rel}: in {}, but its inode cannot be read to tell it from an earlier secret: masked",
+                    made.dir.display()
+                )),
+                (Earlier::Unreadable(_), _) => notes.push(format!(
+                    "secret {rel}: in {}, but the record of earlier masks is unreadable: masked",
+                    made.dir.display()
+                )),
+            }
+        } else if let Some(tree) = hit
+            .rel_path
+            .components()
+            .find_map(|part| DEPENDENCY_TREES.iter().find(|tree| part.as_os_str() == tree.name))
+        {
+            notes.push(format!(
+                "secret {rel}: in a directory named {} that no tool made (no {}): masked",
+                tree.name,
+                markers_of(tree.name)
+            ));
+        }
+    }
+    false
+}
+
+/// The made tree `path` lies in.
+fn made_tree<'a>(trees: &'a [MadeTree], path: &std::path::Path) -> Option<&'a MadeTree> {
+    trees.iter().find(|made| path.starts_with(&made.dir))
 }
 
 /// Whether hits of `pattern` are left unmasked in a made dependency tree: wildcards
