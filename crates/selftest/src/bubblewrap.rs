@@ -3,7 +3,7 @@
 
 use std::{
     ffi::OsString,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
 };
 
@@ -135,40 +135,8 @@ fn judge_caches(caches: &[PathBuf], leaked: &[String]) -> Row {
 pub fn bubblewrap(inv: &session::Invocation, flags: &[OsString]) -> Result<Vec<Row>> {
     let loaded = session::load(inv)?;
     let exe = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
-
-    // What exec masks, as it says with --debug (the same decision the real run takes).
-    let dry = Command::new(&exe)
-        .arg("exec")
-        .args(flags)
-        .args(["--dry-run", "--debug", "--", "true"])
-        .stdin(Stdio::null())
-        .output()
-        .context("running agent-sandbox exec --dry-run")?;
-    let dry_err = String::from_utf8_lossy(&dry.stderr);
-    if !dry.status.success() {
-        bail!("exec cannot start with this configuration:\n{}", dry_err.trim_end());
-    }
-    let masked: Vec<String> = dry_err
-        .lines()
-        .filter_map(|line| {
-            line.strip_prefix("agent-sandbox: debug: secret ")?.split_once(" masked (").map(|(path, _)| path.to_owned())
-        })
-        .collect();
-
-    // The shared caches that exist here, however they are mounted (an explicit grant
-    // may replace the overlay); a marker left in the host's cache by an earlier, broken
-    // run must not count against this one.
-    let caches: Vec<PathBuf> = policy::presets::expand(&loaded.config.presets)?
-        .iter()
-        .filter(|(preset, _)| preset.name == "caches")
-        .flat_map(|(preset, _)| preset.rw.iter())
-        .map(|path| loaded.ctx.home.join(path.path))
-        .filter(|path| path.is_dir())
-        .collect();
-    for cache in &caches {
-        let _ = std::fs::remove_file(cache.join(CACHE_MARKER));
-    }
-
+    let masked = masked_by_exec(&exe, flags)?;
+    let caches = shared_caches(&loaded)?;
     let home = &loaded.ctx.home;
     let credentials: Vec<PathBuf> = loaded
         .config
@@ -208,33 +176,8 @@ pub fn bubblewrap(inv: &session::Invocation, flags: &[OsString]) -> Result<Vec<R
         "allowlist": (network == config::Network::Allowlist)
             .then(|| json!({ "offList": OFF_LIST_NAME, "rawAddress": RAW_ADDRESS })),
     });
-    let run = Command::new(&exe)
-        .arg("exec")
-        .args(flags)
-        .args(["--", "sh", "-c", "exec /run/agent-sandbox/agent-sandbox probe \"$1\"", "sh"])
-        .arg(spec.to_string())
-        .env(CANARY, "canary-value")
-        .stdin(Stdio::null())
-        .output()
-        .context("running the probe in a sandbox")?;
-    let observed: Value = String::from_utf8_lossy(&run.stdout)
-        .lines()
-        .last()
-        .and_then(|line| serde_json::from_str(line).ok())
-        .with_context(|| {
-            format!(
-                "the probe did not report (exit status {:?}):\n{}",
-                run.status.code(),
-                String::from_utf8_lossy(&run.stderr).trim_end()
-            )
-        })?;
-
-    let git_preset = policy::presets::expand(&loaded.config.presets)?.iter().any(|(preset, _)| preset.name == "git")
-        && loaded
-            .config
-            .commands
-            .get("git")
-            .is_some_and(|rule| rule.value == config::CommandRule::Preset("git".into()));
+    let observed = run_probe(&exe, flags, &spec)?;
+    let git_preset = git_preset(&loaded.config)?;
     let mut rows = judge(&observed, network, git_preset, sandbox::landlock::supported());
     // What the probe wrote into each cache must not be in the host's.
     let leaked: Vec<String> = caches
@@ -249,44 +192,81 @@ pub fn bubblewrap(inv: &session::Invocation, flags: &[OsString]) -> Result<Vec<R
     Ok(rows)
 }
 
+/// What exec masks, as it says with --debug (the same decision the real run takes).
+fn masked_by_exec(exe: &Path, flags: &[OsString]) -> Result<Vec<String>> {
+    let dry = Command::new(exe)
+        .arg("exec")
+        .args(flags)
+        .args(["--dry-run", "--debug", "--", "true"])
+        .stdin(Stdio::null())
+        .output()
+        .context("running agent-sandbox exec --dry-run")?;
+    let dry_err = String::from_utf8_lossy(&dry.stderr);
+    if !dry.status.success() {
+        bail!("exec cannot start with this configuration:\n{}", dry_err.trim_end());
+    }
+    let masked = dry_err
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("agent-sandbox: debug: secret ")?.split_once(" masked (").map(|(path, _)| path.to_owned())
+        })
+        .collect();
+    Ok(masked)
+}
+
+/// The shared caches that exist here, however they are mounted (an explicit grant may
+/// replace the overlay); a marker left in the host's cache by an earlier, broken run
+/// must not count against this one.
+fn shared_caches(loaded: &session::Loaded) -> Result<Vec<PathBuf>> {
+    let caches: Vec<PathBuf> = policy::presets::expand(&loaded.config.presets)?
+        .iter()
+        .filter(|(preset, _)| preset.name == "caches")
+        .flat_map(|(preset, _)| preset.rw.iter())
+        .map(|path| loaded.ctx.home.join(path.path))
+        .filter(|path| path.is_dir())
+        .collect();
+    for cache in &caches {
+        let _ = std::fs::remove_file(cache.join(CACHE_MARKER));
+    }
+    Ok(caches)
+}
+
+/// The probe's observations, from a real sandbox `exec` starts with `flags`.
+fn run_probe(exe: &Path, flags: &[OsString], spec: &Value) -> Result<Value> {
+    let run = Command::new(exe)
+        .arg("exec")
+        .args(flags)
+        .args(["--", "sh", "-c", "exec /run/agent-sandbox/agent-sandbox probe \"$1\"", "sh"])
+        .arg(spec.to_string())
+        .env(CANARY, "canary-value")
+        .stdin(Stdio::null())
+        .output()
+        .context("running the probe in a sandbox")?;
+    let observed = String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .with_context(|| {
+            format!(
+                "the probe did not report (exit status {:?}):\n{}",
+                run.status.code(),
+                String::from_utf8_lossy(&run.stderr).trim_end()
+            )
+        })?;
+    Ok(observed)
+}
+
+/// Whether git inside is the guard: the `@git` preset on and `commands.git` its rule.
+fn git_preset(config: &config::Config) -> Result<bool> {
+    Ok(policy::presets::expand(&config.presets)?.iter().any(|(preset, _)| preset.name == "git")
+        && config.commands.get("git").is_some_and(|rule| rule.value == config::CommandRule::Preset("git".into())))
+}
+
 /// The observations against the configuration: one row per guarantee.
 fn judge(observed: &Value, network: config::Network, git_preset: bool, landlock: bool) -> Vec<Row> {
     let list = |key: &str| observed[key].as_array().cloned().unwrap_or_default();
     let path = |item: &Value| item["path"].as_str().unwrap_or_default().to_owned();
-    let mut rows = Vec::new();
-
-    let hidden = list("hidden");
-    let seen: Vec<String> = hidden.iter().filter(|item| item["visible"] == true).map(path).collect();
-    rows.push(match hidden.is_empty() {
-        true => {
-            not_applicable("home credentials hidden", "none of the credential paths (~/.ssh, ~/.aws, …) exists here")
-        }
-        false => row(
-            "home credentials hidden",
-            seen.is_empty(),
-            format!(
-                "read {} (those that exist here) from inside",
-                hidden.iter().map(path).collect::<Vec<_>>().join(", ")
-            ),
-            format!(
-                "{} readable inside: remove the grant that shows it (agent-sandbox config show cites it)",
-                seen.join(", ")
-            ),
-        ),
-    });
-
-    let masked = list("masked");
-    let leaks: Vec<String> =
-        masked.iter().filter(|item| item["empty"] != true || item["writable"] == true).map(path).collect();
-    rows.push(match masked.is_empty() {
-        true => not_applicable("project secrets masked", "no file in the project matches secrets.patterns"),
-        false => row(
-            "project secrets masked",
-            leaks.is_empty(),
-            format!("read and opened for writing the {} masked file(s) from inside", masked.len()),
-            format!("{} readable or writable inside: report this as a bug", leaks.join(", ")),
-        ),
-    });
+    let mut rows = judge_files(observed);
 
     rows.push(row(
         "environment filtered",
@@ -342,7 +322,54 @@ fn judge(observed: &Value, network: config::Network, git_preset: bool, landlock:
         "this kernel has no Landlock scoping (Linux 6.12 or later): abstract sockets and signals are not scoped".into(),
     ));
 
-    let git = &observed["git"];
+    rows.extend(judge_git(&observed["git"], git_preset));
+    rows
+}
+
+/// The files' rows: the home's credentials hidden, the project's secrets masked.
+fn judge_files(observed: &Value) -> Vec<Row> {
+    let list = |key: &str| observed[key].as_array().cloned().unwrap_or_default();
+    let path = |item: &Value| item["path"].as_str().unwrap_or_default().to_owned();
+    let mut rows = Vec::new();
+    let hidden = list("hidden");
+    let seen: Vec<String> = hidden.iter().filter(|item| item["visible"] == true).map(path).collect();
+    rows.push(match hidden.is_empty() {
+        true => {
+            not_applicable("home credentials hidden", "none of the credential paths (~/.ssh, ~/.aws, …) exists here")
+        }
+        false => row(
+            "home credentials hidden",
+            seen.is_empty(),
+            format!(
+                "read {} (those that exist here) from inside",
+                hidden.iter().map(path).collect::<Vec<_>>().join(", ")
+            ),
+            format!(
+                "{} readable inside: remove the grant that shows it (agent-sandbox config show cites it)",
+                seen.join(", ")
+            ),
+        ),
+    });
+
+    let masked = list("masked");
+    let leaks: Vec<String> =
+        masked.iter().filter(|item| item["empty"] != true || item["writable"] == true).map(path).collect();
+    rows.push(match masked.is_empty() {
+        true => not_applicable("project secrets masked", "no file in the project matches secrets.patterns"),
+        false => row(
+            "project secrets masked",
+            leaks.is_empty(),
+            format!("read and opened for writing the {} masked file(s) from inside", masked.len()),
+            format!("{} readable or writable inside: report this as a bug", leaks.join(", ")),
+        ),
+    });
+    rows
+}
+
+/// The repository's rows: its metadata read-only, the guard in front of git, pushes
+/// through the host.
+fn judge_git(git: &Value, git_preset: bool) -> Vec<Row> {
+    let mut rows = Vec::new();
     if git.is_null() {
         rows.push(not_applicable(".git/hooks and .git/config read-only", "the project is not a git repository"));
         rows.push(not_applicable(

@@ -33,9 +33,6 @@ pub fn container(probe: impl FnOnce(&Value) -> Value) -> Result<Vec<Row>> {
 /// The container's observations, the firewall's state and whether `git.verifiedPush` is
 /// on: one row per guarantee.
 fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push: bool) -> Vec<Row> {
-    let rebuild =
-        "rebuild the container's image with the agent-sandbox Feature (agent-sandbox devcontainer init, then \
-                   Rebuild Container)";
     let mut rows = Vec::new();
 
     let marker = &observed["marker"];
@@ -43,122 +40,13 @@ fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push:
         "marker present",
         marker["present"] == true && marker["rootOwned"] == true && marker["writable"] == false,
         "/.agent-sandbox looked for, its owner read and opened for writing, from inside".into(),
-        format!("the marker is missing, not root's or writable: {rebuild}"),
+        format!("the marker is missing, not root's or writable: {REBUILD}"),
     ));
 
-    let git = &observed["git"];
-    if git.is_null() {
-        rows.push(not_applicable(
-            "git guard refuses --no-verify and force pushes",
-            "the current directory is in no git repository",
-        ));
-        rows.push(not_applicable(
-            ".git/hooks and .git/config read-only",
-            "the current directory is in no git repository",
-        ));
-        rows.push(not_applicable(PUSH_VERIFIED, "the current directory is in no git repository"));
-    } else {
-        rows.push(row(
-            "git guard refuses --no-verify and force pushes",
-            git["noVerifyRefused"] == true && git["forcePushRefused"] == true,
-            "ran git commit --no-verify and git push --force (both --dry-run) inside".into(),
-            format!("git is not the guard here (the Feature puts it in front of every git): {rebuild}"),
-        ));
-        rows.push(row(
-            ".git/hooks and .git/config read-only",
-            git["configWritable"] == false && git["hooksWritable"] == false,
-            "opened .git/config for writing and created a file in .git/hooks, from inside".into(),
-            format!("git metadata is writable inside: devcontainer.json lacks the read-only mounts: {rebuild}"),
-        ));
-        rows.push(match verified_push {
-            false => not_applicable(
-                PUSH_VERIFIED,
-                "git.verifiedPush is off: a push here is the in-container pre-push guard's deterrence and the \
-                 server's protection",
-            ),
-            true => {
-                let credentials: Vec<&str> =
-                    git["pushCredentials"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-                let fix = match git["pushAnsweredByHost"] == true {
-                    false => format!("git push does not reach the verifier (its sudo rule is missing): {rebuild}"),
-                    true => format!(
-                        "your user holds push credentials, so its own git can push past the checks ({}): start VS \
-                         Code without SSH_AUTH_SOCK and set dev.containers.gitCredentialHelperConfigLocation to \
-                         \"none\" (or use the Docker sandbox), then rebuild",
-                        credentials.join(", ")
-                    ),
-                };
-                row(
-                    PUSH_VERIFIED,
-                    git["pushAnsweredByHost"] == true && credentials.is_empty(),
-                    "ran git push --dry-run to a remote that is not configured (root's verifier must refuse it), and \
-                     looked for an ssh agent or credential helper your user could push with"
-                        .into(),
-                    fix,
-                )
-            }
-        });
-    }
+    rows.extend(judge_container_git(&observed["git"], verified_push));
 
-    let protected = observed["protected"].as_array().cloned().unwrap_or_default();
-    let writable: Vec<&str> =
-        protected.iter().filter(|item| item["writable"] != false).filter_map(|item| item["path"].as_str()).collect();
-    // A parent that can be renamed takes the read-only mount inside it along, and frees
-    // the path for a file of the agent's.
-    let mut unpinned: Vec<&str> = protected
-        .iter()
-        .flat_map(|item| item["unpinned"].as_array().into_iter().flatten().filter_map(Value::as_str))
-        .collect();
-    unpinned.sort();
-    unpinned.dedup();
-    let mut broken: Vec<String> = writable.iter().map(|path| format!("{path} writable inside")).collect();
-    broken.extend(unpinned.iter().map(|dir| format!("{dir} can be renamed with a read-only path inside it")));
-    rows.push(match protected.is_empty() {
-        true => not_applicable("protected paths read-only", "none of the protected paths exists here"),
-        false => row(
-            "protected paths read-only",
-            broken.is_empty(),
-            format!(
-                "wrote to the {} protected path(s) that exist here (.devcontainer, .agent-sandbox, the hooks \
-                 directory, checks.protectedPaths, …) and looked for their parents' mounts",
-                protected.len()
-            ),
-            format!(
-                "{} (created after init, or made by an earlier init): run agent-sandbox devcontainer init again, then \
-                 Rebuild Container",
-                broken.join("; ")
-            ),
-        ),
-    });
-
-    let refusal = &observed["refusal"];
-    // Refused at once by the firewall's reset, or (no route but loopback's: Docker's
-    // `none` network) nowhere to go at all.
-    let no_route = refusal["errno"] == libc::ENETUNREACH && observed["routes"] == 0;
-    let reset = refusal["errno"] == libc::ECONNREFUSED || no_route;
-    let outcome = match (&refusal["connected"], refusal["errno"].as_i64()) {
-        (Value::Bool(true), _) => "connected".to_owned(),
-        (_, Some(errno)) if errno == i64::from(libc::ECONNREFUSED) => "refused by the firewall's reset".to_owned(),
-        _ if no_route => "no route (the container has no network but loopback)".to_owned(),
-        (_, Some(errno)) => format!("failed with errno {errno}, not the firewall's reset"),
-        _ => "timed out, not refused by the firewall".to_owned(),
-    };
-    let address = refusal["address"].as_str().unwrap_or("?");
-    rows.push(row(
-        "egress closed except the allowlist",
-        *firewall == firewall::Health::Applied && reset,
-        format!(
-            "firewall state (as `firewall status` reads it): {}; a connection to {address} (never routed, outside \
-             the allowlist): {outcome}",
-            firewall.to_json()["state"].as_str().unwrap_or("?")
-        ),
-        match firewall {
-            firewall::Health::Applied => "the firewall's rules are not in force as they were applied: sudo \
-                                          agent-sandbox firewall apply (or restart the container)"
-                .into(),
-            other => other.banner(),
-        },
-    ));
+    rows.push(judge_protected(observed));
+    rows.push(judge_egress(observed, firewall));
 
     let sudo = &observed["sudo"];
     // The Feature's rule is NOPASSWD, so its user lists without a password: a listing
@@ -181,6 +69,142 @@ fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push:
         ),
     ));
 
+    rows.push(judge_managed(observed));
+    rows
+}
+
+/// The fix for what the Feature's image should have set up.
+const REBUILD: &str = "rebuild the container's image with the agent-sandbox Feature (agent-sandbox devcontainer \
+                       init, then Rebuild Container)";
+
+/// The repository's rows: the guard in front of git, its metadata read-only, pushes
+/// checked by root (with `git.verifiedPush`).
+fn judge_container_git(git: &Value, verified_push: bool) -> Vec<Row> {
+    let mut rows = Vec::new();
+    if git.is_null() {
+        rows.push(not_applicable(
+            "git guard refuses --no-verify and force pushes",
+            "the current directory is in no git repository",
+        ));
+        rows.push(not_applicable(
+            ".git/hooks and .git/config read-only",
+            "the current directory is in no git repository",
+        ));
+        rows.push(not_applicable(PUSH_VERIFIED, "the current directory is in no git repository"));
+    } else {
+        rows.push(row(
+            "git guard refuses --no-verify and force pushes",
+            git["noVerifyRefused"] == true && git["forcePushRefused"] == true,
+            "ran git commit --no-verify and git push --force (both --dry-run) inside".into(),
+            format!("git is not the guard here (the Feature puts it in front of every git): {REBUILD}"),
+        ));
+        rows.push(row(
+            ".git/hooks and .git/config read-only",
+            git["configWritable"] == false && git["hooksWritable"] == false,
+            "opened .git/config for writing and created a file in .git/hooks, from inside".into(),
+            format!("git metadata is writable inside: devcontainer.json lacks the read-only mounts: {REBUILD}"),
+        ));
+        rows.push(match verified_push {
+            false => not_applicable(
+                PUSH_VERIFIED,
+                "git.verifiedPush is off: a push here is the in-container pre-push guard's deterrence and the \
+                 server's protection",
+            ),
+            true => {
+                let credentials: Vec<&str> =
+                    git["pushCredentials"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                let fix = match git["pushAnsweredByHost"] == true {
+                    false => format!("git push does not reach the verifier (its sudo rule is missing): {REBUILD}"),
+                    true => format!(
+                        "your user holds push credentials, so its own git can push past the checks ({}): start VS \
+                         Code without SSH_AUTH_SOCK and set dev.containers.gitCredentialHelperConfigLocation to \
+                         \"none\" (or use the Docker sandbox), then rebuild",
+                        credentials.join(", ")
+                    ),
+                };
+                row(
+                    PUSH_VERIFIED,
+                    git["pushAnsweredByHost"] == true && credentials.is_empty(),
+                    "ran git push --dry-run to a remote that is not configured (root's verifier must refuse it), and \
+                     looked for an ssh agent or credential helper your user could push with"
+                        .into(),
+                    fix,
+                )
+            }
+        });
+    }
+    rows
+}
+
+/// The protected paths' row: read-only, and their parents pinned.
+fn judge_protected(observed: &Value) -> Row {
+    let protected = observed["protected"].as_array().cloned().unwrap_or_default();
+    let writable: Vec<&str> =
+        protected.iter().filter(|item| item["writable"] != false).filter_map(|item| item["path"].as_str()).collect();
+    // A parent that can be renamed takes the read-only mount inside it along, and frees
+    // the path for a file of the agent's.
+    let mut unpinned: Vec<&str> = protected
+        .iter()
+        .flat_map(|item| item["unpinned"].as_array().into_iter().flatten().filter_map(Value::as_str))
+        .collect();
+    unpinned.sort();
+    unpinned.dedup();
+    let mut broken: Vec<String> = writable.iter().map(|path| format!("{path} writable inside")).collect();
+    broken.extend(unpinned.iter().map(|dir| format!("{dir} can be renamed with a read-only path inside it")));
+    match protected.is_empty() {
+        true => not_applicable("protected paths read-only", "none of the protected paths exists here"),
+        false => row(
+            "protected paths read-only",
+            broken.is_empty(),
+            format!(
+                "wrote to the {} protected path(s) that exist here (.devcontainer, .agent-sandbox, the hooks \
+                 directory, checks.protectedPaths, …) and looked for their parents' mounts",
+                protected.len()
+            ),
+            format!(
+                "{} (created after init, or made by an earlier init): run agent-sandbox devcontainer init again, then \
+                 Rebuild Container",
+                broken.join("; ")
+            ),
+        ),
+    }
+}
+
+/// The egress row: the firewall applied, and a connection outside the allowlist refused
+/// by its reset.
+fn judge_egress(observed: &Value, firewall: &firewall::Health) -> Row {
+    let refusal = &observed["refusal"];
+    // Refused at once by the firewall's reset, or (no route but loopback's: Docker's
+    // `none` network) nowhere to go at all.
+    let no_route = refusal["errno"] == libc::ENETUNREACH && observed["routes"] == 0;
+    let reset = refusal["errno"] == libc::ECONNREFUSED || no_route;
+    let outcome = match (&refusal["connected"], refusal["errno"].as_i64()) {
+        (Value::Bool(true), _) => "connected".to_owned(),
+        (_, Some(errno)) if errno == i64::from(libc::ECONNREFUSED) => "refused by the firewall's reset".to_owned(),
+        _ if no_route => "no route (the container has no network but loopback)".to_owned(),
+        (_, Some(errno)) => format!("failed with errno {errno}, not the firewall's reset"),
+        _ => "timed out, not refused by the firewall".to_owned(),
+    };
+    let address = refusal["address"].as_str().unwrap_or("?");
+    row(
+        "egress closed except the allowlist",
+        *firewall == firewall::Health::Applied && reset,
+        format!(
+            "firewall state (as `firewall status` reads it): {}; a connection to {address} (never routed, outside \
+             the allowlist): {outcome}",
+            firewall.to_json()["state"].as_str().unwrap_or("?")
+        ),
+        match firewall {
+            firewall::Health::Applied => "the firewall's rules are not in force as they were applied: sudo \
+                                          agent-sandbox firewall apply (or restart the container)"
+                .into(),
+            other => other.banner(),
+        },
+    )
+}
+
+/// The tool guard's managed files' row: root's, not writable, running the guard.
+fn judge_managed(observed: &Value) -> Row {
     let managed = observed["managed"].as_array().cloned().unwrap_or_default();
     let problems: Vec<String> = managed
         .iter()
@@ -202,16 +226,15 @@ fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push:
             Some(format!("{path}: {why}"))
         })
         .collect();
-    rows.push(row(
+    row(
         "tool guard's managed files root-owned",
         !managed.is_empty() && problems.is_empty(),
         format!(
             "owner, mode and contents of {}, and a write to each and its directory, from inside",
             managed.iter().filter_map(|item| item["path"].as_str()).collect::<Vec<_>>().join(", ")
         ),
-        format!("{}: {rebuild}", problems.join("; ")),
-    ));
-    rows
+        format!("{}: {REBUILD}", problems.join("; ")),
+    )
 }
 
 #[cfg(test)]
