@@ -94,6 +94,8 @@ pub struct ExecOptions<'a> {
     pub terminal: bool,
 }
 
+/// `agent-sandbox exec`: the stages in order, each timed (`--debug`), then the run and
+/// the exit check, which runs however the command ended.
 pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     refuse_unsupported()?;
     let debug = options.debug;
