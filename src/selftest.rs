@@ -507,12 +507,26 @@ fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push:
             "ran git commit --no-verify and git push --force (both --dry-run) inside".into(),
             format!("git is not the guard here (the Feature puts it in front of every git): {rebuild}"),
         ));
-        rows.push(row(
-            ".git/hooks and .git/config read-only",
-            git["configWritable"] == false && git["hooksWritable"] == false,
-            "opened .git/config for writing and created a file in .git/hooks, from inside".into(),
-            format!("git metadata is writable inside: devcontainer.json lacks the read-only mounts: {rebuild}"),
-        ));
+        let session = &git["session"];
+        rows.push(if session.is_null() {
+            row(
+                ".git/hooks and .git/config read-only",
+                git["configWritable"] == false && git["hooksWritable"] == false,
+                "opened .git/config for writing and created a file in .git/hooks, from inside".into(),
+                format!("git metadata is writable inside: devcontainer.json lacks the read-only mounts: {rebuild}"),
+            )
+        } else {
+            row(
+                "your .git out of reach (a session repository inside)",
+                session["gitIsMount"] == true
+                    && session["homeListable"] == false
+                    && session["objectsWritable"] == false,
+                ".git looked up among the mounts, the broker's directory listed, a file created among your objects, \
+                 from inside"
+                    .into(),
+                format!("the session repository's mounts are not as devcontainer init writes them: {rebuild}"),
+            )
+        });
         rows.push(match verified_push {
             false => not_applicable(
                 PUSH_VERIFIED,
@@ -859,6 +873,33 @@ mod tests {
             let rows = judge_container(&good(), &health, true);
             let row = rows.iter().find(|row| row.guarantee == "egress closed except the allowlist").expect("row");
             assert_eq!((row.status, row.fix.clone()), (Status::NotHeld, Some(health.banner())));
+        }
+    }
+
+    /// With a session repository the git row is about the user's `.git` being out of
+    /// reach; each of its three facts broken fails it alone.
+    #[test]
+    fn a_session_repository_holds_when_the_users_git_is_out_of_reach() {
+        const ROW: &str = "your .git out of reach (a session repository inside)";
+        let session = || {
+            let mut observed = good();
+            observed["git"]["configWritable"] = true.into();
+            observed["git"]["hooksWritable"] = true.into();
+            observed["git"]["session"] = json!({"gitIsMount": true, "homeListable": false, "objectsWritable": false});
+            observed
+        };
+        let rows = results(&session(), &firewall::Health::Applied);
+        assert!(rows.iter().all(|(_, status)| *status == Status::Held), "{rows:?}");
+        assert!(rows.iter().any(|(name, _)| *name == ROW), "{rows:?}");
+        for (key, broken) in [("gitIsMount", false), ("homeListable", true), ("objectsWritable", true)] {
+            let mut observed = session();
+            observed["git"]["session"][key] = broken.into();
+            let not_held: Vec<&str> = results(&observed, &firewall::Health::Applied)
+                .into_iter()
+                .filter(|(_, status)| *status == Status::NotHeld)
+                .map(|(name, _)| name)
+                .collect();
+            assert_eq!(not_held, [ROW], "{key}");
         }
     }
 
