@@ -25,6 +25,17 @@ struct Cli {
     shell: crate::docker::ShellArgs,
 }
 
+/// `git-home`'s steps.
+#[derive(Subcommand, Debug)]
+pub enum GitHomeAction {
+    /// Take the user's refs as the session's start; seed a new session volume
+    Start,
+    /// Bring the session's commits home, through the checks
+    Sync,
+    /// Make the session repository in DIR from the plan on stdin (as the agent's user)
+    Seed { dir: PathBuf },
+}
+
 #[derive(Subcommand)]
 enum Commands {
     /// Run a command (default: $SHELL) in the sandbox
@@ -113,6 +124,12 @@ enum Commands {
     /// A container's push verifier (root, through the image's sudo rule): the request on stdin, from the git guard
     #[command(hide = true)]
     PushVerify,
+    /// A container's git broker (root: `start` from the entrypoint, `sync` through the image's sudo rule; `seed` as the agent's user, from `start`)
+    #[command(hide = true)]
+    GitHome {
+        #[command(subcommand)]
+        action: GitHomeAction,
+    },
     /// A container's audit relay (root, started by `firewall start`): the guards' reports into root's log
     #[command(hide = true)]
     AuditRelay,
@@ -374,6 +391,17 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 0
             })
         }
+        Commands::GitHome { action } => Ok(match action {
+            GitHomeAction::Start => hostpush::home::start(),
+            GitHomeAction::Sync => hostpush::home::sync(config::load_for_container().map_err(|err| err.to_string())),
+            GitHomeAction::Seed { dir } => match hostpush::home::seed(&dir) {
+                Ok(()) => 0,
+                Err(why) => {
+                    eprintln!("agent-sandbox: cannot seed the session repository: {why}");
+                    1
+                }
+            },
+        }),
         Commands::AuditRelay => devcontainer::audit_relay::run().map_err(anyhow::Error::msg).map(|()| 0),
         Commands::SudoRestrict => devcontainer::sudo::restrict().map_err(anyhow::Error::from).map(|lines| {
             for line in lines {
@@ -544,6 +572,7 @@ fn devcontainer_init(
         tool_guard: Some(guard_settings::ToolGuardSettings::from_config(&project_config(&root)?)),
         local_workspace: std::path::absolute(&root).context("cannot make the workspace's path absolute")?,
         image_user: image_user(&root),
+        session_git: root.join(".git").symlink_metadata().is_ok_and(|meta| meta.is_dir()),
         // The previous devcontainer.json goes outside the work tree (nothing untracked
         // left in the project); without HOME it is not kept (git history holds it).
         backup_dir: std::env::var_os("HOME")

@@ -26,6 +26,7 @@ use std::{
 
 use crate::support::BIN;
 
+mod home;
 mod sudo;
 
 /// The plain Debian image `cargo xtask test` bootstraps (no agent-sandbox in it).
@@ -72,9 +73,11 @@ impl Drop for Cleanup {
                     id,
                 ]);
                 let _ = Command::new("docker").args(["rm", "-f", id]).output();
-                // The workspace's own history volume; the shared config volumes stay.
+                // The workspace's own history and session repository volumes; the shared
+                // config volumes stay.
                 // (compose prefixes it with the project's name)
-                for volume in volumes.split_whitespace().filter(|v| v.contains("agent-sandbox-history-")) {
+                let ours = |v: &&str| v.contains("agent-sandbox-history-") || v.contains("agent-sandbox-git");
+                for volume in volumes.split_whitespace().filter(ours) {
                     let _ = Command::new("docker").args(["volume", "rm", volume]).output();
                 }
             }

@@ -104,6 +104,10 @@ pub struct Options {
     /// learn it ([`image_user`] over `docker image inspect` and the Dockerfile): the
     /// `remoteUser` to write. `None`: unknown here (no `remoteUser` is written).
     pub image_user: Option<String>,
+    /// The workspace's `.git` is a directory: inside, it is the session repository (a
+    /// volume of the container's own; `hostpush::home`), the user's own `.git` mounted
+    /// only for the broker, its objects read-only for the session's alternate.
+    pub session_git: bool,
     /// Where the previous devcontainer.json is kept when `init` changes it: outside the
     /// work tree (agent-sandbox's state directory), so nothing untracked is left in the
     /// project. `None` keeps none.
@@ -187,6 +191,26 @@ pub fn pinned_parents(protected: &[String]) -> Vec<String> {
     }
     parents.sort_by_key(|dir| (dir.matches('/').count(), dir.clone()));
     parents
+}
+
+/// The per-workspace volume that is the session repository (`<workspace>/.git` inside).
+pub const SESSION_GIT_VOLUME: &str = "agent-sandbox-git";
+
+/// A protected path inside `.git`: with a session repository, `.git` inside is not the
+/// user's, so there is nothing of the user's there to protect.
+pub fn in_git_dir(path: &str) -> bool {
+    path == ".git" || path.starts_with(".git/")
+}
+
+/// The mounts of a session repository (`hostpush::home`), as (source relative to the
+/// workspace, target, read-only): the user's `.git` in root's directory for the broker,
+/// its objects read-only for the session's alternate. The volume at `<workspace>/.git`
+/// is each caller's (its name is per workspace).
+pub fn session_binds() -> [(&'static str, &'static str, bool); 2] {
+    [
+        (".git", runtime_layout::CONTAINER_HOME_GIT, false),
+        (".git/objects", runtime_layout::CONTAINER_USER_OBJECTS, true),
+    ]
 }
 
 fn clean_relative(raw: &str) -> Result<String, Error> {
@@ -299,10 +323,15 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
         for mount in parsed["mounts"].as_array().into_iter().flatten() {
             let Some(target) = mount_target(mount) else { continue };
             let protected = context.read_only().into_iter().find(|(_, ro_target)| *ro_target == target);
-            if let Some((path, _)) = protected {
+            // An earlier init's binds in `.git` are taken away below (`migrate`).
+            let earlier = mount.as_str().and_then(earlier_init_bind).is_some_and(in_git_dir);
+            let what = match protected {
+                Some((path, _)) => Some(format!("the read-only {path}")),
+                None => (context.in_session(&target) && !earlier).then(|| "the session repository's".to_owned()),
+            };
+            if let Some(what) = what {
                 if !ours.iter().any(|our| Value::String(our.clone()) == *mount) {
-                    plan.accepted_risks
-                        .push(format!("mount {mount}: mounts over {target}, which must be the read-only {path}"));
+                    plan.accepted_risks.push(format!("mount {mount}: mounts over {target}, which must be {what}"));
                 }
             }
         }
@@ -373,19 +402,29 @@ pub fn plan(read: &dyn Fn(&Path) -> Option<String>, options: &Options) -> Result
         ));
         plan.lines.push(format!("the read-only mounts for service {service:?}: .devcontainer/{COMPOSE_OVERRIDE}"));
     }
-    if options.protected.iter().any(|p| p == ".git/hooks") && read(Path::new(".git/hooks")).is_none() {
+    if !options.session_git
+        && options.protected.iter().any(|p| p == ".git/hooks")
+        && read(Path::new(".git/hooks")).is_none()
+    {
         plan.git_dirs.push(PathBuf::from(".git/hooks"));
     }
     match &user {
         Some(user) => {
-            plan.lines.push(format!("remote user: {user}; read-only inside: {}", options.protected.join(" ")))
+            plan.lines.push(format!("remote user: {user}; read-only inside: {}", context.protected().join(" ")))
         }
         None => plan.lines.push(format!(
             "remote user: the image's, which init cannot see (the image is not here, or its Dockerfile does not say): \
              no remoteUser written, and Claude Code's and Codex's config stay in the container (set \"remoteUser\", or \
              pull or build the image, then run init again for the config volumes); read-only inside: {}",
-            options.protected.join(" ")
+            context.protected().join(" ")
         )),
+    }
+    if options.session_git {
+        plan.lines.push(
+            "git inside is the container's own session repository (a volume): your .git is not writable there, and \
+             commits come home through the broker, after the checks"
+                .into(),
+        );
     }
     if read(Path::new(".agent-sandbox/firewall.jsonc")).is_some() {
         plan.lines.push(
@@ -529,17 +568,61 @@ impl Context {
     /// The read-only binds: every protected path, and the project's `.agent-sandbox`
     /// once more where the firewall reads its additions.
     fn read_only(&self) -> Vec<(String, String)> {
-        let mut binds: Vec<(String, String)> =
-            self.options.protected.iter().map(|path| (path.clone(), format!("{}/{path}", self.workspace))).collect();
+        let mut binds: Vec<(String, String)> = self
+            .protected()
+            .into_iter()
+            .map(|path| {
+                let target = format!("{}/{path}", self.workspace);
+                (path, target)
+            })
+            .collect();
         if self.options.protected.iter().any(|p| p == ".agent-sandbox") {
             binds.push((".agent-sandbox".into(), "/etc/agent-sandbox/project".into()));
         }
         binds
     }
 
+    /// The protected paths mounted read-only: with a session repository, none in `.git`.
+    fn protected(&self) -> Vec<String> {
+        let session = self.options.session_git;
+        self.options.protected.iter().filter(|path| !(session && in_git_dir(path))).cloned().collect()
+    }
+
+    /// A mount target of the session repository's (the volume, anything in it, and
+    /// the broker's mounts): another mount there could hand the user's `.git` to the agent.
+    fn in_session(&self, target: &str) -> bool {
+        let git = format!("{}/.git", self.workspace);
+        self.options.session_git
+            && (target == git
+                || target.starts_with(&format!("{git}/"))
+                || session_binds()
+                    .iter()
+                    .any(|(_, ours, _)| target == *ours || target.starts_with(&format!("{ours}/"))))
+    }
+
+    /// The session repository's mounts ([`session_binds`] and the volume), as
+    /// `mounts` entries.
+    fn session_mounts(&self) -> Vec<String> {
+        if !self.options.session_git {
+            return Vec::new();
+        }
+        let mut mounts: Vec<String> = session_binds()
+            .into_iter()
+            .map(|(path, target, read_only)| {
+                let ro = if read_only { ",readonly" } else { "" };
+                format!("source=${{localWorkspaceFolder}}/{path},target={target},type=bind{ro}")
+            })
+            .collect();
+        mounts.push(format!(
+            "source={SESSION_GIT_VOLUME}-${{devcontainerId}},target={}/.git,type=volume",
+            self.workspace
+        ));
+        mounts
+    }
+
     /// The parents pinned by binding them onto themselves ([`pinned_parents`]).
     fn pinned(&self) -> Vec<(String, String)> {
-        pinned_parents(&self.options.protected)
+        pinned_parents(&self.protected())
             .into_iter()
             .map(|path| {
                 let target = format!("{}/{path}", self.workspace);
@@ -557,6 +640,7 @@ impl Context {
             for (path, target) in self.read_only() {
                 mounts.push(format!("source=${{localWorkspaceFolder}}/{path},target={target},type=bind,readonly"));
             }
+            mounts.extend(self.session_mounts());
         }
         mounts.extend(self.volumes());
         mounts
@@ -681,12 +765,28 @@ fn compose_override(service: &str, project_dir: &Path, context: &Context) -> Str
     for (path, target) in context.read_only() {
         text.push_str(&format!("      - {}\n", escape(format!("{up}{path}:{target}:ro"))));
     }
+    if context.options.session_git {
+        for (path, target, read_only) in session_binds() {
+            let ro = if read_only { ":ro" } else { "" };
+            text.push_str(&format!("      - {}\n", escape(format!("{up}{path}:{target}{ro}"))));
+        }
+        // Compose names it after its project: one per workspace.
+        text.push_str(&format!("      - {}\n", escape(format!("{SESSION_GIT_VOLUME}:{}/.git", context.workspace))));
+    }
     if context.shared_config_in_compose() {
         // Named as they are, not prefixed with the compose project's name: shared.
         let home = context.home().expect("shared config in compose only with a known user");
         text.push_str(&format!("      - {}\n", quote(&format!("{CLAUDE_VOLUME}:{home}/.claude"))));
         text.push_str(&format!("      - {}\n", quote(&format!("{CODEX_VOLUME}:{home}/.codex"))));
+    }
+    let shared = context.shared_config_in_compose();
+    if shared || context.options.session_git {
         text.push_str("volumes:\n");
+    }
+    if context.options.session_git {
+        text.push_str(&format!("  {SESSION_GIT_VOLUME}:\n"));
+    }
+    if shared {
         for volume in [CLAUDE_VOLUME, CODEX_VOLUME] {
             text.push_str(&format!("  {volume}:\n    name: {volume}\n"));
         }
@@ -705,9 +805,15 @@ fn merge(existing: &str, context: &Context, path: &Path, exists: &dyn Fn(&str) -
         return Err(Error::Parse { path: path.to_path_buf(), message: "the top level is not an object".into() });
     };
     let Value::Object(mut ours) = context.settings() else { unreachable!("settings are an object") };
-    let pinned = pinned_parents(&context.options.protected);
+    let protected = context.protected();
+    let pinned = pinned_parents(&protected);
     let stale = |source: &str| {
-        !exists(source) && !context.options.protected.iter().any(|p| p == source) && !pinned.iter().any(|p| p == source)
+        // With a session repository, an earlier init's binds in `.git` would land in
+        // the session's volume (the pin of `.git` on the volume's own mount point).
+        if context.options.session_git && in_git_dir(source) {
+            return !session_binds().iter().any(|(path, _, _)| *path == source);
+        }
+        !exists(source) && !protected.iter().any(|p| p == source) && !pinned.iter().any(|p| p == source)
     };
     migrate(&theirs, &stale);
     // A target the user already mounts keeps their mount (e.g. their own config volume).
@@ -791,15 +897,19 @@ fn migrate(theirs: &CstObject, stale: &dyn Fn(&str) -> bool) {
     if let Some(mounts) = theirs.array_value("mounts") {
         for node in mounts.elements() {
             let Some(Value::String(mount)) = node.to_serde_value() else { continue };
-            let source = mount.split(',').find_map(|part| part.strip_prefix("source=${localWorkspaceFolder}/"));
-            let pin = |source: &str| mount.ends_with(&format!("/{source},type=bind"));
-            if let Some(source) = source.filter(|source| mount.ends_with(",type=bind,readonly") || pin(source)) {
-                if stale(source) {
-                    node.remove();
-                }
+            if earlier_init_bind(&mount).is_some_and(stale) {
+                node.remove();
             }
         }
     }
+}
+
+/// The source (relative to the workspace) of a `mounts` entry an init writes: a
+/// read-only bind of a workspace path, or a parent bound onto itself.
+fn earlier_init_bind(mount: &str) -> Option<&str> {
+    let source = mount.split(',').find_map(|part| part.strip_prefix("source=${localWorkspaceFolder}/"))?;
+    let pin = mount.ends_with(&format!("/{source},type=bind"));
+    (mount.ends_with(",type=bind,readonly") || pin).then_some(source)
 }
 
 /// Where a `mounts` entry (string or object form) mounts to.

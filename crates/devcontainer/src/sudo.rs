@@ -28,6 +28,8 @@ pub const FEATURE_SUDO: &[&str] = &[
     "/usr/local/bin/agent-sandbox firewall status",
     "/usr/local/bin/agent-sandbox firewall start",
     "/usr/local/bin/agent-sandbox push-verify",
+    "/usr/local/bin/agent-sandbox git-home start",
+    "/usr/local/bin/agent-sandbox git-home sync",
 ];
 
 /// What `sudo -n -l`'s listing grants beyond [`FEATURE_SUDO`] as root without

@@ -18,6 +18,7 @@ fn options() -> Options {
         tool_guard: Some(guard_settings::ToolGuardSettings { disallowed: vec!["WebFetch".into()], read_only: true }),
         local_workspace: "/src/app".into(),
         image_user: None,
+        session_git: true,
         backup_dir: None,
     }
 }
@@ -232,7 +233,9 @@ fn compose_in_the_workspace_with_the_templates_workspace_folder_protects_the_wor
         written_override,
         "agent-sandbox.compose-parent.yml",
     );
-    assert!(written_override.contains("\"./.git/hooks:/workspaces/app/.git/hooks:ro\""), "{written_override}");
+    assert!(written_override.contains("\"./.git:/var/lib/agent-sandbox/home/git\""), "{written_override}");
+    assert!(written_override.contains("\"agent-sandbox-git:/workspaces/app/.git\""), "{written_override}");
+    assert!(!written_override.contains(".git/hooks"), "{written_override}");
     let merged = value(written(&plan, ".devcontainer/devcontainer.json"));
     assert_eq!(merged["dockerComposeFile"], json!(["../docker-compose.yml", "agent-sandbox.compose.yml"]));
     // The folder's own spelling stays for the devcontainer CLI, which substitutes it.
@@ -245,15 +248,19 @@ fn compose_in_the_workspace_with_the_templates_workspace_folder_protects_the_wor
 fn compose_workspace_folders_are_substituted_or_refused_with_the_reason() {
     let compose = "services:\n  app:\n    image: debian\n";
     let cases: &[(&str, &str, Result<&str, &str>)] = &[
-        ("docker-compose.yml", "/workspaces/app", Ok("\"../.git/hooks:/workspaces/app/.git/hooks:ro\"")),
-        ("./docker-compose.yml", "/w/${localWorkspaceFolderBasename}", Ok("\"../.git/hooks:/w/app/.git/hooks:ro\"")),
-        ("../docker-compose.yml", "${localWorkspaceFolder}", Ok("\"./.git/hooks:/src/app/.git/hooks:ro\"")),
+        ("docker-compose.yml", "/workspaces/app", Ok("\"../.devcontainer:/workspaces/app/.devcontainer:ro\"")),
+        (
+            "./docker-compose.yml",
+            "/w/${localWorkspaceFolderBasename}",
+            Ok("\"../.devcontainer:/w/app/.devcontainer:ro\""),
+        ),
+        ("../docker-compose.yml", "${localWorkspaceFolder}", Ok("\"./.devcontainer:/src/app/.devcontainer:ro\"")),
         (
             "../ci/../docker-compose.yml",
             "/w/${localWorkspaceFolderBasename}-x",
-            Ok("\"./.git/hooks:/w/app-x/.git/hooks:ro\""),
+            Ok("\"./.devcontainer:/w/app-x/.devcontainer:ro\""),
         ),
-        ("../compose/dev.yml", "/w/$HOME", Ok("\"../.git/hooks:/w/$$HOME/.git/hooks:ro\"")),
+        ("../compose/dev.yml", "/w/$HOME", Ok("\"../.devcontainer:/w/$$HOME/.devcontainer:ro\"")),
         (
             "../../shared/docker-compose.yml",
             "/workspaces/app",
@@ -353,7 +360,7 @@ fn a_users_mount_over_a_protected_path_is_a_risk() {
     let user = "{\"image\": \"debian\", \"workspaceFolder\": \"/src\", \"mounts\": [\"source=hooks-vol,target=/src/.git/hooks,type=volume\"]}";
     let err = plan_for(&[(".devcontainer/devcontainer.json", user)], &options()).expect_err("risky").to_string();
     assert!(
-        err.contains("mount \"source=hooks-vol,target=/src/.git/hooks,type=volume\": mounts over /src/.git/hooks, which must be the read-only .git/hooks"),
+        err.contains("mount \"source=hooks-vol,target=/src/.git/hooks,type=volume\": mounts over /src/.git/hooks, which must be the session repository's"),
         "{err}"
     );
 }
@@ -497,7 +504,7 @@ fn the_remote_user_is_the_images_or_left_out() {
     assert_eq!(unknown.get("remoteUser"), None);
     assert_eq!(unknown["containerEnv"], json!({"HISTFILE": "/commandhistory/.bash_history"}));
     let mounts = unknown["mounts"].to_string();
-    assert!(!mounts.contains("/home/") && mounts.contains("target=/commandhistory"), "{mounts}");
+    assert!(!mounts.contains("target=/home/") && mounts.contains("target=/commandhistory"), "{mounts}");
     assert!(lines.iter().any(|line| line.starts_with("remote user: the image's, which init cannot see")), "{lines:?}");
     // The file's own user wins over the image's.
     let named = "{\"image\": \"x\", \"remoteUser\": \"dev\"}\n";

@@ -74,6 +74,7 @@ impl Target {
             image: self.image(base_tag),
             protected: protected.to_vec(),
             settings: self.settings()?,
+            session_git: self.root.join(".git").symlink_metadata().is_ok_and(|meta| meta.is_dir()),
         };
         Ok(plan::plan(&request)?)
     }
@@ -244,6 +245,7 @@ pub fn checkout(engine: &Engine, target: &Target, branch: &str, options: &StartO
         // Only `.agent-sandbox` counts here: the firewall's project policy.
         protected: options.protected.clone(),
         settings: target.settings()?,
+        session_git: false,
     };
     require_image(engine, &request.image)?;
     let origin = origin_url(&target.root);
@@ -391,5 +393,6 @@ pub fn volumes(workspace: &Workspace) -> Vec<(&'static str, String)> {
         ("codex-config", CODEX_VOLUME.to_owned()),
         ("history", workspace.history_volume()),
         ("repo-shelf", workspace.repo_shelf_volume()),
+        ("session-repository", workspace.session_git_volume()),
     ]
 }

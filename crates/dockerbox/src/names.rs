@@ -51,6 +51,11 @@ impl Workspace {
         format!("agent-sbx-repo-{}", self.hash)
     }
 
+    /// The session repository of this workspace's bind-mode sandbox (`hostpush::home`).
+    pub fn session_git_volume(&self) -> String {
+        format!("{}-{}", devcontainer::SESSION_GIT_VOLUME, self.hash)
+    }
+
     /// The bash history volume of this workspace.
     pub fn history_volume(&self) -> String {
         format!("agent-sandbox-{}-history", self.hash)

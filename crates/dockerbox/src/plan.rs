@@ -89,6 +89,9 @@ pub struct Request {
     /// `devcontainer::protected_paths`).
     pub protected: Vec<String>,
     pub settings: Settings,
+    /// The workspace's `.git` is a directory: in bind mode, inside it is the session
+    /// repository (`hostpush::home`), a volume of this workspace's.
+    pub session_git: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,11 +175,20 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
         |source: String, target: String, read_only: bool| Mount { kind: MountKind::Bind, source, target, read_only };
     let volume = |source: String, target: String| Mount { kind: MountKind::Volume, source, target, read_only: false };
     let mut mounts = vec![bind(workspace.path.clone(), inside.clone(), false)];
-    for path in devcontainer::pinned_parents(&request.protected) {
+    let session = request.session_git && request.mode == Mode::Bind;
+    let protected: Vec<String> =
+        request.protected.iter().filter(|path| !(session && devcontainer::in_git_dir(path))).cloned().collect();
+    for path in devcontainer::pinned_parents(&protected) {
         mounts.push(bind(format!("{}/{path}", workspace.path), format!("{inside}/{path}"), false));
     }
-    for path in &request.protected {
+    for path in &protected {
         mounts.push(bind(format!("{}/{path}", workspace.path), format!("{inside}/{path}"), true));
+    }
+    if session {
+        for (path, target, read_only) in devcontainer::session_binds() {
+            mounts.push(bind(format!("{}/{path}", workspace.path), target.to_owned(), read_only));
+        }
+        mounts.push(volume(workspace.session_git_volume(), format!("{inside}/.git")));
     }
     if request.protected.iter().any(|p| p == ".agent-sandbox") {
         mounts.push(bind(format!("{}/.agent-sandbox", workspace.path), PROJECT_POLICY_DIR.into(), true));
@@ -395,6 +407,7 @@ mod tests {
             image: "agent-sandbox-base:latest".into(),
             protected: vec![".git/hooks".into(), ".agent-sandbox".into()],
             settings: Settings::default(),
+            session_git: false,
         }
     }
 
@@ -449,6 +462,36 @@ mod tests {
     fn bind_mode_plan() {
         let want = expected("agent-sandbox-app-HASH", "/workspace/app", &[(LABEL_MODE, "bind")]);
         assert_eq!(plan(&request(Mode::Bind)), Ok(want));
+    }
+
+    /// With a session repository, nothing in `.git` is protected (it is not the user's):
+    /// the user's `.git` goes to root's directory, its objects read-only, and a volume
+    /// of the workspace's is `.git`. Branch mode keeps the protected binds.
+    #[test]
+    fn bind_mode_with_a_session_repository() {
+        let session = Request { session_git: true, ..request(Mode::Bind) };
+        let got = plan(&session).expect("plan");
+        let hash = crate::names::path_hash("/src/app");
+        let mounts: Vec<(MountKind, &str, &str, bool)> = got
+            .mounts
+            .iter()
+            .map(|mount| (mount.kind, mount.source.as_str(), mount.target.as_str(), mount.read_only))
+            .collect();
+        let volume = format!("agent-sandbox-git-{hash}");
+        assert_eq!(
+            mounts[..5],
+            [
+                (MountKind::Bind, "/src/app", "/workspace/app", false),
+                (MountKind::Bind, "/src/app/.agent-sandbox", "/workspace/app/.agent-sandbox", true),
+                (MountKind::Bind, "/src/app/.agent-sandbox", "/etc/agent-sandbox/project", true),
+                (MountKind::Bind, "/src/app/.git", "/var/lib/agent-sandbox/home/git", false),
+                (MountKind::Bind, "/src/app/.git/objects", "/var/lib/agent-sandbox/user-objects", true),
+            ]
+        );
+        assert_eq!(mounts[5], (MountKind::Volume, volume.as_str(), "/workspace/app/.git", false));
+        let branch = plan(&Request { session_git: true, ..request(Mode::Branch("x".into())) }).expect("plan");
+        assert!(branch.mounts.iter().any(|mount| mount.target == "/workspace/app/.git/hooks" && mount.read_only));
+        assert!(!branch.mounts.iter().any(|mount| mount.target.starts_with("/var/lib/agent-sandbox/home")));
     }
 
     #[test]

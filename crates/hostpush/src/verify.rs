@@ -88,6 +88,13 @@ pub struct Project {
     pub config_mount: u64,
 }
 
+/// The project a push comes from: one whose `.git/config` is a read-only mount, or one
+/// with a session repository (`crate::home`), whose user's configuration only root reaches.
+enum Found {
+    Mounted(Project),
+    Home(crate::home::Layout),
+}
+
 /// The projects as `/proc/self/mountinfo` lists them.
 pub fn projects(mountinfo: &str) -> Vec<Project> {
     util::mounts::parse(mountinfo)
@@ -102,7 +109,7 @@ pub fn projects(mountinfo: &str) -> Vec<Project> {
 /// The bytes of the project's `.git/config`, read through a descriptor that is on the
 /// read-only mount itself: the agent can rename `.git` (the mount moves with it) and
 /// put a file of its own at the path, which root's git must never read.
-fn mounted_config(project: &Project) -> Result<Vec<u8>, Refusal> {
+pub(crate) fn mounted_config(project: &Project) -> Result<Vec<u8>, Refusal> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = project.top.join(".git/config");
     let failed = |why: String| {
@@ -132,7 +139,7 @@ fn mounted_config(project: &Project) -> Result<Vec<u8>, Refusal> {
 
 /// The `include.path`/`includeIf.*.path` values of a configuration (`git config --list
 /// -z` without includes) that are relative: read from a copy, they would lead elsewhere.
-fn relative_includes(listing: &[u8]) -> Vec<String> {
+pub(crate) fn relative_includes(listing: &[u8]) -> Vec<String> {
     listing
         .split(|b| *b == 0)
         .filter_map(|entry| {
@@ -204,10 +211,13 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     let cwd = gitfacts::normalize(Path::new(&request.cwd));
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|err| refuse(format!("cannot read the mounts: {err}"), "push again"))?;
+    let home = crate::home::layout(&util::mounts::parse(&mountinfo)).filter(|layout| cwd.starts_with(&layout.top));
     let project = projects(&mountinfo)
         .into_iter()
         .filter(|project| cwd.starts_with(&project.top))
         .max_by_key(|project| project.top.components().count())
+        .map(Found::Mounted)
+        .or_else(|| home.map(Found::Home))
         .ok_or_else(|| {
             refuse(
                 format!(
@@ -218,7 +228,12 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
                 "push from the project itself",
             )
         })?;
-    let top = project.top.clone();
+    // With a session repository (`home`), the user's configuration is root's to read
+    // where only root reaches it.
+    let top = match &project {
+        Found::Mounted(project) => project.top.clone(),
+        Found::Home(layout) => layout.top.clone(),
+    };
     let git_dir = top.join(".git");
     let plain_dir = git_dir.symlink_metadata().is_ok_and(|meta| meta.is_dir());
     if !plain_dir || std::fs::canonicalize(&top).ok().as_deref() != Some(top.as_path()) {
@@ -237,7 +252,10 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     // hold included: root's reader runs as `agent-sandbox-check`, with no more rights
     // than the agent's, but a link among the refs would still have it read what that
     // user may (and a `commondir` what the agent put in the workspace).
-    let found = crate::redirect::redirections(&git_dir, true);
+    let found = match &project {
+        Found::Mounted(_) => crate::redirect::redirections(&git_dir, true),
+        Found::Home(layout) => crate::home::session_redirections(&layout.session),
+    };
     if !found.is_empty() {
         return Err(crate::redirect::refusal(&found));
     }
@@ -256,7 +274,14 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     };
     // Root's git reads the project's configuration only from root's own copy of it.
     let project_config = state.join("project-config");
-    write_root_file(&project_config, &mounted_config(&project)?, 0o644)?;
+    let config_bytes = match &project {
+        Found::Mounted(project) => mounted_config(project)?,
+        Found::Home(_) => {
+            util::fs::read_regular_nofollow(&Path::new(runtime_layout::CONTAINER_HOME_GIT).join("config"), MAX_CONFIG)
+                .map_err(|err| refuse(format!("your repository's config cannot be read: {err}"), "fix it on the host"))?
+        }
+    };
+    write_root_file(&project_config, &config_bytes, 0o644)?;
     mirror.configure(&project_config).map_err(|failed| refuse(failed.to_string(), "push again"))?;
     let own_file = project_config.display().to_string();
     let relative = relative_includes(&mirror_git(&mirror, &["config", "--file", &own_file, "--list", "-z"])?);
@@ -300,35 +325,8 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
         }
     }
 
-    let hooks = state.join("hooks");
-    make_root_dir(&hooks, 0o755)?;
-    write_root_file(&hooks.join("pre-push"), hook_script(self_exe).as_bytes(), 0o755)?;
-    let work = state.join("work");
-    remove(&work)?;
-    make_root_dir(&work, 0o755)?;
-    let home = work.join("home");
-    for dir in [&home, &work.join("tmp")] {
-        std::fs::create_dir(dir)
-            .and_then(|()| std::os::unix::fs::chown(dir, Some(uid), Some(gid)))
-            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-            .map_err(|err| refuse(format!("cannot prepare {}: {err}", dir.display()), "push again"))?;
-    }
-    let mut settings = HookGuardSettings::from_config(&config);
-    if let Some(hooks_dir) = project_hooks_dir(&mirror, &project_config, &top) {
-        settings.protected_paths.push(hooks_dir);
-    }
-    let search = checks_path(PATH);
-    settings.check_path_dropped = search.dropped_lines();
-    settings.check_user = Some(CheckUser {
-        uid,
-        gid,
-        env: check_env(&work, &search.joined().to_string_lossy()),
-        worktree: work.join("tree"),
-        project: top.clone(),
-        dependencies: dependency_dirs(&top),
-    });
-    let settings_file = state.join("settings.json");
-    write_root_file(&settings_file, settings.to_json().as_bytes(), 0o600)?;
+    let (settings_file, work) =
+        prepare_checks(state, (uid, gid), &config, &mirror, &project_config, &top, self_exe, None)?;
 
     for note in &command.notes {
         eprintln!("{note}");
@@ -348,6 +346,57 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     let status =
         status.map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
     Ok(status.code().unwrap_or(1))
+}
+
+/// The pre-push hook of root's git in `state` (the hook guard, in its host mode) and
+/// its settings: the checks run as `agent-sandbox-check` in a fresh worktree under
+/// `state/work`, with a clean environment and only root's directories on `PATH`.
+/// `global_config`: the hook guard's git's global configuration. Returns the settings
+/// file and the work directory (removed by the caller).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare_checks(
+    state: &Path,
+    (uid, gid): (u32, u32),
+    config: &config::Config,
+    mirror: &Mirror,
+    project_config: &Path,
+    top: &Path,
+    self_exe: &Path,
+    global_config: Option<&Path>,
+) -> Result<(PathBuf, PathBuf), Refusal> {
+    let hooks = state.join("hooks");
+    make_root_dir(&hooks, 0o755)?;
+    write_root_file(&hooks.join("pre-push"), hook_script(self_exe).as_bytes(), 0o755)?;
+    let work = state.join("work");
+    remove(&work)?;
+    make_root_dir(&work, 0o755)?;
+    let home = work.join("home");
+    for dir in [&home, &work.join("tmp")] {
+        std::fs::create_dir(dir)
+            .and_then(|()| std::os::unix::fs::chown(dir, Some(uid), Some(gid)))
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|err| refuse(format!("cannot prepare {}: {err}", dir.display()), "push again"))?;
+    }
+    let mut settings = HookGuardSettings::from_config(config);
+    if let Some(global) = global_config {
+        settings.global_config = global.display().to_string();
+    }
+    if let Some(hooks_dir) = project_hooks_dir(mirror, project_config, top) {
+        settings.protected_paths.push(hooks_dir);
+    }
+    let search = checks_path(PATH);
+    settings.check_path_dropped = search.dropped_lines();
+    settings.check_user = Some(CheckUser {
+        uid,
+        gid,
+        env: check_env(&work, &search.joined().to_string_lossy()),
+        worktree: work.join("tree"),
+        project: top.to_path_buf(),
+        dependencies: dependency_dirs(top),
+    });
+    let settings_file = state.join("settings.json");
+    write_root_file(&settings_file, settings.to_json().as_bytes(), 0o600)?;
+    Ok((settings_file, work))
 }
 
 /// The request line from `input`, which must come within `limit` (the agent may hold
@@ -380,7 +429,7 @@ fn read_request(input: impl Read + AsRawFd, limit: Duration) -> Result<Request, 
 }
 
 /// Creates `dir` (and refuses one that is not root's, or a link) with `mode`.
-fn make_root_dir(dir: &Path, mode: u32) -> Result<(), Refusal> {
+pub(crate) fn make_root_dir(dir: &Path, mode: u32) -> Result<(), Refusal> {
     let failed = |err: String| refuse(format!("cannot prepare {}: {err}", dir.display()), "rebuild the image");
     match std::fs::create_dir(dir) {
         Ok(()) => {}
@@ -391,12 +440,12 @@ fn make_root_dir(dir: &Path, mode: u32) -> Result<(), Refusal> {
     util::fs::root_only(dir).map_err(failed)
 }
 
-fn write_root_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Refusal> {
+pub(crate) fn write_root_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Refusal> {
     util::fs::atomic_write(path, bytes, mode)
         .map_err(|err| refuse(format!("cannot write {}: {err}", path.display()), "push again"))
 }
 
-fn remove(dir: &Path) -> Result<(), Refusal> {
+pub(crate) fn remove(dir: &Path) -> Result<(), Refusal> {
     match std::fs::remove_dir_all(dir) {
         Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
             Err(refuse(format!("cannot remove {}: {err}", dir.display()), "push again"))
@@ -406,7 +455,7 @@ fn remove(dir: &Path) -> Result<(), Refusal> {
 }
 
 /// Root's git's environment: nothing of the agent's.
-fn root_env() -> Vec<(OsString, OsString)> {
+pub(crate) fn root_env() -> Vec<(OsString, OsString)> {
     [
         ("HOME", "/root"),
         ("PATH", PATH),
@@ -455,11 +504,11 @@ fn check_env(work: &Path, path: &str) -> Vec<(String, String)> {
 
 /// Root's git in the mirror; a failure refuses the push with what git said (the
 /// reader is a user that can read nothing the agent cannot).
-fn mirror_git(mirror: &Mirror, args: &[&str]) -> Result<Vec<u8>, Refusal> {
+pub(crate) fn mirror_git(mirror: &Mirror, args: &[&str]) -> Result<Vec<u8>, Refusal> {
     mirror.git(args).map_err(|failed| refuse(failed.to_string(), "fix what git says, then push again"))
 }
 
-fn lines(bytes: &[u8]) -> Vec<String> {
+pub(crate) fn lines(bytes: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(bytes).lines().filter(|line| !line.is_empty()).map(str::to_owned).collect()
 }
 

@@ -261,6 +261,12 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
                     );
                 }
             }
+            let session_repository = Path::new(runtime_layout::CONTAINER_USER_OBJECTS).is_dir();
+            if session_repository
+                && parsed.as_ref().is_some_and(|parsed| moves_refs(parsed) && parsed.git_dir.is_none())
+            {
+                return run_then_bring_home(real, args, &strip_env);
+            }
             exec_real(real, args, &strip_env)
         }
         // Silently, as git would have succeeded (husky's `prepare` on every `npm install`).
@@ -309,6 +315,53 @@ fn push_elsewhere(socket: Option<&Path>, parsed: &gitguard::Parsed, start: &Path
         Some(socket) => crate::push::forward(socket, start, &parsed.args),
         None => crate::push::verify(start, &parsed.args),
     }
+}
+
+/// The subcommands that may move a branch, a tag or `HEAD`.
+const MOVES_REFS: &[&str] = &[
+    "commit",
+    "merge",
+    "rebase",
+    "reset",
+    "cherry-pick",
+    "revert",
+    "am",
+    "pull",
+    "branch",
+    "tag",
+    "checkout",
+    "switch",
+    "update-ref",
+    "symbolic-ref",
+];
+
+fn moves_refs(parsed: &gitguard::Parsed) -> bool {
+    parsed.subcommand.as_deref().is_some_and(|sub| MOVES_REFS.contains(&sub))
+}
+
+/// In a container with a session repository (`hostpush::home`): git, then the broker
+/// (root, through the image's sudo rule), which brings what the command committed into
+/// the user's repository through the checks and says what came home. Git's status is
+/// the command's; the broker's answer is only told.
+fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String]) -> i32 {
+    let mut command = Command::new(real);
+    command.arg0("git").args(args);
+    for name in strip_env {
+        command.env_remove(name);
+    }
+    let status = match command.status() {
+        Ok(status) => status,
+        Err(err) => {
+            eprintln!("agent-sandbox: cannot run git ({}): {err}", real.display());
+            return 126;
+        }
+    };
+    let _ = Command::new("/usr/bin/sudo")
+        .args(["-n", "/usr/local/bin/agent-sandbox", "git-home", "sync"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status();
+    status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0))
 }
 
 fn exec_real(real: &Path, args: &[OsString], strip_env: &[String]) -> i32 {

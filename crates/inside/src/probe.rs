@@ -156,15 +156,20 @@ pub fn container(spec: &Value) -> Value {
     let repo = gitfacts::discover(&cwd).ok();
     let work_tree = repo.as_ref().and_then(|repo| repo.workdir().map(Path::to_path_buf));
     let root = work_tree.clone().unwrap_or_else(|| cwd.clone());
+    // With a session repository (`hostpush::home`) nothing in `.git` is the user's.
+    let session = Path::new(runtime_layout::CONTAINER_USER_OBJECTS).is_dir();
     let mut protected: Vec<PathBuf> = spec["protected"]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
+        .filter(|rel| !(session && (*rel == ".git" || rel.starts_with(".git/"))))
         .map(|rel| root.join(rel))
         .collect();
     if let Some(hooks) = repo.as_ref().and_then(|repo| gitfacts::hooks_dir(repo).ok().flatten()) {
-        protected.push(hooks);
+        if !(session && hooks.starts_with(root.join(".git"))) {
+            protected.push(hooks);
+        }
     }
     protected.sort();
     protected.dedup();
@@ -194,6 +199,7 @@ pub fn container(spec: &Value) -> Value {
             "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
             "pushAnsweredByHost": answered_by_host(root),
             "pushCredentials": push_credentials(root),
+            "session": session.then(|| session_facts(root)),
         })
     });
     // The marker the Feature makes (`runtime_layout::detect` looks for it).
@@ -327,6 +333,19 @@ fn reads_empty(path: &Path) -> bool {
 }
 
 /// Whether `path` can be opened for writing (nothing is written).
+/// What keeps the user's `.git` out of reach when `.git` is a session repository: it is
+/// a mount of its own (the volume), the broker's directory cannot be listed, and the
+/// user's objects cannot be written.
+fn session_facts(root: &Path) -> Value {
+    let git = root.join(".git");
+    let mounted = util::mounts::current().iter().any(|mount| mount.point == git);
+    json!({
+        "gitIsMount": mounted,
+        "homeListable": std::fs::read_dir(runtime_layout::CONTAINER_HOME_DIR).is_ok(),
+        "objectsWritable": creatable(Path::new(runtime_layout::CONTAINER_USER_OBJECTS)),
+    })
+}
+
 fn writable(path: &Path) -> bool {
     !path.is_dir() && std::fs::OpenOptions::new().append(true).custom_flags(libc::O_NONBLOCK).open(path).is_ok()
 }

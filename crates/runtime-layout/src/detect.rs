@@ -27,6 +27,14 @@ pub const CONTAINER_MARKER: &str = "/.agent-sandbox";
 /// `/usr/bin/git` (root-owned, so the agent cannot replace it).
 pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
 
+/// In a container with a session repository (`hostpush::home`): root's directory
+/// (0700, made by the Feature) holding the user's own `.git`, mounted read-write at
+/// [`CONTAINER_HOME_GIT`] for the broker alone.
+pub const CONTAINER_HOME_DIR: &str = "/var/lib/agent-sandbox/home";
+pub const CONTAINER_HOME_GIT: &str = "/var/lib/agent-sandbox/home/git";
+/// The user's `.git/objects`, read-only: the session repository's alternate.
+pub const CONTAINER_USER_OBJECTS: &str = "/var/lib/agent-sandbox/user-objects";
+
 /// A container's audit log: root's (the relay the firewall's start leaves running writes
 /// it), out of the agent's reach, read with `docker exec -u root <container> agent-sandbox log`.
 pub const CONTAINER_AUDIT_LOG: &str = "/var/log/agent-sandbox/audit.jsonl";

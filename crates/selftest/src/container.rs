@@ -77,6 +77,33 @@ fn judge_container(observed: &Value, firewall: &firewall::Health, verified_push:
 const REBUILD: &str = "rebuild the container's image with the agent-sandbox Feature (agent-sandbox devcontainer \
                        init, then Rebuild Container)";
 
+/// The user's git metadata out of the agent's reach: a session repository inside
+/// (`hostpush::home`: `.git` a mount of its own, the broker's directory unlistable, the
+/// user's objects read-only), or, in a container made before it, `.git/hooks` and
+/// `.git/config` read-only.
+fn metadata_row(git: &Value) -> Row {
+    let session = &git["session"];
+    if session.is_null() {
+        return row(
+            ".git/hooks and .git/config read-only",
+            git["configWritable"] == false && git["hooksWritable"] == false,
+            "opened .git/config for writing and created a file in .git/hooks, from inside".into(),
+            format!("git metadata is writable inside: devcontainer.json lacks the read-only mounts: {REBUILD}"),
+        );
+    }
+    row(
+        SESSION_ROW,
+        session["gitIsMount"] == true && session["homeListable"] == false && session["objectsWritable"] == false,
+        ".git looked up among the mounts, the broker's directory listed, a file created among your objects, from \
+         inside"
+            .into(),
+        format!("the session repository's mounts are not as devcontainer init writes them: {REBUILD}"),
+    )
+}
+
+/// The metadata row with a session repository.
+const SESSION_ROW: &str = "your .git out of reach (a session repository inside)";
+
 /// The repository's rows: the guard in front of git, its metadata read-only, pushes
 /// checked by root (with `git.verifiedPush`).
 fn judge_container_git(git: &Value, verified_push: bool) -> Vec<Row> {
@@ -98,12 +125,7 @@ fn judge_container_git(git: &Value, verified_push: bool) -> Vec<Row> {
             "ran git commit --no-verify and git push --force (both --dry-run) inside".into(),
             format!("git is not the guard here (the Feature puts it in front of every git): {REBUILD}"),
         ));
-        rows.push(row(
-            ".git/hooks and .git/config read-only",
-            git["configWritable"] == false && git["hooksWritable"] == false,
-            "opened .git/config for writing and created a file in .git/hooks, from inside".into(),
-            format!("git metadata is writable inside: devcontainer.json lacks the read-only mounts: {REBUILD}"),
-        ));
+        rows.push(metadata_row(git));
         rows.push(match verified_push {
             false => not_applicable(
                 PUSH_VERIFIED,
@@ -325,6 +347,32 @@ mod tests {
             let rows = judge_container(&good(), &health, true);
             let row = rows.iter().find(|row| row.guarantee == "egress closed except the allowlist").expect("row");
             assert_eq!((row.status, row.fix.clone()), (Status::NotHeld, Some(health.banner())));
+        }
+    }
+
+    /// With a session repository the git row is about the user's `.git` being out of
+    /// reach; each of its three facts broken fails it alone.
+    #[test]
+    fn a_session_repository_holds_when_the_users_git_is_out_of_reach() {
+        let session = || {
+            let mut observed = good();
+            observed["git"]["configWritable"] = true.into();
+            observed["git"]["hooksWritable"] = true.into();
+            observed["git"]["session"] = json!({"gitIsMount": true, "homeListable": false, "objectsWritable": false});
+            observed
+        };
+        let rows = results(&session(), &firewall::Health::Applied);
+        assert!(rows.iter().all(|(_, status)| *status == Status::Held), "{rows:?}");
+        assert!(rows.iter().any(|(name, _)| *name == SESSION_ROW), "{rows:?}");
+        for (key, broken) in [("gitIsMount", false), ("homeListable", true), ("objectsWritable", true)] {
+            let mut observed = session();
+            observed["git"]["session"][key] = broken.into();
+            let not_held: Vec<&str> = results(&observed, &firewall::Health::Applied)
+                .into_iter()
+                .filter(|(_, status)| *status == Status::NotHeld)
+                .map(|(name, _)| name)
+                .collect();
+            assert_eq!(not_held, [SESSION_ROW], "{key}");
         }
     }
 

@@ -10,6 +10,10 @@ use std::path::PathBuf;
 pub struct Mount {
     /// The mount's id (the first field; `/proc/self/fdinfo/N` names it as `mnt_id`).
     pub id: u64,
+    /// The device (`major:minor`) and the directory of it that is mounted (the root of
+    /// a bind mount's source, as the kernel names it on that device).
+    pub device: String,
+    pub root: PathBuf,
     pub point: PathBuf,
     pub read_only: bool,
 }
@@ -19,12 +23,16 @@ pub fn parse(mountinfo: &str) -> Vec<Mount> {
     let mut seen: Vec<Mount> = Vec::new();
     for line in mountinfo.lines() {
         let fields: Vec<&str> = line.split(' ').collect();
-        let (Some(id), Some(point), Some(options)) = (fields.first(), fields.get(4), fields.get(5)) else { continue };
+        let (Some(id), Some(device), Some(root), Some(point), Some(options)) =
+            (fields.first(), fields.get(2), fields.get(3), fields.get(4), fields.get(5))
+        else {
+            continue;
+        };
         let Ok(id) = id.parse() else { continue };
         let point = PathBuf::from(unescape(point));
         let read_only = options.split(',').any(|option| option == "ro");
         seen.retain(|earlier| earlier.point != point);
-        seen.push(Mount { id, point, read_only });
+        seen.push(Mount { id, device: (*device).to_owned(), root: unescape(root).into(), point, read_only });
     }
     seen
 }
@@ -77,10 +85,20 @@ mod tests {
 35 22 8:1 /y /srv/over ro,relatime - ext4 /dev/sda1 rw
 36 22 8:1 /z /srv/over rw,relatime - ext4 /dev/sda1 rw
 garbage";
-        let mount = |id, point: &str, read_only| Mount { id, point: point.into(), read_only };
+        let mount = |id, device: &str, root: &str, point: &str, read_only| Mount {
+            id,
+            device: device.into(),
+            root: root.into(),
+            point: point.into(),
+            read_only,
+        };
         assert_eq!(
             parse(mountinfo),
-            [mount(22, "/", false), mount(31, "/srv/with blank", true), mount(36, "/srv/over", false)]
+            [
+                mount(22, "0:21", "/", "/", false),
+                mount(31, "8:1", "/x", "/srv/with blank", true),
+                mount(36, "8:1", "/z", "/srv/over", false)
+            ]
         );
     }
 

@@ -14,9 +14,14 @@ if [ "$(id -u)" = 0 ]; then
     echo "agent-sandbox: the container does not start: sudo still grants the agent's user more than the Feature's rule (see above)" >&2
     exit 1
   fi
+  # The session repository (a container with the user's .git mounted for the broker):
+  # seeded from the user's refs when new. If it cannot be, the project has no
+  # repository inside, and the reason is in the log.
+  /usr/local/bin/agent-sandbox git-home start >/var/log/agent-sandbox-home.log 2>&1 || cat /var/log/agent-sandbox-home.log >&2
   /usr/local/bin/agent-sandbox firewall start >/var/log/agent-sandbox-firewall.log 2>&1
 else
   # The image runs as a non-root user: the one sudo rule covers `firewall start`.
+  sudo -n /usr/local/bin/agent-sandbox git-home start >/tmp/agent-sandbox-home.log 2>&1 || cat /tmp/agent-sandbox-home.log >&2
   sudo -n /usr/local/bin/agent-sandbox firewall start >/tmp/agent-sandbox-firewall.log 2>&1
 fi
 [ "$#" -eq 0 ] || exec "$@"

@@ -51,6 +51,8 @@ home=$(getent passwd "$user" | cut -d: -f6)
 # fixed root-owned path the guard execs.
 install -m 0755 "$here/agent-sandbox" /usr/local/bin/agent-sandbox
 mkdir -p /usr/libexec/agent-sandbox /etc/agent-sandbox/project /var/lib/agent-sandbox /usr/local/share/agent-sandbox
+# The user's .git is mounted in here for the git broker (root) alone.
+install -d -m 0700 -o root -g root /var/lib/agent-sandbox/home
 git_path=$(command -v git)
 if [ ! -e /usr/libexec/agent-sandbox/git ]; then
   cp -p "$(readlink -f "$git_path")" /usr/libexec/agent-sandbox/git
@@ -93,12 +95,13 @@ install -m 0644 "$here/bashrc" /etc/agent-sandbox/bashrc
 install -m 0755 "$here/entrypoint.sh" /usr/local/share/agent-sandbox/entrypoint.sh
 sudoers=/etc/sudoers.d/agent-sandbox
 {
-  echo "# The agent may apply and show the firewall and hand a push to the verifier,"
+  echo "# The agent may apply and show the firewall, hand a push to the verifier and"
+  echo "# ask the broker to bring its commits home,"
   echo "# nothing else, with exactly these arguments: the policy comes from root-owned"
   echo "# files, never from the caller, and the verifier trusts nothing in its request."
   for who in $(printf '%s\n%s\n' "$user" "$container_user" | grep -vx root | sort -u); do
     echo "Defaults:$who env_reset"
-    echo "$who ALL=(root) NOPASSWD: /usr/local/bin/agent-sandbox firewall apply, /usr/local/bin/agent-sandbox firewall status, /usr/local/bin/agent-sandbox firewall start, /usr/local/bin/agent-sandbox push-verify"
+    echo "$who ALL=(root) NOPASSWD: /usr/local/bin/agent-sandbox firewall apply, /usr/local/bin/agent-sandbox firewall status, /usr/local/bin/agent-sandbox firewall start, /usr/local/bin/agent-sandbox push-verify, /usr/local/bin/agent-sandbox git-home start, /usr/local/bin/agent-sandbox git-home sync"
   done
 } > "$sudoers.next"
 chmod 0440 "$sudoers.next"

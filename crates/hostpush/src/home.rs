@@ -1,0 +1,739 @@
+//! A container's session repository, and the broker that brings its commits home.
+//!
+//! In a container made by `devcontainer init` or the Docker sandbox (bind mode), the
+//! project's `.git` inside is not the user's: it is a volume of the container's own, the
+//! session repository, and the agent writes nothing the host's git reads. The user's
+//! `.git` is mounted twice: its objects read-only at [`CONTAINER_USER_OBJECTS`] (the
+//! session repository's alternate, so creating it costs O(refs)), and the whole of it
+//! read-write at [`CONTAINER_HOME_GIT`], inside root's directory (0700), for root alone.
+//!
+//! - `git-home start` (root, the Feature's entrypoint at every start): takes the user's
+//!   refs as the session's start, and seeds a new (empty) session volume as the agent's
+//!   user ([`seed`]): refs, `HEAD` and the index copied from the user's, a configuration
+//!   with the user's safe keys, the user's hooks. Root never writes in the volume.
+//! - `git-home sync` (root, through the image's sudo rule, no arguments; the git guard
+//!   runs it after each git command that may move a ref): reads the session's refs and
+//!   new objects into root's mirror, exactly as the push verifier does (an
+//!   `upload-pack` as `agent-sandbox-check`, index-pack hashing every object), decides
+//!   per ref ([`decide`], pure), sends the accepted tips into the user's repository
+//!   through a push whose pre-push hook is the hook guard (protected paths and
+//!   `checks.commands` on every new commit, as `agent-sandbox-check`), and only then
+//!   moves the user's refs, each only from the value it had (`update-ref --stdin`).
+//!
+//! What reaches the user's refs: fast-forwards, new branches and tags, and rewrites of
+//! commits this session brought home; never a rewrite or deletion of anything else. A
+//! ref the user moved meanwhile, or a rewrite of the user's history, is left as it is
+//! and the session's tip waits under [`WAITING`].
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    io::{Read, Write},
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use runtime_layout::{CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT, CONTAINER_USER_OBJECTS};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    mirror::{self, Mirror},
+    plan::Refusal,
+    verify::{self, CHECK_USER},
+};
+
+/// The broker's working directory: root's, readable by the checks' user.
+pub const STATE_DIR: &str = "/var/lib/agent-sandbox/broker";
+/// Where a session tip that could not come home waits, in the user's repository.
+pub const WAITING: &str = "refs/agent-sandbox/waiting/";
+/// Where accepted tips land before the refs move (removed again).
+const INCOMING: &str = "refs/agent-sandbox/incoming/";
+const SETPRIV: &str = "/usr/bin/setpriv";
+const IMAGE_BINARY: &str = "/usr/local/bin/agent-sandbox";
+const MAX_FILE: u64 = 1 << 20;
+
+fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
+    Refusal { why: why.into(), instead: instead.into() }
+}
+
+/// Ref name → object name.
+pub type Refs = BTreeMap<String, String>;
+
+/// Where the session repository and the work tree are, from the mounts alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub top: PathBuf,
+    pub session: PathBuf,
+}
+
+/// The layout the mounts show: the work tree is the mount of the directory whose
+/// `.git` is mounted at [`CONTAINER_HOME_GIT`] (same device, its parent as root), and
+/// it has a mount of its own at `.git` (the session volume). `None`: no session
+/// repository in this container.
+pub fn layout(mounts: &[util::mounts::Mount]) -> Option<Layout> {
+    let home = mounts.iter().find(|mount| mount.point == Path::new(CONTAINER_HOME_GIT))?;
+    let tree = home.root.parent()?;
+    mounts
+        .iter()
+        .filter(|mount| mount.device == home.device && mount.root == tree && mount.id != home.id)
+        .find(|mount| {
+            let git = mount.point.join(".git");
+            mounts.iter().any(|other| other.point == git && other.id != home.id)
+        })
+        .map(|mount| Layout { top: mount.point.clone(), session: mount.point.join(".git") })
+}
+
+/// What the broker keeps between runs (root's, in [`CONTAINER_HOME_DIR`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    /// The user's refs when the session started.
+    pub start: Refs,
+    /// The user's refs as the broker last left them.
+    pub known: Refs,
+    /// Every commit this session brought home.
+    pub brought: BTreeSet<String>,
+}
+
+/// What becomes of one ref.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Move the user's ref from `from` (`None`: create it) to `to`.
+    Update { name: String, from: Option<String>, to: String },
+    /// Delete a ref this session created and brought home.
+    Delete { name: String, from: String },
+    /// Left as it is; the session's tip waits under [`WAITING`], for `why`.
+    Wait { name: String, tip: String, why: String },
+}
+
+/// How the session's tip of a branch relates to the user's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lineage {
+    /// The user's tip is in the session's history.
+    FastForward,
+    /// Not, and every commit it would drop was brought home by this session.
+    RewritesOwn,
+    /// It would drop commits that did not come from this session.
+    RewritesOthers,
+}
+
+/// Per ref of `refs/heads/` and `refs/tags/`: the session's value against the user's
+/// (`user`), given what the broker knows (`state`) and how two tips relate (`lineage`:
+/// user's, session's). Pure.
+pub fn decide(state: &State, user: &Refs, session: &Refs, lineage: &dyn Fn(&str, &str) -> Lineage) -> Vec<Decision> {
+    let names: BTreeSet<&String> = user.keys().chain(session.keys()).collect();
+    let mut out = Vec::new();
+    for name in names {
+        let tag = name.starts_with("refs/tags/");
+        if !tag && !name.starts_with("refs/heads/") {
+            continue;
+        }
+        let (ours, theirs) = (session.get(name), user.get(name));
+        if ours == theirs {
+            continue;
+        }
+        let existed = state.start.contains_key(name);
+        let wait = |tip: &String, why: &str| Decision::Wait { name: name.clone(), tip: tip.clone(), why: why.into() };
+        match (ours, theirs) {
+            (Some(ours), None) if existed => out.push(wait(ours, "the branch was deleted outside the container")),
+            (Some(ours), None) => out.push(Decision::Update { name: name.clone(), from: None, to: ours.clone() }),
+            (None, Some(theirs)) => {
+                if !existed && state.known.get(name) == Some(theirs) {
+                    out.push(Decision::Delete { name: name.clone(), from: theirs.clone() });
+                }
+            }
+            (Some(ours), Some(_)) if tag => out.push(wait(ours, "a tag that exists is not moved")),
+            (Some(ours), Some(theirs)) => match lineage(theirs, ours) {
+                Lineage::FastForward | Lineage::RewritesOwn => {
+                    out.push(Decision::Update { name: name.clone(), from: Some(theirs.clone()), to: ours.clone() })
+                }
+                Lineage::RewritesOthers if state.known.get(name) != Some(theirs) => out.push(wait(
+                    ours,
+                    &format!("the branch moved outside the container, to {theirs}: `git rebase {theirs}`"),
+                )),
+                Lineage::RewritesOthers => {
+                    out.push(wait(ours, "it would rewrite commits that were not made in this session"))
+                }
+            },
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// `agent-sandbox git-home start`: the exit status.
+pub fn start() -> i32 {
+    report(run_start())
+}
+
+/// `agent-sandbox git-home sync`: the exit status.
+pub fn sync(config: Result<config::Config, String>) -> i32 {
+    report(
+        config.map_err(|err| refuse(format!("the configuration cannot be read: {err}"), "fix it")).and_then(run_sync),
+    )
+}
+
+fn report(result: Result<Vec<String>, Refusal>) -> i32 {
+    match result {
+        Ok(lines) => {
+            for line in lines {
+                eprintln!("agent-sandbox: {line}");
+            }
+            0
+        }
+        Err(refusal) => {
+            eprintln!("agent-sandbox: nothing came home: {}.\nInstead: {}.", refusal.why, refusal.instead);
+            1
+        }
+    }
+}
+
+fn as_root() -> Result<(), Refusal> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || runtime_layout::detect() != runtime_layout::Where::Container {
+        return Err(refuse(
+            "git-home is a container's broker, which root runs through the image's sudo rule",
+            "commit as usual: the git guard brings your commits home",
+        ));
+    }
+    Ok(())
+}
+
+/// Root's git in the user's repository: nothing of the agent's environment, none of the
+/// repository's hooks or fsmonitor.
+fn home_git(args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Refusal> {
+    let mut command = Command::new(CONTAINER_REAL_GIT);
+    command
+        .args(["-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--git-dir"])
+        .arg(CONTAINER_HOME_GIT)
+        .args(args)
+        .current_dir(CONTAINER_HOME_GIT)
+        .env_clear()
+        .envs(verify::root_env())
+        .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let failed =
+        |why: String| refuse(format!("`git {}` in your repository failed: {why}", args.join(" ")), "try again");
+    let mut child = command.spawn().map_err(|err| failed(err.to_string()))?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(input).map_err(|err| failed(err.to_string()))?;
+    }
+    let out = child.wait_with_output().map_err(|err| failed(err.to_string()))?;
+    if !out.status.success() {
+        return Err(failed(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
+    }
+    Ok(out.stdout)
+}
+
+fn parse_refs(listing: &[u8]) -> Refs {
+    String::from_utf8_lossy(listing)
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .map(|(sha, name)| (name.to_owned(), sha.to_owned()))
+        .collect()
+}
+
+const FOR_EACH: &[&str] = &["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/", "refs/tags/"];
+
+fn user_refs() -> Result<Refs, Refusal> {
+    Ok(parse_refs(&home_git(FOR_EACH, None)?))
+}
+
+fn the_layout() -> Result<Option<Layout>, Refusal> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|err| refuse(format!("cannot read the mounts: {err}"), "try again"))?;
+    Ok(layout(&util::mounts::parse(&mountinfo)))
+}
+
+/// The user's `.git` must lead nowhere else before root's git works in it.
+fn check_home() -> Result<(), Refusal> {
+    let found = crate::redirect::redirections(Path::new(CONTAINER_HOME_GIT), true);
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(refuse(
+        format!(
+            "your repository's .git leads elsewhere, so the container's broker does not work in it: {}",
+            found.join("; ")
+        ),
+        "remove those entries on the host, then restart the container",
+    ))
+}
+
+/// [`crate::redirect::redirections`] of a session repository, whose one alternate is
+/// the user's object store as [`seed`] wrote it (objects the checks may read: the
+/// user's own).
+pub fn session_redirections(session: &Path) -> Vec<String> {
+    let alternates = session.join("objects/info/alternates");
+    let expected = format!("{CONTAINER_USER_OBJECTS}\n");
+    let ours = util::fs::read_regular_nofollow(&alternates, 4096).is_ok_and(|bytes| bytes == expected.as_bytes());
+    crate::redirect::redirections(session, true)
+        .into_iter()
+        .filter(|found| !(ours && found.starts_with(".git/objects/info/alternates:")))
+        .collect()
+}
+
+fn state_path() -> PathBuf {
+    Path::new(CONTAINER_HOME_DIR).join("state.json")
+}
+
+fn read_state() -> State {
+    util::fs::read_regular_nofollow(&state_path(), 64 << 20)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+fn write_state(state: &State) -> Result<(), Refusal> {
+    let bytes = serde_json::to_vec(state).expect("a state serializes");
+    verify::write_root_file(&state_path(), &bytes, 0o600)
+}
+
+fn run_start() -> Result<Vec<String>, Refusal> {
+    as_root()?;
+    let Some(layout) = the_layout()? else { return Ok(Vec::new()) };
+    verify::make_root_dir(Path::new(STATE_DIR), 0o755)?;
+    let _lock = util::fs::lock(&Path::new(STATE_DIR).join("lock"), true)
+        .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "restart the container"))?;
+    check_home()?;
+    let refs = user_refs()?;
+    write_state(&State { start: refs.clone(), known: refs, brought: BTreeSet::new() })?;
+    let session = &layout.session;
+    let meta = session.symlink_metadata().map_err(|err| {
+        refuse(format!("{}: {err}", session.display()), "restart the container (the session volume is missing)")
+    })?;
+    let empty = std::fs::read_dir(session).map(|mut entries| entries.next().is_none()).unwrap_or(false);
+    if !(meta.is_dir() && meta.uid() == 0 && empty) {
+        return Ok(vec![format!("the session repository {} is kept from earlier", session.display())]);
+    }
+    let (uid, gid) = agent_user(&layout.top)?;
+    std::os::unix::fs::chown(session, Some(uid), Some(gid))
+        .map_err(|err| refuse(format!("cannot hand {} to the agent's user: {err}", session.display()), "restart"))?;
+    let plan = seed_plan()?;
+    let mut child = Command::new(SETPRIV)
+        .args([format!("--reuid={uid}"), format!("--regid={gid}")])
+        .args(["--clear-groups", "--no-new-privs", IMAGE_BINARY, "git-home", "seed"])
+        .arg(session)
+        .current_dir(&layout.top)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|err| refuse(format!("cannot seed the session repository: {err}"), "rebuild the image"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(&serde_json::to_vec(&plan).expect("a plan serializes"));
+    }
+    let status = child.wait().map_err(|err| refuse(err.to_string(), "restart the container"))?;
+    if !status.success() {
+        return Err(refuse("the session repository could not be seeded (see above)", "restart the container"));
+    }
+    Ok(vec![format!("the session repository {} starts from your repository's refs", session.display())])
+}
+
+/// The agent's user: the work tree's owner, else the Feature's first agent user.
+fn agent_user(top: &Path) -> Result<(u32, u32), Refusal> {
+    if let Ok(meta) = top.metadata() {
+        if meta.uid() != 0 {
+            return Ok((meta.uid(), meta.gid()));
+        }
+    }
+    let users = std::fs::read_to_string("/etc/agent-sandbox/agent-users").unwrap_or_default();
+    users
+        .lines()
+        .find_map(util::users::lookup)
+        .ok_or_else(|| refuse("the image names no agent user (/etc/agent-sandbox/agent-users)", "rebuild the image"))
+}
+
+/// What [`seed`] writes, decided by root from the user's repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeedPlan {
+    /// `HEAD`'s content (`ref: refs/heads/main` or an object name).
+    pub head: String,
+    /// The `packed-refs` file: every branch and tag of the user's.
+    pub packed_refs: String,
+    /// The user's configuration entries that are safe to keep.
+    pub config: Vec<(String, String)>,
+    /// The user's hooks (regular files of `.git/hooks`, samples left out).
+    pub hooks: Vec<(String, Vec<u8>)>,
+    /// `info/exclude` and `info/attributes` (patterns only: nothing in them runs).
+    pub info: Vec<(String, Vec<u8>)>,
+}
+
+/// The configuration keys a session repository keeps from the user's: remotes and
+/// branches' upstreams, identity, and how the work tree's files are read. Nothing that
+/// runs a program.
+fn safe_key(key: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "user.name",
+        "user.email",
+        "core.autocrlf",
+        "core.eol",
+        "core.ignorecase",
+        "core.precomposeunicode",
+        "core.filemode",
+        "core.symlinks",
+        "core.hookspath",
+        "init.defaultbranch",
+    ];
+    let section = |prefix: &str, suffixes: &[&str]| {
+        key.strip_prefix(prefix).is_some_and(|rest| suffixes.iter().any(|suffix| rest.ends_with(suffix)))
+    };
+    EXACT.contains(&key)
+        || section("remote.", &[".url", ".pushurl", ".fetch"])
+        || section("branch.", &[".remote", ".merge", ".rebase"])
+}
+
+fn seed_plan() -> Result<SeedPlan, Refusal> {
+    let home = Path::new(CONTAINER_HOME_GIT);
+    let head = util::fs::read_regular_nofollow(&home.join("HEAD"), 4096)
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .map_err(|err| refuse(format!("your repository's HEAD cannot be read: {err}"), "fix it on the host"))?;
+    let listing = home_git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?;
+    let mut packed_refs = String::from("# pack-refs with: sorted \n");
+    for (name, sha) in parse_refs(&listing) {
+        packed_refs.push_str(&format!("{sha} {name}\n"));
+    }
+    let config_file = home.join("config").display().to_string();
+    let listing = home_git(&["config", "--file", &config_file, "--list", "-z"], None).unwrap_or_default();
+    let config = listing
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (key, value) = entry.split_once('\n')?;
+            safe_key(&key.to_ascii_lowercase()).then(|| (key.to_owned(), value.to_owned()))
+        })
+        .collect();
+    let mut hooks = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(home.join("hooks")) {
+        for entry in entries.flatten().take(64) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".sample") {
+                continue;
+            }
+            if let Ok(bytes) = util::fs::read_regular_nofollow(&entry.path(), MAX_FILE) {
+                hooks.push((name, bytes));
+            }
+        }
+    }
+    let info = ["exclude", "attributes"]
+        .into_iter()
+        .filter_map(|name| {
+            let bytes = util::fs::read_regular_nofollow(&home.join("info").join(name), MAX_FILE).ok()?;
+            Some((name.to_owned(), bytes))
+        })
+        .collect();
+    Ok(SeedPlan { head, packed_refs, config, hooks, info })
+}
+
+/// `agent-sandbox git-home seed DIR` (as the agent's user, started by root): makes the
+/// session repository in the empty `DIR` from the plan on stdin.
+pub fn seed(dir: &Path) -> Result<(), String> {
+    let mut input = Vec::new();
+    std::io::stdin().take(256 << 20).read_to_end(&mut input).map_err(|err| err.to_string())?;
+    let plan: SeedPlan = serde_json::from_slice(&input).map_err(|err| format!("the seed plan: {err}"))?;
+    let git = |args: &[&str]| -> Result<(), String> {
+        let out = Command::new(CONTAINER_REAL_GIT)
+            .arg("--git-dir")
+            .arg(dir)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|err| err.to_string())?;
+        if !out.status.success() {
+            return Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(())
+    };
+    let write = |name: &str, bytes: &[u8], mode: u32| {
+        util::fs::atomic_write(&dir.join(name), bytes, mode).map_err(|err| format!("{name}: {err}"))
+    };
+    git(&["init", "-q"])?;
+    git(&["config", "core.bare", "false"])?;
+    std::fs::create_dir_all(dir.join("objects/info")).map_err(|err| err.to_string())?;
+    write("objects/info/alternates", format!("{CONTAINER_USER_OBJECTS}\n").as_bytes(), 0o644)?;
+    write("packed-refs", plan.packed_refs.as_bytes(), 0o644)?;
+    write("HEAD", format!("{}\n", plan.head).as_bytes(), 0o644)?;
+    for (key, value) in &plan.config {
+        git(&["config", "--add", key, value])?;
+    }
+    let plain = |name: &str| !name.contains('/') && name != "." && name != "..";
+    for (name, bytes) in plan.hooks.iter().filter(|(name, _)| plain(name)) {
+        write(&format!("hooks/{name}"), bytes, 0o755)?;
+    }
+    for (name, bytes) in plan.info.iter().filter(|(name, _)| plain(name)) {
+        std::fs::create_dir_all(dir.join("info")).map_err(|err| err.to_string())?;
+        write(&format!("info/{name}"), bytes, 0o644)?;
+    }
+    // The index from HEAD's tree (no stat data: the first `git status` refreshes it).
+    if git(&["rev-parse", "-q", "--verify", "HEAD^{commit}"]).is_ok() {
+        git(&["read-tree", "HEAD"])?;
+    }
+    Ok(())
+}
+
+fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
+    as_root()?;
+    let Some(layout) = the_layout()? else {
+        return Err(refuse("this container has no session repository", "commit as usual"));
+    };
+    // SAFETY: umask has no preconditions.
+    unsafe { libc::umask(0o022) };
+    let (uid, gid) = util::users::lookup(CHECK_USER).ok_or_else(|| {
+        refuse(format!("the image has no user {CHECK_USER} to run the checks as"), "rebuild the image with the Feature")
+    })?;
+    let state_dir = Path::new(STATE_DIR);
+    verify::make_root_dir(state_dir, 0o755)?;
+    let _lock = util::fs::lock(&state_dir.join("lock"), true)
+        .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "try again"))?;
+    util::users::kill_all(uid, Duration::from_secs(10));
+    check_home()?;
+    let found = session_redirections(&layout.session);
+    if !found.is_empty() {
+        return Err(refuse(
+            format!("the session repository leads elsewhere, so nothing in it comes home: {}", found.join("; ")),
+            "remove those entries from .git",
+        ));
+    }
+    let project_config = state_dir.join("project-config");
+    let bytes = util::fs::read_regular_nofollow(&Path::new(CONTAINER_HOME_GIT).join("config"), MAX_FILE)
+        .map_err(|err| refuse(format!("your repository's config cannot be read: {err}"), "fix it on the host"))?;
+    verify::write_root_file(&project_config, &bytes, 0o644)?;
+    let mirror_dir = state_dir.join("mirror.git");
+    let env = verify::root_env();
+    let mirror = Mirror {
+        path: &mirror_dir,
+        git: Path::new(CONTAINER_REAL_GIT),
+        env: &env,
+        reader: mirror::reader(
+            &format!("{SETPRIV} --reuid={uid} --regid={gid} --clear-groups --no-new-privs "),
+            CONTAINER_REAL_GIT,
+            Some("/nonexistent"),
+        ),
+    };
+    mirror.configure(&project_config).map_err(|failed| refuse(failed.to_string(), "try again"))?;
+    let alternates = format!("{CONTAINER_HOME_GIT}/objects\n");
+    verify::write_root_file(&mirror_dir.join("objects/info/alternates"), alternates.as_bytes(), 0o644)?;
+    mirror.fetch(&layout.top, &layout.session).map_err(|failed| {
+        refuse(format!("cannot read the session's commits: {failed}"), "fix what git says, then commit again")
+    })?;
+    let session = parse_refs(&verify::mirror_git(&mirror, FOR_EACH)?);
+    let user = user_refs()?;
+    let mut state = read_state();
+    let lineage = |theirs: &str, ours: &str| lineage(&mirror, &state.brought, theirs, ours);
+    let decisions = decide(&state, &user, &session, &lineage);
+    if decisions.is_empty() {
+        return Ok(Vec::new());
+    }
+    bring(&mirror, &layout, &config, &decisions, (uid, gid), &user, &mut state)
+}
+
+fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str) -> Lineage {
+    if mirror.git(&["merge-base", "--is-ancestor", theirs, ours]).is_ok() {
+        return Lineage::FastForward;
+    }
+    let range = format!("{ours}..{theirs}");
+    match mirror.git(&["rev-list", &range]) {
+        Ok(out) if String::from_utf8_lossy(&out).lines().all(|sha| brought.contains(sha)) => Lineage::RewritesOwn,
+        _ => Lineage::RewritesOthers,
+    }
+}
+
+/// Sends the tips of `decisions` into the user's repository through the checks, then
+/// moves the refs. Returns what to tell the agent.
+fn bring(
+    mirror: &Mirror,
+    layout: &Layout,
+    config: &config::Config,
+    decisions: &[Decision],
+    check_user: (u32, u32),
+    user: &Refs,
+    state: &mut State,
+) -> Result<Vec<String>, Refusal> {
+    let tips: Vec<(&str, &str)> = decisions
+        .iter()
+        .filter_map(|decision| match decision {
+            Decision::Update { name, to, .. } => Some((name.as_str(), to.as_str())),
+            Decision::Wait { name, tip, .. } => Some((name.as_str(), tip.as_str())),
+            Decision::Delete { .. } => None,
+        })
+        .collect();
+    // The commits that come home with these tips (for the record of what is ours).
+    let mut input = tips.iter().map(|(_, tip)| format!("{tip}\n")).collect::<String>();
+    input.extend(user.values().map(|sha| format!("^{sha}\n")));
+    let new = mirror_git_with_input(mirror, &["rev-list", "--stdin"], input.as_bytes())?;
+    let state_dir = Path::new(STATE_DIR);
+    let project_config = state_dir.join("project-config");
+    // The hook guard's git asks the user's repository (not root's) what it has.
+    let global = state_dir.join("gitconfig");
+    verify::write_root_file(&global, b"[safe]\n\tdirectory = *\n", 0o644)?;
+    let (settings, work) = verify::prepare_checks(
+        state_dir,
+        check_user,
+        config,
+        mirror,
+        &project_config,
+        &layout.top,
+        Path::new(IMAGE_BINARY),
+        Some(&global),
+    )?;
+    // By the mirror's ref names (the session's, just fetched), so that the checks name
+    // the branch; a tip the mirror has under no such name goes by its object name.
+    let refspecs: Vec<String> = tips
+        .iter()
+        .map(|(name, tip)| {
+            let current = mirror.git(&["rev-parse", "-q", "--verify", name]).unwrap_or_default();
+            let source = if String::from_utf8_lossy(&current).trim() == *tip { name } else { tip };
+            format!("{source}:{INCOMING}{}", name.trim_start_matches("refs/"))
+        })
+        .collect();
+    let receive = format!("{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c safe.directory=* receive-pack");
+    let hooks = state_dir.join("hooks").display().to_string();
+    let out = Command::new(CONTAINER_REAL_GIT)
+        .args(["-c", &format!("core.hooksPath={hooks}"), "--git-dir"])
+        .arg(mirror.path)
+        .args(["push", "--quiet", "--receive-pack", &receive, CONTAINER_HOME_GIT])
+        .args(&refspecs)
+        .current_dir(mirror.path)
+        .env_clear()
+        .envs(mirror.env.iter().map(|(name, value)| (name, value)))
+        .env(crate::service::SETTINGS_VAR, &settings)
+        .env("GIT_CONFIG_GLOBAL", &global)
+        .stdin(Stdio::null())
+        .output();
+    util::users::kill_all(check_user.0, Duration::from_secs(10));
+    let _ = verify::remove(&work);
+    let out = out.map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
+    own_home_files();
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        return Err(refuse(
+            format!("the checks refused the new commits:\n{said}"),
+            "fix what the checks say and commit again (your commits stay in this container's repository)",
+        ));
+    }
+    let head_before = home_git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
+    let mut transaction = String::from("start\n");
+    let mut told = Vec::new();
+    let zero = "0".repeat(40);
+    for decision in decisions {
+        match decision {
+            Decision::Update { name, from, to } => {
+                transaction.push_str(&format!("update {name} {to} {}\n", from.as_deref().unwrap_or(&zero)));
+                told.push(format!("{} is now {} in your repository", short(name), &to[..12.min(to.len())]));
+            }
+            Decision::Delete { name, from } => {
+                transaction.push_str(&format!("delete {name} {from}\n"));
+                told.push(format!("{} was deleted in your repository", short(name)));
+            }
+            Decision::Wait { name, tip, why } => {
+                transaction.push_str(&format!("update {WAITING}{} {tip}\n", name.trim_start_matches("refs/")));
+                told.push(format!("{} did not come home ({why}); it waits as {WAITING}{}", short(name), short(name)));
+            }
+        }
+    }
+    for (name, _) in &tips {
+        transaction.push_str(&format!("delete {INCOMING}{}\n", name.trim_start_matches("refs/")));
+    }
+    transaction.push_str("prepare\ncommit\n");
+    let moved = home_git(&["update-ref", "--stdin"], Some(transaction.as_bytes()));
+    own_home_files();
+    moved.map_err(|refusal| {
+        refuse(
+            format!("your repository changed while the commits came in, so no ref moved: {}", refusal.why),
+            "commit again",
+        )
+    })?;
+    state.brought.extend(String::from_utf8_lossy(&new).lines().map(str::to_owned));
+    // What the broker itself set; a ref the user moved stays as last known, so that its
+    // tip keeps waiting for a rebase onto the user's.
+    for decision in decisions {
+        match decision {
+            Decision::Update { name, to, .. } => {
+                state.known.insert(name.clone(), to.clone());
+            }
+            Decision::Delete { name, .. } => {
+                state.known.remove(name);
+            }
+            Decision::Wait { .. } => {}
+        }
+    }
+    write_state(state)?;
+    follow_head(mirror, head_before.as_deref())?;
+    own_home_files();
+    Ok(told)
+}
+
+fn short(name: &str) -> &str {
+    name.strip_prefix("refs/heads/").or_else(|| name.strip_prefix("refs/")).unwrap_or(name)
+}
+
+fn mirror_git_with_input(mirror: &Mirror, args: &[&str], input: &[u8]) -> Result<Vec<u8>, Refusal> {
+    let mut child = Command::new(mirror.git)
+        .arg("--git-dir")
+        .arg(mirror.path)
+        .args(args)
+        .env_clear()
+        .envs(mirror.env.iter().map(|(name, value)| (name, value)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|err| refuse(err.to_string(), "try again"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input);
+    }
+    let out = child.wait_with_output().map_err(|err| refuse(err.to_string(), "try again"))?;
+    if !out.status.success() {
+        return Err(refuse(String::from_utf8_lossy(&out.stderr).trim().to_owned(), "try again"));
+    }
+    Ok(out.stdout)
+}
+
+/// The user's `HEAD` follows the session's branch switches (to a branch the user's
+/// repository has), and the user's index is rebuilt from `HEAD` when its commit moved.
+fn follow_head(mirror: &Mirror, before: Option<&[u8]>) -> Result<(), Refusal> {
+    if let Ok(branch) = mirror.git(&["symbolic-ref", "-q", "HEAD"]) {
+        let branch = String::from_utf8_lossy(&branch).trim().to_owned();
+        let current = home_git(&["symbolic-ref", "-q", "HEAD"], None).unwrap_or_default();
+        let exists = home_git(&["rev-parse", "-q", "--verify", &branch], None).is_ok();
+        if String::from_utf8_lossy(&current).trim() != branch && exists {
+            home_git(&["symbolic-ref", "HEAD", &branch], None)?;
+        }
+    }
+    let after = home_git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
+    if after.is_some() && after.as_deref() != before {
+        home_git(&["read-tree", "HEAD"], None)?;
+    }
+    Ok(())
+}
+
+/// What root's git made in the user's repository becomes the repository owner's (as if
+/// the user's git had made it); links are never followed.
+fn own_home_files() {
+    let home = Path::new(CONTAINER_HOME_GIT);
+    let Ok(meta) = home.symlink_metadata() else { return };
+    if meta.uid() == 0 {
+        return;
+    }
+    let (uid, gid) = (meta.uid(), meta.gid());
+    let mut stack: Vec<PathBuf> = ["HEAD", "index", "packed-refs", "ORIG_HEAD", "refs", "logs", "objects"]
+        .iter()
+        .map(|name| home.join(name))
+        .collect();
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = path.symlink_metadata() else { continue };
+        if meta.uid() == 0 {
+            let _ = std::os::unix::fs::lchown(&path, Some(uid), Some(gid));
+        }
+        if meta.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&path) {
+                stack.extend(entries.flatten().map(|entry| entry.path()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

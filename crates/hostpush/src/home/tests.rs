@@ -1,0 +1,113 @@
+use super::*;
+
+fn refs(pairs: &[(&str, &str)]) -> Refs {
+    pairs.iter().map(|(name, sha)| ((*name).to_owned(), (*sha).to_owned())).collect()
+}
+
+fn update(name: &str, from: Option<&str>, to: &str) -> Decision {
+    Decision::Update { name: name.into(), from: from.map(str::to_owned), to: to.into() }
+}
+
+fn waits(decision: &Decision, name: &str, tip: &str, why: &str) -> bool {
+    matches!(decision, Decision::Wait { name: n, tip: t, why: w } if n == name && t == tip && w.contains(why))
+}
+
+/// Every case of one ref: fast-forwards and new refs come home, rewrites only of the
+/// session's own commits, deletions only of the session's own refs; whatever the user
+/// moved or owned before waits, and refs outside heads and tags are not brought.
+#[test]
+fn each_ref_comes_home_waits_or_stays() {
+    let start = refs(&[("refs/heads/main", "a1"), ("refs/heads/old", "o1"), ("refs/tags/v1", "t1")]);
+    let state = State { start: start.clone(), known: start.clone(), brought: BTreeSet::new() };
+    let lineage = |theirs: &str, ours: &str| match (theirs, ours) {
+        ("a1", "a2") => Lineage::FastForward,
+        ("a1", "r2") => Lineage::RewritesOthers,
+        ("m9", "a2") => Lineage::RewritesOthers,
+        ("m9", "m10") => Lineage::FastForward,
+        _ => Lineage::RewritesOwn,
+    };
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+    type Expect<'a> = &'a dyn Fn(&[Decision]) -> bool;
+    let cases: &[(Pairs, Pairs, Expect)] = &[
+        // A commit on the checked-out branch: a fast-forward.
+        (&[("refs/heads/main", "a1")], &[("refs/heads/main", "a2")], &|d| {
+            d == [update("refs/heads/main", Some("a1"), "a2")]
+        }),
+        // A new branch and a new tag come home; the stash and remote-tracking refs do not.
+        (
+            &[],
+            &[("refs/heads/f", "f1"), ("refs/tags/v2", "t2"), ("refs/stash", "s1"), ("refs/remotes/origin/x", "x")],
+            &|d| d == [update("refs/heads/f", None, "f1"), update("refs/tags/v2", None, "t2")],
+        ),
+        // A rewrite of history the user had: waits.
+        (&[("refs/heads/main", "a1")], &[("refs/heads/main", "r2")], &|d| {
+            d.len() == 1 && waits(&d[0], "refs/heads/main", "r2", "not made in this session")
+        }),
+        // The user committed meanwhile: the session's tip waits, told to rebase.
+        (&[("refs/heads/main", "m9")], &[("refs/heads/main", "a2")], &|d| {
+            d.len() == 1 && waits(&d[0], "refs/heads/main", "a2", "git rebase m9")
+        }),
+        // ... and comes home once it contains the user's commits.
+        (&[("refs/heads/main", "m9")], &[("refs/heads/main", "m10")], &|d| {
+            d == [update("refs/heads/main", Some("m9"), "m10")]
+        }),
+        // A tag that existed is never moved; a branch that existed is never deleted.
+        (&[("refs/tags/v1", "t1"), ("refs/heads/old", "o1")], &[("refs/tags/v1", "t9")], &|d| {
+            d.len() == 1 && waits(&d[0], "refs/tags/v1", "t9", "not moved")
+        }),
+        // A branch the user deleted meanwhile is not made again.
+        (&[], &[("refs/heads/old", "o2")], &|d| d.len() == 1 && waits(&d[0], "refs/heads/old", "o2", "deleted")),
+        // Nothing changed.
+        (&[("refs/heads/main", "a1")], &[("refs/heads/main", "a1")], &|d| d.is_empty()),
+    ];
+    for (user, session, expected) in cases {
+        let got = decide(&state, &refs(user), &refs(session), &lineage);
+        assert!(expected(&got), "user {user:?} session {session:?}: {got:?}");
+    }
+}
+
+/// A branch this session created and brought home may be deleted, or rewritten when
+/// only its own commits go; once the user moved it, neither.
+#[test]
+fn the_sessions_own_refs_may_be_rewritten_and_deleted() {
+    let start = refs(&[("refs/heads/main", "a1")]);
+    let known = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f1")]);
+    let state = State { start, known, brought: ["f1".to_owned()].into() };
+    let own = |_: &str, _: &str| Lineage::RewritesOwn;
+    let user = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f1")]);
+    let deleted = decide(&state, &user, &refs(&[("refs/heads/main", "a1")]), &own);
+    assert_eq!(deleted, [Decision::Delete { name: "refs/heads/f".into(), from: "f1".into() }]);
+    let amended = decide(&state, &user, &refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f2")]), &own);
+    assert_eq!(amended, [update("refs/heads/f", Some("f1"), "f2")]);
+    let moved = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "u5")]);
+    assert!(decide(&state, &moved, &refs(&[("refs/heads/main", "a1")]), &own).is_empty());
+}
+
+/// The work tree is the mount whose root is the parent of the user's `.git` (mounted
+/// for the broker), on the same device, with a mount of its own at `.git`.
+#[test]
+fn the_layout_is_read_from_the_mounts() {
+    let mountinfo = "\
+22 1 0:21 / / rw,relatime - overlay overlay rw
+30 22 8:1 /home/u/p /workspaces/p rw,relatime - ext4 /dev/sda1 rw
+31 30 8:1 /var/lib/docker/volumes/agent-sandbox-git-1/_data /workspaces/p/.git rw,relatime - ext4 /dev/sda1 rw
+32 22 8:1 /home/u/p/.git /var/lib/agent-sandbox/home/git rw,relatime - ext4 /dev/sda1 rw
+33 22 8:1 /home/u/p/.git/objects /var/lib/agent-sandbox/user-objects ro,relatime - ext4 /dev/sda1 rw
+34 22 8:2 /home/u/p /elsewhere rw,relatime - ext4 /dev/sdb1 rw";
+    let got = layout(&util::mounts::parse(mountinfo));
+    assert_eq!(got, Some(Layout { top: "/workspaces/p".into(), session: "/workspaces/p/.git".into() }));
+    let without_session = mountinfo.lines().filter(|line| !line.starts_with("31 ")).collect::<Vec<_>>().join("\n");
+    assert_eq!(layout(&util::mounts::parse(&without_session)), None);
+    let without_home = mountinfo.lines().filter(|line| !line.starts_with("32 ")).collect::<Vec<_>>().join("\n");
+    assert_eq!(layout(&util::mounts::parse(&without_home)), None);
+}
+
+#[test]
+fn only_keys_that_run_nothing_are_kept() {
+    for key in ["user.name", "remote.origin.url", "remote.origin.fetch", "branch.main.merge", "core.hookspath"] {
+        assert!(safe_key(key), "{key}");
+    }
+    for key in ["core.fsmonitor", "core.sshcommand", "remote.origin.uploadpack", "diff.x.textconv", "include.path"] {
+        assert!(!safe_key(key), "{key}");
+    }
+}

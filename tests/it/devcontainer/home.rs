@@ -1,0 +1,187 @@
+//! End to end: the session repository and its broker (`hostpush::home`) in a dev
+//! container `devcontainer init` made from a user's plain Debian image. Inside, `.git`
+//! is the container's own; the user's `.git` is out of the agent's reach, and commits
+//! come home only through the checks. Every `.git` plant earlier attack rounds used
+//! lands in the session repository and never in the user's, which the user's own git
+//! on the host then reads (and runs nothing of the agent's); a failing check keeps its
+//! commit out; a commit the user makes on the host meanwhile is never overwritten, and
+//! the agent's tip waits until it is rebased; new branches and the checked-out branch
+//! follow; the session repository survives a restart (a stash with it). The container
+//! is on Docker's `none` network: no traffic leaves it.
+
+use std::{path::Path, process::Command, time::Instant};
+
+use super::{check, chown_for_container, docker, docker_ok, git, Cleanup, Devcontainer, PLAIN_IMAGE};
+
+/// The host's git in the user's repository (root's, in a repository the container's
+/// user owns).
+fn host_git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").args(["-c", "safe.directory=*"]).args(args).current_dir(repo).output().expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The user's `.git` as the host sees it: every path under it (objects aside), with the
+/// content of the files git reads configuration or redirections from.
+fn git_dir_listing(repo: &Path) -> String {
+    let out = Command::new("find")
+        .arg(repo.join(".git"))
+        .args(["-path", "*/objects", "-prune", "-o", "-print"])
+        .output()
+        .expect("find");
+    let mut listing = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect::<Vec<_>>();
+    listing.sort();
+    let config = std::fs::read_to_string(repo.join(".git/config")).unwrap_or_default();
+    format!("{}\n--- config:\n{config}", listing.join("\n"))
+}
+
+#[test]
+fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
+    let Some(_tag) = crate::support::e2e_base_tag("the session repository's end-to-end test") else { return };
+    let started = Instant::now();
+    let cli = std::env::var("AGENT_SANDBOX_DEVCONTAINER_CLI").expect("xtask sets the devcontainer CLI path");
+    let world = tempfile::tempdir().expect("tempdir");
+    let dc = Devcontainer { cli: &cli, repo: world.path().join("home") };
+    let repo = dc.repo.clone();
+    let _cleanup = Cleanup {
+        containers: Vec::new(),
+        network: format!("as-e2e-home-none-{}", std::process::id()),
+        workspaces: vec![repo.clone()],
+        images: Vec::new(),
+    };
+    std::fs::create_dir_all(repo.join(".agent-sandbox")).expect("mkdir");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join(".agent-sandbox/config.jsonc"), "{\"checks\": {\"commands\": [\"test ! -e FAIL\"]}}\n")
+        .expect("config");
+    std::fs::write(repo.join("README"), "test\n").expect("write");
+    git(&repo, &["add", "."]);
+    git(&repo, &["-c", "user.name=u", "-c", "user.email=u@x.invalid", "commit", "-q", "-m", "init"]);
+    std::fs::create_dir_all(repo.join(".devcontainer")).expect("mkdir");
+    let user_json = format!(
+        "{{\n  \"image\": \"{PLAIN_IMAGE}\",\n  \"remoteUser\": \"dev\",\n  \"runArgs\": [\"--network=none\"]\n}}\n"
+    );
+    std::fs::write(repo.join(".devcontainer/devcontainer.json"), user_json).expect("write");
+    let said = dc.init(&[]);
+    assert!(said.contains("git inside is the container's own session repository"), "{said}");
+    // The project's own files stay out of what the agent commits.
+    std::fs::write(repo.join(".git/info/exclude"), ".devcontainer/\n").expect("exclude");
+    chown_for_container(&repo);
+    let (ok, up) = dc.up(&[]);
+    assert!(ok, "up:\n{up}");
+    let first = host_git(&repo, &["rev-parse", "HEAD"]);
+    let commit = "git -c user.name=a -c user.email=a@x.invalid commit -q";
+
+    // The legitimate loop: the user's history is there, a commit comes home.
+    let (got, all) = dc.exec(&format!(
+        "cd /workspaces/home\n\
+         agent-sandbox firewall wait >/dev/null\n\
+         say log \"$(git log --format=%H)\"\n\
+         say status \"$(git status --porcelain)\"\n\
+         echo more >> README && git add README && {commit} -m 'from the agent' 2>/tmp/commit; say commit $?\n\
+         say told \"$(grep -c 'main is now' /tmp/commit)\"\n\
+         say head \"$(git rev-parse HEAD)\"\n\
+         agent-sandbox test >/tmp/selftest 2>&1; say selftest $?"
+    ));
+    check(
+        "a commit inside",
+        &got,
+        &[("log", &first), ("status", ""), ("commit", "0"), ("told", "1"), ("selftest", "0")],
+        &all,
+    );
+    let head = got["head"].clone();
+    assert_eq!(host_git(&repo, &["rev-parse", "main"]), head, "{all}");
+    assert_eq!(host_git(&repo, &["status", "--porcelain"]), "", "the host's index follows the new HEAD");
+
+    // Every plant of earlier rounds, from inside: each lands in the session repository.
+    let before = git_dir_listing(&repo);
+    let pwned_path = repo.join("PWNED");
+    let pwned = pwned_path.display();
+    let (got, all) = dc.exec(&format!(
+        "cd /workspaces/home\n\
+         printf '[core]\\n\\tfsmonitor = touch {pwned}\\n' > .git/config.evil\n\
+         cat .git/config.evil >> .git/config; say config $?\n\
+         mkdir -p .git/modules/sub && cp .git/config.evil .git/modules/sub/config; say modules $?\n\
+         mkdir -p .git/worktrees/w && echo /tmp > .git/worktrees/w/gitdir; say worktrees $?\n\
+         printf '#!/bin/sh\\ntouch {pwned}\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout; say hook $?\n\
+         echo /workspaces/home/.git/modules/sub > .git/commondir; say commondir $?\n\
+         rm .git/commondir\n\
+         ls /var/lib/agent-sandbox/home >/dev/null 2>&1; say home_listed $?\n\
+         touch /var/lib/agent-sandbox/user-objects/x 2>/dev/null; say objects_written $?\n\
+         sudo -n /usr/local/bin/agent-sandbox git-home seed /tmp/s </dev/null >/dev/null 2>&1; say sudo_seed $?"
+    ));
+    let want = [
+        ("config", "0"),
+        ("modules", "0"),
+        ("worktrees", "0"),
+        ("hook", "0"),
+        ("commondir", "0"),
+        ("home_listed", "2"),
+    ];
+    check("plants inside", &got, &want, &all);
+    check("out of reach", &got, &[("objects_written", "1"), ("sudo_seed", "1")], &all);
+    // The user's git on the host reads its own repository and runs nothing planted.
+    host_git(&repo, &["status"]);
+    host_git(&repo, &["submodule", "status"]);
+    host_git(&repo, &["checkout", "-q", "main"]);
+    assert!(!pwned_path.exists(), "the host's git ran a command the agent planted");
+    assert_eq!(git_dir_listing(&repo), before, "the user's .git changed");
+
+    // A commit whose check fails stays inside; the agent is told which check.
+    let (got, all) = dc.exec(&format!(
+        "cd /workspaces/home\n\
+         git config --file .git/config.evil --list >/dev/null; sed -i '/fsmonitor/d' .git/config\n\
+         rm -f .git/hooks/post-checkout\n\
+         touch FAIL && git add FAIL && {commit} -m 'fails its check' 2>/tmp/commit; say commit $?\n\
+         say refused \"$(grep -c 'the check .test ! -e FAIL. failed' /tmp/commit)\"\n\
+         git reset -q --hard HEAD~1; say reset $?"
+    ));
+    check("a failing check", &got, &[("commit", "0"), ("refused", "1"), ("reset", "0")], &all);
+    assert_eq!(host_git(&repo, &["rev-parse", "main"]), head, "a commit that failed its check came home");
+
+    // The user commits on the host meanwhile: the agent's next commit waits, and comes
+    // home once rebased onto the user's (the work tree is shared: the user's new file is
+    // there already, untracked inside until the rebase brings it).
+    std::fs::write(repo.join("HOST"), "the user's\n").expect("write");
+    host_git(&repo, &["add", "HOST"]);
+    host_git(&repo, &["-c", "user.name=u", "-c", "user.email=u@x.invalid", "commit", "-q", "-m", "on the host"]);
+    chown_for_container(&repo);
+    let users = host_git(&repo, &["rev-parse", "main"]);
+    let (got, all) = dc.exec(&format!(
+        "cd /workspaces/home\n\
+         echo again >> README && git add README && {commit} -m 'meanwhile' 2>/tmp/commit; say commit $?\n\
+         say waits \"$(grep -c 'did not come home (the branch moved outside the container, to {users}' /tmp/commit)\"\n\
+         rm HOST\n\
+         git -c user.name=a -c user.email=a@x.invalid rebase -q {users} 2>/tmp/rebase; say rebase $?\n\
+         say rebase_said \"$(tr '\\n' ' ' </tmp/rebase)\"\n\
+         say home \"$(grep -c 'main is now' /tmp/rebase)\"\n\
+         say head \"$(git rev-parse HEAD)\""
+    ));
+    check(
+        "the user's commit meanwhile",
+        &got,
+        &[("commit", "0"), ("waits", "1"), ("rebase", "0"), ("home", "1")],
+        &all,
+    );
+    assert_eq!(host_git(&repo, &["rev-parse", "main"]), got["head"], "{all}");
+    assert_eq!(host_git(&repo, &["rev-parse", "main~1"]), users, "the user's commit was kept");
+
+    // A new branch comes home, and the user's checkout follows the switch.
+    let (got, all) = dc.exec(&format!(
+        "cd /workspaces/home\n\
+         git switch -q -c feature && echo f > F && git add F && {commit} -m feature 2>/dev/null; say commit $?\n\
+         echo wip >> README && git stash -q; say stash $?\n\
+         say head \"$(git rev-parse HEAD)\""
+    ));
+    check("a new branch", &got, &[("commit", "0"), ("stash", "0")], &all);
+    assert_eq!(host_git(&repo, &["rev-parse", "feature"]), got["head"], "{all}");
+    assert_eq!(host_git(&repo, &["symbolic-ref", "HEAD"]), "refs/heads/feature");
+
+    // The session repository outlives a restart, its stash with it.
+    docker_ok(&["restart", "-t", "1", &dc.container()]);
+    let (got, all) = dc
+        .exec("cd /workspaces/home\nagent-sandbox firewall wait >/dev/null\nsay stashes \"$(git stash list | wc -l)\"");
+    check("after a restart", &got, &[("stashes", "1")], &all);
+    let volumes = docker(&["volume", "ls", "-q", "--filter", "name=agent-sandbox-git-"]);
+    assert!(!volumes.is_empty(), "the session volume");
+    eprintln!("session repository e2e: {:.0?}", started.elapsed());
+}
