@@ -144,7 +144,7 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         &format!(
             "set -e; G=/usr/libexec/agent-sandbox/git; $G init -q --bare /srv/remote.git\n\
              $G --git-dir=/srv/remote.git fetch -q --upload-pack=\"$G -c safe.directory='*' upload-pack\" {workspace}/.git main:main\n\
-             $G -c safe.directory='*' -C {workspace} push -q ssh main"
+             $G --git-dir=/srv/remote.git push -q ssh://root@{sshd}/srv/remote.git main"
         ),
     );
     let (got, all) = project.exec(

@@ -401,7 +401,9 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         sudo -n iptables -F 2>/dev/null; say sudo_flush $?
         sudo -n /bin/sh -c true 2>/dev/null; say sudo_shell $?
         "#;
+    let users_git = home::git_dir_listing(&plain.repo);
     let (got, all) = plain.exec(&format!("{guards}{}", network_script(&names)));
+    assert_eq!(home::git_dir_listing(&plain.repo), users_git, "the user's .git changed: {all}");
     let mut want = network_on.clone();
     want.extend([
         ("selftest", "0"),
@@ -413,7 +415,9 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("hooks_path", "1"),
         ("write_hook", "1"),
         ("new_hook", "1"),
-        ("git_config", "1"),
+        // `.git` is the session repository: its config is the agent's, the user's is not
+        // reachable (checked on the host below).
+        ("git_config", "0"),
         ("devcontainer_json", "1"),
         ("commit", "0"),
         ("hook_ran", "1"),
@@ -537,11 +541,14 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         v4 = names.v4,
         network = network_script(&names),
     );
+    let users_git = home::git_dir_listing(&template.repo);
     let (got, all) = template.exec(&script);
+    // The session repository's own files: the agent's to write.
+    let session_writes: Vec<String> = [".git/hooks/pre-commit", ".git/hooks/post-checkout", ".git/config"]
+        .iter()
+        .map(|path| format!("write:{path}"))
+        .collect();
     let protected_writes: Vec<String> = [
-        ".git/hooks/pre-commit",
-        ".git/hooks/post-checkout",
-        ".git/config",
         ".husky/pre-commit",
         ".agent-sandbox/firewall.jsonc",
         ".agent-sandbox/config.jsonc",
@@ -562,16 +569,16 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("marker_chmod", "1"),
         ("marker_sudo_rm", "1"),
         ("marker_after", "0"),
-        ("git_config_write", "4"),
+        ("git_config_write", "0"),
         ("no_verify", "1"),
         ("no_verify_msg", "1"),
         ("no_verify_short", "1"),
         ("commit", "0"),
         ("hook_ran", "1"),
         ("log", "legit"),
-        ("rm_hooks", "1"),
+        ("rm_hooks", "0"),
         ("mv_devcontainer", "1"),
-        // `.git` is pinned: moved away, its read-only config and hooks would go with it.
+        // `.git` is the session volume's mount point.
         ("mv_git", "1"),
         ("legit_write", "0"),
         ("sudo_flush", "1"),
@@ -589,7 +596,9 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("kill_proxy", "0"),
     ]);
     want.extend(protected_writes.iter().map(|key| (key.as_str(), "1")));
+    want.extend(session_writes.iter().map(|key| (key.as_str(), "0")));
     check("template on the base image", &got, &want, &all);
+    assert_eq!(home::git_dir_listing(&template.repo), users_git, "the user's .git changed: {all}");
 
     // The tool guard's managed files: root's in the image, running the guard with the
     // project's rules, and beyond the agent's user's reach (no write, no replacement
@@ -761,15 +770,18 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
         ("denied4", "7"),
         ("denied6", "7"),
         ("not_listed", "6"),
-        ("write_hook", "1"),
+        // The session repository's hook: the agent's (the user's `.git` is checked below).
+        ("write_hook", "0"),
         ("write_compose", "1"),
         ("mv_git", "1"),
         ("legit_write", "0"),
         ("no_verify", "1"),
         ("status", on),
     ];
+    let users_git = home::git_dir_listing(&compose.repo);
     let (got, all) = compose.exec(&compose_script);
     check("compose", &got, &compose_want, &all);
+    assert_eq!(home::git_dir_listing(&compose.repo), users_git, "the user's .git changed: {all}");
     assert_eq!(compose.restart(), on);
     let (got, all) = compose.exec(&compose_script);
     check("compose, after docker restart", &got, &compose_want, &all);

@@ -189,9 +189,14 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         sudo -n true 2>/dev/null; echo "sudo=$?"
         bash -ic 'alias freeclaude' 2>/dev/null
     "#;
+    let hooks_before = std::fs::read_dir(repo.path.join(".git/hooks")).map(|dir| dir.count()).unwrap_or(0);
     let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", script]).output().expect("shell");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{}", text(&out));
+    // `.git` inside is the session repository: its hooks are the agent's to write, and
+    // the user's own `.git/hooks` gains nothing.
+    let hooks_after = std::fs::read_dir(repo.path.join(".git/hooks")).map(|dir| dir.count()).unwrap_or(0);
+    assert_eq!(hooks_after, hooks_before, "a hook reached the user's .git");
     for want in [
         "inside an agent-sandbox (container)",
         "check=0",
@@ -200,7 +205,7 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         "secret=0",
         "firewall: on",
         "selftest=0",
-        "hooks_write=1",
+        "hooks_write=0",
         "hooks_path_write=1",
         "hooks_path_set=1",
         "readme_write=0",

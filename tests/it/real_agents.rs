@@ -212,7 +212,12 @@ impl GitRecorder {
             };
             match event["event"].as_str() {
                 Some("start") => call.args = strings("argv").into_iter().skip(1).collect(),
-                Some("cmd_ancestry") => call.caller = strings("ancestry").first().cloned().unwrap_or_default(),
+                // A git the guard ran as its child (in a container with a session
+                // repository, to bring the commits home after it) has the guard, named
+                // `git`, as its parent: the caller is the guard's.
+                Some("cmd_ancestry") => {
+                    call.caller = strings("ancestry").into_iter().find(|name| name != "git").unwrap_or_default()
+                }
                 Some("def_param") if event["param"] == "GIT_CONFIG_PARAMETERS" => {
                     call.parameters = event["value"].as_str().unwrap_or_default().to_owned()
                 }

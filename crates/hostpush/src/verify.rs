@@ -222,7 +222,7 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
             refuse(
                 format!(
                     "pushes leave this container only from the project's repository (its .git/config mounted \
-                     read-only), and this push comes from {}",
+                     read-only, or its session repository), and this push comes from {}",
                     cwd.display()
                 ),
                 "push from the project itself",

@@ -23,7 +23,7 @@ fn host_git(repo: &Path, args: &[&str]) -> String {
 
 /// The user's `.git` as the host sees it: every path under it (objects aside), with the
 /// content of the files git reads configuration or redirections from.
-fn git_dir_listing(repo: &Path) -> String {
+pub(crate) fn git_dir_listing(repo: &Path) -> String {
     let out = Command::new("find")
         .arg(repo.join(".git"))
         .args(["-path", "*/objects", "-prune", "-o", "-print"])
