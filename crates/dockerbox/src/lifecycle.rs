@@ -77,6 +77,21 @@ impl Target {
         };
         Ok(plan::plan(&request)?)
     }
+
+    /// Of `paths` (the workspace's protected paths), those to mount: the ones that
+    /// exist, and `.git/hooks`, which `start` creates first.
+    pub fn existing(&self, paths: Vec<String>) -> Vec<String> {
+        paths.into_iter().filter(|path| path == ".git/hooks" || self.root.join(path).exists()).collect()
+    }
+}
+
+/// `$HOME`, else the password database's.
+fn home() -> Result<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+        .or_else(util::passwd_home)
+        .context("HOME is not set (set HOME)")
 }
 
 /// The options of `start` and `shell`.
@@ -87,6 +102,15 @@ pub struct StartOptions {
     pub protected: Vec<String>,
     /// Where branch mode's provisioning lock lives (agent-sandbox's state directory).
     pub lock_dir: PathBuf,
+}
+
+impl StartOptions {
+    /// The options for `target`, whose protected paths (those that exist) are `protected`;
+    /// the lock in agent-sandbox's state directory.
+    pub fn new(target: &Target, base_tag: &str, build: bool, protected: Vec<String>) -> Result<StartOptions> {
+        let lock_dir = config::approval::state_dir(&home()?).join("docker");
+        Ok(StartOptions { base_tag: base_tag.to_owned(), build, protected: target.existing(protected), lock_dir })
+    }
 }
 
 /// `init`: writes `.agent-sandbox/Dockerfile` (seed 002's template) and `settings.json`
@@ -138,6 +162,25 @@ pub fn build(engine: &Engine, target: &Target, base_tag: &str) -> Result<()> {
     let context = context::repo_context(&target.root.join(".agent-sandbox"))?;
     let args = HashMap::from([("BASE_IMAGE_TAG".to_owned(), base_tag.to_owned())]);
     engine.build(&target.workspace.image(), context, &args)
+}
+
+/// `build-base`'s build arguments: `FROM_IMAGE` when `from` is given, and the version
+/// of each tool its flag gives (`versions`: flag and value, one per [`context::TOOLS`]
+/// row), `latest` resolved with npm first.
+pub fn base_build_args(from: Option<&str>, versions: &[(&str, Option<&str>)]) -> Result<HashMap<String, String>> {
+    let mut build_args: HashMap<String, String> = HashMap::new();
+    if let Some(from) = from {
+        build_args.insert("FROM_IMAGE".into(), from.to_owned());
+    }
+    for (flag, arg, package) in context::TOOLS {
+        let Some((_, version)) = versions.iter().find(|(given, _)| given == flag) else {
+            bail!("no flag for the tool option {flag}")
+        };
+        let Some(version) = version else { continue };
+        let version = context::tool_version(flag, *package, (*version).to_owned())?;
+        build_args.insert((*arg).into(), version);
+    }
+    Ok(build_args)
 }
 
 /// `build-base`: `agent-sandbox-base:<tag>` from the context built into the binary.
@@ -332,16 +375,22 @@ pub fn shell(
     Ok((code, started))
 }
 
-/// `stop`: whether there was a running container.
-pub fn stop(engine: &Engine, target: &Target) -> Result<bool> {
+/// `stop`: the container's name, and whether it was running.
+pub fn stop(engine: &Engine, target: &Target) -> Result<(String, bool)> {
     let name = target.workspace.container(target.mode.branch());
     match engine.container_state(&name)? {
         Some(true) => {
             engine.stop(&name)?;
-            Ok(true)
+            Ok((name, true))
         }
-        _ => Ok(false),
+        _ => Ok((name, false)),
     }
+}
+
+/// `restart`: stop, then start (which recreates a container whose plan changed).
+pub fn restart(engine: &Engine, target: &Target, options: &StartOptions) -> Result<Started> {
+    stop(engine, target)?;
+    start(engine, target, options)
 }
 
 /// `list --json`: one object per sandbox container.
