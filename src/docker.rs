@@ -258,8 +258,10 @@ pub fn shell(args: ShellArgs) -> Result<i32> {
 
 pub fn show_run(args: ModeArgs) -> Result<i32> {
     let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
+    // The limits' shares are of this engine's totals.
+    let engine = Engine::connect()?;
     let protected = target.existing(crate::cli::protected_paths(&target.root)?);
-    let plan = target.plan(&args.base.base_tag, &protected)?;
+    let plan = target.plan(&args.base.base_tag, &protected, target.limits(&engine)?)?;
     println!("{}", dockerbox::plan::docker_run_line(&plan));
     Ok(0)
 }

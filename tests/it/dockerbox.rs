@@ -136,6 +136,12 @@ fn shape(container: &str) -> serde_json::Value {
         "caps": caps,
         "network": info["HostConfig"]["NetworkMode"],
         "mounts": info["HostConfig"]["Mounts"],
+        "limits": [
+            &info["HostConfig"]["NanoCpus"],
+            &info["HostConfig"]["Memory"],
+            &info["HostConfig"]["MemorySwap"],
+            &info["HostConfig"]["PidsLimit"],
+        ],
     })
 }
 

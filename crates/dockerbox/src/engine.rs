@@ -26,7 +26,7 @@ use bollard::{
 use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
-use crate::plan::{self, ContainerPlan, MountKind};
+use crate::plan::{self, ContainerPlan, EngineFacts, MountKind};
 
 /// A connected engine and the runtime its calls run on.
 pub struct Engine {
@@ -129,6 +129,21 @@ impl Engine {
 
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// The engine's totals and storage driver (`docker info`).
+    pub fn facts(&self) -> Result<EngineFacts> {
+        let info = self.runtime.block_on(self.docker.info()).context("reading the engine's info")?;
+        let backing_filesystem = info.driver_status.unwrap_or_default().into_iter().find_map(|pair| match &pair[..] {
+            [key, value] if key == "Backing Filesystem" => Some(value.clone()),
+            _ => None,
+        });
+        Ok(EngineFacts {
+            cpus: info.ncpu.unwrap_or(1).max(1) as u64,
+            memory: info.mem_total.unwrap_or(0).max(0) as u64,
+            storage_driver: info.driver.unwrap_or_default(),
+            backing_filesystem,
+        })
     }
 
     pub fn image_exists(&self, image: &str) -> Result<bool> {
@@ -554,6 +569,11 @@ fn create_body(plan: &ContainerPlan) -> ContainerCreateBody {
             cap_add: Some(plan.cap_add.clone()),
             network_mode: plan.network.clone(),
             dns: (!plan.dns.is_empty()).then(|| plan.dns.clone()),
+            nano_cpus: plan.limits.nano_cpus.map(|nano_cpus| nano_cpus as i64),
+            memory: plan.limits.memory.map(|memory| memory as i64),
+            memory_swap: plan.limits.memory.map(|memory| memory as i64),
+            pids_limit: plan.limits.pids.map(|pids| pids as i64),
+            storage_opt: plan.limits.disk.map(|disk| HashMap::from([("size".to_owned(), disk.to_string())])),
             ..Default::default()
         }),
         ..Default::default()

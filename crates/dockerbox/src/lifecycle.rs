@@ -15,7 +15,7 @@ use crate::{
     context,
     engine::{Engine, Listed},
     names::{base_image, Workspace, CLAUDE_VOLUME, CODEX_VOLUME},
-    plan::{self, ContainerPlan, Mode, Request, Settings},
+    plan::{self, ContainerPlan, LimitSettings, Limits, Mode, Request, Settings},
 };
 
 /// The workspace a command acts on.
@@ -67,13 +67,14 @@ impl Target {
     }
 
     /// The container plan (`protected`: the existing paths to mount read-only).
-    pub fn plan(&self, base_tag: &str, protected: &[String]) -> Result<ContainerPlan> {
+    pub fn plan(&self, base_tag: &str, protected: &[String], limits: Limits) -> Result<ContainerPlan> {
         let request = Request {
             workspace: self.workspace.clone(),
             mode: self.mode.clone(),
             image: self.image(base_tag),
             protected: protected.to_vec(),
             settings: self.settings()?,
+            limits,
         };
         Ok(plan::plan(&request)?)
     }
@@ -82,6 +83,19 @@ impl Target {
     /// exist, and `.git/hooks`, which `start` creates first.
     pub fn existing(&self, paths: Vec<String>) -> Vec<String> {
         paths.into_iter().filter(|path| path == ".git/hooks" || self.root.join(path).exists()).collect()
+    }
+
+    /// The `container.*` limits on `engine`: the built-in defaults, the user's global
+    /// file and the project's, read like the firewall's policy (without `config
+    /// allow`: a limit only constrains).
+    pub fn limits(&self, engine: &Engine) -> Result<Limits> {
+        let sources = config::Sources {
+            global_dir: home().ok().map(|home| config::global_dir(&home)),
+            project_dir: Some(self.root.join(".agent-sandbox")),
+            explicit: None,
+        };
+        let (config, _) = config::load(&sources, config::Layer::default())?;
+        Ok(plan::limits(&LimitSettings::of(&config), &engine.facts()?)?)
     }
 }
 
@@ -228,7 +242,8 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
             target.root.display()
         );
     }
-    let plan = target.plan(&options.base_tag, &options.protected)?;
+    let limits = target.limits(engine)?;
+    let plan = target.plan(&options.base_tag, &options.protected, limits)?;
     require_image(engine, &plan.image)?;
     // The hooks directory exists before the read-only mount covers it, so that the agent
     // cannot create one the host's git would run.
@@ -262,7 +277,7 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
         Some(false) => engine.start(&plan.name)?,
         None => {
             if let Some(branch) = target.mode.branch() {
-                checkout(engine, target, branch, options)?;
+                provision(engine, target, branch, options, limits)?;
             }
             engine.create(&plan)?;
             engine.start(&plan.name)?;
@@ -277,6 +292,11 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
 /// Provisioning of one repository is serialized by a lock on the host, so that two
 /// sandboxes started at once both succeed. Its report line.
 pub fn checkout(engine: &Engine, target: &Target, branch: &str, options: &StartOptions) -> Result<String> {
+    provision(engine, target, branch, options, target.limits(engine)?)
+}
+
+/// [`checkout`] with the limits of the provisioning container, the sandbox's.
+fn provision(engine: &Engine, target: &Target, branch: &str, options: &StartOptions, limits: Limits) -> Result<String> {
     if !target.root.join(".git").exists() {
         bail!("{} is not a git repository: branch mode works on a repository's branches", target.root.display());
     }
@@ -287,6 +307,7 @@ pub fn checkout(engine: &Engine, target: &Target, branch: &str, options: &StartO
         // Only `.agent-sandbox` counts here: the firewall's project policy.
         protected: options.protected.clone(),
         settings: target.settings()?,
+        limits,
     };
     require_image(engine, &request.image)?;
     let origin = origin_url(&target.root);
