@@ -118,6 +118,16 @@ pub struct ModeArgs {
     pub base: BaseTagArg,
 }
 
+/// `stop`: a workspace and a mode, or every sandbox.
+#[derive(Args, Clone, Debug)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    /// Stop every agent-sandbox container on the engine (of any workspace)
+    #[arg(long, conflicts_with_all = ["path", "branch"])]
+    pub all: bool,
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct CheckoutArgs {
     /// The branch whose worktree to provision in the repo shelf
@@ -228,9 +238,19 @@ pub fn start(args: StartArgs) -> Result<i32> {
     Ok(0)
 }
 
-pub fn stop(args: ModeArgs) -> Result<i32> {
-    let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
+pub fn stop(args: StopArgs) -> Result<i32> {
     let engine = Engine::connect()?;
+    if args.all {
+        let stopped = lifecycle::stop_all(&engine)?;
+        for name in &stopped {
+            println!("stopped {name}");
+        }
+        if stopped.is_empty() {
+            println!("no sandbox container is running");
+        }
+        return Ok(0);
+    }
+    let target = branch_target(args.mode.workspace.path.as_deref(), &args.mode.branch)?;
     match lifecycle::stop(&engine, &target)? {
         (name, true) => println!("stopped {name}"),
         (name, false) => println!("{name} is not running"),
@@ -298,7 +318,7 @@ pub fn codex_logout(args: CodexVolumeArgs) -> Result<i32> {
 
 pub fn list(args: ListArgs) -> Result<i32> {
     let engine = Engine::connect()?;
-    let listed = engine.list(None)?;
+    let listed = lifecycle::list(&engine)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&lifecycle::list_json(&listed))?);
     } else {

@@ -408,10 +408,24 @@ pub fn stop(engine: &Engine, target: &Target) -> Result<(String, bool)> {
     }
 }
 
+/// `stop --all`: every running sandbox container on the engine (found by its label, as
+/// `list` finds them), stopped at once; their names.
+pub fn stop_all(engine: &Engine) -> Result<Vec<String>> {
+    let running: Vec<String> =
+        engine.list(None)?.into_iter().filter(|item| item.state == "running").map(|item| item.name).collect();
+    engine.stop_all(&running)?;
+    Ok(running)
+}
+
 /// `restart`: stop, then start (which recreates a container whose plan changed).
 pub fn restart(engine: &Engine, target: &Target, options: &StartOptions) -> Result<Started> {
     stop(engine, target)?;
     start(engine, target, options)
+}
+
+/// `list`: every sandbox container on the engine, the running ones with their usage.
+pub fn list(engine: &Engine) -> Result<Vec<Listed>> {
+    engine.with_usage(engine.list(None)?)
 }
 
 /// `list --json`: one object per sandbox container.
@@ -430,6 +444,13 @@ pub fn list_json(listed: &[Listed]) -> serde_json::Value {
                     "workdir": label(item, plan::LABEL_WORKDIR),
                     "volumes": item.volumes,
                     "state": item.state,
+                    "usage": item.usage.map(|usage| serde_json::json!({
+                        "cpu_percent": (usage.cpu_percent * 10.0).round() / 10.0,
+                        "memory_bytes": usage.memory,
+                        "memory_limit_bytes": usage.memory_limit,
+                        "pids": usage.pids,
+                        "pids_limit": usage.pids_limit,
+                    })),
                 })
             })
             .collect(),
@@ -438,11 +459,24 @@ pub fn list_json(listed: &[Listed]) -> serde_json::Value {
 
 /// `list`: one line per sandbox container.
 pub fn list_lines(listed: &[Listed]) -> Vec<String> {
-    let mut lines = vec!["NAME\tSTATE\tMODE\tWORKDIR\tREPO\tVOLUMES".to_owned()];
+    let mut lines = vec!["NAME\tSTATE\tCPU\tMEMORY\tPIDS\tMODE\tWORKDIR\tREPO\tVOLUMES".to_owned()];
     for item in listed {
         let label = |key: &str| item.labels.get(key).cloned().unwrap_or_else(|| "-".into());
+        let usage = match &item.usage {
+            Some(usage) => {
+                let pids_limit = usage.pids_limit.map(|limit| format!("/{limit}")).unwrap_or_default();
+                format!(
+                    "{:.1}%\t{} / {}\t{}{pids_limit}",
+                    usage.cpu_percent,
+                    mib(usage.memory),
+                    mib(usage.memory_limit),
+                    usage.pids
+                )
+            }
+            None => "-\t-\t-".to_owned(),
+        };
         lines.push(format!(
-            "{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{usage}\t{}\t{}\t{}\t{}",
             item.name,
             item.state,
             label(plan::LABEL_MODE),
@@ -454,6 +488,11 @@ pub fn list_lines(listed: &[Listed]) -> Vec<String> {
     lines
 }
 
+/// Bytes in MiB, one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1}MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
 /// `volume`: the volumes a workspace's sandboxes use, with what each holds.
 pub fn volumes(workspace: &Workspace) -> Vec<(&'static str, String)> {
     vec![
@@ -462,4 +501,76 @@ pub fn volumes(workspace: &Workspace) -> Vec<(&'static str, String)> {
         ("history", workspace.history_volume()),
         ("repo-shelf", workspace.repo_shelf_volume()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Usage;
+
+    fn listed() -> Vec<Listed> {
+        let labels = |mode: &str, workdir: &str| {
+            HashMap::from([
+                (plan::LABEL_MODE.to_owned(), mode.to_owned()),
+                (plan::LABEL_WORKDIR.to_owned(), workdir.to_owned()),
+                (plan::LABEL_WORKSPACE.to_owned(), "/src/app".to_owned()),
+                (plan::LABEL_REPO.to_owned(), "app".to_owned()),
+            ])
+        };
+        vec![
+            Listed {
+                name: "agent-sandbox-app-b0-h".into(),
+                labels: HashMap::from([(plan::LABEL_BRANCH.to_owned(), "b0".to_owned())])
+                    .into_iter()
+                    .chain(labels("branch", "/repo-shelf/worktrees/b0"))
+                    .collect(),
+                volumes: vec!["agent-sbx-repo-h".into()],
+                state: "running".into(),
+                usage: Some(Usage {
+                    cpu_percent: 49.96,
+                    memory: 3 << 20,
+                    memory_limit: 256 << 20,
+                    pids: 256,
+                    pids_limit: Some(256),
+                }),
+            },
+            Listed {
+                name: "agent-sandbox-app-h".into(),
+                labels: labels("bind", "/workspace/app"),
+                volumes: vec![],
+                state: "exited".into(),
+                usage: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn list_shows_the_usage_of_running_sandboxes() {
+        assert_eq!(
+            list_lines(&listed()),
+            [
+                "NAME\tSTATE\tCPU\tMEMORY\tPIDS\tMODE\tWORKDIR\tREPO\tVOLUMES",
+                "agent-sandbox-app-b0-h\trunning\t50.0%\t3.0MiB / 256.0MiB\t256/256\tbranch\t/repo-shelf/worktrees/b0\t/src/app\tagent-sbx-repo-h",
+                "agent-sandbox-app-h\texited\t-\t-\t-\tbind\t/workspace/app\t/src/app\t",
+            ]
+        );
+        assert_eq!(
+            list_json(&listed()),
+            serde_json::json!([
+                {
+                    "name": "agent-sandbox-app-b0-h", "repo": "app", "workspace": "/src/app", "mode": "branch",
+                    "branch": "b0", "workdir": "/repo-shelf/worktrees/b0", "volumes": ["agent-sbx-repo-h"],
+                    "state": "running",
+                    "usage": {
+                        "cpu_percent": 50.0, "memory_bytes": 3 << 20, "memory_limit_bytes": 256 << 20,
+                        "pids": 256, "pids_limit": 256
+                    }
+                },
+                {
+                    "name": "agent-sandbox-app-h", "repo": "app", "workspace": "/src/app", "mode": "bind",
+                    "branch": null, "workdir": "/workspace/app", "volumes": [], "state": "exited", "usage": null
+                }
+            ])
+        );
+    }
 }
