@@ -981,3 +981,39 @@ fn ten_branch_sandboxes_at_once_and_a_runaway_starves_none() {
     let out = repo.cmd(&["stop", "--all"]).output().expect("stop --all");
     assert!(String::from_utf8_lossy(&out.stdout).contains("no sandbox container is running"), "{}", text(&out));
 }
+
+/// `container.disk` where the engine's storage driver cannot cap a container's
+/// filesystem (overlay2 on ext4, this machine's engine): `show-run` and `start` refuse
+/// it, naming the driver, before any container exists. Elsewhere `show-run` has the cap.
+#[test]
+fn a_disk_cap_is_refused_where_the_storage_driver_cannot_keep_it() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), r#"{"container": {"disk": "1g"}}"#).expect("write");
+    let format =
+        r#"{{.Driver}} {{range .DriverStatus}}{{if eq (index . 0) "Backing Filesystem"}}{{index . 1}}{{end}}{{end}}"#;
+    let driver = docker(&["info", "-f", format]);
+    let show_run = repo.cmd(&["show-run", "--base-tag", &tag]).output().expect("show-run");
+    if driver != "overlay2 extfs" {
+        eprintln!("the engine's storage driver is {driver:?}: the refusal is not tested here");
+        assert!(
+            String::from_utf8_lossy(&show_run.stdout).contains(" --storage-opt size=1073741824 "),
+            "{}",
+            text(&show_run)
+        );
+        return;
+    }
+    let start = repo.cmd(&["start", "--base-tag", &tag]).output().expect("start");
+    for out in [show_run, start] {
+        assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(
+                "container.disk: this engine's storage driver (overlay2 on extfs) cannot cap a container's filesystem"
+            ),
+            "{}",
+            text(&out)
+        );
+    }
+    let label = format!("label=agent-sandbox.workspace={}", repo.path.display());
+    assert_eq!(docker(&["ps", "-aq", "--filter", &label]), "", "a container was created");
+}
