@@ -73,8 +73,8 @@ enum Commands {
     BuildBase(crate::docker::BuildBaseArgs),
     /// Docker sandbox: create or start the workspace's container (the firewall is applied before it counts as started)
     Start(crate::docker::StartArgs),
-    /// Docker sandbox: stop the workspace's container
-    Stop(crate::docker::ModeArgs),
+    /// Docker sandbox: stop the workspace's container (--all: every sandbox on the engine)
+    Stop(crate::docker::StopArgs),
     /// Docker sandbox: stop and start again (the firewall is applied again)
     Restart(crate::docker::StartArgs),
     /// Docker sandbox: a shell in the workspace's container, started if needed (the default command)

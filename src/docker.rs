@@ -1,12 +1,12 @@
 //! The Docker sandbox lifecycle of seed 002 (`init`, `build`, `build-base`, `start`,
 //! `stop`, `restart`, `shell`, `show-run`, `checkout`, `list`, `volume`,
-//! `codex-init-config`, `codex-logout`): their flags, the facts from other crates they
-//! need (the protected paths, the state directory) and the printing; the work is in
-//! crates/dockerbox.
+//! `codex-init-config`, `codex-logout`): their flags, the one fact from another crate
+//! they need (the protected paths, `cli::protected_paths`) and the printing; the work,
+//! every decision included, is in crates/dockerbox.
 
-use std::{collections::HashMap, path::PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use clap::Args;
 use dockerbox::{
     engine::Engine,
@@ -118,6 +118,16 @@ pub struct ModeArgs {
     pub base: BaseTagArg,
 }
 
+/// `stop`: a workspace and a mode, or every sandbox.
+#[derive(Args, Clone, Debug)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    /// Stop every agent-sandbox container on the engine (of any workspace)
+    #[arg(long, conflicts_with_all = ["path", "branch"])]
+    pub all: bool,
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct CheckoutArgs {
     /// The branch whose worktree to provision in the repo shelf
@@ -166,22 +176,11 @@ fn branch_target(path: Option<&std::path::Path>, branch: &BranchArg) -> Result<T
     Target::new(path, branch.branch.as_deref())
 }
 
-/// The workspace's protected paths that exist (the devcontainer's list: git's hooks,
-/// config and info, the guard configuration, `core.hooksPath`'s directory, the
-/// project's `checks.protectedPaths`).
-fn protected(target: &Target) -> Result<Vec<String>> {
-    let paths = crate::cli::protected_paths(&target.root)?;
-    Ok(paths.into_iter().filter(|path| path == ".git/hooks" || target.root.join(path).exists()).collect())
-}
-
+/// `start`'s options, with the workspace's protected paths (the devcontainer's list:
+/// git's hooks, config and info, the guard configuration, `core.hooksPath`'s directory,
+/// the project's `checks.protectedPaths`).
 fn start_options(target: &Target, base_tag: &str, build: bool) -> Result<StartOptions> {
-    let home = std::env::var_os("HOME")
-        .filter(|home| !home.is_empty())
-        .map(PathBuf::from)
-        .or_else(util::passwd_home)
-        .context("HOME is not set (set HOME)")?;
-    let lock_dir = config::approval::state_dir(&home).join("docker");
-    Ok(StartOptions { base_tag: base_tag.to_owned(), build, protected: protected(target)?, lock_dir })
+    StartOptions::new(target, base_tag, build, crate::cli::protected_paths(&target.root)?)
 }
 
 fn report(started: &lifecycle::Started) {
@@ -212,22 +211,13 @@ pub fn build(args: BuildArgs) -> Result<i32> {
 }
 
 pub fn build_base(args: BuildBaseArgs) -> Result<i32> {
-    let mut build_args: HashMap<String, String> = HashMap::new();
-    if let Some(from) = args.from {
-        build_args.insert("FROM_IMAGE".into(), from);
-    }
-    for (flag, arg, package) in dockerbox::context::TOOLS {
-        let version = match *flag {
-            "--claude-code-version" => &args.claude_code_version,
-            "--codex-version" => &args.codex_version,
-            "--ast-grep-version" => &args.ast_grep_version,
-            "--git-delta-version" => &args.git_delta_version,
-            other => bail!("no flag for the tool option {other}"),
-        };
-        let Some(version) = version.clone() else { continue };
-        let version = dockerbox::context::tool_version(flag, *package, version)?;
-        build_args.insert((*arg).into(), version);
-    }
+    let versions = [
+        ("--claude-code-version", args.claude_code_version.as_deref()),
+        ("--codex-version", args.codex_version.as_deref()),
+        ("--ast-grep-version", args.ast_grep_version.as_deref()),
+        ("--git-delta-version", args.git_delta_version.as_deref()),
+    ];
+    let build_args = lifecycle::base_build_args(args.from.as_deref(), &versions)?;
     let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
     let engine = Engine::connect()?;
     let image = lifecycle::build_base(&engine, &args.tag, &build_args, &binary)?;
@@ -248,13 +238,22 @@ pub fn start(args: StartArgs) -> Result<i32> {
     Ok(0)
 }
 
-pub fn stop(args: ModeArgs) -> Result<i32> {
-    let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
+pub fn stop(args: StopArgs) -> Result<i32> {
     let engine = Engine::connect()?;
-    let name = target.workspace.container(target.mode.branch());
+    if args.all {
+        let stopped = lifecycle::stop_all(&engine)?;
+        for name in &stopped {
+            println!("stopped {name}");
+        }
+        if stopped.is_empty() {
+            println!("no sandbox container is running");
+        }
+        return Ok(0);
+    }
+    let target = branch_target(args.mode.workspace.path.as_deref(), &args.mode.branch)?;
     match lifecycle::stop(&engine, &target)? {
-        true => println!("stopped {name}"),
-        false => println!("{name} is not running"),
+        (name, true) => println!("stopped {name}"),
+        (name, false) => println!("{name} is not running"),
     }
     Ok(0)
 }
@@ -262,9 +261,8 @@ pub fn stop(args: ModeArgs) -> Result<i32> {
 pub fn restart(args: StartArgs) -> Result<i32> {
     let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
     let engine = Engine::connect()?;
-    lifecycle::stop(&engine, &target)?;
     let options = start_options(&target, &args.base.base_tag, args.build)?;
-    let started = lifecycle::start(&engine, &target, &options)?;
+    let started = lifecycle::restart(&engine, &target, &options)?;
     report(&started);
     println!("{} restarted", started.plan.name);
     Ok(0)
@@ -280,7 +278,10 @@ pub fn shell(args: ShellArgs) -> Result<i32> {
 
 pub fn show_run(args: ModeArgs) -> Result<i32> {
     let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
-    let plan = target.plan(&args.base.base_tag, &protected(&target)?)?;
+    // The limits' shares are of this engine's totals.
+    let engine = Engine::connect()?;
+    let protected = target.existing(crate::cli::protected_paths(&target.root)?);
+    let plan = target.plan(&args.base.base_tag, &protected, target.limits(&engine)?)?;
     println!("{}", dockerbox::plan::docker_run_line(&plan));
     Ok(0)
 }
@@ -293,29 +294,13 @@ pub fn checkout(args: CheckoutArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn codex_image(engine: &Engine, base_tag: &str) -> Result<String> {
-    let image = dockerbox::names::base_image(base_tag);
-    if !engine.image_exists(&image)? {
-        bail!("the image {image} does not exist: build it with `agent-sandbox build-base` (with --tag {base_tag} for this tag)");
-    }
-    Ok(image)
-}
-
 pub fn codex_init_config(args: CodexInitArgs) -> Result<i32> {
     let host = match args.auth {
-        true => {
-            let codex_home = match std::env::var_os("CODEX_HOME").filter(|dir| !dir.is_empty()) {
-                Some(dir) => PathBuf::from(dir),
-                None => {
-                    std::env::var_os("HOME").map(PathBuf::from).context("HOME is not set (set HOME)")?.join(".codex")
-                }
-            };
-            Some(dockerbox::codex::host_auth(&codex_home)?)
-        }
+        true => Some(dockerbox::codex::host_auth(&dockerbox::codex::host_codex_home()?)?),
         false => None,
     };
     let engine = Engine::connect()?;
-    let image = codex_image(&engine, &args.volume.base_tag)?;
+    let image = dockerbox::codex::image(&engine, &args.volume.base_tag)?;
     for line in dockerbox::codex::init(&engine, &image, &args.volume.volume, host.as_ref(), args.force)? {
         println!("{line}");
     }
@@ -324,7 +309,7 @@ pub fn codex_init_config(args: CodexInitArgs) -> Result<i32> {
 
 pub fn codex_logout(args: CodexVolumeArgs) -> Result<i32> {
     let engine = Engine::connect()?;
-    let image = codex_image(&engine, &args.base_tag)?;
+    let image = dockerbox::codex::image(&engine, &args.base_tag)?;
     for line in dockerbox::codex::logout(&engine, &image, &args.volume)? {
         println!("{line}");
     }
@@ -333,7 +318,7 @@ pub fn codex_logout(args: CodexVolumeArgs) -> Result<i32> {
 
 pub fn list(args: ListArgs) -> Result<i32> {
     let engine = Engine::connect()?;
-    let listed = engine.list(None)?;
+    let listed = lifecycle::list(&engine)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&lifecycle::list_json(&listed))?);
     } else {

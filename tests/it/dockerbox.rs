@@ -1,5 +1,6 @@
 //! End to end: seed 002's Docker lifecycle (`init`, `shell`, `start --branch`,
-//! `list`, `show-run`, `stop`) against the real engine, checked with the docker CLI.
+//! `list`, `show-run`, `stop`, ten sandboxes under limits at once) against the real
+//! engine, checked with the docker CLI.
 //! Each test repository's `.agent-sandbox/settings.json` puts its containers on the
 //! `none` network: nothing leaves them (the firewall still applies, with nothing to
 //! resolve). `cargo xtask test` builds `agent-sandbox-base:e2e` and sets
@@ -18,15 +19,37 @@ fn base_tag() -> Option<String> {
     crate::support::e2e_base_tag("the Docker lifecycle end-to-end tests")
 }
 
+/// Every test here holds it while its sandboxes live, the one that stops every sandbox
+/// on the engine (`stop --all`) alone.
+static ENGINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+#[allow(dead_code)] // held, never read
+enum EngineGuard {
+    Shared(std::sync::RwLockReadGuard<'static, ()>),
+    Alone(std::sync::RwLockWriteGuard<'static, ()>),
+}
+
 /// A git repository owned by the container's user (uid 1000), on the `none` network.
 struct Repo {
     _dir: tempfile::TempDir,
     path: PathBuf,
     tag: String,
+    _engine: EngineGuard,
 }
 
 impl Repo {
     fn new(tag: &str) -> Repo {
+        let guard = ENGINE.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Repo::with_guard(tag, EngineGuard::Shared(guard))
+    }
+
+    /// The only test's repository while it lives: no other test has sandboxes.
+    fn alone(tag: &str) -> Repo {
+        let guard = ENGINE.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Repo::with_guard(tag, EngineGuard::Alone(guard))
+    }
+
+    fn with_guard(tag: &str, engine: EngineGuard) -> Repo {
         let dir = tempfile::Builder::new().prefix("as-dbx-").tempdir().expect("tempdir");
         let path = dir.path().canonicalize().expect("canonical").join("proj");
         std::fs::create_dir_all(path.join(".agent-sandbox")).expect("mkdir");
@@ -38,7 +61,7 @@ impl Repo {
         // The container's user must be able to write the checkout (as a user's own is).
         let status = Command::new("chown").args(["-R", "1000:1000"]).arg(dir.path()).status().expect("chown");
         assert!(status.success());
-        Repo { _dir: dir, path, tag: tag.to_owned() }
+        Repo { _dir: dir, path, tag: tag.to_owned(), _engine: engine }
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
@@ -136,6 +159,12 @@ fn shape(container: &str) -> serde_json::Value {
         "caps": caps,
         "network": info["HostConfig"]["NetworkMode"],
         "mounts": info["HostConfig"]["Mounts"],
+        "limits": [
+            &info["HostConfig"]["NanoCpus"],
+            &info["HostConfig"]["Memory"],
+            &info["HostConfig"]["MemorySwap"],
+            &info["HostConfig"]["PidsLimit"],
+        ],
     })
 }
 
@@ -844,4 +873,152 @@ fn branch_mode_checks_out_a_branch_that_only_an_allowed_remote_has() {
         text(&out)
     );
     drop(remote);
+}
+
+/// Seed 002's "many agents at once": ten branch sandboxes of one repository started at
+/// the same moment (each provisioning takes the repo shelf's lock in turn, and the shelf
+/// stays whole), with the project's small limits. One runs a fork bomb and a memory hog;
+/// the others still answer within ten times what the same command took while all were
+/// idle. `list --json` shows the ten with what each uses, and `stop --all` stops them.
+#[test]
+fn ten_branch_sandboxes_at_once_and_a_runaway_starves_none() {
+    const COUNT: usize = 10;
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::alone(&tag);
+    let hash = docker_volume_hash(&repo.path);
+    let limits = r#"{"container": {"cpus": "0.5", "memory": "256m", "pids": 256}}"#;
+    std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), limits).expect("write");
+    let branches: Vec<String> = (0..COUNT).map(|idx| format!("b{idx}")).collect();
+    let started = std::time::Instant::now();
+    let children: Vec<(String, std::process::Child)> = branches
+        .iter()
+        .map(|branch| {
+            let child = repo
+                .cmd(&["start", "--branch", branch, "--base-tag", &tag])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start");
+            (branch.clone(), child)
+        })
+        .collect();
+    for (branch, child) in children {
+        let out = child.wait_with_output().expect("wait");
+        assert!(out.status.success(), "start --branch {branch}: {}", text(&out));
+    }
+    eprintln!("{COUNT} branch sandboxes started in {:?}", started.elapsed());
+
+    // The same command in a sandbox: its branch, a clean worktree, the commit, and a
+    // little work for the CPU. Timed from the host, `shell` included.
+    let check = "git branch --show-current; git status --porcelain; git log -1 --format=%s; \
+                 i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo done";
+    let run = |branch: &str| {
+        let started = std::time::Instant::now();
+        let out = repo.cmd(&["shell", "--branch", branch, "--base-tag", &tag, "-c", check]).output().expect("shell");
+        let elapsed = started.elapsed();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{branch}\ninit\ndone\n"), "{}", text(&out));
+        elapsed
+    };
+    let mut idle: Vec<std::time::Duration> = (0..3).map(|_| run("b1")).collect();
+    idle.sort();
+    let bound = idle[1] * 10;
+
+    // The runaway: a memory hog (the OOM killer ends it at the limit; it starts again)
+    // and a fork bomb, detached, in one exec (once the bomb holds every pid the
+    // container may have, nothing more starts in it).
+    let runaway = "setsid sh -c 'while :; do head -c 2G /dev/zero | tail; done' >/dev/null 2>&1 </dev/null & \
+                   setsid bash -c 'bomb() { bomb | bomb & }; bomb' >/dev/null 2>&1 </dev/null & \
+                   sleep 5";
+    let out = repo.cmd(&["shell", "--branch", "b0", "--base-tag", &tag, "-c", runaway]).output().expect("shell");
+    assert!(out.status.success(), "{}", text(&out));
+    let mut slowest = std::time::Duration::ZERO;
+    for branch in &branches[1..] {
+        let elapsed = run(branch);
+        assert!(elapsed < bound, "{branch}: {elapsed:?} beside the runaway, {:?} idle (bound {bound:?})", idle[1]);
+        slowest = slowest.max(elapsed);
+    }
+    eprintln!("the check took {:?} idle (median of 3), at most {slowest:?} beside the runaway", idle[1]);
+
+    // The shelf is whole: one worktree per branch, and fsck finds nothing.
+    let script = "git -C /repo-shelf/repo worktree list --porcelain | grep -c '^worktree /repo-shelf/worktrees/'; \
+                  git -C /repo-shelf/repo fsck --strict --no-progress 2>&1; echo fsck=$?";
+    let out = repo.cmd(&["shell", "--branch", "b9", "--base-tag", &tag, "-c", script]).output().expect("shell");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{COUNT}\nfsck=0\n"), "{}", text(&out));
+
+    // list --json: the ten, running, each with its usage under the project's limits; the
+    // runaway's processes at its limit.
+    let out = repo.cmd(&["list", "--json"]).output().expect("list");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("list --json is JSON");
+    let mine: Vec<&serde_json::Value> = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter(|item| item["workspace"] == repo.path.to_string_lossy().as_ref())
+        .collect();
+    let names: Vec<&str> = mine.iter().filter_map(|item| item["name"].as_str()).collect();
+    let want: Vec<String> = branches.iter().map(|branch| format!("agent-sandbox-proj-{branch}-{hash}")).collect();
+    assert_eq!(names, want, "{list:#}");
+    for item in &mine {
+        let usage = &item["usage"];
+        assert_eq!(item["state"], "running", "{item:#}");
+        assert_eq!(usage["memory_limit_bytes"], 256 << 20, "{item:#}");
+        assert_eq!(usage["pids_limit"], 256, "{item:#}");
+        assert!(usage["pids"].as_u64().is_some_and(|pids| pids >= 1), "{item:#}");
+        assert!(usage["cpu_percent"].as_f64().is_some_and(|cpu| cpu >= 0.0), "{item:#}");
+        assert!(usage["memory_bytes"].as_u64().is_some_and(|memory| memory <= 256 << 20), "{item:#}");
+    }
+    let runaway = &mine[0]["usage"];
+    assert!(runaway["pids"].as_u64().is_some_and(|pids| pids > 128), "the fork bomb is not running: {runaway:#}");
+    let out = repo.cmd(&["list"]).output().expect("list");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.starts_with("NAME\tSTATE\tCPU\tMEMORY\tPIDS\tMODE\t"), "{table}");
+    assert!(table.contains(&format!("{}\trunning\t", want[0])) && table.contains(" / 256.0MiB\t"), "{table}");
+
+    // stop --all: every sandbox on the engine (this test has the engine to itself).
+    let out = repo.cmd(&["stop", "--all"]).output().expect("stop --all");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    for name in &want {
+        assert!(stdout.contains(&format!("stopped {name}\n")), "{name}: {}", text(&out));
+    }
+    let label = format!("label=agent-sandbox.workspace={}", repo.path.display());
+    assert_eq!(docker(&["ps", "-q", "--filter", &label]), "", "still running after stop --all");
+    let out = repo.cmd(&["stop", "--all"]).output().expect("stop --all");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no sandbox container is running"), "{}", text(&out));
+}
+
+/// `container.disk` where the engine's storage driver cannot cap a container's
+/// filesystem (overlay2 on ext4, this machine's engine): `show-run` and `start` refuse
+/// it, naming the driver, before any container exists. Elsewhere `show-run` has the cap.
+#[test]
+fn a_disk_cap_is_refused_where_the_storage_driver_cannot_keep_it() {
+    let Some(tag) = base_tag() else { return };
+    let repo = Repo::new(&tag);
+    std::fs::write(repo.path.join(".agent-sandbox/config.jsonc"), r#"{"container": {"disk": "1g"}}"#).expect("write");
+    let format =
+        r#"{{.Driver}} {{range .DriverStatus}}{{if eq (index . 0) "Backing Filesystem"}}{{index . 1}}{{end}}{{end}}"#;
+    let driver = docker(&["info", "-f", format]);
+    let show_run = repo.cmd(&["show-run", "--base-tag", &tag]).output().expect("show-run");
+    if driver != "overlay2 extfs" {
+        eprintln!("the engine's storage driver is {driver:?}: the refusal is not tested here");
+        assert!(
+            String::from_utf8_lossy(&show_run.stdout).contains(" --storage-opt size=1073741824 "),
+            "{}",
+            text(&show_run)
+        );
+        return;
+    }
+    let start = repo.cmd(&["start", "--base-tag", &tag]).output().expect("start");
+    for out in [show_run, start] {
+        assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(
+                "container.disk: this engine's storage driver (overlay2 on extfs) cannot cap a container's filesystem"
+            ),
+            "{}",
+            text(&out)
+        );
+    }
+    let label = format!("label=agent-sandbox.workspace={}", repo.path.display());
+    assert_eq!(docker(&["ps", "-aq", "--filter", &label]), "", "a container was created");
 }

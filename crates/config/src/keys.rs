@@ -1,16 +1,27 @@
-//! The configuration's keys, one table row each: every list ([`LIST_KEYS`]) and every
-//! boolean ([`BOOL_KEYS`]) with its dotted key and the fields it fills in a [`Layer`] and
+//! The configuration's keys, one table row each: every list ([`LIST_KEYS`]), every
+//! boolean ([`BOOL_KEYS`]) and every single value ([`VALUE_KEYS`]) with its dotted key and the fields it fills in a [`Layer`] and
 //! in the merged [`Config`]. Parsing (which keys exist, the suggestions for a typo),
 //! merging and `config show` (text and JSON) all walk these tables, so a new list is one
 //! row here plus its two struct fields.
 
-use crate::{Config, Layer, Sourced};
+use crate::{limits::Unit, Config, Layer, Sourced};
 
 /// The top-level keys of a config file, in the order error messages list them. Every one
 /// but `project`, `commands` and `$schema` is a section holding [`LIST_KEYS`] and
 /// [`BOOL_KEYS`] (`network` also holds `mode`, and may be written as the mode alone).
-pub const TOP_KEYS: &[&str] =
-    &["network", "project", "filesystem", "secrets", "env", "commands", "git", "checks", "tools", "$schema"];
+pub const TOP_KEYS: &[&str] = &[
+    "network",
+    "project",
+    "filesystem",
+    "secrets",
+    "env",
+    "commands",
+    "git",
+    "checks",
+    "tools",
+    "container",
+    "$schema",
+];
 
 /// A list of strings. Every list accumulates across layers.
 pub struct ListKey {
@@ -33,6 +44,53 @@ pub struct BoolKey {
     pub config: fn(&Config) -> &Sourced<bool>,
     pub config_mut: fn(&mut Config) -> &mut Sourced<bool>,
 }
+
+/// One value, a string or a number, checked as it is read. A later layer replaces an
+/// earlier one; the built-in layer sets every one (`"none"` where there is no default).
+pub struct ValueKey {
+    /// `section.name`, as written in the file and shown by `config show`.
+    pub key: &'static str,
+    /// What the value counts: the forms [`crate::limits::parse`] accepts for it.
+    pub unit: Unit,
+    /// The value in one layer, if it sets one (as written).
+    pub layer: fn(&mut Layer) -> &mut Option<Sourced<String>>,
+    /// The merged value.
+    pub config: fn(&Config) -> &Sourced<String>,
+    pub config_mut: fn(&mut Config) -> &mut Sourced<String>,
+}
+
+/// Every single value, in the order `config show` prints them: the Docker sandbox's
+/// limits per container (`start` applies them; `exec` has none).
+pub const VALUE_KEYS: &[ValueKey] = &[
+    ValueKey {
+        key: "container.cpus",
+        unit: Unit::Cpus,
+        layer: |layer| &mut layer.container_cpus,
+        config: |config| &config.container_cpus,
+        config_mut: |config| &mut config.container_cpus,
+    },
+    ValueKey {
+        key: "container.memory",
+        unit: Unit::Memory,
+        layer: |layer| &mut layer.container_memory,
+        config: |config| &config.container_memory,
+        config_mut: |config| &mut config.container_memory,
+    },
+    ValueKey {
+        key: "container.pids",
+        unit: Unit::Count,
+        layer: |layer| &mut layer.container_pids,
+        config: |config| &config.container_pids,
+        config_mut: |config| &mut config.container_pids,
+    },
+    ValueKey {
+        key: "container.disk",
+        unit: Unit::Disk,
+        layer: |layer| &mut layer.container_disk,
+        config: |config| &config.container_disk,
+        config_mut: |config| &mut config.container_disk,
+    },
+];
 
 /// Every list, in the order `config show` prints them.
 pub const LIST_KEYS: &[ListKey] = &[
@@ -181,11 +239,19 @@ pub const BOOL_KEYS: &[BoolKey] = &[
 ];
 
 /// The keys inside `section` (without the `section.` prefix): its lists, then its
-/// booleans, each in table order.
+/// booleans, then its values, each in table order.
 pub(crate) fn section_keys(section: &str) -> Vec<&'static str> {
     let lists = LIST_KEYS.iter().map(|list_key| list_key.key);
     let bools = BOOL_KEYS.iter().map(|bool_key| bool_key.key);
-    lists.chain(bools).chain([MODE_KEY]).map(split).filter(|(head, _)| *head == section).map(|(_, name)| name).collect()
+    let values = VALUE_KEYS.iter().map(|value_key| value_key.key);
+    lists
+        .chain(bools)
+        .chain(values)
+        .chain([MODE_KEY])
+        .map(split)
+        .filter(|(head, _)| *head == section)
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// `("filesystem", "ro")` for `"filesystem.ro"`.

@@ -13,6 +13,7 @@ pub mod approval;
 mod fuzz;
 pub mod host_run;
 mod keys;
+pub mod limits;
 mod parse;
 
 use std::{
@@ -23,7 +24,7 @@ use std::{
 
 #[doc(hidden)]
 pub use fuzz::fuzz_one;
-pub use keys::{BoolKey, ListKey, BOOL_KEYS, LIST_KEYS, TOP_KEYS};
+pub use keys::{BoolKey, ListKey, ValueKey, BOOL_KEYS, LIST_KEYS, TOP_KEYS, VALUE_KEYS};
 pub use parse::parse_layer;
 
 /// The text of the built-in defaults layer.
@@ -196,6 +197,10 @@ pub struct Layer {
     pub net_deny: Vec<Sourced<String>>,
     pub net_host_ports: Vec<Sourced<String>>,
     pub net_allow_private: Vec<Sourced<String>>,
+    pub container_cpus: Option<Sourced<String>>,
+    pub container_memory: Option<Sourced<String>>,
+    pub container_pids: Option<Sourced<String>>,
+    pub container_disk: Option<Sourced<String>>,
 }
 
 /// The effective configuration: all layers merged.
@@ -246,6 +251,11 @@ pub struct Config {
     /// `network.allowPrivate`: CIDRs an allowed name may resolve to in private,
     /// loopback or link-local ranges.
     pub net_allow_private: Vec<Sourced<String>>,
+    /// `container.*`: the Docker sandbox's limits as written (see [`limits::parse`]).
+    pub container_cpus: Sourced<String>,
+    pub container_memory: Sourced<String>,
+    pub container_pids: Sourced<String>,
+    pub container_disk: Sourced<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -410,7 +420,11 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         protected_paths: Vec::new(),
         check_humans: Sourced { value: false, origin: builtin.clone() },
         tools_disallowed: Vec::new(),
-        tools_read_only: Sourced { value: false, origin: builtin },
+        tools_read_only: Sourced { value: false, origin: builtin.clone() },
+        container_cpus: Sourced { value: "none".into(), origin: builtin.clone() },
+        container_memory: Sourced { value: "none".into(), origin: builtin.clone() },
+        container_pids: Sourced { value: "none".into(), origin: builtin.clone() },
+        container_disk: Sourced { value: "none".into(), origin: builtin },
         net_allow: Vec::new(),
         net_deny: Vec::new(),
         net_host_ports: Vec::new(),
@@ -441,6 +455,11 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         for bool_key in BOOL_KEYS {
             if let Some(value) = (bool_key.layer)(&mut layer).take() {
                 *(bool_key.config_mut)(&mut config) = value;
+            }
+        }
+        for value_key in VALUE_KEYS {
+            if let Some(value) = (value_key.layer)(&mut layer).take() {
+                *(value_key.config_mut)(&mut config) = value;
             }
         }
     }
@@ -497,6 +516,10 @@ impl Config {
                 let value = (bool_key.config)(config);
                 object.insert(keys::split(bool_key.key).1.to_owned(), sourced(json!(value.value), &value.origin));
             }
+            for value_key in VALUE_KEYS.iter().filter(|value_key| keys::split(value_key.key).0 == section) {
+                let value = (value_key.config)(config);
+                object.insert(keys::split(value_key.key).1.to_owned(), sourced(json!(value.value), &value.origin));
+            }
             object
         }
     }
@@ -521,6 +544,10 @@ impl Config {
         for bool_key in BOOL_KEYS {
             let value = (bool_key.config)(self);
             line(bool_key.key, &value.value.to_string(), &value.origin);
+        }
+        for value_key in VALUE_KEYS {
+            let value = (value_key.config)(self);
+            line(value_key.key, &value.value, &value.origin);
         }
         out
     }

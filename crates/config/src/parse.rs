@@ -11,7 +11,7 @@ use jsonc_parser::{
 };
 
 use crate::{
-    keys::{section_keys, BOOL_KEYS, LIST_KEYS, MODE_KEY, NUMBER_LISTS, TOP_KEYS},
+    keys::{section_keys, BOOL_KEYS, LIST_KEYS, MODE_KEY, NUMBER_LISTS, TOP_KEYS, VALUE_KEYS},
     suggest, CommandRule, ConfigError, Layer, LayerKind, Location, Network, Origin, Sourced,
 };
 
@@ -97,6 +97,15 @@ pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, Co
                             return Err(reader.error(&prop.value, format!("{key}: expected true or false")));
                         };
                         *(bool_key.layer)(&mut layer) = Some(reader.sourced(&prop.value, lit.value));
+                    } else if let Some(value_key) = VALUE_KEYS.iter().find(|value_key| value_key.key == key) {
+                        let text = match &prop.value {
+                            Value::StringLit(lit) => lit.value.to_string(),
+                            Value::NumberLit(number) => number.value.to_owned(),
+                            other => return Err(reader.error(other, format!("{key}: expected a string or a number"))),
+                        };
+                        crate::limits::parse(&text, value_key.unit)
+                            .map_err(|message| reader.error(&prop.value, format!("{key}: {message}")))?;
+                        *(value_key.layer)(&mut layer) = Some(reader.sourced(&prop.value, text));
                     } else {
                         let valid = section_keys(section);
                         return Err(reader.unknown_key(prop, &format!("{section}."), prop.name.as_str(), &valid));

@@ -31,7 +31,7 @@ fn invalid_files_are_reported_with_position_and_hint() {
         ("{\n  \"netwrk\": \"off\"\n}", "/p/.agent-sandbox/config.jsonc:2:3: unknown key \"netwrk\" (did you mean \"network\"?)"),
         ("{\"filesystem\": {\"excludes\": []}}", "/p/.agent-sandbox/config.jsonc:1:17: unknown key \"filesystem.excludes\" (did you mean \"filesystem.exclude\"?)"),
         ("{\"env\": {\"alow\": []}}", "/p/.agent-sandbox/config.jsonc:1:10: unknown key \"env.alow\" (did you mean \"env.allow\"?)"),
-        ("{\"zzzzzz\": 1}", "/p/.agent-sandbox/config.jsonc:1:2: unknown key \"zzzzzz\" (valid keys: network, project, filesystem, secrets, env, commands, git, checks, tools, $schema)"),
+        ("{\"zzzzzz\": 1}", "/p/.agent-sandbox/config.jsonc:1:2: unknown key \"zzzzzz\" (valid keys: network, project, filesystem, secrets, env, commands, git, checks, tools, container, $schema)"),
         ("{\"git\": {\"allowBranchDelete\": true}}", "/p/.agent-sandbox/config.jsonc:1:10: unknown key \"git.allowBranchDelete\" (did you mean \"git.allowBranchDeletion\"?)"),
         ("{\"git\": {\"allowPlumbingCommits\": \"yes\"}}", "/p/.agent-sandbox/config.jsonc:1:34: git.allowPlumbingCommits: expected true or false"),
         ("{\"network\": \"maybe\"}", "/p/.agent-sandbox/config.jsonc:1:13: network: expected \"allowlist\", \"on\" or \"off\", got \"maybe\""),
@@ -247,8 +247,12 @@ fn network_section_and_its_older_string_form() {
 
 #[test]
 fn every_table_key_is_a_section_key_once() {
-    let keys: Vec<&str> =
-        LIST_KEYS.iter().map(|list_key| list_key.key).chain(BOOL_KEYS.iter().map(|k| k.key)).collect();
+    let keys: Vec<&str> = LIST_KEYS
+        .iter()
+        .map(|list_key| list_key.key)
+        .chain(BOOL_KEYS.iter().map(|k| k.key))
+        .chain(VALUE_KEYS.iter().map(|k| k.key))
+        .collect();
     for (idx, key) in keys.iter().enumerate() {
         let (section, name) = key.split_once('.').expect("section.name");
         assert!(!name.contains('.') && !name.is_empty(), "{key}");
@@ -326,11 +330,52 @@ fn unknown_keys_in_a_section_suggest_from_the_tables() {
             "unknown key \"git.zzzzzzzz\" (valid keys: allowBranchDeletion, allowPlumbingCommits, verifiedPush)",
         ),
         ("{\"tools\": {\"zzzzzzzz\": 1}}", "unknown key \"tools.zzzzzzzz\" (valid keys: disallowed, readOnly)"),
+        ("{\"container\": {\"memroy\": 1}}", "unknown key \"container.memroy\" (did you mean \"container.memory\"?)"),
+        ("{\"container\": {\"pids\": true}}", "container.pids: expected a string or a number"),
+        ("{\"container\": {\"pids\": 1.5}}", "container.pids: expected a whole number or \"none\", got \"1.5\""),
+        ("{\"container\": {\"disk\": \"10%\"}}", "container.disk: expected a size (\"20g\") or \"none\", got \"10%\""),
         ("{\"checks\": 1}", "checks: expected an object"),
         ("{\"checks\": {\"humans\": \"yes\"}}", "checks.humans: expected true or false"),
     ];
     for (text, expected) in cases {
         let err = project(text).expect_err(text).to_string();
         assert!(err.ends_with(expected), "{text}\n  got:      {err}\n  expected: …{expected}");
+    }
+}
+
+/// Every single value: the built-in layer sets it to a valid value, a file layer
+/// replaces it (string or number) with its origin, and `config show` shows it under the
+/// same dotted key.
+#[test]
+fn every_value_key_round_trips_from_file_to_show() {
+    let builtin = merge(vec![defaults()]);
+    let shown: Vec<(&str, &str)> =
+        VALUE_KEYS.iter().map(|value_key| (value_key.key, (value_key.config)(&builtin).value.as_str())).collect();
+    assert_eq!(
+        shown,
+        [
+            ("container.cpus", "50%"),
+            ("container.memory", "50%"),
+            ("container.pids", "4096"),
+            ("container.disk", "none")
+        ]
+    );
+    for value_key in VALUE_KEYS {
+        let (section, name) = value_key.key.split_once('.').expect("section.name");
+        assert!(limits::parse(&(value_key.config)(&builtin).value, value_key.unit).is_ok(), "{}", value_key.key);
+        for (written, value) in [("\"none\"", "none"), ("7", "7")] {
+            let text = format!("{{\"{section}\": {{\"{name}\": {written}}}}}");
+            let column = text.find(written).expect("the value") + 1;
+            let config = merge(vec![defaults(), project(&text).expect(value_key.key)]);
+            let origin = format!("project (/p/.agent-sandbox/config.jsonc:1:{column})");
+            let got = (value_key.config)(&config);
+            assert_eq!((got.value.as_str(), got.origin.to_string()), (value, origin.clone()), "{}", value_key.key);
+            assert!(
+                config.to_text().contains(&format!("{:<26} {value:<40} # {origin}\n", value_key.key)),
+                "{}",
+                value_key.key
+            );
+            assert_eq!(config.to_json()[section][name], serde_json::json!({ "value": value, "from": origin }));
+        }
     }
 }

@@ -7,9 +7,9 @@
 //! writes the volume through a created, never started container (Docker's archive API),
 //! and `codex-logout` runs one `rm` in such a container: no shell, no network.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 
 use crate::engine::Engine;
 
@@ -116,6 +116,23 @@ fn archive(files: &[File]) -> std::io::Result<Vec<u8>> {
 
 fn helper_name(volume: &str) -> String {
     format!("{volume}-helper-{}", std::process::id())
+}
+
+/// The host's Codex directory: `$CODEX_HOME`, else `~/.codex`.
+pub fn host_codex_home() -> Result<PathBuf> {
+    match std::env::var_os("CODEX_HOME").filter(|dir| !dir.is_empty()) {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => Ok(std::env::var_os("HOME").map(PathBuf::from).context("HOME is not set (set HOME)")?.join(".codex")),
+    }
+}
+
+/// The base image that reads and writes the volume, which must exist.
+pub fn image(engine: &Engine, base_tag: &str) -> Result<String> {
+    let image = crate::names::base_image(base_tag);
+    if !engine.image_exists(&image)? {
+        bail!("the image {image} does not exist: build it with `agent-sandbox build-base` (with --tag {base_tag} for this tag)");
+    }
+    Ok(image)
 }
 
 /// `codex-init-config`: its report lines.

@@ -19,14 +19,14 @@ use bollard::{
     models::{ContainerCreateBody, HostConfig, MountType, VolumeCreateRequest},
     query_parameters::{
         BuildImageOptionsBuilder, CreateContainerOptionsBuilder, ListContainersOptionsBuilder,
-        RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+        RemoveContainerOptionsBuilder, StatsOptionsBuilder, StopContainerOptionsBuilder,
     },
     Docker,
 };
 use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
-use crate::plan::{self, ContainerPlan, MountKind};
+use crate::plan::{self, ContainerPlan, EngineFacts, MountKind};
 
 /// A connected engine and the runtime its calls run on.
 pub struct Engine {
@@ -76,12 +76,33 @@ pub fn config_dir() -> PathBuf {
 }
 
 /// The state of a sandbox container as `list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Listed {
     pub name: String,
     pub labels: HashMap<String, String>,
     pub volumes: Vec<String>,
     pub state: String,
+    /// What it uses now (running containers only; see [`Engine::with_usage`]).
+    pub usage: Option<Usage>,
+}
+
+/// A running container's use of the machine, from one stats answer of the engine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Usage {
+    /// Of one CPU (200 is two CPUs busy), over the engine's last sampling interval.
+    pub cpu_percent: f64,
+    /// Bytes in use, the page cache the kernel can drop left out (as `docker stats`).
+    pub memory: u64,
+    /// The memory limit (the machine's memory when there is none).
+    pub memory_limit: u64,
+    pub pids: u64,
+    pub pids_limit: Option<u64>,
+}
+
+/// `docker stats`' CPU percentage: the container's CPU time over the machine's in one
+/// interval, times the CPUs online. `None` without a previous sample.
+pub fn cpu_percent(container_delta: u64, system_delta: u64, online_cpus: u32) -> Option<f64> {
+    (system_delta > 0).then(|| container_delta as f64 / system_delta as f64 * f64::from(online_cpus) * 100.0)
 }
 
 impl Engine {
@@ -129,6 +150,21 @@ impl Engine {
 
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// The engine's totals and storage driver (`docker info`).
+    pub fn facts(&self) -> Result<EngineFacts> {
+        let info = self.runtime.block_on(self.docker.info()).context("reading the engine's info")?;
+        let backing_filesystem = info.driver_status.unwrap_or_default().into_iter().find_map(|pair| match &pair[..] {
+            [key, value] if key == "Backing Filesystem" => Some(value.clone()),
+            _ => None,
+        });
+        Ok(EngineFacts {
+            cpus: info.ncpu.unwrap_or(1).max(1) as u64,
+            memory: info.mem_total.unwrap_or(0).max(0) as u64,
+            storage_driver: info.driver.unwrap_or_default(),
+            backing_filesystem,
+        })
     }
 
     pub fn image_exists(&self, image: &str) -> Result<bool> {
@@ -335,10 +371,52 @@ impl Engine {
     }
 
     pub fn stop(&self, name: &str) -> Result<()> {
+        self.stop_all(&[name.to_owned()])
+    }
+
+    /// Stops the containers at once (each given 5 s before it is killed); one that
+    /// stopped or went meanwhile counts as stopped.
+    pub fn stop_all(&self, names: &[String]) -> Result<()> {
         let options = StopContainerOptionsBuilder::default().t(5).build();
-        self.runtime
-            .block_on(self.docker.stop_container(name, Some(options)))
-            .with_context(|| format!("stopping {name}"))
+        let stops = names.iter().map(|name| {
+            let options = options.clone();
+            async move {
+                match self.docker.stop_container(name, Some(options)).await {
+                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 304 | 404, .. }) => Ok(()),
+                    res => res.with_context(|| format!("stopping {name}")),
+                }
+            }
+        });
+        self.runtime.block_on(futures_util::future::join_all(stops)).into_iter().collect()
+    }
+
+    /// `listed` with each running container's [`Usage`], asked of the engine for all at
+    /// once: one answer each (not a stream), which the engine gives after its next
+    /// sample, about a second.
+    pub fn with_usage(&self, mut listed: Vec<Listed>) -> Result<Vec<Listed>> {
+        let options = StatsOptionsBuilder::default().stream(false).one_shot(false).build();
+        let asks = listed.iter().map(|item| {
+            let options = options.clone();
+            async move {
+                if item.state != "running" {
+                    return Ok(None);
+                }
+                let mut stream = self.docker.stats(&item.name, Some(options));
+                match stream.next().await {
+                    Some(Ok(stats)) => Ok(Some(usage(stats))),
+                    // Stopped meanwhile.
+                    Some(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })) | None => {
+                        Ok(None)
+                    }
+                    Some(Err(err)) => Err(err).with_context(|| format!("reading the stats of {}", item.name)),
+                }
+            }
+        });
+        let usages: Vec<Result<Option<Usage>>> = self.runtime.block_on(futures_util::future::join_all(asks));
+        for (item, usage) in listed.iter_mut().zip(usages) {
+            item.usage = usage?;
+        }
+        Ok(listed)
     }
 
     pub fn remove(&self, name: &str) -> Result<()> {
@@ -375,6 +453,7 @@ impl Engine {
                     labels: summary.labels.unwrap_or_default(),
                     volumes,
                     state: summary.state.map(|state| state.to_string()).unwrap_or_default(),
+                    usage: None,
                 }
             })
             .collect();
@@ -525,6 +604,37 @@ impl Engine {
     }
 }
 
+/// What one stats answer says a container uses.
+fn usage(stats: bollard::models::ContainerStatsResponse) -> Usage {
+    let total = |cpu: &Option<bollard::models::ContainerCpuStats>| {
+        let cpu = cpu.as_ref();
+        let usage = cpu.and_then(|cpu| cpu.cpu_usage.as_ref()).and_then(|usage| usage.total_usage).unwrap_or(0);
+        (usage, cpu.and_then(|cpu| cpu.system_cpu_usage).unwrap_or(0))
+    };
+    let (now, system_now) = total(&stats.cpu_stats);
+    let (before, system_before) = total(&stats.precpu_stats);
+    let online = stats.cpu_stats.as_ref().and_then(|cpu| cpu.online_cpus).unwrap_or(1);
+    let cpu = match before {
+        0 => None,
+        _ => cpu_percent(now.saturating_sub(before), system_now.saturating_sub(system_before), online),
+    };
+    let memory = stats.memory_stats.unwrap_or_default();
+    // cgroup v1 names the page cache `total_inactive_file`, v2 `inactive_file`.
+    let cache = memory
+        .stats
+        .as_ref()
+        .and_then(|stats| stats.get("total_inactive_file").or_else(|| stats.get("inactive_file")).copied());
+    let pids = stats.pids_stats.unwrap_or_default();
+    Usage {
+        cpu_percent: cpu.unwrap_or(0.0),
+        memory: memory.usage.unwrap_or(0).saturating_sub(cache.unwrap_or(0)),
+        memory_limit: memory.limit.unwrap_or(0),
+        pids: pids.current.unwrap_or(0),
+        // An unlimited cgroup reports the kernel's maximum.
+        pids_limit: pids.limit.filter(|limit| *limit > 0 && *limit < u64::from(u32::MAX)),
+    }
+}
+
 /// bollard's create request for `plan`.
 fn create_body(plan: &ContainerPlan) -> ContainerCreateBody {
     let mounts = plan
@@ -554,6 +664,11 @@ fn create_body(plan: &ContainerPlan) -> ContainerCreateBody {
             cap_add: Some(plan.cap_add.clone()),
             network_mode: plan.network.clone(),
             dns: (!plan.dns.is_empty()).then(|| plan.dns.clone()),
+            nano_cpus: plan.limits.nano_cpus.map(|nano_cpus| nano_cpus as i64),
+            memory: plan.limits.memory.map(|memory| memory as i64),
+            memory_swap: plan.limits.memory.map(|memory| memory as i64),
+            pids_limit: plan.limits.pids.map(|pids| pids as i64),
+            storage_opt: plan.limits.disk.map(|disk| HashMap::from([("size".to_owned(), disk.to_string())])),
             ..Default::default()
         }),
         ..Default::default()
@@ -629,6 +744,14 @@ mod tests {
         assert_eq!(socket_refuses_this_user(text), !root, "mode 000: refused unless root");
         let missing = dir.path().join("missing.sock");
         assert!(!socket_refuses_this_user(missing.to_str().expect("utf-8")), "no socket is another failure");
+    }
+
+    #[test]
+    fn cpu_percent_is_docker_stats_own() {
+        // Half of one interval's machine time on a 2-CPU machine: one CPU busy.
+        assert_eq!(cpu_percent(500, 1000, 2), Some(100.0));
+        assert_eq!(cpu_percent(0, 1000, 2), Some(0.0));
+        assert_eq!(cpu_percent(10, 0, 2), None);
     }
 
     #[test]

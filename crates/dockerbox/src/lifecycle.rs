@@ -15,7 +15,7 @@ use crate::{
     context,
     engine::{Engine, Listed},
     names::{base_image, Workspace, CLAUDE_VOLUME, CODEX_VOLUME},
-    plan::{self, ContainerPlan, Mode, Request, Settings},
+    plan::{self, ContainerPlan, LimitSettings, Limits, Mode, Request, Settings},
 };
 
 /// The workspace a command acts on.
@@ -67,7 +67,7 @@ impl Target {
     }
 
     /// The container plan (`protected`: the existing paths to mount read-only).
-    pub fn plan(&self, base_tag: &str, protected: &[String]) -> Result<ContainerPlan> {
+    pub fn plan(&self, base_tag: &str, protected: &[String], limits: Limits) -> Result<ContainerPlan> {
         let request = Request {
             workspace: self.workspace.clone(),
             mode: self.mode.clone(),
@@ -75,9 +75,38 @@ impl Target {
             protected: protected.to_vec(),
             settings: self.settings()?,
             session_git: self.root.join(".git").symlink_metadata().is_ok_and(|meta| meta.is_dir()),
+            limits,
         };
         Ok(plan::plan(&request)?)
     }
+
+    /// Of `paths` (the workspace's protected paths), those to mount: the ones that
+    /// exist, and `.git/hooks`, which `start` creates first.
+    pub fn existing(&self, paths: Vec<String>) -> Vec<String> {
+        paths.into_iter().filter(|path| path == ".git/hooks" || self.root.join(path).exists()).collect()
+    }
+
+    /// The `container.*` limits on `engine`: the built-in defaults, the user's global
+    /// file and the project's, read like the firewall's policy (without `config
+    /// allow`: a limit only constrains).
+    pub fn limits(&self, engine: &Engine) -> Result<Limits> {
+        let sources = config::Sources {
+            global_dir: home().ok().map(|home| config::global_dir(&home)),
+            project_dir: Some(self.root.join(".agent-sandbox")),
+            explicit: None,
+        };
+        let (config, _) = config::load(&sources, config::Layer::default())?;
+        Ok(plan::limits(&LimitSettings::of(&config), &engine.facts()?)?)
+    }
+}
+
+/// `$HOME`, else the password database's.
+fn home() -> Result<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+        .or_else(util::passwd_home)
+        .context("HOME is not set (set HOME)")
 }
 
 /// The options of `start` and `shell`.
@@ -88,6 +117,15 @@ pub struct StartOptions {
     pub protected: Vec<String>,
     /// Where branch mode's provisioning lock lives (agent-sandbox's state directory).
     pub lock_dir: PathBuf,
+}
+
+impl StartOptions {
+    /// The options for `target`, whose protected paths (those that exist) are `protected`;
+    /// the lock in agent-sandbox's state directory.
+    pub fn new(target: &Target, base_tag: &str, build: bool, protected: Vec<String>) -> Result<StartOptions> {
+        let lock_dir = config::approval::state_dir(&home()?).join("docker");
+        Ok(StartOptions { base_tag: base_tag.to_owned(), build, protected: target.existing(protected), lock_dir })
+    }
 }
 
 /// `init`: writes `.agent-sandbox/Dockerfile` (seed 002's template) and `settings.json`
@@ -141,6 +179,25 @@ pub fn build(engine: &Engine, target: &Target, base_tag: &str) -> Result<()> {
     engine.build(&target.workspace.image(), context, &args)
 }
 
+/// `build-base`'s build arguments: `FROM_IMAGE` when `from` is given, and the version
+/// of each tool its flag gives (`versions`: flag and value, one per [`context::TOOLS`]
+/// row), `latest` resolved with npm first.
+pub fn base_build_args(from: Option<&str>, versions: &[(&str, Option<&str>)]) -> Result<HashMap<String, String>> {
+    let mut build_args: HashMap<String, String> = HashMap::new();
+    if let Some(from) = from {
+        build_args.insert("FROM_IMAGE".into(), from.to_owned());
+    }
+    for (flag, arg, package) in context::TOOLS {
+        let Some((_, version)) = versions.iter().find(|(given, _)| given == flag) else {
+            bail!("no flag for the tool option {flag}")
+        };
+        let Some(version) = version else { continue };
+        let version = context::tool_version(flag, *package, (*version).to_owned())?;
+        build_args.insert((*arg).into(), version);
+    }
+    Ok(build_args)
+}
+
 /// `build-base`: `agent-sandbox-base:<tag>` from the context built into the binary.
 pub fn build_base(engine: &Engine, tag: &str, build_args: &HashMap<String, String>, binary: &Path) -> Result<String> {
     let bytes = fs_err::read(binary).context("reading the agent-sandbox binary for the image")?;
@@ -186,7 +243,8 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
             target.root.display()
         );
     }
-    let plan = target.plan(&options.base_tag, &options.protected)?;
+    let limits = target.limits(engine)?;
+    let plan = target.plan(&options.base_tag, &options.protected, limits)?;
     require_image(engine, &plan.image)?;
     // The hooks directory exists before the read-only mount covers it, so that the agent
     // cannot create one the host's git would run.
@@ -220,7 +278,7 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
         Some(false) => engine.start(&plan.name)?,
         None => {
             if let Some(branch) = target.mode.branch() {
-                checkout(engine, target, branch, options)?;
+                provision(engine, target, branch, options, limits)?;
             }
             engine.create(&plan)?;
             engine.start(&plan.name)?;
@@ -235,6 +293,11 @@ pub fn start(engine: &Engine, target: &Target, options: &StartOptions) -> Result
 /// Provisioning of one repository is serialized by a lock on the host, so that two
 /// sandboxes started at once both succeed. Its report line.
 pub fn checkout(engine: &Engine, target: &Target, branch: &str, options: &StartOptions) -> Result<String> {
+    provision(engine, target, branch, options, target.limits(engine)?)
+}
+
+/// [`checkout`] with the limits of the provisioning container, the sandbox's.
+fn provision(engine: &Engine, target: &Target, branch: &str, options: &StartOptions, limits: Limits) -> Result<String> {
     if !target.root.join(".git").exists() {
         bail!("{} is not a git repository: branch mode works on a repository's branches", target.root.display());
     }
@@ -246,6 +309,7 @@ pub fn checkout(engine: &Engine, target: &Target, branch: &str, options: &StartO
         protected: options.protected.clone(),
         settings: target.settings()?,
         session_git: false,
+        limits,
     };
     require_image(engine, &request.image)?;
     let origin = origin_url(&target.root);
@@ -334,16 +398,36 @@ pub fn shell(
     Ok((code, started))
 }
 
-/// `stop`: whether there was a running container.
-pub fn stop(engine: &Engine, target: &Target) -> Result<bool> {
+/// `stop`: the container's name, and whether it was running.
+pub fn stop(engine: &Engine, target: &Target) -> Result<(String, bool)> {
     let name = target.workspace.container(target.mode.branch());
     match engine.container_state(&name)? {
         Some(true) => {
             engine.stop(&name)?;
-            Ok(true)
+            Ok((name, true))
         }
-        _ => Ok(false),
+        _ => Ok((name, false)),
     }
+}
+
+/// `stop --all`: every running sandbox container on the engine (found by its label, as
+/// `list` finds them), stopped at once; their names.
+pub fn stop_all(engine: &Engine) -> Result<Vec<String>> {
+    let running: Vec<String> =
+        engine.list(None)?.into_iter().filter(|item| item.state == "running").map(|item| item.name).collect();
+    engine.stop_all(&running)?;
+    Ok(running)
+}
+
+/// `restart`: stop, then start (which recreates a container whose plan changed).
+pub fn restart(engine: &Engine, target: &Target, options: &StartOptions) -> Result<Started> {
+    stop(engine, target)?;
+    start(engine, target, options)
+}
+
+/// `list`: every sandbox container on the engine, the running ones with their usage.
+pub fn list(engine: &Engine) -> Result<Vec<Listed>> {
+    engine.with_usage(engine.list(None)?)
 }
 
 /// `list --json`: one object per sandbox container.
@@ -362,6 +446,13 @@ pub fn list_json(listed: &[Listed]) -> serde_json::Value {
                     "workdir": label(item, plan::LABEL_WORKDIR),
                     "volumes": item.volumes,
                     "state": item.state,
+                    "usage": item.usage.map(|usage| serde_json::json!({
+                        "cpu_percent": (usage.cpu_percent * 10.0).round() / 10.0,
+                        "memory_bytes": usage.memory,
+                        "memory_limit_bytes": usage.memory_limit,
+                        "pids": usage.pids,
+                        "pids_limit": usage.pids_limit,
+                    })),
                 })
             })
             .collect(),
@@ -370,11 +461,24 @@ pub fn list_json(listed: &[Listed]) -> serde_json::Value {
 
 /// `list`: one line per sandbox container.
 pub fn list_lines(listed: &[Listed]) -> Vec<String> {
-    let mut lines = vec!["NAME\tSTATE\tMODE\tWORKDIR\tREPO\tVOLUMES".to_owned()];
+    let mut lines = vec!["NAME\tSTATE\tCPU\tMEMORY\tPIDS\tMODE\tWORKDIR\tREPO\tVOLUMES".to_owned()];
     for item in listed {
         let label = |key: &str| item.labels.get(key).cloned().unwrap_or_else(|| "-".into());
+        let usage = match &item.usage {
+            Some(usage) => {
+                let pids_limit = usage.pids_limit.map(|limit| format!("/{limit}")).unwrap_or_default();
+                format!(
+                    "{:.1}%\t{} / {}\t{}{pids_limit}",
+                    usage.cpu_percent,
+                    mib(usage.memory),
+                    mib(usage.memory_limit),
+                    usage.pids
+                )
+            }
+            None => "-\t-\t-".to_owned(),
+        };
         lines.push(format!(
-            "{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{usage}\t{}\t{}\t{}\t{}",
             item.name,
             item.state,
             label(plan::LABEL_MODE),
@@ -386,6 +490,11 @@ pub fn list_lines(listed: &[Listed]) -> Vec<String> {
     lines
 }
 
+/// Bytes in MiB, one decimal.
+fn mib(bytes: u64) -> String {
+    format!("{:.1}MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
 /// `volume`: the volumes a workspace's sandboxes use, with what each holds.
 pub fn volumes(workspace: &Workspace) -> Vec<(&'static str, String)> {
     vec![
@@ -395,4 +504,76 @@ pub fn volumes(workspace: &Workspace) -> Vec<(&'static str, String)> {
         ("repo-shelf", workspace.repo_shelf_volume()),
         ("session-repository", workspace.session_git_volume()),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Usage;
+
+    fn listed() -> Vec<Listed> {
+        let labels = |mode: &str, workdir: &str| {
+            HashMap::from([
+                (plan::LABEL_MODE.to_owned(), mode.to_owned()),
+                (plan::LABEL_WORKDIR.to_owned(), workdir.to_owned()),
+                (plan::LABEL_WORKSPACE.to_owned(), "/src/app".to_owned()),
+                (plan::LABEL_REPO.to_owned(), "app".to_owned()),
+            ])
+        };
+        vec![
+            Listed {
+                name: "agent-sandbox-app-b0-h".into(),
+                labels: HashMap::from([(plan::LABEL_BRANCH.to_owned(), "b0".to_owned())])
+                    .into_iter()
+                    .chain(labels("branch", "/repo-shelf/worktrees/b0"))
+                    .collect(),
+                volumes: vec!["agent-sbx-repo-h".into()],
+                state: "running".into(),
+                usage: Some(Usage {
+                    cpu_percent: 49.96,
+                    memory: 3 << 20,
+                    memory_limit: 256 << 20,
+                    pids: 256,
+                    pids_limit: Some(256),
+                }),
+            },
+            Listed {
+                name: "agent-sandbox-app-h".into(),
+                labels: labels("bind", "/workspace/app"),
+                volumes: vec![],
+                state: "exited".into(),
+                usage: None,
+            },
+        ]
+    }
+
+    #[test]
+    fn list_shows_the_usage_of_running_sandboxes() {
+        assert_eq!(
+            list_lines(&listed()),
+            [
+                "NAME\tSTATE\tCPU\tMEMORY\tPIDS\tMODE\tWORKDIR\tREPO\tVOLUMES",
+                "agent-sandbox-app-b0-h\trunning\t50.0%\t3.0MiB / 256.0MiB\t256/256\tbranch\t/repo-shelf/worktrees/b0\t/src/app\tagent-sbx-repo-h",
+                "agent-sandbox-app-h\texited\t-\t-\t-\tbind\t/workspace/app\t/src/app\t",
+            ]
+        );
+        assert_eq!(
+            list_json(&listed()),
+            serde_json::json!([
+                {
+                    "name": "agent-sandbox-app-b0-h", "repo": "app", "workspace": "/src/app", "mode": "branch",
+                    "branch": "b0", "workdir": "/repo-shelf/worktrees/b0", "volumes": ["agent-sbx-repo-h"],
+                    "state": "running",
+                    "usage": {
+                        "cpu_percent": 50.0, "memory_bytes": 3 << 20, "memory_limit_bytes": 256 << 20,
+                        "pids": 256, "pids_limit": 256
+                    }
+                },
+                {
+                    "name": "agent-sandbox-app-h", "repo": "app", "workspace": "/src/app", "mode": "bind",
+                    "branch": null, "workdir": "/workspace/app", "volumes": [], "state": "exited", "usage": null
+                }
+            ])
+        );
+    }
 }

@@ -92,6 +92,87 @@ pub struct Request {
     /// The workspace's `.git` is a directory: in bind mode, inside it is the session
     /// repository (`hostpush::home`), a volume of this workspace's.
     pub session_git: bool,
+    /// The resource limits, resolved against the engine ([`limits`]).
+    pub limits: Limits,
+}
+
+/// What one container may use; `None`: no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Limits {
+    /// In billionths of a CPU (`--cpus`).
+    pub nano_cpus: Option<u64>,
+    /// Bytes of memory, swap included (`--memory` and `--memory-swap` alike).
+    pub memory: Option<u64>,
+    /// Processes and threads (`--pids-limit`).
+    pub pids: Option<u64>,
+    /// Bytes of the container's own filesystem (`--storage-opt size=`).
+    pub disk: Option<u64>,
+}
+
+/// What the engine has, from its `docker info`: the totals a share is of, and the
+/// storage driver that decides whether a disk limit is possible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineFacts {
+    pub cpus: u64,
+    pub memory: u64,
+    pub storage_driver: String,
+    /// `Backing Filesystem` of the driver's status (`extfs`, `xfs`, ...), if it says.
+    pub backing_filesystem: Option<String>,
+}
+
+/// The `container.*` values as written (see `config::limits`), each with its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitSettings {
+    pub cpus: String,
+    pub memory: String,
+    pub pids: String,
+    pub disk: String,
+}
+
+impl LimitSettings {
+    /// The merged configuration's values.
+    pub fn of(config: &config::Config) -> LimitSettings {
+        LimitSettings {
+            cpus: config.container_cpus.value.clone(),
+            memory: config.container_memory.value.clone(),
+            pids: config.container_pids.value.clone(),
+            disk: config.container_disk.value.clone(),
+        }
+    }
+}
+
+/// The limits of `settings` on an engine with `facts`: a share becomes an amount of
+/// the engine's total (never below a hundredth of a CPU or 6 MiB, Docker's minimum);
+/// a disk limit is refused where the storage driver cannot enforce one.
+pub fn limits(settings: &LimitSettings, facts: &EngineFacts) -> Result<Limits, PlanError> {
+    use config::limits::{parse, Limit, Unit};
+    let resolve = |key: &str, text: &str, unit: Unit, total: u64, floor: u64| match parse(text, unit) {
+        Ok(Limit::Unlimited) => Ok(None),
+        Ok(Limit::Amount(amount)) => Ok(Some(amount)),
+        Ok(Limit::Percent(percent)) => {
+            let share = u128::from(total) * u128::from(percent) / 100;
+            Ok(Some(u64::try_from(share).unwrap_or(u64::MAX).max(floor)))
+        }
+        Err(message) => Err(PlanError::Limit(format!("container.{key}: {message}"))),
+    };
+    let limits = Limits {
+        nano_cpus: resolve("cpus", &settings.cpus, Unit::Cpus, facts.cpus * 1_000_000_000, 10_000_000)?,
+        memory: resolve("memory", &settings.memory, Unit::Memory, facts.memory, 6 << 20)?,
+        pids: resolve("pids", &settings.pids, Unit::Count, 0, 0)?,
+        disk: resolve("disk", &settings.disk, Unit::Disk, 0, 0)?,
+    };
+    if limits.disk.is_some() {
+        let backing = facts.backing_filesystem.as_deref().unwrap_or("unknown");
+        let supported = match facts.storage_driver.as_str() {
+            "overlay2" | "vfs" => backing == "xfs",
+            "btrfs" | "zfs" | "devicemapper" | "windowsfilter" => true,
+            _ => false,
+        };
+        if !supported {
+            return Err(PlanError::Disk { driver: facts.storage_driver.clone(), backing: backing.to_owned() });
+        }
+    }
+    Ok(limits)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +204,7 @@ pub struct ContainerPlan {
     pub dns: Vec<String>,
     /// The command after the image's entrypoint (which applies the firewall first).
     pub command: Vec<String>,
+    pub limits: Limits,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -131,6 +213,10 @@ pub enum PlanError {
     Network(String),
     /// `dns` servers on the `none` network (Docker refuses the pair).
     DnsWithoutNetwork,
+    /// A `container.*` value that does not parse.
+    Limit(String),
+    /// `container.disk` on a storage driver that cannot cap a container's filesystem.
+    Disk { driver: String, backing: String },
 }
 
 impl std::fmt::Display for PlanError {
@@ -143,6 +229,11 @@ impl std::fmt::Display for PlanError {
             PlanError::DnsWithoutNetwork => write!(
                 f,
                 ".agent-sandbox/settings.json: dns servers with network \"none\" (there is no network to reach them on): remove one of the two"
+            ),
+            PlanError::Limit(message) => f.write_str(message),
+            PlanError::Disk { driver, backing } => write!(
+                f,
+                "container.disk: this engine's storage driver ({driver} on {backing}) cannot cap a container's filesystem (overlay2 needs xfs mounted with pquota; btrfs, zfs and devicemapper can): set container.disk to \"none\", or move the engine's data root"
             ),
         }
     }
@@ -227,6 +318,7 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
         network: request.settings.network.clone(),
         dns: request.settings.dns.clone(),
         command: vec!["sleep".to_owned(), "infinity".to_owned()],
+        limits: request.limits,
     };
     let digest = plan_digest(&plan);
     plan.labels.insert(LABEL_PLAN.to_owned(), digest);
@@ -373,6 +465,20 @@ pub fn docker_run_args(plan: &ContainerPlan) -> Vec<String> {
     for (key, value) in &plan.env {
         args.extend(["--env".to_owned(), format!("{key}={value}")]);
     }
+    let limits = &plan.limits;
+    if let Some(nano_cpus) = limits.nano_cpus {
+        let cpus = format!("{}.{:09}", nano_cpus / 1_000_000_000, nano_cpus % 1_000_000_000);
+        args.extend(["--cpus".to_owned(), cpus.trim_end_matches('0').trim_end_matches('.').to_owned()]);
+    }
+    if let Some(memory) = limits.memory {
+        args.extend(["--memory".to_owned(), memory.to_string(), "--memory-swap".to_owned(), memory.to_string()]);
+    }
+    if let Some(pids) = limits.pids {
+        args.extend(["--pids-limit".to_owned(), pids.to_string()]);
+    }
+    if let Some(disk) = limits.disk {
+        args.extend(["--storage-opt".to_owned(), format!("size={disk}")]);
+    }
     args.push(plan.image.clone());
     args.extend(plan.command.iter().cloned());
     args
@@ -408,8 +514,12 @@ mod tests {
             protected: vec![".git/hooks".into(), ".agent-sandbox".into()],
             settings: Settings::default(),
             session_git: false,
+            limits: LIMITS,
         }
     }
+
+    const LIMITS: Limits =
+        Limits { nano_cpus: Some(1_500_000_000), memory: Some(512 << 20), pids: Some(4096), disk: None };
 
     fn expected(name: &str, workdir: &str, mode_labels: &[(&str, &str)]) -> ContainerPlan {
         let hash = crate::names::path_hash("/src/app");
@@ -452,6 +562,7 @@ mod tests {
             network: None,
             dns: vec![],
             command: vec!["sleep".into(), "infinity".into()],
+            limits: LIMITS,
         };
         let digest = plan_digest(&plan);
         plan.labels.insert(LABEL_PLAN.into(), digest);
@@ -569,6 +680,7 @@ mod tests {
             network: Some("none".into()),
             dns: vec![],
             command: vec!["sh".into(), "-c".into(), PROVISION_SCRIPT.into()],
+            limits: LIMITS,
         };
         assert_eq!(got, want);
         // The project's policy where the firewall reads it, as in the sandbox.
@@ -582,6 +694,73 @@ mod tests {
             read_only: true,
         };
         assert_eq!(got.mounts, [want.mounts.clone(), vec![project]].concat());
+    }
+
+    #[test]
+    fn limits_resolve_shares_against_the_engine_and_refuse_a_disk_cap_it_cannot_keep() {
+        let gib: u64 = 1 << 30;
+        let engine = |driver: &str, backing: Option<&str>| EngineFacts {
+            cpus: 2,
+            memory: 24 * gib,
+            storage_driver: driver.into(),
+            backing_filesystem: backing.map(str::to_owned),
+        };
+        let here = engine("overlay2", Some("extfs"));
+        let settings = |cpus: &str, memory: &str, pids: &str, disk: &str| LimitSettings {
+            cpus: cpus.into(),
+            memory: memory.into(),
+            pids: pids.into(),
+            disk: disk.into(),
+        };
+        let table: &[(LimitSettings, &EngineFacts, Result<Limits, PlanError>)] = &[
+            // The built-in defaults on this machine: half of each, 4096 processes.
+            (
+                settings("50%", "50%", "4096", "none"),
+                &here,
+                Ok(Limits { nano_cpus: Some(1_000_000_000), memory: Some(12 * gib), pids: Some(4096), disk: None }),
+            ),
+            (settings("none", "none", "none", "none"), &here, Ok(Limits::default())),
+            (
+                settings("0.5", "64m", "100", "none"),
+                &here,
+                Ok(Limits { nano_cpus: Some(500_000_000), memory: Some(64 << 20), pids: Some(100), disk: None }),
+            ),
+            // A share never falls below what Docker accepts.
+            (
+                settings("1%", "1%", "none", "none"),
+                &EngineFacts { cpus: 1, memory: 100 << 20, ..here.clone() },
+                Ok(Limits { nano_cpus: Some(10_000_000), memory: Some(6 << 20), pids: None, disk: None }),
+            ),
+            (
+                settings("none", "none", "none", "20g"),
+                &here,
+                Err(PlanError::Disk { driver: "overlay2".into(), backing: "extfs".into() }),
+            ),
+            (
+                settings("none", "none", "none", "20g"),
+                &engine("overlay2", Some("xfs")),
+                Ok(Limits { disk: Some(20 * gib), ..Limits::default() }),
+            ),
+            (
+                settings("none", "none", "none", "20g"),
+                &engine("btrfs", None),
+                Ok(Limits { disk: Some(20 * gib), ..Limits::default() }),
+            ),
+            (
+                settings("lots", "none", "none", "none"),
+                &here,
+                Err(PlanError::Limit(
+                    "container.cpus: expected a number of CPUs (1.5), a share of the engine's (\"50%\") or \"none\", got \"lots\"".into(),
+                )),
+            ),
+        ];
+        for (settings, facts, want) in table {
+            assert_eq!(&limits(settings, facts), want, "{settings:?} on {facts:?}");
+        }
+        assert_eq!(
+            PlanError::Disk { driver: "overlay2".into(), backing: "extfs".into() }.to_string(),
+            "container.disk: this engine's storage driver (overlay2 on extfs) cannot cap a container's filesystem (overlay2 needs xfs mounted with pquota; btrfs, zfs and devicemapper can): set container.disk to \"none\", or move the engine's data root"
+        );
     }
 
     #[test]
@@ -622,7 +801,9 @@ mod tests {
              --mount type=volume,source=agent-sandbox-claude-code-config,target=/home/node/.claude \
              --mount type=volume,source=agent-sandbox-codex-config,target=/home/node/.codex \
              --env CLAUDE_CONFIG_DIR=/home/node/.claude --env CODEX_HOME=/home/node/.codex \
-             --env HISTFILE=/commandhistory/.bash_history agent-sandbox-base:latest sleep infinity"
+             --env HISTFILE=/commandhistory/.bash_history \
+             --cpus 1.5 --memory 536870912 --memory-swap 536870912 --pids-limit 4096 \
+             agent-sandbox-base:latest sleep infinity"
         );
         assert_eq!(docker_run_line(&plan), want);
     }
