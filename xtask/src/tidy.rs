@@ -35,6 +35,10 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/hostpush/src/mirror.rs", "git in agent-sandbox's own mirror; the reader runs in the view"),
     ("crates/hostpush/src/service.rs", "the project's remotes at the start; git --exec-path; pushes from the mirror"),
     ("crates/hostpush/src/verify.rs", "root's git in root's mirror; the reader as agent-sandbox-check"),
+    (
+        "crates/hostpush/src/home.rs",
+        "root's git in root's mirror and the user's .git; the reader as agent-sandbox-check",
+    ),
     ("crates/hookguard/src/lib.rs", "git in the mirror's worktree (host mode) or inside the sandbox"),
     ("src/cli.rs", "hooks install, run by the user on their repository: rev-parse runs nothing of it"),
 ];

@@ -716,10 +716,11 @@ fn document(context: &Context) -> String {
   // The agent works as this unprivileged user; sudo allows only the firewall.
   "remoteUser": {user},
   "mounts": [
-    // Read-only inside: git's hooks and config, this directory, the project's guard
-    // configuration and the files the host runs later (those that exist; their parents,
-    // such as .git, bound onto themselves so that they cannot be renamed away), then
-    // history (per workspace) and the Claude Code and Codex config (shared volumes).
+    // Read-only inside: this directory, the project's guard configuration and the files
+    // the host runs later (those that exist; their parents bound onto themselves so that
+    // they cannot be renamed away); your .git for root's broker alone and the container's
+    // own session repository as .git; then history (per workspace) and the Claude Code
+    // and Codex config (shared volumes).
 {mounts}
   ],
   // Only these variables: nothing from the host's environment (no tokens, no keys).

@@ -275,14 +275,14 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
     for path in &protected {
         mounts.push(bind(format!("{}/{path}", workspace.path), format!("{inside}/{path}"), true));
     }
+    if request.protected.iter().any(|p| p == ".agent-sandbox") {
+        mounts.push(bind(format!("{}/.agent-sandbox", workspace.path), PROJECT_POLICY_DIR.into(), true));
+    }
     if session {
         for (path, target, read_only) in devcontainer::session_binds() {
             mounts.push(bind(format!("{}/{path}", workspace.path), target.to_owned(), read_only));
         }
         mounts.push(volume(workspace.session_git_volume(), format!("{inside}/.git")));
-    }
-    if request.protected.iter().any(|p| p == ".agent-sandbox") {
-        mounts.push(bind(format!("{}/.agent-sandbox", workspace.path), PROJECT_POLICY_DIR.into(), true));
     }
     mounts.push(volume(workspace.repo_shelf_volume(), REPO_SHELF.into()));
     mounts.push(volume(workspace.history_volume(), "/commandhistory".into()));
