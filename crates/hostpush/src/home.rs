@@ -34,7 +34,9 @@ use std::{
     time::Duration,
 };
 
-use runtime_layout::{CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT, CONTAINER_USER_OBJECTS};
+use runtime_layout::{
+    CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT, CONTAINER_REPO_SHELF, CONTAINER_USER_OBJECTS,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -65,23 +67,36 @@ pub type Refs = BTreeMap<String, String>;
 pub struct Layout {
     pub top: PathBuf,
     pub session: PathBuf,
+    /// The work tree is the user's own (bind mode, a dev container): the user's `HEAD`
+    /// follows the session's and the index is rebuilt. In a branch sandbox the session
+    /// is the shelf, whose worktrees are not the user's checkout.
+    pub shared_tree: bool,
 }
 
-/// The layout the mounts show: the work tree is the mount of the directory whose
-/// `.git` is mounted at [`CONTAINER_HOME_GIT`] (same device, its parent as root), and
-/// it has a mount of its own at `.git` (the session volume). `None`: no session
-/// repository in this container.
+/// The layout the mounts show. The user's work tree is the mount of the directory
+/// whose `.git` is mounted at [`CONTAINER_HOME_GIT`] (same device, its parent as root).
+/// With a mount of its own at `.git` (the session volume), that is the session; read-only
+/// beside the repo shelf, the session is the shelf's clone (branch mode). `None`: no
+/// session repository in this container.
 pub fn layout(mounts: &[util::mounts::Mount]) -> Option<Layout> {
     let home = mounts.iter().find(|mount| mount.point == Path::new(CONTAINER_HOME_GIT))?;
     let tree = home.root.parent()?;
-    mounts
+    let trees: Vec<&util::mounts::Mount> = mounts
         .iter()
         .filter(|mount| mount.device == home.device && mount.root == tree && mount.id != home.id)
-        .find(|mount| {
-            let git = mount.point.join(".git");
-            mounts.iter().any(|other| other.point == git && other.id != home.id)
-        })
-        .map(|mount| Layout { top: mount.point.clone(), session: mount.point.join(".git") })
+        .collect();
+    let bind = trees.iter().find(|mount| {
+        let git = mount.point.join(".git");
+        mounts.iter().any(|other| other.point == git && other.id != home.id)
+    });
+    if let Some(mount) = bind {
+        return Some(Layout { top: mount.point.clone(), session: mount.point.join(".git"), shared_tree: true });
+    }
+    let shelf = mounts.iter().any(|mount| mount.point == Path::new(CONTAINER_REPO_SHELF));
+    (shelf && trees.iter().any(|mount| mount.read_only)).then(|| {
+        let top = Path::new(CONTAINER_REPO_SHELF).join("repo");
+        Layout { session: top.join(".git"), top, shared_tree: false }
+    })
 }
 
 /// What the broker keeps between runs (root's, in [`CONTAINER_HOME_DIR`]).
@@ -111,6 +126,8 @@ pub enum Decision {
 pub enum Lineage {
     /// The user's tip is in the session's history.
     FastForward,
+    /// The session's tip is in the user's history: nothing new (the user went on).
+    Behind,
     /// Not, and every commit it would drop was brought home by this session.
     RewritesOwn,
     /// It would drop commits that did not come from this session.
@@ -119,8 +136,15 @@ pub enum Lineage {
 
 /// Per ref of `refs/heads/` and `refs/tags/`: the session's value against the user's
 /// (`user`), given what the broker knows (`state`) and how two tips relate (`lineage`:
-/// user's, session's). Pure.
-pub fn decide(state: &State, user: &Refs, session: &Refs, lineage: &dyn Fn(&str, &str) -> Lineage) -> Vec<Decision> {
+/// user's, session's). `checked_out`: the branch the user's own checkout has, which a
+/// session working elsewhere (branch mode) never moves. Pure.
+pub fn decide(
+    state: &State,
+    user: &Refs,
+    session: &Refs,
+    checked_out: Option<&str>,
+    lineage: &dyn Fn(&str, &str) -> Lineage,
+) -> Vec<Decision> {
     let names: BTreeSet<&String> = user.keys().chain(session.keys()).collect();
     let mut out = Vec::new();
     for name in names {
@@ -143,7 +167,13 @@ pub fn decide(state: &State, user: &Refs, session: &Refs, lineage: &dyn Fn(&str,
                 }
             }
             (Some(ours), Some(_)) if tag => out.push(wait(ours, "a tag that exists is not moved")),
+            (Some(ours), Some(theirs)) if checked_out == Some(name.as_str()) => {
+                if lineage(theirs, ours) != Lineage::Behind {
+                    out.push(wait(ours, "your checkout has it checked out: bring work home on another branch"));
+                }
+            }
             (Some(ours), Some(theirs)) => match lineage(theirs, ours) {
+                Lineage::Behind => {}
                 Lineage::FastForward | Lineage::RewritesOwn => {
                     out.push(Decision::Update { name: name.clone(), from: Some(theirs.clone()), to: ours.clone() })
                 }
@@ -522,7 +552,13 @@ fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
     let user = user_refs()?;
     let mut state = read_state();
     let lineage = |theirs: &str, ours: &str| lineage(&mirror, &state.brought, theirs, ours);
-    let decisions = decide(&state, &user, &session, &lineage);
+    let checked_out = match layout.shared_tree {
+        true => None,
+        false => home_git(&["symbolic-ref", "-q", "HEAD"], None)
+            .ok()
+            .map(|name| String::from_utf8_lossy(&name).trim().to_owned()),
+    };
+    let decisions = decide(&state, &user, &session, checked_out.as_deref(), &lineage);
     if decisions.is_empty() {
         return Ok(Vec::new());
     }
@@ -532,6 +568,9 @@ fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
 fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str) -> Lineage {
     if mirror.git(&["merge-base", "--is-ancestor", theirs, ours]).is_ok() {
         return Lineage::FastForward;
+    }
+    if mirror.git(&["merge-base", "--is-ancestor", ours, theirs]).is_ok() {
+        return Lineage::Behind;
     }
     let range = format!("{ours}..{theirs}");
     match mirror.git(&["rev-list", &range]) {
@@ -660,7 +699,9 @@ fn bring(
         }
     }
     write_state(state)?;
-    follow_head(mirror, head_before.as_deref())?;
+    if layout.shared_tree {
+        follow_head(mirror, head_before.as_deref())?;
+    }
     own_home_files();
     Ok(told)
 }

@@ -21,12 +21,30 @@ fn host_git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// The user's `.git` as the host sees it: every path under it (objects aside), with the
-/// content of the files git reads configuration or redirections from.
+/// The user's `.git` as the host sees it: every path under it but what commits coming
+/// home legitimately change (objects, refs and their logs, `HEAD`, the index), with the
+/// configuration's content: what a plant would show up in.
 pub(crate) fn git_dir_listing(repo: &Path) -> String {
+    let git = repo.join(".git");
     let out = Command::new("find")
-        .arg(repo.join(".git"))
-        .args(["-path", "*/objects", "-prune", "-o", "-print"])
+        .arg(&git)
+        .args(["(", "-path", &format!("{}/objects", git.display()), "-o", "-path", &format!("{}/refs", git.display())])
+        .args(["-o", "-path", &format!("{}/logs", git.display()), ")", "-prune", "-o"])
+        .args([
+            "!",
+            "-name",
+            "index",
+            "!",
+            "-name",
+            "*HEAD",
+            "!",
+            "-name",
+            "packed-refs",
+            "!",
+            "-name",
+            "COMMIT_EDITMSG",
+        ])
+        .arg("-print")
         .output()
         .expect("find");
     let mut listing = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect::<Vec<_>>();
