@@ -18,7 +18,7 @@ fn waits(decision: &Decision, name: &str, tip: &str, why: &str) -> bool {
 #[test]
 fn each_ref_comes_home_waits_or_stays() {
     let start = refs(&[("refs/heads/main", "a1"), ("refs/heads/old", "o1"), ("refs/tags/v1", "t1")]);
-    let state = State { start: start.clone(), known: start.clone(), brought: BTreeSet::new() };
+    let state = State { start: start.clone(), known: start.clone(), ..State::default() };
     let lineage = |theirs: &str, ours: &str| match (theirs, ours) {
         ("a1", "a2") => Lineage::FastForward,
         ("a1", "r2") => Lineage::RewritesOthers,
@@ -75,7 +75,7 @@ fn each_ref_comes_home_waits_or_stays() {
 fn the_sessions_own_refs_may_be_rewritten_and_deleted() {
     let start = refs(&[("refs/heads/main", "a1")]);
     let known = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f1")]);
-    let state = State { start, known, brought: ["f1".to_owned()].into() };
+    let state = State { start, known, brought: ["f1".to_owned()].into(), ..State::default() };
     let own = |_: &str, _: &str| Lineage::RewritesOwn;
     let user = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f1")]);
     let deleted = decide(&state, &user, &refs(&[("refs/heads/main", "a1")]), None, &own);
@@ -91,7 +91,7 @@ fn the_sessions_own_refs_may_be_rewritten_and_deleted() {
 #[test]
 fn the_users_checked_out_branch_stays_in_branch_mode() {
     let start = refs(&[("refs/heads/main", "a1")]);
-    let state = State { start: start.clone(), known: start, brought: BTreeSet::new() };
+    let state = State { start: start.clone(), known: start, ..State::default() };
     let lineage = |theirs: &str, ours: &str| match (theirs, ours) {
         ("a1", "a2") => Lineage::FastForward,
         _ => Lineage::Behind,
