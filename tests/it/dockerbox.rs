@@ -429,7 +429,8 @@ fn branch_sandboxes_started_at_once_share_the_shelf_and_bring_work_home() {
         export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
         echo one > one.txt && git add one.txt && git commit -qm "work on one" 2>/tmp/commit
         echo "home=$(grep -c 'feat/one is now' /tmp/commit)"
-        git update-ref refs/heads/main HEAD 2>/tmp/main; echo "main_waits=$(grep -c 'your checkout has it checked out' /tmp/main)"
+        /usr/libexec/agent-sandbox/git update-ref refs/heads/main HEAD && git branch -q also 2>/tmp/main
+        echo "main_waits=$(grep -c 'main did not come home (your checkout has it checked out' /tmp/main)"
         (echo x >> /workspace/proj/.git/config) 2>/dev/null; echo "host_git_write=$?"
         (echo /tmp > /workspace/proj/.git/commondir) 2>/dev/null; echo "host_commondir=$?"
         git push -q host HEAD:refs/heads/pushed >/dev/null 2>&1; echo "push_host=$?"

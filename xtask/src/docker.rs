@@ -245,7 +245,7 @@ pub fn remove_e2e_leftovers() {
     let ours: Vec<&String> = names
         .iter()
         .filter(|name| {
-            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-", "vsc-agentbox-"]
+            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-", "vsc-agentbox-", "vsc-home-"]
                 .iter()
                 .any(|prefix| name.starts_with(prefix))
         })
