@@ -35,6 +35,8 @@ pub struct Engine {
     docker: Docker,
     runtime: tokio::runtime::Runtime,
     endpoint: String,
+    /// On another machine (tcp, TLS, ssh): bind mounts are that machine's paths.
+    remote: bool,
 }
 
 /// The state of a sandbox container as `list` shows it.
@@ -93,6 +95,7 @@ impl Engine {
                   use` at a running one"
                 .to_owned(),
         };
+        let remote = matches!(endpoint, Endpoint::Tcp(_) | Endpoint::Tls(_) | Endpoint::Ssh(_));
         let endpoint = endpoint.to_string();
         let docker = match docker {
             Ok(docker) => docker,
@@ -116,7 +119,7 @@ impl Engine {
             let err = anyhow::Error::from(err);
             bail!("the Docker engine at {endpoint} does not answer ({err:#}): {fix}");
         }
-        Ok(Engine { docker, runtime, endpoint })
+        Ok(Engine { docker, runtime, endpoint, remote })
     }
 
     pub fn endpoint(&self) -> &str {
@@ -231,10 +234,20 @@ impl Engine {
         }
         let body = create_body(plan);
         let options = CreateContainerOptionsBuilder::default().name(&plan.name).build();
-        self.runtime
-            .block_on(self.docker.create_container(Some(options), body))
-            .with_context(|| format!("creating the container {}", plan.name))?;
-        Ok(())
+        match self.runtime.block_on(self.docker.create_container(Some(options), body)) {
+            Err(bollard::errors::Error::DockerResponseServerError { message, .. })
+                if self.remote && message.contains("bind source path does not exist") =>
+            {
+                bail!(
+                    "creating the container {}: {message}: the engine at {} mounts the workspace from its own \
+                     machine, at the same absolute path as here, and nothing is copied: put a clone of the \
+                     workspace there at that path",
+                    plan.name,
+                    self.endpoint
+                )
+            }
+            res => res.map(drop).with_context(|| format!("creating the container {}", plan.name)),
+        }
     }
 
     /// Creates the container of `plan`, runs it to its end and removes it; its exit
