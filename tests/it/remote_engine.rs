@@ -12,13 +12,15 @@
 //! Only loopback is used; everything made is removed at the end.
 
 use std::{
-    io::Write as _,
     path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
-use crate::support::BIN;
+use crate::{
+    dockerbox::{docker_volume_hash, text},
+    support::BIN,
+};
 
 /// A second engine and an sshd in front of it, stopped and removed on drop.
 struct Remote {
@@ -83,15 +85,6 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// A CA, the engine's certificate for 127.0.0.1 and a client certificate, in `dir`
 /// (`ca.pem`, `server-cert.pem`, `server-key.pem`, `client/{ca,cert,key}.pem`).
 fn make_certs(dir: &Path) {
@@ -146,26 +139,23 @@ fn start_remote(image: &str) -> Remote {
     std::fs::write(path("daemon.json"), "{}").expect("write");
     let tls_port = free_port();
     let log = std::fs::File::create(path("dockerd.log")).expect("log");
-    let dockerd = Command::new("dockerd")
-        .arg("--config-file")
-        .arg(path("daemon.json"))
-        .arg("--data-root")
-        .arg(path("data"))
-        .arg("--exec-root")
-        .arg(path("x"))
-        .arg("--pidfile")
-        .arg(path("dockerd.pid"))
-        .arg("--host")
-        .arg(format!("unix://{}", path("d.sock").display()))
-        .arg("--host")
-        .arg(format!("tcp://127.0.0.1:{tls_port}"))
-        .arg("--tlsverify")
-        .arg("--tlscacert")
-        .arg(path("ca.pem"))
-        .arg("--tlscert")
-        .arg(path("server-cert.pem"))
-        .arg("--tlskey")
-        .arg(path("server-key.pem"))
+    let mut dockerd = Command::new("dockerd");
+    let files = [
+        ("--config-file", "daemon.json"),
+        ("--data-root", "data"),
+        ("--exec-root", "x"),
+        ("--pidfile", "dockerd.pid"),
+        ("--tlscacert", "ca.pem"),
+        ("--tlscert", "server-cert.pem"),
+        ("--tlskey", "server-key.pem"),
+    ];
+    for (flag, file) in files {
+        dockerd.arg(flag).arg(path(file));
+    }
+    let unix = format!("unix://{}", path("d.sock").display());
+    let tcp = format!("tcp://127.0.0.1:{tls_port}");
+    let dockerd = dockerd
+        .args(["--host", &unix, "--host", &tcp, "--tlsverify"])
         .args(["--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-forward=false"])
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
@@ -299,7 +289,7 @@ fn listed_state(out: &Output, name: &str) -> Option<String> {
 /// The lifecycle through one endpoint: `list --json`, `start`, `shell -c` (behind the
 /// firewall), `stop`; the container lives on the second engine, not on the main one.
 fn lifecycle(remote: &Remote, repo: &Path, tag: &str, env: &[(&str, String)], what: &str) {
-    let name = format!("agent-sandbox-proj-{}", workspace_hash(repo));
+    let name = format!("agent-sandbox-proj-{}", docker_volume_hash(repo));
     assert_eq!(listed_state(&sandbox(repo, env, &["list", "--json"]), &name), None, "{what}: none yet");
     let out = sandbox(repo, env, &["start", "--base-tag", tag]);
     assert!(out.status.success(), "{what}: start: {}", text(&out));
@@ -333,15 +323,7 @@ fn lifecycle(remote: &Remote, repo: &Path, tag: &str, env: &[(&str, String)], wh
         text(&out)
     );
     assert_eq!(listed_state(&sandbox(repo, env, &["list", "--json"]), &name).as_deref(), Some("exited"), "{what}");
-    run(Command::new("docker").args(["-H", &remote.socket(), "rm", "-f", &name]));
-}
-
-/// The workspace hash as the seed defines it (MD5 of the path, 12 hex digits).
-fn workspace_hash(path: &Path) -> String {
-    let mut child = Command::new("md5sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("md5sum");
-    child.stdin.take().expect("stdin").write_all(path.to_string_lossy().as_bytes()).expect("write");
-    let out = child.wait_with_output().expect("md5sum");
-    String::from_utf8_lossy(&out.stdout)[..12].to_owned()
+    assert!(remote.docker(&["rm", "-f", &name]).status.success(), "{what}: rm");
 }
 
 #[test]
