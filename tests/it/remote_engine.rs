@@ -1,4 +1,6 @@
-//! End to end: the Docker lifecycle against a remote engine, over TLS and over ssh.
+//! End to end: the Docker lifecycle against a remote engine, over TLS (`init`, then
+//! `list --json`, `start`, `shell -c`, `stop`) and over ssh (the same, then `build`,
+//! `restart`, `show-run`, `codex-init-config`, `checkout`, `shell --branch`, `stop --all`).
 //! The remote engine is a second dockerd the test starts (its own data, exec root,
 //! pidfile and sockets; no bridge, no iptables, so it cannot touch the main engine's
 //! networking) with TLS on 127.0.0.1, certificates made here with the `openssl` CLI.
@@ -286,6 +288,33 @@ fn listed_state(out: &Output, name: &str) -> Option<String> {
     Some(item["state"].as_str().expect("state").to_owned())
 }
 
+/// The rest of the lifecycle through one endpoint: `build`, `restart`, `show-run`,
+/// `codex-init-config` (the archive API), branch mode (`checkout`, `shell --branch`),
+/// `stop --all`.
+fn the_other_commands(repo: &Path, tag: &str, env: &[(&str, String)], hash: &str) {
+    let ok = |args: &[&str]| {
+        let out = sandbox(repo, env, &[args, &["--base-tag", tag]].concat());
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let name = format!("agent-sandbox-proj-{hash}");
+    assert!(ok(&["build"]).contains(&format!("built {name}:latest")));
+    assert!(ok(&["restart"]).contains(&format!("{name} restarted")));
+    assert!(ok(&["show-run"]).starts_with("docker run"));
+    let codex = ok(&["codex-init-config"]);
+    assert!(codex.contains("config.toml"), "{codex}");
+    ok(&["checkout", "b1"]);
+    let branch =
+        ok(&["shell", "--branch", "b1", "-c", "git branch --show-current; agent-sandbox firewall status | head -1"]);
+    assert!(branch.contains("b1\nfirewall: on"), "{branch}");
+    let out = sandbox(repo, env, &["stop", "--all"]);
+    let stopped = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out));
+    for want in [format!("stopped {name}"), format!("stopped agent-sandbox-proj-b1-{hash}")] {
+        assert!(stopped.contains(&want), "{want}: {}", text(&out));
+    }
+}
+
 /// The lifecycle through one endpoint: `list --json`, `start`, `shell -c` (behind the
 /// firewall), `stop`; the container lives on the second engine, not on the main one.
 fn lifecycle(remote: &Remote, repo: &Path, tag: &str, env: &[(&str, String)], what: &str) {
@@ -342,11 +371,21 @@ fn the_lifecycle_runs_on_a_remote_engine_over_tls_and_over_ssh() {
         ("DOCKER_TLS_VERIFY", "1".to_owned()),
         ("DOCKER_CERT_PATH", client.clone()),
     ];
+    // init over TLS: the build context goes up, the build's stream comes back.
+    let hash = docker_volume_hash(&repo);
+    let out = sandbox(&repo, &tls, &["init", "--base-tag", &tag]);
+    assert!(out.status.success(), "init: {}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("built agent-sandbox-proj-{hash}:latest")),
+        "{}",
+        text(&out)
+    );
     lifecycle(&remote, &repo, &tag, &tls, "tls");
 
     let path = format!("{}:{}", remote.path("bin").display(), std::env::var("PATH").unwrap_or_default());
     let ssh = [("DOCKER_HOST", format!("ssh://root@127.0.0.1:{}", remote.ssh_port)), ("PATH", path)];
     lifecycle(&remote, &repo, &tag, &ssh, "ssh");
+    the_other_commands(&repo, &tag, &ssh, &hash);
 
     // A context holding TLS material, as `docker context create` stores it.
     let config = repo.parent().expect("parent").join("docker-config");
@@ -358,14 +397,11 @@ fn the_lifecycle_runs_on_a_remote_engine_over_tls_and_over_ssh() {
     .expect("write");
     std::fs::create_dir_all(config.join("contexts/tls/d1")).expect("mkdir");
     run(Command::new("cp").arg("-r").arg(&client).arg(config.join("contexts/tls/d1/docker")));
+    // It sees what the ssh endpoint left: the same engine.
     let out = sandbox(&repo, &[("DOCKER_CONTEXT", "box".to_owned())], &["list", "--json"]);
-    assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).ok(),
-        Some(serde_json::json!([])),
-        "{}",
-        text(&out)
-    );
+    for name in [format!("agent-sandbox-proj-{hash}"), format!("agent-sandbox-proj-b1-{hash}")] {
+        assert_eq!(listed_state(&out, &name).as_deref(), Some("exited"), "{name}: {}", text(&out));
+    }
 
     // What cannot be trusted is refused: no client certificate (the engine asks for
     // one), another CA than the engine's, TLS_VERIFY without the files.
