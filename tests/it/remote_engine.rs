@@ -10,7 +10,9 @@
 //! and the docker CLI, no network, no published port), and what a remote machine is,
 //! one that runs sshd and dockerd. The client side is the user's own `ssh`, given the
 //! test's config by a wrapper first on `PATH`. The second engine has no images: the
-//! base image is loaded into it from the main engine (`docker save | docker load`).
+//! base image is loaded into it from the main engine (`docker save | docker load`):
+//! about 50 s of the test's 2 to 2.5 minutes for the 1.3 GB image here on 2 shared cores,
+//! and as much disk again while the test runs.
 //! Only loopback is used; everything made is removed at the end.
 
 use std::{

@@ -372,6 +372,8 @@ mod tests {
         });
         assert_eq!(endpoint(&tls("tcp://h:2376", true, false, Some(&certs))).expect("ok"), want);
         assert_eq!(want.to_string(), format!("tcp://h:2376 (TLS, CA {}/ca.pem)", certs.display()));
+        // An https:// host asks for TLS by itself.
+        assert_eq!(endpoint(&tls("https://h:2376/", false, false, Some(&certs))).expect("ok"), want);
         // The default certificate directory is the configuration directory.
         let default = endpoint(&tls("tcp://h:2376", true, false, None)).expect_err("none in ~/.docker");
         assert!(default.to_string().contains(&format!("{}/ca.pem", dir.path().display())), "{default}");
