@@ -94,7 +94,7 @@ impl Drop for Repo {
 }
 
 /// The workspace hash as the seed defines it, computed here with the real `md5sum`.
-fn docker_volume_hash(path: &Path) -> String {
+pub(crate) fn docker_volume_hash(path: &Path) -> String {
     let mut child = Command::new("md5sum")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -105,7 +105,7 @@ fn docker_volume_hash(path: &Path) -> String {
     String::from_utf8_lossy(&out.stdout)[..12].to_owned()
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         out.status,
