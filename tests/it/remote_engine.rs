@@ -34,6 +34,8 @@ struct Remote {
     made_run_sshd: bool,
     tls_port: u16,
     ssh_port: u16,
+    /// The second engine's own bridge, removed with it.
+    bridge: String,
 }
 
 impl Remote {
@@ -73,6 +75,7 @@ impl Drop for Remote {
         }
         self.dockerd.kill().ok();
         self.dockerd.wait().ok();
+        Command::new("ip").args(["link", "del", &self.bridge]).status().ok();
         // The data root holds the image's layers: remove it even where the container's
         // user left read-only directories.
         Command::new("rm").arg("-rf").arg(self.dir.path()).status().ok();
@@ -158,14 +161,21 @@ fn start_remote(image: &str) -> Remote {
     }
     let unix = format!("unix://{}", path("d.sock").display());
     let tcp = format!("tcp://127.0.0.1:{tls_port}");
+    // A bridge of its own, not `--bridge none`: a dockerd with its default bridge turned
+    // off deletes `docker0` at its start, the main engine's, whose containers and builds
+    // then fail until it restarts.
+    let bridge = format!("asr{tls_port}");
+    run(Command::new("ip").args(["link", "add", &bridge, "type", "bridge"]));
+    run(Command::new("ip").args(["addr", "add", &format!("10.213.{}.1/24", tls_port % 250), "dev", &bridge]));
+    run(Command::new("ip").args(["link", "set", &bridge, "up"]));
     let dockerd = dockerd
         .args(["--host", &unix, "--host", &tcp, "--tlsverify"])
-        .args(["--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-forward=false"])
+        .args(["--bridge", &bridge, "--iptables=false", "--ip6tables=false", "--ip-forward=false"])
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
         .spawn()
         .expect("dockerd (install with: apt-get install docker.io)");
-    let mut remote = Remote { dir, dockerd, sshd: None, made_run_sshd: false, tls_port, ssh_port: free_port() };
+    let mut remote = Remote { dir, dockerd, sshd: None, made_run_sshd: false, tls_port, ssh_port: free_port(), bridge };
     let deadline = Instant::now() + Duration::from_secs(60);
     while !remote.docker(&["version"]).status.success() {
         let log = std::fs::read_to_string(remote.path("dockerd.log")).unwrap_or_default();
