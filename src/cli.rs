@@ -59,6 +59,9 @@ enum Commands {
     /// Install or remove the hook guard in front of a repository's pre-commit and pre-push hooks
     #[command(subcommand)]
     Hooks(HooksCommand),
+    /// Your repository and a container's session repository (see README: Your git inside)
+    #[command(subcommand)]
+    Git(GitCommand),
     /// The container's egress firewall (run as root through the image's one sudo rule)
     #[command(subcommand)]
     Firewall(FirewallCommand),
@@ -186,6 +189,21 @@ enum DevcontainerCommand {
         /// Claude Code and Codex config in volumes of this workspace, not the shared ones
         #[arg(long)]
         per_workspace_config: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum GitCommand {
+    /// Take a branch a container's broker refused (its checks failed), after seeing why: shows, and with --yes takes it
+    Adopt {
+        /// The branch (its refused tip is refs/agent-sandbox/refused/heads/BRANCH)
+        branch: String,
+        /// Take it (a fast-forward of the branch); without it, only show
+        #[arg(long)]
+        yes: bool,
+        /// The repository (default: the current directory)
+        #[arg(short = 'C', value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
 }
 
@@ -378,6 +396,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Test(args) => crate::selftest::test(&args),
         Commands::Probe { spec } => Ok(inside::probe::run(&spec)),
         Commands::Hooks(command) => refuse_inside("`agent-sandbox hooks`").and_then(|()| hooks(command)),
+        Commands::Git(GitCommand::Adopt { branch, yes, dir }) => {
+            refuse_inside("`agent-sandbox git adopt`").and_then(|()| git_adopt(&branch, yes, dir))
+        }
         Commands::Firewall(command) => firewall(command),
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force, per_workspace_config }) => {
             devcontainer_init(path, base_tag, force, per_workspace_config)
@@ -444,6 +465,19 @@ fn finish(result: anyhow::Result<i32>) -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+/// `git adopt`: what the checks said and what would come, and with `yes` the branch taken.
+fn git_adopt(branch: &str, yes: bool, dir: Option<PathBuf>) -> anyhow::Result<i32> {
+    let repo = match dir {
+        Some(dir) => dir,
+        None => std::env::current_dir()?,
+    };
+    let adopted = hostpush::adopt::adopt(&repo, branch, yes).map_err(anyhow::Error::msg)?;
+    for line in adopted.lines {
+        println!("{line}");
+    }
+    Ok(0)
 }
 
 fn hooks(command: HooksCommand) -> anyhow::Result<i32> {

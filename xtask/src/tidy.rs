@@ -39,6 +39,7 @@ const ALLOWED: &[(&str, &str)] = &[
         "crates/hostpush/src/home.rs",
         "root's git in root's mirror and the user's .git; the reader as agent-sandbox-check",
     ),
+    ("crates/hostpush/src/adopt.rs", "git adopt: the user's own git on the user's repository, run by the user"),
     ("crates/hookguard/src/lib.rs", "git in the mirror's worktree (host mode) or inside the sandbox"),
     ("src/cli.rs", "hooks install, run by the user on their repository: rev-parse runs nothing of it"),
 ];

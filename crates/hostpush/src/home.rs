@@ -51,6 +51,11 @@ pub const STATE_DIR: &str = "/var/lib/agent-sandbox/broker";
 pub const WAITING: &str = "refs/agent-sandbox/waiting/";
 /// Marks the lines about tips the checks refused.
 const REFUSED: &str = "did not come home: its checks refused it";
+/// Where a tip whose checks failed is kept in the user's repository, for `agent-sandbox
+/// git adopt` (its objects hashed in like any other; no branch of the user's names it).
+pub const REFUSED_REFS: &str = "refs/agent-sandbox/refused/";
+/// Beside it, in the user's `.git`: what the checks said, one file per ref.
+pub const REFUSED_DIR: &str = "agent-sandbox/refused";
 /// Where accepted tips land before the refs move (removed again).
 const INCOMING: &str = "refs/agent-sandbox/incoming/";
 const SETPRIV: &str = "/usr/bin/setpriv";
@@ -626,7 +631,13 @@ fn bring(
     for (name, tip) in &tips {
         let said = match state.failed.get(*tip) {
             Some(said) => Some(said.clone()),
-            None => send(mirror, (name, tip), &settings, &global)?,
+            None => {
+                let said = send(mirror, (name, tip), &settings, &global)?;
+                if let Some(said) = &said {
+                    keep_refused(mirror, (name, tip), said);
+                }
+                said
+            }
         };
         match said {
             None => accepted.push((name, tip)),
@@ -634,7 +645,8 @@ fn bring(
                 state.failed.insert((*tip).to_owned(), said.clone());
                 refused_lines.push(format!(
                     "{} {REFUSED} (its commits stay in this container's repository; fix what they say and commit \
-                     again):\n{said}",
+                     again; the user can take them with `agent-sandbox git adopt {}`):\n{said}",
+                    short(name),
                     short(name)
                 ));
             }
@@ -706,6 +718,24 @@ fn bring(
     own_home_files();
     told.extend(refused_lines);
     Ok(told)
+}
+
+/// Keeps a refused tip in the user's repository under [`REFUSED_REFS`] (no checks: no
+/// branch of the user's points there) with what the checks said, for `git adopt`.
+/// Best effort: the refusal stands whether or not it could be kept.
+fn keep_refused(mirror: &Mirror, (name, tip): (&str, &str), said: &str) {
+    let rel = name.trim_start_matches("refs/");
+    let refspec = format!("+{tip}:{REFUSED_REFS}{rel}");
+    let receive = format!("{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c safe.directory=* receive-pack");
+    let kept =
+        mirror.git(&["push", "--quiet", "--no-verify", "--receive-pack", &receive, CONTAINER_HOME_GIT, &refspec]);
+    if kept.is_ok() {
+        let file = Path::new(CONTAINER_HOME_GIT).join(REFUSED_DIR).join(rel);
+        if let Some(dir) = file.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = util::fs::atomic_write(&file, said.as_bytes(), 0o644);
+    }
 }
 
 /// Pushes the session's `tip` of `name` from the mirror into the user's repository (under
@@ -787,10 +817,11 @@ fn own_home_files() {
         return;
     }
     let (uid, gid) = (meta.uid(), meta.gid());
-    let mut stack: Vec<PathBuf> = ["HEAD", "index", "packed-refs", "ORIG_HEAD", "refs", "logs", "objects"]
-        .iter()
-        .map(|name| home.join(name))
-        .collect();
+    let mut stack: Vec<PathBuf> =
+        ["HEAD", "index", "packed-refs", "ORIG_HEAD", "refs", "logs", "objects", "agent-sandbox"]
+            .iter()
+            .map(|name| home.join(name))
+            .collect();
     while let Some(path) = stack.pop() {
         let Ok(meta) = path.symlink_metadata() else { continue };
         if meta.uid() == 0 {

@@ -7,6 +7,7 @@
 //! pre-push` in its host mode) as the only pre-push hook. That hook checks every new
 //! commit in a fresh sandbox; the sandbox itself never holds push credentials.
 
+pub mod adopt;
 pub mod home;
 pub mod mirror;
 pub mod plan;

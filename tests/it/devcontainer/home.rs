@@ -187,6 +187,30 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     let branches = host_git(&repo, &["for-each-ref", "--format=%(refname)", "refs/heads/"]);
     assert_eq!(branches, "refs/heads/main", "only main is a branch of the user's");
     assert_eq!(host_git(&repo, &["rev-parse", "main"]), got["head"], "{all}");
+    // The user sees why a refused branch was refused, and takes it only when they say so.
+    let adopt = |extra: &[&str]| {
+        let out = Command::new(crate::support::BIN.as_str())
+            .args(["git", "adopt", "sneaky", "-C"])
+            .arg(&repo)
+            .args(extra)
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "safe.directory")
+            .env("GIT_CONFIG_VALUE_0", "*")
+            .output()
+            .expect("agent-sandbox git adopt");
+        assert!(out.status.success(), "adopt: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shown = adopt(&[]);
+    assert!(
+        shown.contains("test ! -e FAIL") && shown.contains("scratch") && shown.contains("nothing taken"),
+        "{shown}"
+    );
+    assert!(host_git(&repo, &["for-each-ref", "refs/heads/sneaky"]).is_empty(), "taken without --yes");
+    let refused = host_git(&repo, &["rev-parse", "refs/agent-sandbox/refused/heads/sneaky"]);
+    assert!(adopt(&["--yes"]).contains("sneaky is now"));
+    assert_eq!(host_git(&repo, &["rev-parse", "sneaky"]), refused);
+    assert!(host_git(&repo, &["for-each-ref", "refs/agent-sandbox/refused/heads/sneaky"]).is_empty());
 
     // The user commits on the host meanwhile: the agent's next commit waits, and comes
     // home once rebased onto the user's (the work tree is shared: the user's new file is
