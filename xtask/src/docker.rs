@@ -176,9 +176,18 @@ pub fn prepare_e2e() -> Result<std::path::PathBuf> {
         ("dockerd", "docker.io"),
         ("docker-compose", "docker-compose"),
         ("debootstrap", "debootstrap"),
-        ("npm", "npm"),
     ])?;
     start_dockerd()?;
+    let cli = devcontainer_cli()?;
+    bootstrap_image(&[])?;
+    let args = e2e_build_args();
+    build_base(&args)?;
+    Ok(cli)
+}
+
+/// The devcontainer CLI in `target/devcontainer-cli`, installed from npm when missing.
+pub fn devcontainer_cli() -> Result<std::path::PathBuf> {
+    crate::ensure_debian_packages(&[("npm", "npm")])?;
     let prefix = root().join("target/devcontainer-cli");
     let cli = prefix.join("node_modules/.bin/devcontainer");
     if !cli.exists() {
@@ -188,9 +197,6 @@ pub fn prepare_e2e() -> Result<std::path::PathBuf> {
             .arg(&prefix)
             .arg(DEVCONTAINER_CLI))?;
     }
-    bootstrap_image(&[])?;
-    let args = e2e_build_args();
-    build_base(&args)?;
     Ok(cli)
 }
 
