@@ -176,6 +176,8 @@ pub fn prepare_e2e() -> Result<std::path::PathBuf> {
         ("dockerd", "docker.io"),
         ("docker-compose", "docker-compose"),
         ("debootstrap", "debootstrap"),
+        // The OCI registry on loopback the published Feature is pulled from.
+        ("docker-registry", "docker-registry"),
     ])?;
     start_dockerd()?;
     let cli = devcontainer_cli()?;
@@ -240,7 +242,8 @@ fn start_dockerd() -> Result<()> {
 
 /// What the devcontainer CLI leaves after the end-to-end tests: an image (and its
 /// `-uid` variant) per test workspace (`vsc-plain-…`, `vsc-template-…`, `vsc-compose-…`,
-/// `vsc-pushed-…`, `vsc-vscode-…`, `vsc-agentbox-…`, named after the tests' own folders; the tests remove
+/// `vsc-pushed-…`, `vsc-vscode-…`, `vsc-agentbox-…`, `vsc-byref-…`, named after the tests' own folders, and
+/// `vsc-<number>-<hash>-features` of the Feature's harness; the tests remove
 /// theirs, this catches a run that was stopped) and a copy of the Feature's content per `up` in
 /// `/tmp/devcontainercli-<user>`: a gigabyte or more per run, which would fill a CI
 /// machine's disk over repeated runs. Best effort: a leftover is not a failure.
@@ -251,9 +254,11 @@ pub fn remove_e2e_leftovers() {
     let ours: Vec<&String> = names
         .iter()
         .filter(|name| {
-            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-", "vsc-agentbox-"]
+            let harness = name.ends_with("-features:latest") || name.ends_with("-features-uid:latest");
+            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-", "vsc-agentbox-", "vsc-byref-"]
                 .iter()
                 .any(|prefix| name.starts_with(prefix))
+                || (name.starts_with("vsc-") && harness)
         })
         .collect();
     if !ours.is_empty() {

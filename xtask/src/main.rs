@@ -142,9 +142,13 @@ fn test() -> Result<()> {
         let cli = docker::prepare_e2e()?;
         // What an earlier run that was stopped midway left.
         docker::remove_e2e_leftovers();
+        // The Feature as its artifact (static binary inside), for the Feature's harness
+        // and registry tests.
+        let artifact = feature::package(&cli)?;
         vec![
             ("AGENT_SANDBOX_E2E_BASE_TAG", docker::E2E_TAG.into()),
             ("AGENT_SANDBOX_DEVCONTAINER_CLI", cli.into_os_string()),
+            ("AGENT_SANDBOX_E2E_FEATURE", artifact.project.into_os_string()),
         ]
     } else {
         Vec::new()
