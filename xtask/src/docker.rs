@@ -1,7 +1,8 @@
 //! The Docker tasks of development and CI, through bollard on a current-thread tokio
 //! runtime (the binary's own Docker commands live in crates/dockerbox):
 //! - `bootstrap-image [--tag T]`: a Debian bookworm image from Debian's packages
-//!   (debootstrap + import), for hosts that reach no registry;
+//!   (debootstrap + import), for hosts that reach no registry (and, for the Feature's
+//!   harness, an Ubuntu 22.04 one: `bootstrap_ubuntu`);
 //! - `build-base [--tag T] [--from IMAGE] [--claude-code-version V] [--codex-version V]
 //!   [--git-delta-version V] [--ast-grep-version V]`: `agent-sandbox-base:<tag>` from
 //!   the context `agent-sandbox build-base` sends (`dockerbox::context::base_context`:
@@ -23,6 +24,8 @@ use futures_util::StreamExt;
 use crate::{root, run};
 
 pub const BOOTSTRAP_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
+/// The Ubuntu image of the Feature's harness (`bootstrap_ubuntu`).
+pub const UBUNTU_IMAGE: &str = "agent-sandbox-bootstrap:jammy";
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the tokio runtime")
@@ -37,25 +40,34 @@ async fn connect() -> Result<Docker> {
 
 pub fn bootstrap_image(args: &[String]) -> Result<()> {
     let tag = flag(args, "--tag")?.unwrap_or_else(|| BOOTSTRAP_IMAGE.to_owned());
+    bootstrap(&tag, &["--variant=minbase", "bookworm"], "http://deb.debian.org/debian")
+}
+
+/// An Ubuntu 22.04 image for the Feature's harness: Ubuntu, and a C library older than
+/// Debian 12's, which the Feature's static binary must not need. Debian has no Ubuntu
+/// keyring package, so the packages' signatures are not checked: a test image only.
+pub fn bootstrap_ubuntu() -> Result<()> {
+    bootstrap(UBUNTU_IMAGE, &["--variant=minbase", "--no-check-gpg", "jammy"], "http://archive.ubuntu.com/ubuntu")
+}
+
+/// `debootstrap ARGS ROOTFS MIRROR`, imported as `tag` (nothing done when it exists).
+fn bootstrap(tag: &str, debootstrap_args: &[&str], mirror: &str) -> Result<()> {
     runtime()?.block_on(async {
         let docker = connect().await?;
-        if docker.inspect_image(&tag).await.is_ok() {
+        if docker.inspect_image(tag).await.is_ok() {
             eprintln!("xtask: {tag} exists");
             return Ok(());
         }
         let rootfs = root().join("target/bootstrap-rootfs");
         let _ = std::fs::remove_dir_all(&rootfs);
-        eprintln!("xtask: debootstrap bookworm into {}", rootfs.display());
-        run(Command::new("debootstrap")
-            .args(["--variant=minbase", "bookworm"])
-            .arg(&rootfs)
-            .arg("http://deb.debian.org/debian"))
-        .context("debootstrap (install with: apt-get install -y debootstrap)")?;
+        eprintln!("xtask: debootstrap {} into {}", debootstrap_args.join(" "), rootfs.display());
+        run(Command::new("debootstrap").args(debootstrap_args).arg(&rootfs).arg(mirror))
+            .context("debootstrap (install with: apt-get install -y debootstrap)")?;
         let out = Command::new("tar").arg("-C").arg(&rootfs).args(["-c", "."]).output().context("tar")?;
         if !out.status.success() {
             bail!("tar of {} failed", rootfs.display());
         }
-        let (repo, version) = tag.split_once(':').unwrap_or((&tag, "latest"));
+        let (repo, version) = tag.split_once(':').unwrap_or((tag, "latest"));
         let options = CreateImageOptionsBuilder::default().from_src("-").repo(repo).tag(version).build();
         let mut stream = docker.create_image(Some(options), Some(bollard::body_full(out.stdout.into())), None);
         while let Some(info) = stream.next().await {
@@ -182,6 +194,11 @@ pub fn prepare_e2e() -> Result<std::path::PathBuf> {
     start_dockerd()?;
     let cli = devcontainer_cli()?;
     bootstrap_image(&[])?;
+    // Best effort: where Ubuntu's mirror does not answer, the Feature's harness leaves its
+    // Ubuntu scenario out and says so.
+    if let Err(err) = bootstrap_ubuntu() {
+        eprintln!("xtask: no {UBUNTU_IMAGE} ({err:#}): the Feature's harness will leave Ubuntu out");
+    }
     let args = e2e_build_args();
     build_base(&args)?;
     Ok(cli)

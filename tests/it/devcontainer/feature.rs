@@ -44,15 +44,24 @@ fn harness_images() -> BTreeSet<String> {
 fn the_features_own_harness_passes_its_scenarios() {
     let Some((project, tag, cli)) = artifact("the Feature's harness test") else { return };
     let started = Instant::now();
-    // A copy whose base image scenario names the suite's base image.
+    // A copy whose base image scenario names the suite's base image, without the Ubuntu
+    // scenario where xtask could not make its image (Ubuntu's mirror did not answer).
     let world = tempfile::tempdir().expect("tempdir");
     let copy = world.path().join("project");
     let out = Command::new("cp").arg("-a").arg(&project).arg(&copy).output().expect("cp");
     assert!(out.status.success(), "cp: {}", String::from_utf8_lossy(&out.stderr));
-    let scenarios = copy.join("test/agent-sandbox/scenarios.json");
-    let text = std::fs::read_to_string(&scenarios).expect("scenarios.json");
-    std::fs::write(&scenarios, text.replace("agent-sandbox-base:e2e", &format!("agent-sandbox-base:{tag}")))
-        .expect("write");
+    let scenarios_path = copy.join("test/agent-sandbox/scenarios.json");
+    let mut scenarios: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&scenarios_path).expect("scenarios.json")).expect("JSON");
+    scenarios["base_image"]["image"] = format!("agent-sandbox-base:{tag}").into();
+    let ubuntu = scenarios["ubuntu_jammy"]["image"].as_str().expect("the Ubuntu scenario's image").to_owned();
+    let has_ubuntu =
+        Command::new("docker").args(["image", "inspect", &ubuntu]).output().is_ok_and(|o| o.status.success());
+    if !has_ubuntu {
+        eprintln!("the Feature's harness: no {ubuntu} (cargo xtask test makes it where Ubuntu's mirror answers): Ubuntu left out");
+        scenarios.remove("ubuntu_jammy");
+    }
+    std::fs::write(&scenarios_path, serde_json::to_string_pretty(&scenarios).expect("JSON")).expect("write");
 
     let before = harness_images();
     let res = {
@@ -69,14 +78,14 @@ fn the_features_own_harness_passes_its_scenarios() {
     }
     let text = format!("{}\n{}", String::from_utf8_lossy(&res.stdout), String::from_utf8_lossy(&res.stderr));
     assert!(res.status.success(), "devcontainer features test failed:\n{text}");
-    for scenario in ["debian_new_user", "base_image"] {
+    for scenario in scenarios.keys() {
         assert!(text.contains(&format!("Passed:      '{scenario}'")), "scenario {scenario} did not pass:\n{text}");
     }
-    // Every check of test.sh, in both scenarios.
+    // Every check of test.sh, in every scenario.
     let checks = std::fs::read_to_string(copy.join("test/agent-sandbox/test.sh")).expect("test.sh");
     let per_scenario = checks.lines().filter(|line| line.starts_with("check ")).count();
-    assert_eq!(text.matches("✅  Passed '").count(), 2 * per_scenario, "{text}");
-    eprintln!("the Feature's harness: 2 scenarios in {:.1?}", started.elapsed());
+    assert_eq!(text.matches("✅  Passed '").count(), scenarios.len() * per_scenario, "{text}");
+    eprintln!("the Feature's harness: {} scenarios in {:.1?}", scenarios.len(), started.elapsed());
 }
 
 #[test]

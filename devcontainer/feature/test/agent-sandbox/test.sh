@@ -2,6 +2,12 @@
 # The checks every scenario of `devcontainer features test` runs inside the container,
 # as its remote user: the rails the Feature promises, each an attack that must fail
 # beside the legitimate use that must keep working (README: "Beyond one machine").
+# scenarios.json (plain JSON: tests/it/devcontainer/feature.rs edits a copy) names the
+# images `cargo xtask test` makes without a registry: Debian 12 bootstrapped, Ubuntu
+# 22.04 bootstrapped (an older C library than Debian's: the static binary must not care;
+# left out where Ubuntu's mirror does not answer), and the base image, which has the
+# Feature already (a second install must change nothing). Every scenario's user is one
+# the image lacks or has without sudo; root is refused (the fail-closed test).
 set -e
 # shellcheck source=/dev/null
 source dev-container-features-test-lib
