@@ -271,11 +271,10 @@ pub fn remove_e2e_leftovers() {
     let ours: Vec<&String> = names
         .iter()
         .filter(|name| {
-            let harness = name.ends_with("-features:latest") || name.ends_with("-features-uid:latest");
             ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-", "vsc-agentbox-", "vsc-byref-"]
                 .iter()
                 .any(|prefix| name.starts_with(prefix))
-                || (name.starts_with("vsc-") && harness)
+                || is_harness_image(name)
         })
         .collect();
     if !ours.is_empty() {
@@ -288,5 +287,32 @@ pub fn remove_e2e_leftovers() {
     let _ = Command::new("docker").args(["rmi", "dev_container_feature_content_temp"]).output();
     if std::env::var_os("CI").is_some_and(|ci| ci == "true") {
         let _ = Command::new("docker").args(["image", "prune", "-f"]).stdout(std::process::Stdio::null()).status();
+    }
+}
+
+/// `vsc-<timestamp>-<hash>-features[-uid]:latest`: what `devcontainer features test` builds
+/// (its workspaces are named after a timestamp); a user's own dev container images are
+/// named after their folders.
+fn is_harness_image(name: &str) -> bool {
+    let Some((folder, rest)) = name.strip_prefix("vsc-").and_then(|rest| rest.split_once('-')) else {
+        return false;
+    };
+    folder.len() >= 10
+        && folder.bytes().all(|byte| byte.is_ascii_digit())
+        && (rest.ends_with("-features:latest") || rest.ends_with("-features-uid:latest"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_harness_image;
+
+    #[test]
+    fn only_the_harness_images_are_its_leftovers() {
+        let hash = "8b8878ff3815ad6616effc4358677779362f3b7534e8478720aa3fa4a2435cd0";
+        assert!(is_harness_image(&format!("vsc-1795773611203-{hash}-features:latest")));
+        assert!(is_harness_image(&format!("vsc-1795773611203-{hash}-features-uid:latest")));
+        assert!(!is_harness_image(&format!("vsc-myproject-{hash}-features:latest")), "a user's own");
+        assert!(!is_harness_image(&format!("vsc-2024-{hash}-features:latest")), "a short number is a folder");
+        assert!(!is_harness_image(&format!("vsc-1795773611203-{hash}:latest")), "no Feature");
     }
 }
