@@ -125,8 +125,6 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
     let (ok, up_text) = project.up(&[]);
     assert!(ok, "devcontainer up: {up_text}");
     let container = project.container();
-    let (got, all) = project.exec("say workspace \"$PWD\"");
-    let workspace = got.get("workspace").cloned().unwrap_or_else(|| panic!("no workspace folder: {all}"));
     // The remotes and root's credentials, made by root where the agent cannot write:
     // root's ssh key and the sshd's host key, and the local bare repository.
     let host_key = std::fs::read_to_string(ssh_dir.join("host_key.pub")).expect("host key");
@@ -143,7 +141,8 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         &container,
         &format!(
             "set -e; G=/usr/libexec/agent-sandbox/git; $G init -q --bare /srv/remote.git\n\
-             $G --git-dir=/srv/remote.git fetch -q --upload-pack=\"$G -c safe.directory='*' upload-pack\" {workspace}/.git main:main\n\
+             $G --git-dir=/srv/remote.git fetch -q --upload-pack=\"$G -c safe.directory='*' upload-pack\" \
+               /var/lib/agent-sandbox/home/git main:main\n\
              $G --git-dir=/srv/remote.git push -q ssh://root@{sshd}/srv/remote.git main"
         ),
     );
@@ -185,7 +184,7 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         git --git-dir=/tmp/s/.git push origin HEAD:refs/heads/scratch2 >/tmp/o9 2>&1; say push_git_dir $?
         echo /tmp/s/.git/objects > .git/objects/info/alternates
         git push origin HEAD:refs/heads/borrowed >/tmp/o10 2>&1; say push_alternates $?
-        rm .git/objects/info/alternates
+        echo /var/lib/agent-sandbox/user-objects > .git/objects/info/alternates
         git tag treetag 'HEAD^{tree}' && git push origin treetag >/tmp/o11 2>&1; say push_tree_tag $?
 
         touch /var/lib/agent-sandbox/push/planted 2>/dev/null; say write_state $?
@@ -247,37 +246,19 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         "only the verified push reached the ssh remote\n{all}"
     );
 
-    // A container from an earlier `init`, whose `.git` is not pinned: the agent can move
-    // `.git` away (its read-only config mount goes with it) and put a config of its own
-    // at the path while the checks run: there a filter for the next commit's checkout,
-    // which root's git makes. Root's git reads only its own copy of the mounted config.
-    let _ = docker(&["rm", "-f", &container]);
-    let unpinned = std::fs::read_to_string(&json_path)
-        .expect("read")
-        .lines()
-        .filter(|line| !line.contains("/.git,type=bind\""))
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(&json_path, unpinned).expect("write");
-    let (ok, up_text) = project.up(&[]);
-    assert!(ok, "devcontainer up without the pin: {up_text}");
-    as_root(
-        &project.container(),
-        &format!(
-            "set -e; G=/usr/libexec/agent-sandbox/git; $G init -q --bare /srv/remote.git\n\
-             $G --git-dir=/srv/remote.git fetch -q --upload-pack=\"$G -c safe.directory='*' upload-pack\" {workspace}/.git main:main"
-        ),
-    );
+    // While the checks run, the agent plants a filter for the next commit's checkout
+    // (which root's git makes) in `.git/config`, and tries to move `.git` away: `.git` is
+    // the session repository, a mount point, and its config is the agent's own; root's
+    // git reads only its copy of the user's configuration, which the agent cannot reach.
     let (got, all) = project.exec(
         r#"
         git config --global user.name agent; git config --global user.email agent@t.invalid
-        say protected_row "$(agent-sandbox test --json | jq -r '.rows[] | select(.guarantee == "protected paths read-only") | .result + " " + .fix')"
+        say git_row "$(agent-sandbox test --json | jq -r '.rows[] | select(.guarantee | startswith("your .git out of reach")) | .result')"
         printf 'touch /tmp/checks-running; sleep 4\n' > src/slow.sh && git add . && git commit -qm slow
         printf '*.txt filter=evil\n' > .gitattributes && echo ok > src/d.txt && git add . && git commit -qm attributes
         (   for i in $(seq 600); do [ -e /tmp/checks-running ] && break; sleep 0.1; done
-            mv .git .git-away && mkdir .git && printf '[remote "origin"]\n\turl = /srv/remote.git\n[filter "evil"]\n\tsmudge = touch /tmp/pwned; cat\n' > .git/config
-            say renamed $?
-            sleep 8; rm -rf .git && mv .git-away .git; say restored $?
+            mv .git .git-away 2>/dev/null; say renamed $?
+            printf '[filter "evil"]\n\tsmudge = touch /tmp/pwned; cat\n' >> .git/config; say planted $?
         ) > /tmp/race 2>&1 &
         git push origin HEAD:refs/heads/raced >/tmp/r1 2>&1; say raced_push $?
         wait; cat /tmp/race /tmp/r1
@@ -285,22 +266,9 @@ fn a_containers_push_leaves_only_once_root_has_verified_it() {
         "#,
     );
     check(
-        "the config swapped while the checks run",
+        "the config changed while the checks run",
         &got,
-        &[
-            // `agent-sandbox test` says so, with the fix.
-            (
-                "protected_row",
-                &format!(
-                    "not held {workspace}/.git can be renamed with a read-only path inside it (created after init, \
-                     or made by an earlier init): run agent-sandbox devcontainer init again, then Rebuild Container"
-                ),
-            ),
-            ("renamed", "0"),
-            ("restored", "0"),
-            ("raced_push", "0"),
-            ("pwned", ""),
-        ],
+        &[("git_row", "held"), ("renamed", "1"), ("planted", "0"), ("raced_push", "0"), ("pwned", "")],
         &all,
     );
     eprintln!("container push e2e took {:?}", started.elapsed());

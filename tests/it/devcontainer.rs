@@ -671,7 +671,8 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     let denied_url = format!("http://{}.20:8080/", names.v4);
     template.broken_policy_closes("template", &template_policy, &allowed_url, &hello, &denied_url);
 
-    // History per workspace; Claude Code and Codex config in the shared volumes.
+    // History and the session repository per workspace; Claude Code and Codex config in
+    // the shared volumes.
     let mounts = docker(&[
         "inspect",
         "-f",
@@ -680,12 +681,13 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     ]);
     let mut volumes: Vec<&str> = mounts.split_whitespace().collect();
     volumes.sort();
-    assert_eq!(volumes.len(), 3, "{mounts}");
+    assert_eq!(volumes.len(), 4, "{mounts}");
     assert_eq!(
         volumes[..2],
         ["agent-sandbox-claude-code-config>/home/node/.claude", "agent-sandbox-codex-config>/home/node/.codex"]
     );
-    assert!(volumes[2].starts_with("agent-sandbox-history-") && volumes[2].ends_with(">/commandhistory"), "{mounts}");
+    assert!(volumes[2].starts_with("agent-sandbox-git-") && volumes[2].ends_with(">/workspace/.git"), "{mounts}");
+    assert!(volumes[3].starts_with("agent-sandbox-history-") && volumes[3].ends_with(">/commandhistory"), "{mounts}");
 
     // The refusals above are the firewall's: the same requests from a container
     // without it, on the same network, succeed.

@@ -94,7 +94,7 @@ impl Drop for Repo {
 }
 
 /// The workspace hash as the seed defines it, computed here with the real `md5sum`.
-fn docker_volume_hash(path: &Path) -> String {
+pub(crate) fn docker_volume_hash(path: &Path) -> String {
     let mut child = Command::new("md5sum")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -105,7 +105,7 @@ fn docker_volume_hash(path: &Path) -> String {
     String::from_utf8_lossy(&out.stdout)[..12].to_owned()
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         out.status,
@@ -368,14 +368,10 @@ fn missing_image_and_stopped_engine_say_what_to_do() {
 }
 
 #[test]
-fn branch_sandboxes_started_at_once_share_the_shelf_and_push_to_the_host() {
+fn branch_sandboxes_started_at_once_share_the_shelf_and_bring_work_home() {
     let Some(tag) = base_tag() else { return };
     let repo = Repo::new(&tag);
     let hash = docker_volume_hash(&repo.path);
-    // The host's own receive hook, which must run on a push from a sandbox.
-    let hook = repo.path.join(".git/hooks/pre-receive");
-    std::fs::write(&hook, "#!/bin/sh\necho host-hook-ran\n").expect("hook");
-    assert!(Command::new("chmod").arg("755").arg(&hook).status().expect("chmod").success());
     // Two branch sandboxes of one repository, started at the same moment.
     let mut children: Vec<std::process::Child> = ["feat/one", "feat/two"]
         .iter()
@@ -426,17 +422,26 @@ fn branch_sandboxes_started_at_once_share_the_shelf_and_push_to_the_host() {
         ]
     );
 
-    // A commit in a branch sandbox, pushed to the host (which has main checked out);
-    // a push to the checked-out branch is refused.
+    // A commit in a branch sandbox comes home through the broker, after the checks, as a
+    // branch of the host's repository; the branch the host has checked out (main) never
+    // moves, and the host's checkout, its `.git` with it, is read-only inside.
     let script = r#"
         export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
-        echo one > one.txt && git add one.txt && git commit -qm "work on one"
-        git push -q host feat/one 2>&1; echo "push_branch=$?"
-        git push -q host HEAD:main 2>&1 | grep -c "branch is currently checked out"
+        echo one > one.txt && git add one.txt && git commit -qm "work on one" 2>/tmp/commit
+        echo "home=$(grep -c 'feat/one is now' /tmp/commit)"
+        /usr/libexec/agent-sandbox/git update-ref refs/heads/main HEAD && git branch -q also 2>/tmp/main
+        echo "main_waits=$(grep -c 'main did not come home (your checkout has it checked out' /tmp/main)"
+        (echo x >> /workspace/proj/.git/config) 2>/dev/null; echo "host_git_write=$?"
+        (echo /tmp > /workspace/proj/.git/commondir) 2>/dev/null; echo "host_commondir=$?"
+        git push -q host HEAD:refs/heads/pushed >/dev/null 2>&1; echo "push_host=$?"
     "#;
     let out = repo.cmd(&["shell", "--branch", "feat/one", "--base-tag", &tag, "-c", script]).output().expect("shell");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("remote: host-hook-ran") && stdout.contains("push_branch=0\n1\n"), "{}", text(&out));
+    for want in ["home=1\n", "main_waits=1\n", "host_git_write=1\n", "host_commondir=1\n"] {
+        assert!(stdout.contains(want), "missing {want:?}: {}", text(&out));
+    }
+    assert!(!stdout.contains("push_host=0"), "a push into the read-only checkout: {}", text(&out));
+    assert!(!repo.path.join(".git/commondir").exists());
     assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "feat/one"]).trim(), "work on one");
     assert_eq!(git(&repo.path, &["log", "-1", "--format=%s", "main"]).trim(), "init");
     assert_eq!(git(&repo.path, &["branch", "--show-current"]).trim(), "main");

@@ -24,6 +24,7 @@ mod next_session;
 mod projects;
 mod push;
 mod real_agents;
+mod remote_engine;
 mod runtime;
 mod secrets;
 mod selftest;

@@ -271,9 +271,18 @@ pub fn remove_e2e_leftovers() {
     let ours: Vec<&String> = names
         .iter()
         .filter(|name| {
-            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-", "vsc-agentbox-", "vsc-byref-"]
-                .iter()
-                .any(|prefix| name.starts_with(prefix))
+            [
+                "vsc-plain-",
+                "vsc-template-",
+                "vsc-compose-",
+                "vsc-pushed-",
+                "vsc-vscode-",
+                "vsc-agentbox-",
+                "vsc-home-",
+                "vsc-byref-",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
                 || is_harness_image(name)
         })
         .collect();

@@ -92,6 +92,8 @@ const PACKAGES: &[(&str, &str)] = &[
     // An ssh remote on loopback for the push-through-the-host tests.
     ("sshd", "openssh-server"),
     ("ssh-keygen", "openssh-client"),
+    // The remote engine test's CA, engine and client certificates (tests/it/remote_engine.rs).
+    ("openssl", "openssl"),
 ];
 
 pub fn ensure_packages() -> Result<()> {

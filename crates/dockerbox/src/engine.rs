@@ -3,14 +3,12 @@
 //! one decision made elsewhere (a [`ContainerPlan`], a build context) and says what to
 //! do next when the engine or an image is missing.
 //!
-//! The engine is the one the docker CLI would use: `DOCKER_HOST`, else the context
-//! named by `DOCKER_CONTEXT` or by `currentContext` in `$DOCKER_CONFIG/config.json`
-//! (default `~/.docker`), else the local socket ([`endpoint`]).
+//! The engine is the one the docker CLI would use ([`crate::endpoint`]): local, or
+//! remote over TLS or ssh ([`crate::transport`]); every call below is the same for all.
 
 use std::{
     collections::HashMap,
     io::{IsTerminal as _, Read as _, Write as _},
-    path::{Path, PathBuf},
 };
 
 use anyhow::{bail, Context as _, Result};
@@ -26,53 +24,19 @@ use bollard::{
 use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
-use crate::plan::{self, ContainerPlan, EngineFacts, MountKind};
+use crate::{
+    endpoint::{self, Endpoint, EndpointEnv},
+    plan::{self, ContainerPlan, EngineFacts, MountKind},
+    transport,
+};
 
 /// A connected engine and the runtime its calls run on.
 pub struct Engine {
     docker: Docker,
     runtime: tokio::runtime::Runtime,
     endpoint: String,
-}
-
-/// Where the engine is, as the docker CLI decides it. `None`: the local default socket.
-pub fn endpoint(docker_host: Option<&str>, docker_context: Option<&str>, config_dir: &Path) -> Result<Option<String>> {
-    if let Some(host) = docker_host.filter(|host| !host.is_empty()) {
-        return Ok(Some(host.to_owned()));
-    }
-    let context = match docker_context.filter(|name| !name.is_empty()) {
-        Some(name) => Some(name.to_owned()),
-        None => match fs_err::read_to_string(config_dir.join("config.json")) {
-            Ok(text) => serde_json::from_str::<serde_json::Value>(&text)
-                .with_context(|| format!("{}: not valid JSON", config_dir.join("config.json").display()))?
-                .get("currentContext")
-                .and_then(|value| value.as_str())
-                .map(str::to_owned),
-            Err(_) => None,
-        },
-    };
-    let Some(context) = context.filter(|name| name != "default") else { return Ok(None) };
-    let meta_dir = config_dir.join("contexts/meta");
-    for entry in fs_err::read_dir(&meta_dir).into_iter().flatten().flatten() {
-        let Ok(text) = fs_err::read_to_string(entry.path().join("meta.json")) else { continue };
-        let Ok(meta) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
-        if meta.get("Name").and_then(|name| name.as_str()) == Some(context.as_str()) {
-            let host = meta.pointer("/Endpoints/docker/Host").and_then(|host| host.as_str());
-            return match host {
-                Some(host) => Ok(Some(host.to_owned())),
-                None => bail!("docker context {context:?} has no Docker endpoint ({})", entry.path().display()),
-            };
-        }
-    }
-    bail!("docker context {context:?} not found in {} (list them with: docker context ls)", meta_dir.display())
-}
-
-/// The docker CLI's configuration directory.
-pub fn config_dir() -> PathBuf {
-    match std::env::var_os("DOCKER_CONFIG") {
-        Some(dir) => PathBuf::from(dir),
-        None => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".docker"),
-    }
+    /// On another machine (tcp, TLS, ssh): bind mounts are that machine's paths.
+    remote: bool,
 }
 
 /// The state of a sandbox container as `list` shows it.
@@ -108,22 +72,31 @@ pub fn cpu_percent(container_delta: u64, system_delta: u64, online_cpus: u32) ->
 impl Engine {
     /// Connects and checks that the engine answers.
     pub fn connect() -> Result<Engine> {
-        let docker_host = std::env::var("DOCKER_HOST").ok();
-        let docker_context = std::env::var("DOCKER_CONTEXT").ok();
-        let endpoint = endpoint(docker_host.as_deref(), docker_context.as_deref(), &config_dir())?;
+        let endpoint = endpoint::endpoint(&EndpointEnv::from_process())?;
         let runtime =
             tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the tokio runtime")?;
-        // TLS would need a TLS stack this binary does not carry: say so rather than
-        // talk plain HTTP to an endpoint that expects TLS.
-        let tls = std::env::var_os("DOCKER_TLS_VERIFY").is_some_and(|value| !value.is_empty());
-        if let Some(host) = endpoint.as_deref().filter(|host| tls || host.starts_with("https://")) {
-            bail!("the Docker endpoint {host} needs TLS, which agent-sandbox does not support yet: use a unix socket, an SSH tunnel to one, or a plain tcp:// endpoint on a trusted network");
-        }
-        let (docker, endpoint) = match endpoint {
-            Some(host) => (Docker::connect_with_host(&host), host),
-            None => (Docker::connect_with_local_defaults(), "unix:///var/run/docker.sock".to_owned()),
+        let docker = match &endpoint {
+            Endpoint::Local => Docker::connect_with_local_defaults(),
+            Endpoint::Unix(host) | Endpoint::Tcp(host) => Docker::connect_with_host(host),
+            Endpoint::Tls(tls) => Ok(transport::tls(tls)?),
+            Endpoint::Ssh(ssh) => Ok(transport::ssh(ssh)?),
         };
-        let fix = "start it (`sudo systemctl start docker`, or `dockerd &`), or point DOCKER_HOST or `docker context use` at a running one";
+        let fix = match &endpoint {
+            Endpoint::Ssh(ssh) => format!(
+                "check that `{}` answers (ssh's own message, if any, is above), or point DOCKER_HOST or `docker \
+                 context use` at another engine",
+                ssh.argv(&["docker", "version"]).join(" ")
+            ),
+            Endpoint::Tls(_) => "check the address, that the engine listens with --tlsverify, and that its \
+                 certificate is signed by that CA for this host name or address (and accepts your client \
+                 certificate), or point DOCKER_HOST or `docker context use` at another engine"
+                .to_owned(),
+            _ => "start it (`sudo systemctl start docker`, or `dockerd &`), or point DOCKER_HOST or `docker context \
+                  use` at a running one"
+                .to_owned(),
+        };
+        let remote = matches!(endpoint, Endpoint::Tcp(_) | Endpoint::Tls(_) | Endpoint::Ssh(_));
+        let endpoint = endpoint.to_string();
         let docker = match docker {
             Ok(docker) => docker,
             Err(err) => bail!("cannot reach the Docker engine at {endpoint} ({err}): {fix}"),
@@ -143,9 +116,10 @@ impl Engine {
                     );
                 }
             }
-            bail!("the Docker engine at {endpoint} does not answer ({err}): {fix}");
+            let err = anyhow::Error::from(err);
+            bail!("the Docker engine at {endpoint} does not answer ({err:#}): {fix}");
         }
-        Ok(Engine { docker, runtime, endpoint })
+        Ok(Engine { docker, runtime, endpoint, remote })
     }
 
     pub fn endpoint(&self) -> &str {
@@ -260,10 +234,20 @@ impl Engine {
         }
         let body = create_body(plan);
         let options = CreateContainerOptionsBuilder::default().name(&plan.name).build();
-        self.runtime
-            .block_on(self.docker.create_container(Some(options), body))
-            .with_context(|| format!("creating the container {}", plan.name))?;
-        Ok(())
+        match self.runtime.block_on(self.docker.create_container(Some(options), body)) {
+            Err(bollard::errors::Error::DockerResponseServerError { message, .. })
+                if self.remote && message.contains("bind source path does not exist") =>
+            {
+                bail!(
+                    "creating the container {}: {message}: the engine at {} mounts the workspace from its own \
+                     machine, at the same absolute path as here, and nothing is copied: put a clone of the \
+                     workspace there at that path",
+                    plan.name,
+                    self.endpoint
+                )
+            }
+            res => res.map(drop).with_context(|| format!("creating the container {}", plan.name)),
+        }
     }
 
     /// Creates the container of `plan`, runs it to its end and removes it; its exit
@@ -759,31 +743,5 @@ mod tests {
         assert_eq!(step_of("Step 3/12 : RUN apt-get update\n"), Some((3, 12, "RUN apt-get update".into())));
         assert_eq!(step_of(" ---> Using cache\n"), None);
         assert_eq!(step_of("Step x/12 : RUN\n"), None);
-    }
-
-    #[test]
-    fn endpoint_follows_the_docker_clis_order() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path();
-        // Nothing configured: the local socket.
-        assert_eq!(endpoint(None, None, config).expect("ok"), None);
-        // A context named in config.json, found by its meta.json (the directory name is
-        // a digest the CLI computes; the Name field is what counts).
-        fs_err::write(config.join("config.json"), r#"{"currentContext": "remote"}"#).expect("write");
-        fs_err::create_dir_all(config.join("contexts/meta/abc")).expect("mkdir");
-        fs_err::write(
-            config.join("contexts/meta/abc/meta.json"),
-            r#"{"Name":"remote","Endpoints":{"docker":{"Host":"tcp://127.0.0.1:2399"}}}"#,
-        )
-        .expect("write");
-        assert_eq!(endpoint(None, None, config).expect("ok").as_deref(), Some("tcp://127.0.0.1:2399"));
-        // DOCKER_CONTEXT wins over config.json, DOCKER_HOST over both.
-        assert_eq!(endpoint(None, Some("default"), config).expect("ok"), None);
-        assert_eq!(
-            endpoint(Some("unix:///tmp/d.sock"), Some("remote"), config).expect("ok").as_deref(),
-            Some("unix:///tmp/d.sock")
-        );
-        let missing = endpoint(None, Some("gone"), config).expect_err("unknown context");
-        assert!(missing.to_string().contains("docker context \"gone\" not found"), "{missing}");
     }
 }

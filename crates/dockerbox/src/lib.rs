@@ -8,11 +8,15 @@
 //! `docker run` command; `context` holds the build contexts (the base image's, built
 //! into the binary, and the per-repo one); `codex` decides the Codex volume's files;
 //! `lifecycle` is each command (facts, decision, engine); `engine` is the only module
-//! that talks to Docker (bollard, a current-thread tokio runtime) and carries plans out.
+//! that talks to Docker (bollard, a current-thread tokio runtime) and carries plans out,
+//! at the [`endpoint::Endpoint`] the docker CLI would use, local or remote (TLS, ssh:
+//! `transport`).
 
 pub mod codex;
 pub mod context;
+pub mod endpoint;
 pub mod engine;
 pub mod lifecycle;
 pub mod names;
 pub mod plan;
+pub mod transport;

@@ -66,6 +66,12 @@ impl Target {
         }
     }
 
+    /// Whether the workspace's `.git` is a directory: a bind-mode container then has a
+    /// session repository (`hostpush::home`).
+    pub fn session_git(&self) -> bool {
+        self.root.join(".git").symlink_metadata().is_ok_and(|meta| meta.is_dir())
+    }
+
     /// The container plan (`protected`: the existing paths to mount read-only).
     pub fn plan(&self, base_tag: &str, protected: &[String], limits: Limits) -> Result<ContainerPlan> {
         let request = Request {
@@ -74,7 +80,7 @@ impl Target {
             image: self.image(base_tag),
             protected: protected.to_vec(),
             settings: self.settings()?,
-            session_git: self.root.join(".git").symlink_metadata().is_ok_and(|meta| meta.is_dir()),
+            session_git: self.session_git(),
             limits,
         };
         Ok(plan::plan(&request)?)
@@ -403,6 +409,11 @@ pub fn stop(engine: &Engine, target: &Target) -> Result<(String, bool)> {
     let name = target.workspace.container(target.mode.branch());
     match engine.container_state(&name)? {
         Some(true) => {
+            if target.mode == Mode::Bind && target.session_git() {
+                // What the session committed comes home, or is said not to (the broker
+                // speaks on stderr), before the container stops; a failure stops it anyway.
+                engine.output(&name, &["agent-sandbox", "git-home", "sync"], "root")?;
+            }
             engine.stop(&name)?;
             Ok((name, true))
         }

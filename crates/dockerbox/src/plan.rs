@@ -17,7 +17,7 @@ use crate::names::{sanitize_branch, Workspace, CLAUDE_VOLUME, CODEX_VOLUME};
 /// The unprivileged user of the base image.
 pub const USER: &str = "node";
 /// Where the repo-shelf volume is mounted.
-pub const REPO_SHELF: &str = "/repo-shelf";
+pub const REPO_SHELF: &str = runtime_layout::CONTAINER_REPO_SHELF;
 /// The label every sandbox container carries: the host workspace path.
 pub const LABEL_WORKSPACE: &str = "agent-sandbox.workspace";
 pub const LABEL_MODE: &str = "agent-sandbox.mode";
@@ -265,10 +265,18 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
     let bind =
         |source: String, target: String, read_only: bool| Mount { kind: MountKind::Bind, source, target, read_only };
     let volume = |source: String, target: String| Mount { kind: MountKind::Volume, source, target, read_only: false };
-    let mut mounts = vec![bind(workspace.path.clone(), inside.clone(), false)];
+    // Branch mode works in the shelf: the host's checkout is only the `host` remote, and
+    // read-only (its `.git` included) whenever the broker brings the work home instead.
+    let branch = matches!(request.mode, Mode::Branch(_));
+    let host_read_only = branch && request.session_git;
+    let mut mounts = vec![bind(workspace.path.clone(), inside.clone(), host_read_only)];
     let session = request.session_git && request.mode == Mode::Bind;
-    let protected: Vec<String> =
-        request.protected.iter().filter(|path| !(session && devcontainer::in_git_dir(path))).cloned().collect();
+    let protected: Vec<String> = request
+        .protected
+        .iter()
+        .filter(|path| !(host_read_only || session && devcontainer::in_git_dir(path)))
+        .cloned()
+        .collect();
     for path in devcontainer::pinned_parents(&protected) {
         mounts.push(bind(format!("{}/{path}", workspace.path), format!("{inside}/{path}"), false));
     }
@@ -278,10 +286,12 @@ pub fn plan(request: &Request) -> Result<ContainerPlan, PlanError> {
     if request.protected.iter().any(|p| p == ".agent-sandbox") {
         mounts.push(bind(format!("{}/.agent-sandbox", workspace.path), PROJECT_POLICY_DIR.into(), true));
     }
-    if session {
+    if request.session_git {
         for (path, target, read_only) in devcontainer::session_binds() {
             mounts.push(bind(format!("{}/{path}", workspace.path), target.to_owned(), read_only));
         }
+    }
+    if session {
         mounts.push(volume(workspace.session_git_volume(), format!("{inside}/.git")));
     }
     mounts.push(volume(workspace.repo_shelf_volume(), REPO_SHELF.into()));
@@ -600,9 +610,22 @@ mod tests {
             ]
         );
         assert_eq!(mounts[5], (MountKind::Volume, volume.as_str(), "/workspace/app/.git", false));
+        // Branch mode: the host's checkout read-only as a whole (its `.git` with it), the
+        // broker's mounts, and no session volume: the shelf is the session repository.
         let branch = plan(&Request { session_git: true, ..request(Mode::Branch("x".into())) }).expect("plan");
-        assert!(branch.mounts.iter().any(|mount| mount.target == "/workspace/app/.git/hooks" && mount.read_only));
-        assert!(!branch.mounts.iter().any(|mount| mount.target.starts_with("/var/lib/agent-sandbox/home")));
+        let targets: Vec<(&str, bool)> =
+            branch.mounts.iter().map(|mount| (mount.target.as_str(), mount.read_only)).collect();
+        assert_eq!(
+            targets[..5],
+            [
+                ("/workspace/app", true),
+                ("/etc/agent-sandbox/project", true),
+                ("/var/lib/agent-sandbox/home/git", false),
+                ("/var/lib/agent-sandbox/user-objects", true),
+                ("/repo-shelf", false),
+            ]
+        );
+        assert!(!targets.iter().any(|(target, _)| target.starts_with("/workspace/app/")), "{targets:?}");
     }
 
     #[test]

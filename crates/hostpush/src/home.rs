@@ -34,7 +34,9 @@ use std::{
     time::Duration,
 };
 
-use runtime_layout::{CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT, CONTAINER_USER_OBJECTS};
+use runtime_layout::{
+    CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT, CONTAINER_REPO_SHELF, CONTAINER_USER_OBJECTS,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -47,6 +49,8 @@ use crate::{
 pub const STATE_DIR: &str = "/var/lib/agent-sandbox/broker";
 /// Where a session tip that could not come home waits, in the user's repository.
 pub const WAITING: &str = "refs/agent-sandbox/waiting/";
+/// Marks the lines about tips the checks refused.
+const REFUSED: &str = "did not come home: its checks refused it";
 /// Where accepted tips land before the refs move (removed again).
 const INCOMING: &str = "refs/agent-sandbox/incoming/";
 const SETPRIV: &str = "/usr/bin/setpriv";
@@ -65,23 +69,36 @@ pub type Refs = BTreeMap<String, String>;
 pub struct Layout {
     pub top: PathBuf,
     pub session: PathBuf,
+    /// The work tree is the user's own (bind mode, a dev container): the user's `HEAD`
+    /// follows the session's and the index is rebuilt. In a branch sandbox the session
+    /// is the shelf, whose worktrees are not the user's checkout.
+    pub shared_tree: bool,
 }
 
-/// The layout the mounts show: the work tree is the mount of the directory whose
-/// `.git` is mounted at [`CONTAINER_HOME_GIT`] (same device, its parent as root), and
-/// it has a mount of its own at `.git` (the session volume). `None`: no session
-/// repository in this container.
+/// The layout the mounts show. The user's work tree is the mount of the directory
+/// whose `.git` is mounted at [`CONTAINER_HOME_GIT`] (same device, its parent as root).
+/// With a mount of its own at `.git` (the session volume), that is the session; read-only
+/// beside the repo shelf, the session is the shelf's clone (branch mode). `None`: no
+/// session repository in this container.
 pub fn layout(mounts: &[util::mounts::Mount]) -> Option<Layout> {
     let home = mounts.iter().find(|mount| mount.point == Path::new(CONTAINER_HOME_GIT))?;
     let tree = home.root.parent()?;
-    mounts
+    let trees: Vec<&util::mounts::Mount> = mounts
         .iter()
         .filter(|mount| mount.device == home.device && mount.root == tree && mount.id != home.id)
-        .find(|mount| {
-            let git = mount.point.join(".git");
-            mounts.iter().any(|other| other.point == git && other.id != home.id)
-        })
-        .map(|mount| Layout { top: mount.point.clone(), session: mount.point.join(".git") })
+        .collect();
+    let bind = trees.iter().find(|mount| {
+        let git = mount.point.join(".git");
+        mounts.iter().any(|other| other.point == git && other.id != home.id)
+    });
+    if let Some(mount) = bind {
+        return Some(Layout { top: mount.point.clone(), session: mount.point.join(".git"), shared_tree: true });
+    }
+    let shelf = mounts.iter().any(|mount| mount.point == Path::new(CONTAINER_REPO_SHELF));
+    (shelf && trees.iter().any(|mount| mount.read_only)).then(|| {
+        let top = Path::new(CONTAINER_REPO_SHELF).join("repo");
+        Layout { session: top.join(".git"), top, shared_tree: false }
+    })
 }
 
 /// What the broker keeps between runs (root's, in [`CONTAINER_HOME_DIR`]).
@@ -93,6 +110,9 @@ pub struct State {
     pub known: Refs,
     /// Every commit this session brought home.
     pub brought: BTreeSet<String>,
+    /// Tips whose checks failed, with what the checks said: not checked again.
+    #[serde(default)]
+    pub failed: BTreeMap<String, String>,
 }
 
 /// What becomes of one ref.
@@ -111,6 +131,8 @@ pub enum Decision {
 pub enum Lineage {
     /// The user's tip is in the session's history.
     FastForward,
+    /// The session's tip is in the user's history: nothing new (the user went on).
+    Behind,
     /// Not, and every commit it would drop was brought home by this session.
     RewritesOwn,
     /// It would drop commits that did not come from this session.
@@ -119,8 +141,15 @@ pub enum Lineage {
 
 /// Per ref of `refs/heads/` and `refs/tags/`: the session's value against the user's
 /// (`user`), given what the broker knows (`state`) and how two tips relate (`lineage`:
-/// user's, session's). Pure.
-pub fn decide(state: &State, user: &Refs, session: &Refs, lineage: &dyn Fn(&str, &str) -> Lineage) -> Vec<Decision> {
+/// user's, session's). `checked_out`: the branch the user's own checkout has, which a
+/// session working elsewhere (branch mode) never moves. Pure.
+pub fn decide(
+    state: &State,
+    user: &Refs,
+    session: &Refs,
+    checked_out: Option<&str>,
+    lineage: &dyn Fn(&str, &str) -> Lineage,
+) -> Vec<Decision> {
     let names: BTreeSet<&String> = user.keys().chain(session.keys()).collect();
     let mut out = Vec::new();
     for name in names {
@@ -143,7 +172,13 @@ pub fn decide(state: &State, user: &Refs, session: &Refs, lineage: &dyn Fn(&str,
                 }
             }
             (Some(ours), Some(_)) if tag => out.push(wait(ours, "a tag that exists is not moved")),
+            (Some(ours), Some(theirs)) if checked_out == Some(name.as_str()) => {
+                if lineage(theirs, ours) != Lineage::Behind {
+                    out.push(wait(ours, "your checkout has it checked out: bring work home on another branch"));
+                }
+            }
             (Some(ours), Some(theirs)) => match lineage(theirs, ours) {
+                Lineage::Behind => {}
                 Lineage::FastForward | Lineage::RewritesOwn => {
                     out.push(Decision::Update { name: name.clone(), from: Some(theirs.clone()), to: ours.clone() })
                 }
@@ -176,10 +211,11 @@ pub fn sync(config: Result<config::Config, String>) -> i32 {
 fn report(result: Result<Vec<String>, Refusal>) -> i32 {
     match result {
         Ok(lines) => {
-            for line in lines {
+            for line in &lines {
                 eprintln!("agent-sandbox: {line}");
             }
-            0
+            // A line about a refusal makes the status 1 (scripts can tell).
+            i32::from(lines.iter().any(|line| line.contains(REFUSED)))
         }
         Err(refusal) => {
             eprintln!("agent-sandbox: nothing came home: {}.\nInstead: {}.", refusal.why, refusal.instead);
@@ -298,7 +334,7 @@ fn run_start() -> Result<Vec<String>, Refusal> {
         .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "restart the container"))?;
     check_home()?;
     let refs = user_refs()?;
-    write_state(&State { start: refs.clone(), known: refs, brought: BTreeSet::new() })?;
+    write_state(&State { start: refs.clone(), known: refs, ..State::default() })?;
     let session = &layout.session;
     let meta = session.symlink_metadata().map_err(|err| {
         refuse(format!("{}: {err}", session.display()), "restart the container (the session volume is missing)")
@@ -522,7 +558,13 @@ fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
     let user = user_refs()?;
     let mut state = read_state();
     let lineage = |theirs: &str, ours: &str| lineage(&mirror, &state.brought, theirs, ours);
-    let decisions = decide(&state, &user, &session, &lineage);
+    let checked_out = match layout.shared_tree {
+        true => None,
+        false => home_git(&["symbolic-ref", "-q", "HEAD"], None)
+            .ok()
+            .map(|name| String::from_utf8_lossy(&name).trim().to_owned()),
+    };
+    let decisions = decide(&state, &user, &session, checked_out.as_deref(), &lineage);
     if decisions.is_empty() {
         return Ok(Vec::new());
     }
@@ -532,6 +574,9 @@ fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
 fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str) -> Lineage {
     if mirror.git(&["merge-base", "--is-ancestor", theirs, ours]).is_ok() {
         return Lineage::FastForward;
+    }
+    if mirror.git(&["merge-base", "--is-ancestor", ours, theirs]).is_ok() {
+        return Lineage::Behind;
     }
     let range = format!("{ours}..{theirs}");
     match mirror.git(&["rev-list", &range]) {
@@ -559,10 +604,6 @@ fn bring(
             Decision::Delete { .. } => None,
         })
         .collect();
-    // The commits that come home with these tips (for the record of what is ours).
-    let mut input = tips.iter().map(|(_, tip)| format!("{tip}\n")).collect::<String>();
-    input.extend(user.values().map(|sha| format!("^{sha}\n")));
-    let new = mirror_git_with_input(mirror, &["rev-list", "--stdin"], input.as_bytes())?;
     let state_dir = Path::new(STATE_DIR);
     let project_config = state_dir.join("project-config");
     // The hook guard's git asks the user's repository (not root's) what it has.
@@ -578,47 +619,45 @@ fn bring(
         Path::new(IMAGE_BINARY),
         Some(&global),
     )?;
-    // By the mirror's ref names (the session's, just fetched), so that the checks name
-    // the branch; a tip the mirror has under no such name goes by its object name.
-    let refspecs: Vec<String> = tips
-        .iter()
-        .map(|(name, tip)| {
-            let current = mirror.git(&["rev-parse", "-q", "--verify", name]).unwrap_or_default();
-            let source = if String::from_utf8_lossy(&current).trim() == *tip { name } else { tip };
-            format!("{source}:{INCOMING}{}", name.trim_start_matches("refs/"))
-        })
-        .collect();
-    let receive = format!("{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c safe.directory=* receive-pack");
-    let hooks = state_dir.join("hooks").display().to_string();
-    let out = Command::new(CONTAINER_REAL_GIT)
-        .args(["-c", &format!("core.hooksPath={hooks}"), "--git-dir"])
-        .arg(mirror.path)
-        .args(["push", "--quiet", "--receive-pack", &receive, CONTAINER_HOME_GIT])
-        .args(&refspecs)
-        .current_dir(mirror.path)
-        .env_clear()
-        .envs(mirror.env.iter().map(|(name, value)| (name, value)))
-        .env(crate::service::SETTINGS_VAR, &settings)
-        .env("GIT_CONFIG_GLOBAL", &global)
-        .stdin(Stdio::null())
-        .output();
+    // One push per tip, so that a branch whose checks fail keeps no other from coming
+    // home; a tip that failed before is not checked again.
+    let mut refused_lines = Vec::new();
+    let mut accepted: Vec<(&str, &str)> = Vec::new();
+    for (name, tip) in &tips {
+        let said = match state.failed.get(*tip) {
+            Some(said) => Some(said.clone()),
+            None => send(mirror, (name, tip), &settings, &global)?,
+        };
+        match said {
+            None => accepted.push((name, tip)),
+            Some(said) => {
+                state.failed.insert((*tip).to_owned(), said.clone());
+                refused_lines.push(format!(
+                    "{} {REFUSED} (its commits stay in this container's repository; fix what they say and commit \
+                     again):\n{said}",
+                    short(name)
+                ));
+            }
+        }
+    }
     util::users::kill_all(check_user.0, Duration::from_secs(10));
     let _ = verify::remove(&work);
-    let out = out.map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
     own_home_files();
-    if !out.status.success() {
-        let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-        return Err(refuse(
-            format!("the checks refused the new commits:\n{said}"),
-            "fix what the checks say and commit again (your commits stay in this container's repository)",
-        ));
-    }
+    let accepted_tip = |name: &str| accepted.iter().any(|(accepted, _)| *accepted == name);
+    // The commits that come home with these tips (for the record of what is ours).
+    let mut input = accepted.iter().map(|(_, tip)| format!("{tip}\n")).collect::<String>();
+    input.extend(user.values().map(|sha| format!("^{sha}\n")));
+    let new = match accepted.is_empty() {
+        true => Vec::new(),
+        false => mirror_git_with_input(mirror, &["rev-list", "--stdin"], input.as_bytes())?,
+    };
     let head_before = home_git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
     let mut transaction = String::from("start\n");
     let mut told = Vec::new();
     let zero = "0".repeat(40);
     for decision in decisions {
         match decision {
+            Decision::Update { name, .. } | Decision::Wait { name, .. } if !accepted_tip(name) => {}
             Decision::Update { name, from, to } => {
                 transaction.push_str(&format!("update {name} {to} {}\n", from.as_deref().unwrap_or(&zero)));
                 told.push(format!("{} is now {} in your repository", short(name), &to[..12.min(to.len())]));
@@ -633,7 +672,7 @@ fn bring(
             }
         }
     }
-    for (name, _) in &tips {
+    for (name, _) in &accepted {
         transaction.push_str(&format!("delete {INCOMING}{}\n", name.trim_start_matches("refs/")));
     }
     transaction.push_str("prepare\ncommit\n");
@@ -650,9 +689,10 @@ fn bring(
     // tip keeps waiting for a rebase onto the user's.
     for decision in decisions {
         match decision {
-            Decision::Update { name, to, .. } => {
+            Decision::Update { name, to, .. } if accepted_tip(name) => {
                 state.known.insert(name.clone(), to.clone());
             }
+            Decision::Update { .. } => {}
             Decision::Delete { name, .. } => {
                 state.known.remove(name);
             }
@@ -660,9 +700,38 @@ fn bring(
         }
     }
     write_state(state)?;
-    follow_head(mirror, head_before.as_deref())?;
+    if layout.shared_tree {
+        follow_head(mirror, head_before.as_deref())?;
+    }
     own_home_files();
+    told.extend(refused_lines);
     Ok(told)
+}
+
+/// Pushes the session's `tip` of `name` from the mirror into the user's repository (under
+/// [`INCOMING`]), through the hook guard's checks. `None`: it went in; else what the
+/// checks (or git) said.
+fn send(mirror: &Mirror, (name, tip): (&str, &str), settings: &Path, global: &Path) -> Result<Option<String>, Refusal> {
+    // By the mirror's ref name (the session's, just fetched), so that the checks name the
+    // branch; a tip the mirror has under no such name goes by its object name.
+    let current = mirror.git(&["rev-parse", "-q", "--verify", name]).unwrap_or_default();
+    let source = if String::from_utf8_lossy(&current).trim() == tip { name } else { tip };
+    let refspec = format!("{source}:{INCOMING}{}", name.trim_start_matches("refs/"));
+    let receive = format!("{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c safe.directory=* receive-pack");
+    let hooks = Path::new(STATE_DIR).join("hooks").display().to_string();
+    let out = Command::new(CONTAINER_REAL_GIT)
+        .args(["-c", &format!("core.hooksPath={hooks}"), "--git-dir"])
+        .arg(mirror.path)
+        .args(["push", "--quiet", "--receive-pack", &receive, CONTAINER_HOME_GIT, &refspec])
+        .current_dir(mirror.path)
+        .env_clear()
+        .envs(mirror.env.iter().map(|(name, value)| (name, value)))
+        .env(crate::service::SETTINGS_VAR, settings)
+        .env("GIT_CONFIG_GLOBAL", global)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
+    Ok((!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).trim().to_owned()))
 }
 
 fn short(name: &str) -> &str {

@@ -327,6 +327,7 @@ const MOVES_REFS: &[&str] = &[
     "revert",
     "am",
     "pull",
+    "fetch",
     "branch",
     "tag",
     "checkout",

@@ -34,6 +34,9 @@ pub const CONTAINER_HOME_DIR: &str = "/var/lib/agent-sandbox/home";
 pub const CONTAINER_HOME_GIT: &str = "/var/lib/agent-sandbox/home/git";
 /// The user's `.git/objects`, read-only: the session repository's alternate.
 pub const CONTAINER_USER_OBJECTS: &str = "/var/lib/agent-sandbox/user-objects";
+/// Where a Docker sandbox's repo shelf is mounted (branch mode's worktrees; in a branch
+/// sandbox, the session repository is the shelf's clone).
+pub const CONTAINER_REPO_SHELF: &str = "/repo-shelf";
 
 /// A container's audit log: root's (the relay the firewall's start leaves running writes
 /// it), out of the agent's reach, read with `docker exec -u root <container> agent-sandbox log`.

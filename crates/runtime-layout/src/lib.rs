@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 
 pub use detect::{
     detect, detect_in, Where, CONTAINER_AUDIT_LOG, CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_MARKER,
-    CONTAINER_REAL_GIT, CONTAINER_USER_OBJECTS,
+    CONTAINER_REAL_GIT, CONTAINER_REPO_SHELF, CONTAINER_USER_OBJECTS,
 };
 
 /// Where the runtime directory appears inside the sandbox.

@@ -21,12 +21,30 @@ fn host_git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// The user's `.git` as the host sees it: every path under it (objects aside), with the
-/// content of the files git reads configuration or redirections from.
+/// The user's `.git` as the host sees it: every path under it but what commits coming
+/// home legitimately change (objects, refs and their logs, `HEAD`, the index), with the
+/// configuration's content: what a plant would show up in.
 pub(crate) fn git_dir_listing(repo: &Path) -> String {
+    let git = repo.join(".git");
     let out = Command::new("find")
-        .arg(repo.join(".git"))
-        .args(["-path", "*/objects", "-prune", "-o", "-print"])
+        .arg(&git)
+        .args(["(", "-path", &format!("{}/objects", git.display()), "-o", "-path", &format!("{}/refs", git.display())])
+        .args(["-o", "-path", &format!("{}/logs", git.display()), ")", "-prune", "-o"])
+        .args([
+            "!",
+            "-name",
+            "index",
+            "!",
+            "-name",
+            "*HEAD",
+            "!",
+            "-name",
+            "packed-refs",
+            "!",
+            "-name",
+            "COMMIT_EDITMSG",
+        ])
+        .arg("-print")
         .output()
         .expect("find");
     let mut listing = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect::<Vec<_>>();
@@ -137,6 +155,38 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     ));
     check("a failing check", &got, &[("commit", "0"), ("refused", "1"), ("reset", "0")], &all);
     assert_eq!(host_git(&repo, &["rev-parse", "main"]), head, "a commit that failed its check came home");
+
+    // The history bypasses of earlier rounds land commits in the session repository
+    // only: the real git binary (`--no-verify` past the guard), a stash made a branch,
+    // a commit fetched in from a scratch clone. Each is checked before it could come
+    // home, fails, and leaves every other branch free to come home.
+    let real = "/usr/libexec/agent-sandbox/git -c user.name=a -c user.email=a@x.invalid";
+    let (got, all) = dc.exec(&format!(
+        "cd /workspaces/home\n\
+         echo FAIL > FAIL && {real} add FAIL && {real} commit -q --no-verify -m real-git; say real_git $?\n\
+         git branch by-real-git 2>/tmp/b1; say real_refused \"$(grep -c 'by-real-git did not come home' /tmp/b1)\"\n\
+         git reset -q --hard HEAD~1\n\
+         echo FAIL > FAIL && git add FAIL && git stash -q && git branch stashed 'stash@{{0}}' 2>/tmp/b2\n\
+         say stash_refused \"$(grep -c 'stashed did not come home' /tmp/b2)\"\n\
+         git clone -q . /tmp/scratch && cd /tmp/scratch && echo FAIL > FAIL && {real} add FAIL \\\n\
+           && {real} commit -q --no-verify -m scratch && cd /workspaces/home\n\
+         git fetch -q /tmp/scratch HEAD:refs/heads/sneaky 2>/tmp/b3; say fetch_refused \"$(grep -c 'sneaky did not come home' /tmp/b3)\"\n\
+         echo fine >> README && git add README && {commit} -m 'still comes home' 2>/tmp/b4\n\
+         say others_home \"$(grep -c 'main is now' /tmp/b4)\"\n\
+         say head \"$(git rev-parse HEAD)\"\n\
+         git branch -q -D by-real-git stashed sneaky; git stash drop -q"
+    ));
+    let want = [
+        ("real_git", "0"),
+        ("real_refused", "1"),
+        ("stash_refused", "1"),
+        ("fetch_refused", "1"),
+        ("others_home", "1"),
+    ];
+    check("history bypasses", &got, &want, &all);
+    let branches = host_git(&repo, &["for-each-ref", "--format=%(refname)", "refs/heads/"]);
+    assert_eq!(branches, "refs/heads/main", "only main is a branch of the user's");
+    assert_eq!(host_git(&repo, &["rev-parse", "main"]), got["head"], "{all}");
 
     // The user commits on the host meanwhile: the agent's next commit waits, and comes
     // home once rebased onto the user's (the work tree is shared: the user's new file is

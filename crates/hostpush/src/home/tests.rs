@@ -18,11 +18,12 @@ fn waits(decision: &Decision, name: &str, tip: &str, why: &str) -> bool {
 #[test]
 fn each_ref_comes_home_waits_or_stays() {
     let start = refs(&[("refs/heads/main", "a1"), ("refs/heads/old", "o1"), ("refs/tags/v1", "t1")]);
-    let state = State { start: start.clone(), known: start.clone(), brought: BTreeSet::new() };
+    let state = State { start: start.clone(), known: start.clone(), ..State::default() };
     let lineage = |theirs: &str, ours: &str| match (theirs, ours) {
         ("a1", "a2") => Lineage::FastForward,
         ("a1", "r2") => Lineage::RewritesOthers,
         ("m9", "a2") => Lineage::RewritesOthers,
+        ("m9", "a1") => Lineage::Behind,
         ("m9", "m10") => Lineage::FastForward,
         _ => Lineage::RewritesOwn,
     };
@@ -57,11 +58,13 @@ fn each_ref_comes_home_waits_or_stays() {
         }),
         // A branch the user deleted meanwhile is not made again.
         (&[], &[("refs/heads/old", "o2")], &|d| d.len() == 1 && waits(&d[0], "refs/heads/old", "o2", "deleted")),
+        // The user went on while the session left the branch as it was: nothing to bring.
+        (&[("refs/heads/main", "m9")], &[("refs/heads/main", "a1")], &|d| d.is_empty()),
         // Nothing changed.
         (&[("refs/heads/main", "a1")], &[("refs/heads/main", "a1")], &|d| d.is_empty()),
     ];
     for (user, session, expected) in cases {
-        let got = decide(&state, &refs(user), &refs(session), &lineage);
+        let got = decide(&state, &refs(user), &refs(session), None, &lineage);
         assert!(expected(&got), "user {user:?} session {session:?}: {got:?}");
     }
 }
@@ -72,15 +75,35 @@ fn each_ref_comes_home_waits_or_stays() {
 fn the_sessions_own_refs_may_be_rewritten_and_deleted() {
     let start = refs(&[("refs/heads/main", "a1")]);
     let known = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f1")]);
-    let state = State { start, known, brought: ["f1".to_owned()].into() };
+    let state = State { start, known, brought: ["f1".to_owned()].into(), ..State::default() };
     let own = |_: &str, _: &str| Lineage::RewritesOwn;
     let user = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f1")]);
-    let deleted = decide(&state, &user, &refs(&[("refs/heads/main", "a1")]), &own);
+    let deleted = decide(&state, &user, &refs(&[("refs/heads/main", "a1")]), None, &own);
     assert_eq!(deleted, [Decision::Delete { name: "refs/heads/f".into(), from: "f1".into() }]);
-    let amended = decide(&state, &user, &refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f2")]), &own);
+    let amended = decide(&state, &user, &refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f2")]), None, &own);
     assert_eq!(amended, [update("refs/heads/f", Some("f1"), "f2")]);
     let moved = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "u5")]);
-    assert!(decide(&state, &moved, &refs(&[("refs/heads/main", "a1")]), &own).is_empty());
+    assert!(decide(&state, &moved, &refs(&[("refs/heads/main", "a1")]), None, &own).is_empty());
+}
+
+/// In branch mode the user's checked-out branch never moves: its work tree is not the
+/// session's. Other branches come home; a shelf branch behind the user's says nothing.
+#[test]
+fn the_users_checked_out_branch_stays_in_branch_mode() {
+    let start = refs(&[("refs/heads/main", "a1")]);
+    let state = State { start: start.clone(), known: start, ..State::default() };
+    let lineage = |theirs: &str, ours: &str| match (theirs, ours) {
+        ("a1", "a2") => Lineage::FastForward,
+        _ => Lineage::Behind,
+    };
+    let user = refs(&[("refs/heads/main", "a1")]);
+    let session = refs(&[("refs/heads/main", "a2"), ("refs/heads/feat", "f1")]);
+    let got = decide(&state, &user, &session, Some("refs/heads/main"), &lineage);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], update("refs/heads/feat", None, "f1"));
+    assert!(waits(&got[1], "refs/heads/main", "a2", "checked out"), "{got:?}");
+    let behind = refs(&[("refs/heads/main", "a0")]);
+    assert!(decide(&state, &user, &behind, Some("refs/heads/main"), &lineage).is_empty());
 }
 
 /// The work tree is the mount whose root is the parent of the user's `.git` (mounted
@@ -95,11 +118,22 @@ fn the_layout_is_read_from_the_mounts() {
 33 22 8:1 /home/u/p/.git/objects /var/lib/agent-sandbox/user-objects ro,relatime - ext4 /dev/sda1 rw
 34 22 8:2 /home/u/p /elsewhere rw,relatime - ext4 /dev/sdb1 rw";
     let got = layout(&util::mounts::parse(mountinfo));
-    assert_eq!(got, Some(Layout { top: "/workspaces/p".into(), session: "/workspaces/p/.git".into() }));
+    let bind = Layout { top: "/workspaces/p".into(), session: "/workspaces/p/.git".into(), shared_tree: true };
+    assert_eq!(got, Some(bind));
     let without_session = mountinfo.lines().filter(|line| !line.starts_with("31 ")).collect::<Vec<_>>().join("\n");
     assert_eq!(layout(&util::mounts::parse(&without_session)), None);
     let without_home = mountinfo.lines().filter(|line| !line.starts_with("32 ")).collect::<Vec<_>>().join("\n");
     assert_eq!(layout(&util::mounts::parse(&without_home)), None);
+    // A branch sandbox: the checkout read-only, the shelf beside it.
+    let branch = "\
+22 1 0:21 / / rw,relatime - overlay overlay rw
+30 22 8:1 /home/u/p /workspace/p ro,relatime - ext4 /dev/sda1 rw
+32 22 8:1 /home/u/p/.git /var/lib/agent-sandbox/home/git rw,relatime - ext4 /dev/sda1 rw
+35 22 8:1 /var/lib/docker/volumes/agent-sbx-repo-1/_data /repo-shelf rw,relatime - ext4 /dev/sda1 rw";
+    let got = layout(&util::mounts::parse(branch));
+    let shelf = Layout { top: "/repo-shelf/repo".into(), session: "/repo-shelf/repo/.git".into(), shared_tree: false };
+    assert_eq!(got, Some(shelf));
+    assert_eq!(layout(&util::mounts::parse(&branch.replace(" ro,relatime", " rw,relatime"))), None);
 }
 
 #[test]
