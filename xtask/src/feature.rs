@@ -77,6 +77,8 @@ fn static_binary(root: &Path) -> Result<PathBuf> {
             format!("the Feature's static binary needs Rust's {STATIC_TARGET} target (install with: rustup target add {STATIC_TARGET})")
         })?;
     }
+    // ring (rustls, for remote engines) compiles C for the target: musl's gcc wrapper.
+    crate::ensure_debian_packages(&[("x86_64-linux-musl-gcc", "musl-tools")])?;
     run(Command::new("cargo")
         .args(["build", "--release", "--locked", "--target", STATIC_TARGET, "--bin", "agent-sandbox"])
         .current_dir(root))?;
