@@ -290,6 +290,8 @@ pub fn remove_e2e_leftovers() {
         let _ = Command::new("docker").args(["rmi", "-f"]).args(ours).stdout(std::process::Stdio::null()).status();
     }
     let _ = std::fs::remove_dir_all("/tmp/devcontainercli-root/container-features");
+    // `devcontainer features test`'s workspaces, each a copy of the Feature (~100 MB a run).
+    let _ = std::fs::remove_dir_all("/tmp/devcontainercli/container-features-test");
     // The devcontainer CLI rebuilds `dev_container_feature_content_temp` for every `up`,
     // leaving the one before untagged. On CI's machine (it is CI's own) every untagged
     // image goes; on a developer's machine their own untagged images stay theirs.
