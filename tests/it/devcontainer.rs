@@ -26,6 +26,7 @@ use std::{
 
 use crate::support::BIN;
 
+mod feature;
 mod home;
 mod sudo;
 

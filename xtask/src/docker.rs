@@ -1,7 +1,8 @@
 //! The Docker tasks of development and CI, through bollard on a current-thread tokio
 //! runtime (the binary's own Docker commands live in crates/dockerbox):
 //! - `bootstrap-image [--tag T]`: a Debian bookworm image from Debian's packages
-//!   (debootstrap + import), for hosts that reach no registry;
+//!   (debootstrap + import), for hosts that reach no registry (and, for the Feature's
+//!   harness, an Ubuntu 22.04 one: `bootstrap_ubuntu`);
 //! - `build-base [--tag T] [--from IMAGE] [--claude-code-version V] [--codex-version V]
 //!   [--git-delta-version V] [--ast-grep-version V]`: `agent-sandbox-base:<tag>` from
 //!   the context `agent-sandbox build-base` sends (`dockerbox::context::base_context`:
@@ -23,6 +24,8 @@ use futures_util::StreamExt;
 use crate::{root, run};
 
 pub const BOOTSTRAP_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
+/// The Ubuntu image of the Feature's harness (`bootstrap_ubuntu`).
+pub const UBUNTU_IMAGE: &str = "agent-sandbox-bootstrap:jammy";
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the tokio runtime")
@@ -37,25 +40,34 @@ async fn connect() -> Result<Docker> {
 
 pub fn bootstrap_image(args: &[String]) -> Result<()> {
     let tag = flag(args, "--tag")?.unwrap_or_else(|| BOOTSTRAP_IMAGE.to_owned());
+    bootstrap(&tag, &["--variant=minbase", "bookworm"], "http://deb.debian.org/debian")
+}
+
+/// An Ubuntu 22.04 image for the Feature's harness: Ubuntu, and a C library older than
+/// Debian 12's, which the Feature's static binary must not need. Debian has no Ubuntu
+/// keyring package, so the packages' signatures are not checked: a test image only.
+pub fn bootstrap_ubuntu() -> Result<()> {
+    bootstrap(UBUNTU_IMAGE, &["--variant=minbase", "--no-check-gpg", "jammy"], "http://archive.ubuntu.com/ubuntu")
+}
+
+/// `debootstrap ARGS ROOTFS MIRROR`, imported as `tag` (nothing done when it exists).
+fn bootstrap(tag: &str, debootstrap_args: &[&str], mirror: &str) -> Result<()> {
     runtime()?.block_on(async {
         let docker = connect().await?;
-        if docker.inspect_image(&tag).await.is_ok() {
+        if docker.inspect_image(tag).await.is_ok() {
             eprintln!("xtask: {tag} exists");
             return Ok(());
         }
         let rootfs = root().join("target/bootstrap-rootfs");
         let _ = std::fs::remove_dir_all(&rootfs);
-        eprintln!("xtask: debootstrap bookworm into {}", rootfs.display());
-        run(Command::new("debootstrap")
-            .args(["--variant=minbase", "bookworm"])
-            .arg(&rootfs)
-            .arg("http://deb.debian.org/debian"))
-        .context("debootstrap (install with: apt-get install -y debootstrap)")?;
+        eprintln!("xtask: debootstrap {} into {}", debootstrap_args.join(" "), rootfs.display());
+        run(Command::new("debootstrap").args(debootstrap_args).arg(&rootfs).arg(mirror))
+            .context("debootstrap (install with: apt-get install -y debootstrap)")?;
         let out = Command::new("tar").arg("-C").arg(&rootfs).args(["-c", "."]).output().context("tar")?;
         if !out.status.success() {
             bail!("tar of {} failed", rootfs.display());
         }
-        let (repo, version) = tag.split_once(':').unwrap_or((&tag, "latest"));
+        let (repo, version) = tag.split_once(':').unwrap_or((tag, "latest"));
         let options = CreateImageOptionsBuilder::default().from_src("-").repo(repo).tag(version).build();
         let mut stream = docker.create_image(Some(options), Some(bollard::body_full(out.stdout.into())), None);
         while let Some(info) = stream.next().await {
@@ -176,9 +188,25 @@ pub fn prepare_e2e() -> Result<std::path::PathBuf> {
         ("dockerd", "docker.io"),
         ("docker-compose", "docker-compose"),
         ("debootstrap", "debootstrap"),
-        ("npm", "npm"),
+        // The OCI registry on loopback the published Feature is pulled from.
+        ("docker-registry", "docker-registry"),
     ])?;
     start_dockerd()?;
+    let cli = devcontainer_cli()?;
+    bootstrap_image(&[])?;
+    // Best effort: where Ubuntu's mirror does not answer, the Feature's harness leaves its
+    // Ubuntu scenario out and says so.
+    if let Err(err) = bootstrap_ubuntu() {
+        eprintln!("xtask: no {UBUNTU_IMAGE} ({err:#}): the Feature's harness will leave Ubuntu out");
+    }
+    let args = e2e_build_args();
+    build_base(&args)?;
+    Ok(cli)
+}
+
+/// The devcontainer CLI in `target/devcontainer-cli`, installed from npm when missing.
+pub fn devcontainer_cli() -> Result<std::path::PathBuf> {
+    crate::ensure_debian_packages(&[("npm", "npm")])?;
     let prefix = root().join("target/devcontainer-cli");
     let cli = prefix.join("node_modules/.bin/devcontainer");
     if !cli.exists() {
@@ -188,9 +216,6 @@ pub fn prepare_e2e() -> Result<std::path::PathBuf> {
             .arg(&prefix)
             .arg(DEVCONTAINER_CLI))?;
     }
-    bootstrap_image(&[])?;
-    let args = e2e_build_args();
-    build_base(&args)?;
     Ok(cli)
 }
 
@@ -234,7 +259,8 @@ fn start_dockerd() -> Result<()> {
 
 /// What the devcontainer CLI leaves after the end-to-end tests: an image (and its
 /// `-uid` variant) per test workspace (`vsc-plain-…`, `vsc-template-…`, `vsc-compose-…`,
-/// `vsc-pushed-…`, `vsc-vscode-…`, `vsc-agentbox-…`, named after the tests' own folders; the tests remove
+/// `vsc-pushed-…`, `vsc-vscode-…`, `vsc-agentbox-…`, `vsc-byref-…`, named after the tests' own folders, and
+/// `vsc-<number>-<hash>-features` of the Feature's harness; the tests remove
 /// theirs, this catches a run that was stopped) and a copy of the Feature's content per `up` in
 /// `/tmp/devcontainercli-<user>`: a gigabyte or more per run, which would fill a CI
 /// machine's disk over repeated runs. Best effort: a leftover is not a failure.
@@ -245,20 +271,59 @@ pub fn remove_e2e_leftovers() {
     let ours: Vec<&String> = names
         .iter()
         .filter(|name| {
-            ["vsc-plain-", "vsc-template-", "vsc-compose-", "vsc-pushed-", "vsc-vscode-", "vsc-agentbox-", "vsc-home-"]
-                .iter()
-                .any(|prefix| name.starts_with(prefix))
+            [
+                "vsc-plain-",
+                "vsc-template-",
+                "vsc-compose-",
+                "vsc-pushed-",
+                "vsc-vscode-",
+                "vsc-agentbox-",
+                "vsc-home-",
+                "vsc-byref-",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+                || is_harness_image(name)
         })
         .collect();
     if !ours.is_empty() {
         let _ = Command::new("docker").args(["rmi", "-f"]).args(ours).stdout(std::process::Stdio::null()).status();
     }
     let _ = std::fs::remove_dir_all("/tmp/devcontainercli-root/container-features");
+    // `devcontainer features test`'s workspaces, each a copy of the Feature (~100 MB a run).
+    let _ = std::fs::remove_dir_all("/tmp/devcontainercli/container-features-test");
     // The devcontainer CLI rebuilds `dev_container_feature_content_temp` for every `up`,
     // leaving the one before untagged. On CI's machine (it is CI's own) every untagged
     // image goes; on a developer's machine their own untagged images stay theirs.
     let _ = Command::new("docker").args(["rmi", "dev_container_feature_content_temp"]).output();
     if std::env::var_os("CI").is_some_and(|ci| ci == "true") {
         let _ = Command::new("docker").args(["image", "prune", "-f"]).stdout(std::process::Stdio::null()).status();
+    }
+}
+
+/// `vsc-<timestamp>-<hash>-features[-uid]:latest`: what `devcontainer features test` builds
+/// (its workspaces are named after a timestamp); a user's own dev container images are
+/// named after their folders.
+fn is_harness_image(name: &str) -> bool {
+    let Some((folder, rest)) = name.strip_prefix("vsc-").and_then(|rest| rest.split_once('-')) else {
+        return false;
+    };
+    folder.len() >= 10
+        && folder.bytes().all(|byte| byte.is_ascii_digit())
+        && (rest.ends_with("-features:latest") || rest.ends_with("-features-uid:latest"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_harness_image;
+
+    #[test]
+    fn only_the_harness_images_are_its_leftovers() {
+        let hash = "8b8878ff3815ad6616effc4358677779362f3b7534e8478720aa3fa4a2435cd0";
+        assert!(is_harness_image(&format!("vsc-1795773611203-{hash}-features:latest")));
+        assert!(is_harness_image(&format!("vsc-1795773611203-{hash}-features-uid:latest")));
+        assert!(!is_harness_image(&format!("vsc-myproject-{hash}-features:latest")), "a user's own");
+        assert!(!is_harness_image(&format!("vsc-2024-{hash}-features:latest")), "a short number is a folder");
+        assert!(!is_harness_image(&format!("vsc-1795773611203-{hash}:latest")), "no Feature");
     }
 }

@@ -4,13 +4,16 @@
 //!   unprivileged user, because real users run agent-sandbox unprivileged;
 //! - `bench`: the start-up benchmarks, reported as ratios against a baseline measured in
 //!   the same run, then the virtual sandbox's throughput (`bench vsandbox`: only those);
-//!   `bench network`: the allowlist proxy's throughput and added latency against direct.
+//!   `bench network`: the allowlist proxy's throughput and added latency against direct;
+//! - `feature`: the Dev Container Feature packaged as a registry artifact by
+//!   `devcontainer features package`, with a static binary inside (`feature.rs`).
 //!
 //! No shell scripts: every step is a `Command` whose failure stops the task.
 
 mod bench;
 mod bench_network;
 mod docker;
+mod feature;
 #[cfg(test)]
 mod tidy;
 
@@ -33,8 +36,11 @@ fn main() -> Result<()> {
         Some("man") => man(),
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
+        Some("feature") => feature::feature(),
         _ => {
-            bail!("usage: cargo xtask <test|bench [docker|vsandbox|precommit|network]|man|build-base|bootstrap-image>")
+            bail!(
+                "usage: cargo xtask <test|bench [docker|vsandbox|precommit|network]|man|build-base|bootstrap-image|feature>"
+            )
         }
     }
 }
@@ -138,9 +144,13 @@ fn test() -> Result<()> {
         let cli = docker::prepare_e2e()?;
         // What an earlier run that was stopped midway left.
         docker::remove_e2e_leftovers();
+        // The Feature as its artifact (static binary inside), for the Feature's harness
+        // and registry tests.
+        let artifact = feature::package(&cli)?;
         vec![
             ("AGENT_SANDBOX_E2E_BASE_TAG", docker::E2E_TAG.into()),
             ("AGENT_SANDBOX_DEVCONTAINER_CLI", cli.into_os_string()),
+            ("AGENT_SANDBOX_E2E_FEATURE", artifact.project.into_os_string()),
         ]
     } else {
         Vec::new()

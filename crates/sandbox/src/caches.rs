@@ -245,12 +245,11 @@ unsafe fn read_only_bind(path: &CString) -> std::io::Result<()> {
         if libc::statvfs(path.as_ptr(), &mut stat) != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let kept = libc::ST_NOSUID
-            | libc::ST_NODEV
-            | libc::ST_NOEXEC
-            | libc::ST_NOATIME
-            | libc::ST_NODIRATIME
-            | libc::ST_RELATIME;
+        // The kernel's ST_RELATIME (the libc crate names it for glibc only, not for musl,
+        // which the Feature's static binary is built against).
+        const ST_RELATIME: libc::c_ulong = 0x1000;
+        let kept =
+            libc::ST_NOSUID | libc::ST_NODEV | libc::ST_NOEXEC | libc::ST_NOATIME | libc::ST_NODIRATIME | ST_RELATIME;
         let flags = (stat.f_flag & kept) as libc::c_ulong | libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
         if libc::mount(std::ptr::null(), path.as_ptr(), std::ptr::null(), flags, std::ptr::null()) != 0 {
             return Err(std::io::Error::last_os_error());

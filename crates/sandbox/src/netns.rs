@@ -102,10 +102,12 @@ unsafe fn loopback_up() -> std::io::Result<()> {
         for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
             *dst = *src as libc::c_char;
         }
-        let mut res = libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut ifr);
+        // `as _`: the request is an unsigned long in glibc, an int in musl (the Feature's
+        // static binary).
+        let mut res = libc::ioctl(sock, libc::SIOCGIFFLAGS as _, &mut ifr);
         if res == 0 {
             ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            res = libc::ioctl(sock, libc::SIOCSIFFLAGS, &ifr);
+            res = libc::ioctl(sock, libc::SIOCSIFFLAGS as _, &ifr);
         }
         let err = std::io::Error::last_os_error();
         libc::close(sock);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The agent-sandbox Dev Container Feature, run as root while the image is built.
 # Adds to a Debian or Ubuntu based image: the agent-sandbox binary (the host's own,
-# which `agent-sandbox devcontainer init` puts next to this file), the git guard in
+# which `agent-sandbox devcontainer init` puts next to this file, or the static one the
+# published Feature carries: `cargo xtask feature`), the git guard in
 # front of every git entry point, the /.agent-sandbox marker, the tool guard's managed
 # files for Claude Code and Codex, the firewall with its image policy and its one sudo
 # rule (the agent's user keeps no other sudo), the entrypoint that applies it at every
@@ -18,7 +19,7 @@ case " ${ID:-} ${ID_LIKE:-} " in
   *" debian "* | *" ubuntu "*) ;;
   *) fail "this image is ${PRETTY_NAME:-${ID:-unknown}}: only Debian and Ubuntu based images are supported (not Alpine, distroless or scratch)" ;;
 esac
-[ -x "$here/agent-sandbox" ] || fail "the agent-sandbox binary is not in the Feature's folder ($here): run 'agent-sandbox devcontainer init' on the host, which puts its own binary there (it is ignored by git)"
+[ -x "$here/agent-sandbox" ] || fail "the agent-sandbox binary is not in the Feature's folder ($here): run 'agent-sandbox devcontainer init' on the host, which puts its own binary there (it is ignored by git), or name the published Feature, which carries its own"
 "$here/agent-sandbox" --version >/dev/null 2>&1 || fail "the agent-sandbox binary in the Feature's folder does not run in this image (another architecture, or an older C library than the host's)"
 [ "$user" != root ] || fail "remoteUser is root: the agent could turn the firewall off (set remoteUser to a non-root user)"
 
