@@ -473,8 +473,7 @@ fn git_adopt(branch: &str, yes: bool, dir: Option<PathBuf>) -> anyhow::Result<i3
         Some(dir) => dir,
         None => std::env::current_dir()?,
     };
-    let adopted = hostpush::adopt::adopt(&repo, branch, yes).map_err(anyhow::Error::msg)?;
-    for line in adopted.lines {
+    for line in hostpush::adopt::adopt(&repo, branch, yes).map_err(anyhow::Error::msg)? {
         println!("{line}");
     }
     Ok(0)

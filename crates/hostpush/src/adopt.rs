@@ -12,12 +12,6 @@ use std::{
 
 use crate::home::{REFUSED_DIR, REFUSED_REFS};
 
-/// What `adopt` did or would do: the lines to print, and whether the branch moved.
-pub struct Adopted {
-    pub lines: Vec<String>,
-    pub taken: bool,
-}
-
 fn git(repo: &Path, args: &[&str]) -> Result<String, String> {
     let out =
         Command::new("git").arg("-C").arg(repo).args(args).output().map_err(|err| format!("cannot run git: {err}"))?;
@@ -28,8 +22,9 @@ fn git(repo: &Path, args: &[&str]) -> Result<String, String> {
 }
 
 /// Adopts `branch` (a name under `refs/heads/`, or the whole ref) in the repository at
-/// `repo`; `yes` takes it, else only what would be taken and why it was refused.
-pub fn adopt(repo: &Path, branch: &str, yes: bool) -> Result<Adopted, String> {
+/// `repo`; `yes` takes it, else only what would be taken and why it was refused. The
+/// lines to print.
+pub fn adopt(repo: &Path, branch: &str, yes: bool) -> Result<Vec<String>, String> {
     let name = branch.strip_prefix("refs/heads/").unwrap_or(branch);
     let local = format!("refs/heads/{name}");
     let refused = format!("{REFUSED_REFS}heads/{name}");
@@ -59,7 +54,7 @@ pub fn adopt(repo: &Path, branch: &str, yes: bool) -> Result<Adopted, String> {
     }
     if !yes {
         lines.push(format!("nothing taken: run `agent-sandbox git adopt {name} --yes` to take it"));
-        return Ok(Adopted { lines, taken: false });
+        return Ok(lines);
     }
     let checked_out = git(repo, &["symbolic-ref", "-q", "HEAD"]).ok().as_deref() == Some(local.as_str());
     if checked_out {
@@ -71,5 +66,5 @@ pub fn adopt(repo: &Path, branch: &str, yes: bool) -> Result<Adopted, String> {
     git(repo, &["update-ref", "-d", &refused])?;
     let _ = std::fs::remove_file(git_dir.join(REFUSED_DIR).join("heads").join(name));
     lines.push(format!("{name} is now {}", &tip[..12.min(tip.len())]));
-    Ok(Adopted { lines, taken: true })
+    Ok(lines)
 }

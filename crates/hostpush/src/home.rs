@@ -250,12 +250,18 @@ fn home_git(args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Refusal> {
         .args(args)
         .current_dir(CONTAINER_HOME_GIT)
         .env_clear()
-        .envs(verify::root_env())
+        .envs(verify::root_env());
+    run_git(command, &format!("`git {}` in your repository", args.join(" ")), input)
+}
+
+/// Runs a git `command` (`what` names it in a failure), with `input` on its stdin; its
+/// stdout.
+fn run_git(mut command: Command, what: &str, input: Option<&[u8]>) -> Result<Vec<u8>, Refusal> {
+    command
         .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let failed =
-        |why: String| refuse(format!("`git {}` in your repository failed: {why}", args.join(" ")), "try again");
+    let failed = |why: String| refuse(format!("{what} failed: {why}"), "try again");
     let mut child = command.spawn().map_err(|err| failed(err.to_string()))?;
     if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
         stdin.write_all(input).map_err(|err| failed(err.to_string()))?;
@@ -573,7 +579,10 @@ fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
     if decisions.is_empty() {
         return Ok(Vec::new());
     }
-    bring(&mirror, &layout, &config, &decisions, (uid, gid), &user, &mut state)
+    let brought = bring(&mirror, &layout, &config, &decisions, (uid, gid), &user, &mut state);
+    // What root's git made in the user's `.git` (by any path `bring` left by) is the owner's.
+    own_home_files();
+    brought
 }
 
 fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str) -> Lineage {
@@ -654,7 +663,6 @@ fn bring(
     }
     util::users::kill_all(check_user.0, Duration::from_secs(10));
     let _ = verify::remove(&work);
-    own_home_files();
     let accepted_tip = |name: &str| accepted.iter().any(|(accepted, _)| *accepted == name);
     // The commits that come home with these tips (for the record of what is ours).
     let mut input = accepted.iter().map(|(_, tip)| format!("{tip}\n")).collect::<String>();
@@ -688,9 +696,7 @@ fn bring(
         transaction.push_str(&format!("delete {INCOMING}{}\n", name.trim_start_matches("refs/")));
     }
     transaction.push_str("prepare\ncommit\n");
-    let moved = home_git(&["update-ref", "--stdin"], Some(transaction.as_bytes()));
-    own_home_files();
-    moved.map_err(|refusal| {
+    home_git(&["update-ref", "--stdin"], Some(transaction.as_bytes())).map_err(|refusal| {
         refuse(
             format!("your repository changed while the commits came in, so no ref moved: {}", refusal.why),
             "commit again",
@@ -715,7 +721,6 @@ fn bring(
     if layout.shared_tree {
         follow_head(mirror, head_before.as_deref())?;
     }
-    own_home_files();
     told.extend(refused_lines);
     Ok(told)
 }
@@ -769,25 +774,14 @@ fn short(name: &str) -> &str {
 }
 
 fn mirror_git_with_input(mirror: &Mirror, args: &[&str], input: &[u8]) -> Result<Vec<u8>, Refusal> {
-    let mut child = Command::new(mirror.git)
+    let mut command = Command::new(mirror.git);
+    command
         .arg("--git-dir")
         .arg(mirror.path)
         .args(args)
         .env_clear()
-        .envs(mirror.env.iter().map(|(name, value)| (name, value)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|err| refuse(err.to_string(), "try again"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(input);
-    }
-    let out = child.wait_with_output().map_err(|err| refuse(err.to_string(), "try again"))?;
-    if !out.status.success() {
-        return Err(refuse(String::from_utf8_lossy(&out.stderr).trim().to_owned(), "try again"));
-    }
-    Ok(out.stdout)
+        .envs(mirror.env.iter().map(|(name, value)| (name, value)));
+    run_git(command, &format!("`git {}` in the mirror", args.join(" ")), Some(input))
 }
 
 /// The user's `HEAD` follows the session's branch switches (to a branch the user's
