@@ -139,6 +139,12 @@ pub(crate) fn start_host(image: &str, names: &Names, name: &str, last: u8, dns: 
 /// (two renamed into place in the same millisecond collide: seen once).
 static UP: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Waits for the broker (`git-home sync` run by hand waits for the syncs the git guard
+/// started in the background, then runs one), then appends what it told to `$1`, as the
+/// agent sees it: at its next git command.
+const SETTLE: &str =
+    "settle() { sudo -n /usr/local/bin/agent-sandbox git-home sync >/dev/null 2>&1; git status >/dev/null 2>>\"$1\"; }";
+
 pub(crate) struct Devcontainer<'a> {
     pub(crate) cli: &'a str,
     pub(crate) repo: PathBuf,
@@ -184,7 +190,7 @@ impl Devcontainer<'_> {
         let out = Command::new(self.cli)
             .args(["exec", "--workspace-folder"])
             .arg(&self.repo)
-            .args(["bash", "-c", &format!("say() {{ echo \"$1=$2\"; }}\n{script}")])
+            .args(["bash", "-c", &format!("say() {{ echo \"$1=$2\"; }}\n{SETTLE}\n{script}")])
             .output()
             .expect("devcontainer exec");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -427,10 +427,11 @@ fn branch_sandboxes_started_at_once_share_the_shelf_and_bring_work_home() {
     // moves, and the host's checkout, its `.git` with it, is read-only inside.
     let script = r#"
         export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a.invalid
-        echo one > one.txt && git add one.txt && git commit -qm "work on one" 2>/tmp/commit
-        echo "home=$(grep -c 'feat/one is now' /tmp/commit)"
-        /usr/libexec/agent-sandbox/git update-ref refs/heads/main HEAD && git branch -q also 2>/tmp/main
-        echo "main_waits=$(grep -c 'main did not come home (your checkout has it checked out' /tmp/main)"
+        settle() { sudo -n /usr/local/bin/agent-sandbox git-home sync >/dev/null 2>&1; git status >/dev/null 2>>"$1"; }
+        echo one > one.txt && git add one.txt && git commit -qm "work on one" 2>/tmp/commit && settle /tmp/commit
+        echo "home=$(grep -m1 -c 'feat/one is now' /tmp/commit)"
+        /usr/libexec/agent-sandbox/git update-ref refs/heads/main HEAD && git branch -q also 2>/tmp/main && settle /tmp/main
+        echo "main_waits=$(grep -m1 -c 'main did not come home (your checkout has it checked out' /tmp/main)"
         (echo x >> /workspace/proj/.git/config) 2>/dev/null; echo "host_git_write=$?"
         (echo /tmp > /workspace/proj/.git/commondir) 2>/dev/null; echo "host_commondir=$?"
         git push -q host HEAD:refs/heads/pushed >/dev/null 2>&1; echo "push_host=$?"

@@ -612,7 +612,7 @@ fn report(what: &str, ratio: f64, target: f64) {
     println!("  {what:<28} {ratio:5.2}x  ({} the target of {target}x)", verdict(ratio <= target));
 }
 
-fn verdict(meets: bool) -> &'static str {
+pub(crate) fn verdict(meets: bool) -> &'static str {
     if meets {
         "meets"
     } else {
@@ -624,7 +624,7 @@ pub fn docker_part() -> Result<()> {
     docker_bench()
 }
 
-fn time(mut cmd: Command) -> Result<Duration> {
+pub(crate) fn time(mut cmd: Command) -> Result<Duration> {
     let start = Instant::now();
     let status = cmd.stdout(Stdio::null()).status().with_context(|| format!("starting {cmd:?}"))?;
     let elapsed = start.elapsed();
@@ -634,7 +634,7 @@ fn time(mut cmd: Command) -> Result<Duration> {
     Ok(elapsed)
 }
 
-fn median_ms(mut times: Vec<Duration>) -> f64 {
+pub(crate) fn median_ms(mut times: Vec<Duration>) -> f64 {
     times.sort();
     times[times.len() / 2].as_secs_f64() * 1000.0
 }

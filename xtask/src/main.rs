@@ -5,12 +5,14 @@
 //! - `bench`: the start-up benchmarks, reported as ratios against a baseline measured in
 //!   the same run, then the virtual sandbox's throughput (`bench vsandbox`: only those);
 //!   `bench network`: the allowlist proxy's throughput and added latency against direct;
+//!   `bench home` (root, Docker): a container's session repository and its broker;
 //! - `feature`: the Dev Container Feature packaged as a registry artifact by
 //!   `devcontainer features package`, with a static binary inside (`feature.rs`).
 //!
 //! No shell scripts: every step is a `Command` whose failure stops the task.
 
 mod bench;
+mod bench_home;
 mod bench_network;
 mod docker;
 mod feature;
@@ -32,6 +34,7 @@ fn main() -> Result<()> {
         Some("bench") if args.get(1).is_some_and(|arg| arg == "vsandbox") => bench::run_vsandbox_bench(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "precommit") => bench::run_precommit_bench(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "network") => bench_network::run_network_bench(),
+        Some("bench") if args.get(1).is_some_and(|arg| arg == "home") => bench_home::run_home_bench(),
         Some("bench") => bench::run_bench().and_then(|()| bench::run_vsandbox_bench()),
         Some("man") => man(),
         Some("build-base") => docker::build_base(&args[1..]),

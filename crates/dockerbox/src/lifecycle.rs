@@ -401,6 +401,13 @@ pub fn shell(
         eprintln!("agent-sandbox: WARNING: {}", started.firewall);
     }
     let code = engine.exec(&plan.name, &argv, &plan.user, &plan.workdir, tty)?;
+    if target.session_git() {
+        // The git guard brings commits home in the background: when the shell ends,
+        // what it committed is home (or said not to be, on stderr) before this returns.
+        if let Err(err) = engine.output(&plan.name, &["agent-sandbox", "git-home", "sync"], "root") {
+            eprintln!("agent-sandbox: WARNING: the session's commits were not brought home: {err:#}");
+        }
+    }
     Ok((code, started))
 }
 

@@ -35,7 +35,8 @@ use std::{
 };
 
 use runtime_layout::{
-    CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT, CONTAINER_REPO_SHELF, CONTAINER_USER_OBJECTS,
+    CONTAINER_BROKER_DIR, CONTAINER_BROKER_TOLD, CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT,
+    CONTAINER_REPO_SHELF, CONTAINER_USER_OBJECTS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +47,13 @@ use crate::{
 };
 
 /// The broker's working directory: root's, readable by the checks' user.
-pub const STATE_DIR: &str = "/var/lib/agent-sandbox/broker";
+pub const STATE_DIR: &str = CONTAINER_BROKER_DIR;
+/// What the git guard writes on a sync's stdin when it starts one in the background
+/// (the sudo rule allows no arguments): a sync already waiting will bring that
+/// command's work too, so this one need not wait.
+pub const LATER: &[u8] = b"later\n";
+/// The told lines kept (the oldest go first).
+const TOLD_KEPT: usize = 200;
 /// Where a session tip that could not come home waits, in the user's repository.
 pub const WAITING: &str = "refs/agent-sandbox/waiting/";
 /// Marks the lines about tips the checks refused.
@@ -206,11 +213,72 @@ pub fn start() -> i32 {
     report(run_start())
 }
 
-/// `agent-sandbox git-home sync`: the exit status.
+/// `agent-sandbox git-home sync`: the exit status. Started by the git guard in the
+/// background ([`LATER`] on stdin), it does not wait behind a sync that is already
+/// waiting; run by hand (or by `stop`), it waits for the syncs before it, then runs.
 pub fn sync(config: Result<config::Config, String>) -> i32 {
-    report(
-        config.map_err(|err| refuse(format!("the configuration cannot be read: {err}"), "fix it")).and_then(run_sync),
-    )
+    let later = stdin_says_later();
+    let result = config
+        .map_err(|err| refuse(format!("the configuration cannot be read: {err}"), "fix it"))
+        .and_then(|config| run_sync(config, later));
+    if as_root().is_ok() {
+        let lines = match &result {
+            Ok(lines) => lines.clone(),
+            Err(refusal) => vec![format!("nothing came home: {}. Instead: {}.", refusal.why, refusal.instead)],
+        };
+        record_told(&lines);
+    }
+    report(result)
+}
+
+/// Whether stdin is a pipe that already holds [`LATER`] (never waits: a terminal or an
+/// empty pipe is a sync run by hand).
+fn stdin_says_later() -> bool {
+    // SAFETY: fstat into a zeroed stat of our own; poll on one valid pollfd.
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        if libc::fstat(0, &mut stat) != 0 || stat.st_mode & libc::S_IFMT != libc::S_IFIFO {
+            return false;
+        }
+        let mut poll = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
+        if libc::poll(&mut poll, 1, 0) != 1 || poll.revents & libc::POLLIN == 0 {
+            return false;
+        }
+    }
+    let mut buf = [0u8; 16];
+    let read = std::io::stdin().lock().read(&mut buf).unwrap_or(0);
+    &buf[..read] == LATER
+}
+
+/// One line the broker told, as [`CONTAINER_BROKER_TOLD`] keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Told {
+    pub seq: u64,
+    pub text: String,
+}
+
+/// Parses the told file (lines that do not parse are left out).
+pub fn parse_told(bytes: &[u8]) -> Vec<Told> {
+    String::from_utf8_lossy(bytes).lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+}
+
+/// Appends `lines` to the told file, numbered on from the last, keeping the newest
+/// [`TOLD_KEPT`]. Best effort: the sync's result stands either way.
+fn record_told(lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    let Ok(Some(_lock)) = util::fs::lock(&Path::new(STATE_DIR).join("told.lock"), true) else { return };
+    let path = Path::new(CONTAINER_BROKER_TOLD);
+    let mut told = util::fs::read_regular_nofollow(path, 4 << 20).map(|bytes| parse_told(&bytes)).unwrap_or_default();
+    let last = told.last().map_or(0, |last| last.seq);
+    told.extend((last + 1..).zip(lines).map(|(seq, text)| Told { seq, text: text.clone() }));
+    let skip = told.len().saturating_sub(TOLD_KEPT);
+    let text: String = told[skip..]
+        .iter()
+        .map(|told| format!("{}\n", serde_json::to_string(told).expect("a line serializes")))
+        .collect();
+    let _ = verify::write_root_file(path, text.as_bytes(), 0o644);
 }
 
 fn report(result: Result<Vec<String>, Refusal>) -> i32 {
@@ -344,7 +412,14 @@ fn run_start() -> Result<Vec<String>, Refusal> {
     let _lock = util::fs::lock(&Path::new(STATE_DIR).join("lock"), true)
         .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "restart the container"))?;
     check_home()?;
-    let refs = user_refs()?;
+    // One listing of every ref: the branches and tags are the session's start, all of
+    // them its `packed-refs` when it is new.
+    let all = parse_refs(&home_git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
+    let refs: Refs = all
+        .iter()
+        .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
+        .map(|(name, sha)| (name.clone(), sha.clone()))
+        .collect();
     write_state(&State { start: refs.clone(), known: refs, ..State::default() })?;
     let session = &layout.session;
     let meta = session.symlink_metadata().map_err(|err| {
@@ -357,7 +432,7 @@ fn run_start() -> Result<Vec<String>, Refusal> {
     let (uid, gid) = agent_user(&layout.top)?;
     std::os::unix::fs::chown(session, Some(uid), Some(gid))
         .map_err(|err| refuse(format!("cannot hand {} to the agent's user: {err}", session.display()), "restart"))?;
-    let plan = seed_plan()?;
+    let plan = seed_plan(&all)?;
     let mut child = Command::new(SETPRIV)
         .args([format!("--reuid={uid}"), format!("--regid={gid}")])
         .args(["--clear-groups", "--no-new-privs", IMAGE_BINARY, "git-home", "seed"])
@@ -423,6 +498,7 @@ fn safe_key(key: &str) -> bool {
         "core.symlinks",
         "core.hookspath",
         "init.defaultbranch",
+        "extensions.objectformat",
     ];
     let section = |prefix: &str, suffixes: &[&str]| {
         key.strip_prefix(prefix).is_some_and(|rest| suffixes.iter().any(|suffix| rest.ends_with(suffix)))
@@ -432,14 +508,13 @@ fn safe_key(key: &str) -> bool {
         || section("branch.", &[".remote", ".merge", ".rebase"])
 }
 
-fn seed_plan() -> Result<SeedPlan, Refusal> {
+fn seed_plan(all: &Refs) -> Result<SeedPlan, Refusal> {
     let home = Path::new(CONTAINER_HOME_GIT);
     let head = util::fs::read_regular_nofollow(&home.join("HEAD"), 4096)
         .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
         .map_err(|err| refuse(format!("your repository's HEAD cannot be read: {err}"), "fix it on the host"))?;
-    let listing = home_git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?;
     let mut packed_refs = String::from("# pack-refs with: sorted \n");
-    for (name, sha) in parse_refs(&listing) {
+    for (name, sha) in all {
         packed_refs.push_str(&format!("{sha} {name}\n"));
     }
     let config_file = home.join("config").display().to_string();
@@ -474,6 +549,44 @@ fn seed_plan() -> Result<SeedPlan, Refusal> {
     Ok(SeedPlan { head, packed_refs, config, hooks, info })
 }
 
+/// A session repository's `config`: git's own core settings, then the user's safe
+/// entries (`key`, value), every value quoted as git's config format wants it. Pure.
+pub fn session_config(entries: &[(String, String)]) -> String {
+    let quoted = |value: &str| {
+        let mut out = String::from("\"");
+        for ch in value.chars() {
+            match ch {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                _ => out.push(ch),
+            }
+        }
+        out.push('"');
+        out
+    };
+    // A SHA-256 repository's objects need the same format, which needs version 1.
+    let version = u8::from(entries.iter().any(|(key, _)| key.eq_ignore_ascii_case("extensions.objectformat")));
+    let mut text = format!(
+        "[core]\n\trepositoryformatversion = {version}\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+    );
+    for (key, value) in entries {
+        let Some((section, rest)) = key.split_once('.') else { continue };
+        let Some((sub, name)) = rest.rsplit_once('.').map_or(Some((None, rest)), |(sub, name)| Some((Some(sub), name)))
+        else {
+            continue;
+        };
+        let header = match sub {
+            Some(sub) => format!("[{section} {}]", quoted(sub)),
+            None => format!("[{section}]"),
+        };
+        text.push_str(&format!("{header}\n\t{name} = {}\n", quoted(value)));
+    }
+    text
+}
+
 /// `agent-sandbox git-home seed DIR` (as the agent's user, started by root): makes the
 /// session repository in the empty `DIR` from the plan on stdin.
 pub fn seed(dir: &Path) -> Result<(), String> {
@@ -496,33 +609,42 @@ pub fn seed(dir: &Path) -> Result<(), String> {
     let write = |name: &str, bytes: &[u8], mode: u32| {
         util::fs::atomic_write(&dir.join(name), bytes, mode).map_err(|err| format!("{name}: {err}"))
     };
-    git(&["init", "-q"])?;
-    git(&["config", "core.bare", "false"])?;
-    std::fs::create_dir_all(dir.join("objects/info")).map_err(|err| err.to_string())?;
+    // The layout `git init` makes, written directly (a process per step would cost more
+    // than the rest of the seeding).
+    for sub in ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info", "hooks"] {
+        std::fs::create_dir_all(dir.join(sub)).map_err(|err| format!("{sub}: {err}"))?;
+    }
+    write("config", session_config(&plan.config).as_bytes(), 0o644)?;
     write("objects/info/alternates", format!("{CONTAINER_USER_OBJECTS}\n").as_bytes(), 0o644)?;
     write("packed-refs", plan.packed_refs.as_bytes(), 0o644)?;
     write("HEAD", format!("{}\n", plan.head).as_bytes(), 0o644)?;
-    for (key, value) in &plan.config {
-        git(&["config", "--add", key, value])?;
-    }
     let plain = |name: &str| !name.contains('/') && name != "." && name != "..";
     for (name, bytes) in plan.hooks.iter().filter(|(name, _)| plain(name)) {
         write(&format!("hooks/{name}"), bytes, 0o755)?;
     }
     for (name, bytes) in plan.info.iter().filter(|(name, _)| plain(name)) {
-        std::fs::create_dir_all(dir.join("info")).map_err(|err| err.to_string())?;
         write(&format!("info/{name}"), bytes, 0o644)?;
     }
-    // The index from HEAD's tree (no stat data: the first `git status` refreshes it).
-    if git(&["rev-parse", "-q", "--verify", "HEAD^{commit}"]).is_ok() {
+    // The index from HEAD's tree (no stat data: the first `git status` refreshes it),
+    // unless HEAD names no commit yet.
+    let born = match plan.head.strip_prefix("ref: ") {
+        Some(branch) => {
+            plan.packed_refs.lines().any(|line| line.split_once(' ').is_some_and(|(_, name)| name == branch))
+        }
+        None => true,
+    };
+    if born {
         git(&["read-tree", "HEAD"])?;
     }
     Ok(())
 }
 
-fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
+fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal> {
     as_root()?;
     let Some(layout) = the_layout()? else {
+        if later {
+            return Ok(Vec::new());
+        }
         return Err(refuse("this container has no session repository", "commit as usual"));
     };
     // SAFETY: umask has no preconditions.
@@ -532,8 +654,21 @@ fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
     })?;
     let state_dir = Path::new(STATE_DIR);
     verify::make_root_dir(state_dir, 0o755)?;
-    let _lock = util::fs::lock(&state_dir.join("lock"), true)
-        .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "try again"))?;
+    // At most one sync runs and one waits: the waiting one reads the session after the
+    // running one is done, so it brings whatever any command since has made.
+    let lock = |name: &str, wait: bool| {
+        util::fs::lock(&state_dir.join(name), wait)
+            .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "try again"))
+    };
+    let Some(queue) = lock("queue", !later)? else { return Ok(Vec::new()) };
+    let _lock = lock("lock", true)?;
+    drop(queue);
+    // The push verifier runs as the checks' user too, and each ends that user's
+    // processes before it starts: one at a time.
+    let push_dir = Path::new(verify::STATE_DIR);
+    verify::make_root_dir(push_dir, 0o755)?;
+    let _checks = util::fs::lock(&push_dir.join("lock"), true)
+        .map_err(|err| refuse(format!("cannot lock {}: {err}", push_dir.display()), "try again"))?;
     util::users::kill_all(uid, Duration::from_secs(10));
     check_home()?;
     let found = session_redirections(&layout.session);
@@ -562,11 +697,8 @@ fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
     mirror.configure(&project_config).map_err(|failed| refuse(failed.to_string(), "try again"))?;
     let alternates = format!("{CONTAINER_HOME_GIT}/objects\n");
     verify::write_root_file(&mirror_dir.join("objects/info/alternates"), alternates.as_bytes(), 0o644)?;
-    mirror.fetch(&layout.top, &layout.session).map_err(|failed| {
-        refuse(format!("cannot read the session's commits: {failed}"), "fix what git says, then commit again")
-    })?;
-    let session = parse_refs(&verify::mirror_git(&mirror, FOR_EACH)?);
     let user = user_refs()?;
+    let session = session_refs(&mirror, &layout, &user)?;
     let mut state = read_state();
     let lineage = |theirs: &str, ours: &str| lineage(&mirror, &state.brought, theirs, ours);
     let checked_out = match layout.shared_tree {
@@ -583,6 +715,114 @@ fn run_sync(config: config::Config) -> Result<Vec<String>, Refusal> {
     // What root's git made in the user's `.git` (by any path `bring` left by) is the owner's.
     own_home_files();
     brought
+}
+
+/// The session's branches and tags, each as the mirror has it. The names are listed
+/// from the session's own files ([`list_session_refs`]), and only those whose value is
+/// not the user's are fetched (hashed in like any other fetch): with thousands of refs,
+/// a sync reads only what changed. A session whose refs are not plain files is read
+/// whole, as the push verifier reads it.
+fn session_refs(mirror: &Mirror, layout: &Layout, user: &Refs) -> Result<Refs, Refusal> {
+    let unreadable = |failed: mirror::Failed| {
+        refuse(format!("cannot read the session's commits: {failed}"), "fix what git says, then commit again")
+    };
+    let Some(listed) = list_session_refs(&layout.session) else {
+        mirror.fetch(&layout.top, &layout.session).map_err(unreadable)?;
+        return Ok(parse_refs(&verify::mirror_git(mirror, FOR_EACH)?));
+    };
+    let changed: Vec<&str> =
+        listed.iter().filter(|(name, sha)| user.get(*name) != Some(*sha)).map(|(name, _)| name.as_str()).collect();
+    // What the mirror offers: the user's values of those refs and the user's `HEAD` (a
+    // new branch starts from there, mostly; one that does not is fetched whole).
+    let head = home_git(&["rev-parse", "-q", "--verify", "HEAD^{commit}"], None).unwrap_or_default();
+    let head = String::from_utf8_lossy(&head).trim().to_owned();
+    let mut tips: Vec<&str> = changed.iter().filter_map(|name| user.get(*name).map(String::as_str)).collect();
+    tips.extend(object_name(&head));
+    tips.sort_unstable();
+    tips.dedup();
+    mirror.fetch_named(&layout.top, &layout.session, &changed, &tips).map_err(unreadable)?;
+    let mut session: Refs = listed
+        .iter()
+        .filter(|(name, sha)| user.get(*name) == Some(*sha))
+        .map(|(name, sha)| (name.clone(), sha.clone()))
+        .collect();
+    if !changed.is_empty() {
+        let mut args = vec!["for-each-ref", "--format=%(objectname) %(refname)"];
+        args.extend(&changed);
+        session.extend(parse_refs(&verify::mirror_git(mirror, &args)?));
+    }
+    Ok(session)
+}
+
+/// The branches and tags of a session repository, from its `packed-refs` and loose ref
+/// files, read without following a link or opening anything but a regular file. `None`
+/// when they are kept otherwise (reftable), or a name is not one git would make.
+pub fn list_session_refs(session: &Path) -> Option<Refs> {
+    if session.join("reftable").symlink_metadata().is_ok() {
+        return None;
+    }
+    let mut refs = Refs::new();
+    match util::fs::read_regular_nofollow(&session.join("packed-refs"), 256 << 20) {
+        Ok(bytes) => {
+            for line in String::from_utf8_lossy(&bytes).lines() {
+                if line.starts_with('#') || line.starts_with('^') {
+                    continue;
+                }
+                let (sha, name) = line.split_once(' ')?;
+                if name.starts_with("refs/heads/") || name.starts_with("refs/tags/") {
+                    refs.insert(plain_ref(name)?.to_owned(), object_name(sha)?.to_owned());
+                }
+            }
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) => return None,
+    }
+    let mut stack: Vec<String> = vec!["refs/heads".into(), "refs/tags".into()];
+    let mut budget = 1_000_000usize;
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(session.join(&dir)) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        for entry in entries {
+            budget = budget.checked_sub(1)?;
+            let entry = entry.ok()?;
+            let name = format!("{dir}/{}", entry.file_name().to_str()?);
+            let kind = entry.file_type().ok()?;
+            if kind.is_dir() {
+                stack.push(name);
+            } else if kind.is_file() {
+                let bytes = util::fs::read_regular_nofollow(&session.join(&name), 4096).ok()?;
+                let text = String::from_utf8_lossy(&bytes);
+                // A symbolic ref among the branches names no commit of its own.
+                if text.starts_with("ref: ") {
+                    continue;
+                }
+                refs.insert(plain_ref(&name)?.to_owned(), object_name(text.trim())?.to_owned());
+            } else {
+                return None;
+            }
+        }
+    }
+    Some(refs)
+}
+
+/// `name` if every part of it is one git's `check-ref-format` takes (and no more).
+fn plain_ref(name: &str) -> Option<&str> {
+    let fine = |part: &str| {
+        !part.is_empty()
+            && !part.starts_with('.')
+            && !part.ends_with(".lock")
+            && !part.contains("..")
+            && !part.contains("@{")
+            && part.bytes().all(|b| b > b' ' && b != 0x7f && !b"~^:?*[\\".contains(&b))
+    };
+    (name.split('/').all(fine) && !name.ends_with('.')).then_some(name)
+}
+
+fn object_name(text: &str) -> Option<&str> {
+    (matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())).then_some(text)
 }
 
 fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str) -> Lineage {
@@ -633,6 +873,10 @@ fn bring(
         Path::new(IMAGE_BINARY),
         Some(&global),
     )?;
+    let head_branch = home_git(&["symbolic-ref", "-q", "HEAD"], None)
+        .ok()
+        .map(|name| String::from_utf8_lossy(&name).trim().to_owned())
+        .filter(|name| plain_ref(name).is_some());
     // One push per tip, so that a branch whose checks fail keeps no other from coming
     // home; a tip that failed before is not checked again.
     let mut refused_lines = Vec::new();
@@ -641,7 +885,7 @@ fn bring(
         let said = match state.failed.get(*tip) {
             Some(said) => Some(said.clone()),
             None => {
-                let said = send(mirror, (name, tip), &settings, &global)?;
+                let said = send(mirror, (name, tip), head_branch.as_deref(), &settings, &global)?;
                 if let Some(said) = &said {
                     keep_refused(mirror, (name, tip), said);
                 }
@@ -669,7 +913,9 @@ fn bring(
     input.extend(user.values().map(|sha| format!("^{sha}\n")));
     let new = match accepted.is_empty() {
         true => Vec::new(),
-        false => mirror_git_with_input(mirror, &["rev-list", "--stdin"], input.as_bytes())?,
+        false => mirror
+            .git_with_input(&["rev-list", "--stdin"], input.as_bytes())
+            .map_err(|failed| refuse(failed.to_string(), "try again"))?,
     };
     let head_before = home_git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
     let mut transaction = String::from("start\n");
@@ -746,13 +992,27 @@ fn keep_refused(mirror: &Mirror, (name, tip): (&str, &str), said: &str) {
 /// Pushes the session's `tip` of `name` from the mirror into the user's repository (under
 /// [`INCOMING`]), through the hook guard's checks. `None`: it went in; else what the
 /// checks (or git) said.
-fn send(mirror: &Mirror, (name, tip): (&str, &str), settings: &Path, global: &Path) -> Result<Option<String>, Refusal> {
+fn send(
+    mirror: &Mirror,
+    (name, tip): (&str, &str),
+    head_branch: Option<&str>,
+    settings: &Path,
+    global: &Path,
+) -> Result<Option<String>, Refusal> {
     // By the mirror's ref name (the session's, just fetched), so that the checks name the
     // branch; a tip the mirror has under no such name goes by its object name.
     let current = mirror.git(&["rev-parse", "-q", "--verify", name]).unwrap_or_default();
     let source = if String::from_utf8_lossy(&current).trim() == tip { name } else { tip };
     let refspec = format!("{source}:{INCOMING}{}", name.trim_start_matches("refs/"));
-    let receive = format!("{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c safe.directory=* receive-pack");
+    // The user's repository shows the push only the ref it moves and `HEAD`'s branch:
+    // enough for the pack to hold just the new commits, and a repository of thousands
+    // of refs is not listed and walked for each push.
+    let mut shown = vec![format!("!{INCOMING}"), format!("!{name}")];
+    shown.extend(head_branch.map(|branch| format!("!{branch}")));
+    let receive = format!(
+        "{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c safe.directory=* -c receive.hideRefs=refs/ {} receive-pack",
+        shown.iter().map(|entry| format!("-c {}", util::single_quoted(&format!("receive.hideRefs={entry}")))).collect::<Vec<_>>().join(" ")
+    );
     let hooks = Path::new(STATE_DIR).join("hooks").display().to_string();
     let out = Command::new(CONTAINER_REAL_GIT)
         .args(["-c", &format!("core.hooksPath={hooks}"), "--git-dir"])
@@ -771,17 +1031,6 @@ fn send(mirror: &Mirror, (name, tip): (&str, &str), settings: &Path, global: &Pa
 
 fn short(name: &str) -> &str {
     name.strip_prefix("refs/heads/").or_else(|| name.strip_prefix("refs/")).unwrap_or(name)
-}
-
-fn mirror_git_with_input(mirror: &Mirror, args: &[&str], input: &[u8]) -> Result<Vec<u8>, Refusal> {
-    let mut command = Command::new(mirror.git);
-    command
-        .arg("--git-dir")
-        .arg(mirror.path)
-        .args(args)
-        .env_clear()
-        .envs(mirror.env.iter().map(|(name, value)| (name, value)));
-    run_git(command, &format!("`git {}` in the mirror", args.join(" ")), Some(input))
 }
 
 /// The user's `HEAD` follows the session's branch switches (to a branch the user's

@@ -193,6 +193,67 @@ impl Mirror<'_> {
             "+refs/tags/*:refs/tags/*",
             "+refs/remotes/*:refs/remotes/*",
         ])?;
+        self.take_head(top, &source)
+    }
+
+    /// Copies the named refs of the repository `git_dir` serves into the mirror (a
+    /// name the repository no longer has ends up absent), offering only
+    /// `negotiation_tips` as what the mirror has (commits of its alternate, so that a
+    /// repository of thousands of refs is not walked for each), then takes its `HEAD`
+    /// as [`Mirror::fetch`] does.
+    pub fn fetch_named(
+        &self,
+        top: &Path,
+        git_dir: &Path,
+        names: &[&str],
+        negotiation_tips: &[&str],
+    ) -> Result<(), Failed> {
+        let source = format!("file://{}", git_dir.display());
+        if !names.is_empty() {
+            let delete: String = names.iter().map(|name| format!("delete {name}\n")).collect();
+            self.git_with_input(&["update-ref", "--stdin"], delete.as_bytes())?;
+            let mut args: Vec<String> =
+                ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--upload-pack", &self.reader]
+                    .map(String::from)
+                    .to_vec();
+            args.extend(negotiation_tips.iter().map(|tip| format!("--negotiation-tip={tip}")));
+            args.push(source.clone());
+            args.extend(names.iter().map(|name| format!("+{name}:{name}")));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            self.git(&args)?;
+        }
+        self.take_head(top, &source)
+    }
+
+    /// git in the mirror with `input` on its stdin; its stdout.
+    pub fn git_with_input(&self, args: &[&str], input: &[u8]) -> Result<Vec<u8>, Failed> {
+        use std::io::Write as _;
+        let failed = |stderr: String| Failed { command: args.join(" "), stderr };
+        let mut child = Command::new(self.git)
+            .arg("--git-dir")
+            .arg(self.path)
+            .args(args)
+            .current_dir(self.path)
+            .env_clear()
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|err| failed(err.to_string()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input).map_err(|err| failed(err.to_string()))?;
+        }
+        let out = child.wait_with_output().map_err(|err| failed(err.to_string()))?;
+        if !out.status.success() {
+            return Err(failed(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
+        }
+        Ok(out.stdout)
+    }
+
+    /// Points the mirror's `HEAD` where the work tree's is (a branch, or a detached
+    /// commit fetched from `source`).
+    fn take_head(&self, top: &Path, source: &str) -> Result<(), Failed> {
         // Read without following a link, never blocking on a FIFO.
         let head = util::fs::read_regular_nofollow(&top.join(".git/HEAD"), 4096).unwrap_or_default();
         let head = String::from_utf8_lossy(&head).trim().to_owned();
@@ -209,7 +270,7 @@ impl Mirror<'_> {
                 "--no-write-fetch-head",
                 "--upload-pack",
                 &self.reader,
-                &source,
+                source,
                 &refspec,
             ]);
             if fetched.is_ok() {

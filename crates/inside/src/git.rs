@@ -262,6 +262,9 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
                 }
             }
             let session_repository = Path::new(runtime_layout::CONTAINER_USER_OBJECTS).is_dir();
+            if session_repository {
+                show_told();
+            }
             if session_repository
                 && parsed.as_ref().is_some_and(|parsed| moves_refs(parsed) && parsed.git_dir.is_none())
             {
@@ -341,9 +344,10 @@ fn moves_refs(parsed: &gitguard::Parsed) -> bool {
 }
 
 /// In a container with a session repository (`hostpush::home`): git, then the broker
-/// (root, through the image's sudo rule), which brings what the command committed into
-/// the user's repository through the checks and says what came home. Git's status is
-/// the command's; the broker's answer is only told.
+/// (root, through the image's sudo rule) in the background, which brings what the
+/// command committed into the user's repository through the checks within about a
+/// second. Git's status is the command's; what the broker says is shown at the next git
+/// command ([`show_told`]), so that a loop of commits does not wait for the checks.
 fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String]) -> i32 {
     let mut command = Command::new(real);
     command.arg0("git").args(args);
@@ -357,12 +361,63 @@ fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String]) -> 
             return 126;
         }
     };
-    let _ = Command::new("/usr/bin/sudo")
-        .args(["-n", "/usr/local/bin/agent-sandbox", "git-home", "sync"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .status();
+    if let Err(err) = bring_home_later() {
+        eprintln!("agent-sandbox: cannot start the broker ({err}): your commits come home at the next git command");
+    }
     status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0))
+}
+
+/// Starts `git-home sync` detached (its own session, so sudo sees no terminal), with
+/// [`hostpush::home::LATER`] already in its stdin; not waited for.
+fn bring_home_later() -> std::io::Result<()> {
+    use std::io::Write as _;
+    let (reader, mut writer) = std::io::pipe()?;
+    writer.write_all(hostpush::home::LATER)?;
+    drop(writer);
+    let mut command = Command::new("/usr/bin/sudo");
+    command
+        .args(["-n", "/usr/local/bin/agent-sandbox", "git-home", "sync"])
+        .stdin(reader)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no memory of this process.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    command.spawn().map(drop)
+}
+
+/// Shows the lines the broker told since this user last saw them (the last number seen
+/// is kept in `~/.cache/agent-sandbox/broker-told`). Never fails the git command.
+fn show_told() {
+    let Ok(bytes) = util::fs::read_regular_nofollow(Path::new(runtime_layout::CONTAINER_BROKER_TOLD), 4 << 20) else {
+        return;
+    };
+    // Root (the broker's own git calls) and a user without a home (the checks' user)
+    // are told nothing.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return;
+    }
+    let Some(home) = std::env::var_os("HOME").filter(|home| Path::new(home).is_dir()) else { return };
+    let seen_file = Path::new(&home).join(".cache/agent-sandbox/broker-told");
+    let seen: u64 = util::fs::read_regular_nofollow(&seen_file, 64)
+        .ok()
+        .and_then(|bytes| String::from_utf8_lossy(&bytes).trim().parse().ok())
+        .unwrap_or(0);
+    let told = hostpush::home::parse_told(&bytes);
+    let new: Vec<&hostpush::home::Told> = told.iter().filter(|told| told.seq > seen).collect();
+    let Some(last) = new.last().map(|told| told.seq) else { return };
+    for told in &new {
+        eprintln!("agent-sandbox: {}", told.text);
+    }
+    if let Some(dir) = seen_file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = util::fs::atomic_write(&seen_file, format!("{last}\n").as_bytes(), 0o600);
 }
 
 fn exec_real(real: &Path, args: &[OsString], strip_env: &[String]) -> i32 {

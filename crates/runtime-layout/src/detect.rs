@@ -32,6 +32,12 @@ pub const CONTAINER_REAL_GIT: &str = "/usr/libexec/agent-sandbox/git";
 /// [`CONTAINER_HOME_GIT`] for the broker alone.
 pub const CONTAINER_HOME_DIR: &str = "/var/lib/agent-sandbox/home";
 pub const CONTAINER_HOME_GIT: &str = "/var/lib/agent-sandbox/home/git";
+/// The broker's working directory: root's, readable by the checks' user and the agent
+/// (nothing secret in it: a mirror of the session's commits, the checks' settings).
+pub const CONTAINER_BROKER_DIR: &str = "/var/lib/agent-sandbox/broker";
+/// What the broker told, as JSON lines (`{"seq", "text"}`): a sync the git guard started
+/// in the background has nobody to tell, so the guard shows new lines at its next call.
+pub const CONTAINER_BROKER_TOLD: &str = "/var/lib/agent-sandbox/broker/told";
 /// The user's `.git/objects`, read-only: the session repository's alternate.
 pub const CONTAINER_USER_OBJECTS: &str = "/var/lib/agent-sandbox/user-objects";
 /// Where a Docker sandbox's repo shelf is mounted (branch mode's worktrees; in a branch

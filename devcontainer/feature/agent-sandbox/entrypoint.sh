@@ -17,11 +17,22 @@ if [ "$(id -u)" = 0 ]; then
   # The session repository (a container with the user's .git mounted for the broker):
   # seeded from the user's refs when new. If it cannot be, the project has no
   # repository inside, and the reason is in the log.
-  /usr/local/bin/agent-sandbox git-home start >/var/log/agent-sandbox-home.log 2>&1 || cat /var/log/agent-sandbox-home.log >&2
+  # Then, in the background, what a session stopped before its broker ran (a `docker
+  # kill` right after a commit) comes home through the checks; the agent's next git
+  # command says what did.
+  if /usr/local/bin/agent-sandbox git-home start >/var/log/agent-sandbox-home.log 2>&1; then
+    (printf 'later\n' | /usr/local/bin/agent-sandbox git-home sync >>/var/log/agent-sandbox-home.log 2>&1 &)
+  else
+    cat /var/log/agent-sandbox-home.log >&2
+  fi
   /usr/local/bin/agent-sandbox firewall start >/var/log/agent-sandbox-firewall.log 2>&1
 else
   # The image runs as a non-root user: the one sudo rule covers `firewall start`.
-  sudo -n /usr/local/bin/agent-sandbox git-home start >/tmp/agent-sandbox-home.log 2>&1 || cat /tmp/agent-sandbox-home.log >&2
+  if sudo -n /usr/local/bin/agent-sandbox git-home start >/tmp/agent-sandbox-home.log 2>&1; then
+    (printf 'later\n' | sudo -n /usr/local/bin/agent-sandbox git-home sync >>/tmp/agent-sandbox-home.log 2>&1 &)
+  else
+    cat /tmp/agent-sandbox-home.log >&2
+  fi
   sudo -n /usr/local/bin/agent-sandbox firewall start >/tmp/agent-sandbox-firewall.log 2>&1
 fi
 [ "$#" -eq 0 ] || exec "$@"

@@ -96,7 +96,7 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
          say log \"$(git log --format=%H)\"\n\
          say status \"$(git status --porcelain)\"\n\
          echo more >> README && git add README && {commit} -m 'from the agent' 2>/tmp/commit; say commit $?\n\
-         say told \"$(grep -c 'main is now' /tmp/commit)\"\n\
+         settle /tmp/commit; say told \"$(grep -m1 -c 'main is now' /tmp/commit)\"\n\
          say head \"$(git rev-parse HEAD)\"\n\
          agent-sandbox test >/tmp/selftest 2>&1; say selftest $?"
     ));
@@ -150,8 +150,8 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
          git config --file .git/config.evil --list >/dev/null; sed -i '/fsmonitor/d' .git/config\n\
          rm -f .git/hooks/post-checkout\n\
          touch FAIL && git add FAIL && {commit} -m 'fails its check' 2>/tmp/commit; say commit $?\n\
-         say refused \"$(grep -c 'the check .test ! -e FAIL. failed' /tmp/commit)\"\n\
-         git reset -q --hard HEAD~1; say reset $?"
+         settle /tmp/commit; say refused \"$(grep -m1 -c 'the check .test ! -e FAIL. failed' /tmp/commit)\"\n\
+         git reset -q --hard HEAD~1; say reset $?; settle /dev/null"
     ));
     check("a failing check", &got, &[("commit", "0"), ("refused", "1"), ("reset", "0")], &all);
     assert_eq!(host_git(&repo, &["rev-parse", "main"]), head, "a commit that failed its check came home");
@@ -164,17 +164,17 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     let (got, all) = dc.exec(&format!(
         "cd /workspaces/home\n\
          echo FAIL > FAIL && {real} add FAIL && {real} commit -q --no-verify -m real-git; say real_git $?\n\
-         git branch by-real-git 2>/tmp/b1; say real_refused \"$(grep -c 'by-real-git did not come home' /tmp/b1)\"\n\
+         git branch by-real-git 2>/tmp/b1; settle /tmp/b1; say real_refused \"$(grep -m1 -c 'by-real-git did not come home' /tmp/b1)\"\n\
          git reset -q --hard HEAD~1\n\
          echo FAIL > FAIL && git add FAIL && git stash -q && git branch stashed 'stash@{{0}}' 2>/tmp/b2\n\
-         say stash_refused \"$(grep -c 'stashed did not come home' /tmp/b2)\"\n\
+         settle /tmp/b2; say stash_refused \"$(grep -m1 -c 'stashed did not come home' /tmp/b2)\"\n\
          git clone -q . /tmp/scratch && cd /tmp/scratch && echo FAIL > FAIL && {real} add FAIL \\\n\
            && {real} commit -q --no-verify -m scratch && cd /workspaces/home\n\
-         git fetch -q /tmp/scratch HEAD:refs/heads/sneaky 2>/tmp/b3; say fetch_refused \"$(grep -c 'sneaky did not come home' /tmp/b3)\"\n\
+         git fetch -q /tmp/scratch HEAD:refs/heads/sneaky 2>/tmp/b3; settle /tmp/b3; say fetch_refused \"$(grep -m1 -c 'sneaky did not come home' /tmp/b3)\"\n\
          echo fine >> README && git add README && {commit} -m 'still comes home' 2>/tmp/b4\n\
-         say others_home \"$(grep -c 'main is now' /tmp/b4)\"\n\
+         settle /tmp/b4; say others_home \"$(grep -m1 -c 'main is now' /tmp/b4)\"\n\
          say head \"$(git rev-parse HEAD)\"\n\
-         git branch -q -D by-real-git stashed sneaky; git stash drop -q"
+         git branch -q -D by-real-git stashed sneaky; git stash drop -q; settle /dev/null"
     ));
     let want = [
         ("real_git", "0"),
@@ -223,11 +223,12 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     let (got, all) = dc.exec(&format!(
         "cd /workspaces/home\n\
          echo again >> README && git add README && {commit} -m 'meanwhile' 2>/tmp/commit; say commit $?\n\
-         say waits \"$(grep -c 'did not come home (the branch moved outside the container, to {users}' /tmp/commit)\"\n\
+         settle /tmp/commit; say waits \"$(grep -m1 -c 'did not come home (the branch moved outside the container, to {users}' /tmp/commit)\"\n\
          rm HOST\n\
          git -c user.name=a -c user.email=a@x.invalid rebase -q {users} 2>/tmp/rebase; say rebase $?\n\
+         settle /tmp/rebase\n\
          say rebase_said \"$(tr '\\n' ' ' </tmp/rebase)\"\n\
-         say home \"$(grep -c 'main is now' /tmp/rebase)\"\n\
+         say home \"$(grep -m1 -c 'main is now' /tmp/rebase)\"\n\
          say head \"$(git rev-parse HEAD)\""
     ));
     check(
@@ -244,6 +245,7 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
         "cd /workspaces/home\n\
          git switch -q -c feature && echo f > F && git add F && {commit} -m feature 2>/dev/null; say commit $?\n\
          echo wip >> README && git stash -q; say stash $?\n\
+         settle /dev/null\n\
          say head \"$(git rev-parse HEAD)\""
     ));
     check("a new branch", &got, &[("commit", "0"), ("stash", "0")], &all);

@@ -145,3 +145,81 @@ fn only_keys_that_run_nothing_are_kept() {
         assert!(!safe_key(key), "{key}");
     }
 }
+
+/// The session's refs as its files say, packed and loose (a loose one wins), without
+/// symbolic refs; anything that is not a plain file or a name git would make sends the
+/// broker to read the session whole instead (`None`).
+#[test]
+fn session_refs_are_listed_from_plain_files_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = dir.path();
+    let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+    std::fs::write(
+        session.join("packed-refs"),
+        format!("# pack-refs with: sorted \n{a} refs/heads/main\n{a} refs/tags/v1\n^{b}\n{b} refs/remotes/o/x\n"),
+    )
+    .expect("packed");
+    std::fs::create_dir_all(session.join("refs/heads/feat")).expect("mkdir");
+    std::fs::create_dir_all(session.join("refs/tags")).expect("mkdir");
+    std::fs::write(session.join("refs/heads/main"), format!("{c}\n")).expect("loose");
+    std::fs::write(session.join("refs/heads/feat/one"), format!("{b}\n")).expect("loose");
+    std::fs::write(session.join("refs/heads/sym"), "ref: refs/heads/main\n").expect("symbolic");
+    let want = refs(&[("refs/heads/feat/one", &b), ("refs/heads/main", &c), ("refs/tags/v1", &a)]);
+    assert_eq!(list_session_refs(session), Some(want));
+
+    let odd = |path: &str, make: &dyn Fn(&Path)| {
+        let path = session.join(path);
+        make(&path);
+        let listed = list_session_refs(session);
+        let _ = std::fs::remove_file(&path);
+        listed
+    };
+    assert_eq!(odd("refs/heads/link", &|p| std::os::unix::fs::symlink("/etc/passwd", p).expect("ln")), None);
+    let fifo = |p: &Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("path");
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    };
+    assert_eq!(odd("refs/heads/fifo", &fifo), None);
+    assert_eq!(odd("refs/heads/a..b", &|p| std::fs::write(p, format!("{a}\n")).expect("write")), None);
+    assert_eq!(odd("refs/heads/short", &|p| std::fs::write(p, "abc\n").expect("write")), None);
+    std::fs::create_dir_all(session.join("reftable")).expect("mkdir");
+    assert_eq!(list_session_refs(session), None, "reftable: read whole");
+}
+
+/// The session's config as git reads it back: the core settings, then each safe entry
+/// with its value intact (quotes, backslashes, a subsection with dots and quotes).
+#[test]
+fn the_session_config_reads_back_as_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let entries: Vec<(String, String)> = [
+        ("user.name", "A \"quoted\" name\\"),
+        ("remote.my.origin\"x.url", "https://example.invalid/a b.git"),
+        ("remote.my.origin\"x.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+        ("branch.feat/one.merge", "refs/heads/feat/one"),
+        ("core.autocrlf", "input\ttab"),
+    ]
+    .iter()
+    .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+    .collect();
+    let file = dir.path().join("config");
+    std::fs::write(&file, session_config(&entries)).expect("write");
+    let out = Command::new("git").args(["config", "--file"]).arg(&file).args(["--list", "-z"]).output().expect("git");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+        .split('\0')
+        .filter_map(|entry| entry.split_once('\n'))
+        .map(|(key, value)| (key.to_owned(), value.to_owned()))
+        .collect();
+    let core: Vec<&str> = listed.iter().take(4).map(|(key, _)| key.as_str()).collect();
+    assert_eq!(core, ["core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates"]);
+    let mut want = entries.clone();
+    // git lowercases section and variable names, never the subsection.
+    for (key, _) in &mut want {
+        if let (Some((section, _)), Some((_, name))) = (key.split_once('.'), key.rsplit_once('.')) {
+            let middle = &key[section.len()..key.len() - name.len()];
+            *key = format!("{}{middle}{}", section.to_lowercase(), name.to_lowercase());
+        }
+    }
+    assert_eq!(listed[4..], want[..]);
+}
