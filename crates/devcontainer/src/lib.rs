@@ -204,12 +204,14 @@ pub fn in_git_dir(path: &str) -> bool {
 
 /// The mounts of a session repository (`hostpush::home`), as (source relative to the
 /// workspace, target, read-only): the user's `.git` in root's directory for the broker,
-/// its objects read-only for the session's alternate. The volume at `<workspace>/.git`
-/// is each caller's (its name is per workspace).
-pub fn session_binds() -> [(&'static str, &'static str, bool); 2] {
+/// its objects read-only for the session's alternate, and the whole of it read-only for
+/// the alternates of the session's submodule repositories. The volume at
+/// `<workspace>/.git` is each caller's (its name is per workspace).
+pub fn session_binds() -> [(&'static str, &'static str, bool); 3] {
     [
         (".git", runtime_layout::CONTAINER_HOME_GIT, false),
         (".git/objects", runtime_layout::CONTAINER_USER_OBJECTS, true),
+        (".git", runtime_layout::CONTAINER_USER_GIT, true),
     ]
 }
 

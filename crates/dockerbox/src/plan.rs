@@ -600,28 +600,30 @@ mod tests {
             .collect();
         let volume = format!("agent-sandbox-git-{hash}");
         assert_eq!(
-            mounts[..5],
+            mounts[..6],
             [
                 (MountKind::Bind, "/src/app", "/workspace/app", false),
                 (MountKind::Bind, "/src/app/.agent-sandbox", "/workspace/app/.agent-sandbox", true),
                 (MountKind::Bind, "/src/app/.agent-sandbox", "/etc/agent-sandbox/project", true),
                 (MountKind::Bind, "/src/app/.git", "/var/lib/agent-sandbox/home/git", false),
                 (MountKind::Bind, "/src/app/.git/objects", "/var/lib/agent-sandbox/user-objects", true),
+                (MountKind::Bind, "/src/app/.git", "/var/lib/agent-sandbox/user-git", true),
             ]
         );
-        assert_eq!(mounts[5], (MountKind::Volume, volume.as_str(), "/workspace/app/.git", false));
+        assert_eq!(mounts[6], (MountKind::Volume, volume.as_str(), "/workspace/app/.git", false));
         // Branch mode: the host's checkout read-only as a whole (its `.git` with it), the
         // broker's mounts, and no session volume: the shelf is the session repository.
         let branch = plan(&Request { session_git: true, ..request(Mode::Branch("x".into())) }).expect("plan");
         let targets: Vec<(&str, bool)> =
             branch.mounts.iter().map(|mount| (mount.target.as_str(), mount.read_only)).collect();
         assert_eq!(
-            targets[..5],
+            targets[..6],
             [
                 ("/workspace/app", true),
                 ("/etc/agent-sandbox/project", true),
                 ("/var/lib/agent-sandbox/home/git", false),
                 ("/var/lib/agent-sandbox/user-objects", true),
+                ("/var/lib/agent-sandbox/user-git", true),
                 ("/repo-shelf", false),
             ]
         );

@@ -36,7 +36,7 @@ use std::{
 
 use runtime_layout::{
     CONTAINER_BROKER_DIR, CONTAINER_BROKER_TOLD, CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT,
-    CONTAINER_REPO_SHELF, CONTAINER_USER_OBJECTS,
+    CONTAINER_REPO_SHELF, CONTAINER_USER_GIT, CONTAINER_USER_OBJECTS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -481,6 +481,97 @@ pub struct SeedPlan {
     pub hooks: Vec<(String, Vec<u8>)>,
     /// `info/exclude` and `info/attributes` (patterns only: nothing in them runs).
     pub info: Vec<(String, Vec<u8>)>,
+    /// The user's submodule repositories (`.git/modules/…`), each seeded the same way
+    /// with the user's as its alternate (through [`CONTAINER_USER_GIT`]).
+    #[serde(default)]
+    pub modules: Vec<ModulePlan>,
+}
+
+/// One submodule repository of the session.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModulePlan {
+    /// Its path below `.git/modules` (`sub`, `libs/a`, `a/modules/b`).
+    pub path: String,
+    pub head: String,
+    pub packed_refs: String,
+    /// Its safe configuration entries, and `core.worktree` (where its work tree is).
+    pub config: Vec<(String, String)>,
+}
+
+/// The submodule repositories below `modules` (a directory holding `HEAD` and
+/// `objects`), as paths relative to it, nested ones (`a/modules/b`) included. Links and
+/// special files are passed by; at most 1,000 repositories.
+fn module_dirs(modules: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![(modules.to_path_buf(), String::new(), 0usize)];
+    while let Some((dir, rel, depth)) = stack.pop() {
+        if depth > 16 || found.len() >= 1000 {
+            continue;
+        }
+        let is_dir = |path: &Path| path.symlink_metadata().is_ok_and(|meta| meta.is_dir());
+        let is_repo = !rel.is_empty()
+            && dir.join("HEAD").symlink_metadata().is_ok_and(|meta| meta.is_file())
+            && is_dir(&dir.join("objects"));
+        if is_repo {
+            found.push(rel.clone());
+            if is_dir(&dir.join("modules")) {
+                stack.push((dir.join("modules"), format!("{rel}/modules"), depth + 1));
+            }
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten().take(10_000) {
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) && plain_path(&name) {
+                let rel = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+                stack.push((entry.path(), rel, depth + 1));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A relative path of plain parts (no `.`, `..`, empty part, or leading `/`).
+fn plain_path(path: &str) -> bool {
+    !path.is_empty() && path.split('/').all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
+/// What [`seed`] makes of the user's submodule repository at `modules/<rel>`.
+fn module_plan(rel: &str) -> Result<ModulePlan, Refusal> {
+    let dir = Path::new(CONTAINER_HOME_GIT).join("modules").join(rel);
+    let head = util::fs::read_regular_nofollow(&dir.join("HEAD"), 4096)
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .map_err(|err| refuse(format!("the submodule repository {rel}'s HEAD cannot be read: {err}"), "fix it"))?;
+    let git_dir = dir.display().to_string();
+    // Its `core.worktree` names the work tree relative to where the user's `.git` is on
+    // the host: not here, and not needed to list refs.
+    let listing = home_git(
+        &["--git-dir", &git_dir, "--work-tree", "/", "for-each-ref", "--format=%(objectname) %(refname)"],
+        None,
+    )?;
+    let mut packed_refs = String::from("# pack-refs with: sorted \n");
+    for (name, sha) in parse_refs(&listing) {
+        packed_refs.push_str(&format!("{sha} {name}\n"));
+    }
+    let config_file = dir.join("config").display().to_string();
+    let listing = home_git(&["config", "--file", &config_file, "--list", "-z"], None).unwrap_or_default();
+    let config = safe_entries(&listing, &["core.worktree"]);
+    Ok(ModulePlan { path: rel.to_owned(), head, packed_refs, config })
+}
+
+/// The entries of a `git config --list -z` listing that a session keeps: [`safe_key`]s
+/// and `more`.
+fn safe_entries(listing: &[u8], more: &[&str]) -> Vec<(String, String)> {
+    listing
+        .split(|b| *b == 0)
+        .filter_map(|entry| {
+            let entry = String::from_utf8_lossy(entry);
+            let (key, value) = entry.split_once('\n')?;
+            let lower = key.to_ascii_lowercase();
+            (safe_key(&lower) || more.contains(&lower.as_str())).then(|| (key.to_owned(), value.to_owned()))
+        })
+        .collect()
 }
 
 /// The configuration keys a session repository keeps from the user's: remotes and
@@ -506,6 +597,8 @@ fn safe_key(key: &str) -> bool {
     EXACT.contains(&key)
         || section("remote.", &[".url", ".pushurl", ".fetch"])
         || section("branch.", &[".remote", ".merge", ".rebase"])
+        // A submodule's registration (`submodule.<name>.update` may name a command: left).
+        || section("submodule.", &[".url", ".active", ".branch"])
 }
 
 fn seed_plan(all: &Refs) -> Result<SeedPlan, Refusal> {
@@ -519,14 +612,7 @@ fn seed_plan(all: &Refs) -> Result<SeedPlan, Refusal> {
     }
     let config_file = home.join("config").display().to_string();
     let listing = home_git(&["config", "--file", &config_file, "--list", "-z"], None).unwrap_or_default();
-    let config = listing
-        .split(|b| *b == 0)
-        .filter_map(|entry| {
-            let entry = String::from_utf8_lossy(entry);
-            let (key, value) = entry.split_once('\n')?;
-            safe_key(&key.to_ascii_lowercase()).then(|| (key.to_owned(), value.to_owned()))
-        })
-        .collect();
+    let config = safe_entries(&listing, &[]);
     let mut hooks = Vec::new();
     if let Ok(entries) = std::fs::read_dir(home.join("hooks")) {
         for entry in entries.flatten().take(64) {
@@ -546,7 +632,10 @@ fn seed_plan(all: &Refs) -> Result<SeedPlan, Refusal> {
             Some((name.to_owned(), bytes))
         })
         .collect();
-    Ok(SeedPlan { head, packed_refs, config, hooks, info })
+    // A submodule repository that cannot be read is left out (git inside says so in that
+    // submodule); the project's own repository does not depend on it.
+    let modules = module_dirs(&home.join("modules")).iter().filter_map(|rel| module_plan(rel).ok()).collect();
+    Ok(SeedPlan { head, packed_refs, config, hooks, info, modules })
 }
 
 /// A session repository's `config`: git's own core settings, then the user's safe
@@ -627,16 +716,42 @@ pub fn seed(dir: &Path) -> Result<(), String> {
     }
     // The index from HEAD's tree (no stat data: the first `git status` refreshes it),
     // unless HEAD names no commit yet.
-    let born = match plan.head.strip_prefix("ref: ") {
-        Some(branch) => {
-            plan.packed_refs.lines().any(|line| line.split_once(' ').is_some_and(|(_, name)| name == branch))
-        }
-        None => true,
-    };
-    if born {
+    if born(&plan.head, &plan.packed_refs) {
         git(&["read-tree", "HEAD"])?;
     }
+    for module in plan.modules.iter().filter(|module| plain_path(&module.path)) {
+        let rel = format!("modules/{}", module.path);
+        for sub in ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info", "hooks"] {
+            std::fs::create_dir_all(dir.join(&rel).join(sub)).map_err(|err| format!("{rel}/{sub}: {err}"))?;
+        }
+        write(&format!("{rel}/config"), session_config(&module.config).as_bytes(), 0o644)?;
+        let alternate = format!("{CONTAINER_USER_GIT}/modules/{}/objects\n", module.path);
+        write(&format!("{rel}/objects/info/alternates"), alternate.as_bytes(), 0o644)?;
+        write(&format!("{rel}/packed-refs"), module.packed_refs.as_bytes(), 0o644)?;
+        write(&format!("{rel}/HEAD"), format!("{}\n", module.head).as_bytes(), 0o644)?;
+        if born(&module.head, &module.packed_refs) {
+            let out = Command::new(CONTAINER_REAL_GIT)
+                .arg("--git-dir")
+                .arg(dir.join(&rel))
+                .args(["read-tree", "HEAD"])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|err| err.to_string())?;
+            if !out.status.success() {
+                return Err(format!("{rel}: git read-tree HEAD: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            }
+        }
+    }
     Ok(())
+}
+
+/// Whether `head` (a `HEAD` file's content) names a commit: a detached one, or a branch
+/// that `packed_refs` lists.
+fn born(head: &str, packed_refs: &str) -> bool {
+    match head.strip_prefix("ref: ") {
+        Some(branch) => packed_refs.lines().any(|line| line.split_once(' ').is_some_and(|(_, name)| name == branch)),
+        None => true,
+    }
 }
 
 fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal> {

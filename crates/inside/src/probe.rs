@@ -334,8 +334,9 @@ fn reads_empty(path: &Path) -> bool {
 
 /// Whether `path` can be opened for writing (nothing is written).
 /// What keeps the user's `.git` out of reach when `.git` is a session repository: it is
-/// a mount of its own (the volume), the broker's directory cannot be listed, and the
-/// user's objects cannot be written.
+/// a mount of its own (the volume), the broker's directory cannot be listed, and
+/// neither the user's objects nor its read-only view of the user's `.git` can be
+/// written.
 fn session_facts(root: &Path) -> Value {
     let git = root.join(".git");
     let mounted = util::mounts::current().iter().any(|mount| mount.point == git);
@@ -343,6 +344,7 @@ fn session_facts(root: &Path) -> Value {
         "gitIsMount": mounted,
         "homeListable": std::fs::read_dir(runtime_layout::CONTAINER_HOME_DIR).is_ok(),
         "objectsWritable": creatable(Path::new(runtime_layout::CONTAINER_USER_OBJECTS)),
+        "userGitWritable": creatable(Path::new(runtime_layout::CONTAINER_USER_GIT)),
     })
 }
 

@@ -40,6 +40,12 @@ pub const CONTAINER_BROKER_DIR: &str = "/var/lib/agent-sandbox/broker";
 pub const CONTAINER_BROKER_TOLD: &str = "/var/lib/agent-sandbox/broker/told";
 /// The user's `.git/objects`, read-only: the session repository's alternate.
 pub const CONTAINER_USER_OBJECTS: &str = "/var/lib/agent-sandbox/user-objects";
+/// The user's `.git` as a whole, read-only: where the session's submodule repositories
+/// find their alternates (`modules/<path>/objects`). A mount of `.git/modules` itself
+/// would stop a fresh clone's container from starting: git makes that directory only
+/// with the first submodule, and a bind mount needs its source. Nothing in it runs
+/// inside; the agent could read all of it before the session repository.
+pub const CONTAINER_USER_GIT: &str = "/var/lib/agent-sandbox/user-git";
 /// Where a Docker sandbox's repo shelf is mounted (branch mode's worktrees; in a branch
 /// sandbox, the session repository is the shelf's clone).
 pub const CONTAINER_REPO_SHELF: &str = "/repo-shelf";

@@ -93,9 +93,12 @@ fn metadata_row(git: &Value) -> Row {
     }
     row(
         SESSION_ROW,
-        session["gitIsMount"] == true && session["homeListable"] == false && session["objectsWritable"] == false,
-        ".git looked up among the mounts, the broker's directory listed, a file created among your objects, from \
-         inside"
+        session["gitIsMount"] == true
+            && session["homeListable"] == false
+            && session["objectsWritable"] == false
+            && session["userGitWritable"] == false,
+        ".git looked up among the mounts, the broker's directory listed, a file created among your objects and in \
+         the read-only view of your .git, from inside"
             .into(),
         format!("the session repository's mounts are not as devcontainer init writes them: {REBUILD}"),
     )
@@ -358,13 +361,16 @@ mod tests {
             let mut observed = good();
             observed["git"]["configWritable"] = true.into();
             observed["git"]["hooksWritable"] = true.into();
-            observed["git"]["session"] = json!({"gitIsMount": true, "homeListable": false, "objectsWritable": false});
+            observed["git"]["session"] =
+                json!({"gitIsMount": true, "homeListable": false, "objectsWritable": false, "userGitWritable": false});
             observed
         };
         let rows = results(&session(), &firewall::Health::Applied);
         assert!(rows.iter().all(|(_, status)| *status == Status::Held), "{rows:?}");
         assert!(rows.iter().any(|(name, _)| *name == SESSION_ROW), "{rows:?}");
-        for (key, broken) in [("gitIsMount", false), ("homeListable", true), ("objectsWritable", true)] {
+        for (key, broken) in
+            [("gitIsMount", false), ("homeListable", true), ("objectsWritable", true), ("userGitWritable", true)]
+        {
             let mut observed = session();
             observed["git"]["session"][key] = broken.into();
             let not_held: Vec<&str> = results(&observed, &firewall::Health::Applied)

@@ -72,6 +72,12 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     std::fs::write(repo.join(".agent-sandbox/config.jsonc"), "{\"checks\": {\"commands\": [\"test ! -e FAIL\"]}}\n")
         .expect("config");
     std::fs::write(repo.join("README"), "test\n").expect("write");
+    // A submodule: its repository is in `.git/modules/lib`, which the session seeds too.
+    let lib = world.path().join("libsrc");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    git(&lib, &["init", "-q", "-b", "main"]);
+    git(&lib, &["-c", "user.name=u", "-c", "user.email=u@x.invalid", "commit", "-q", "--allow-empty", "-m", "lib"]);
+    git(&repo, &["-c", "protocol.file.allow=always", "submodule", "add", "-q", &lib.display().to_string(), "lib"]);
     git(&repo, &["add", "."]);
     git(&repo, &["-c", "user.name=u", "-c", "user.email=u@x.invalid", "commit", "-q", "-m", "init"]);
     std::fs::create_dir_all(repo.join(".devcontainer")).expect("mkdir");
@@ -95,6 +101,9 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
          agent-sandbox firewall wait >/dev/null\n\
          say log \"$(git log --format=%H)\"\n\
          say status \"$(git status --porcelain)\"\n\
+         say submodule \"$(git submodule status >/dev/null 2>&1; echo $?)$(git -C lib log --format=%s)\"\n\
+         git -C lib -c user.name=a -c user.email=a@x.invalid commit -q --allow-empty -m inside; say lib_commit $?\n\
+         git -C lib reset -q --hard HEAD~1\n\
          echo more >> README && git add README && {commit} -m 'from the agent' 2>/tmp/commit; say commit $?\n\
          settle /tmp/commit; say told \"$(grep -m1 -c 'main is now' /tmp/commit)\"\n\
          say head \"$(git rev-parse HEAD)\"\n\
@@ -103,7 +112,15 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     check(
         "a commit inside",
         &got,
-        &[("log", &first), ("status", ""), ("commit", "0"), ("told", "1"), ("selftest", "0")],
+        &[
+            ("log", &first),
+            ("status", ""),
+            ("submodule", "0lib"),
+            ("lib_commit", "0"),
+            ("commit", "0"),
+            ("told", "1"),
+            ("selftest", "0"),
+        ],
         &all,
     );
     let head = got["head"].clone();
