@@ -420,19 +420,84 @@ fn run_start() -> Result<Vec<String>, Refusal> {
         .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
         .map(|(name, sha)| (name.clone(), sha.clone()))
         .collect();
-    write_state(&State { start: refs.clone(), known: refs, ..State::default() })?;
+    write_state(&State { start: refs.clone(), known: refs.clone(), ..State::default() })?;
     let session = &layout.session;
     let meta = session.symlink_metadata().map_err(|err| {
         refuse(format!("{}: {err}", session.display()), "restart the container (the session volume is missing)")
     })?;
     let empty = std::fs::read_dir(session).map(|mut entries| entries.next().is_none()).unwrap_or(false);
     if !(meta.is_dir() && meta.uid() == 0 && empty) {
-        return Ok(vec![format!("the session repository {} is kept from earlier", session.display())]);
+        return refresh(&layout, (meta.uid(), meta.gid()), &refs);
     }
     let (uid, gid) = agent_user(&layout.top)?;
     std::os::unix::fs::chown(session, Some(uid), Some(gid))
         .map_err(|err| refuse(format!("cannot hand {} to the agent's user: {err}", session.display()), "restart"))?;
     let plan = seed_plan(&all)?;
+    as_agent(&layout, (uid, gid), &plan)?;
+    Ok(vec![format!("the session repository {} starts from your repository's refs", session.display())])
+}
+
+/// A session kept from earlier follows what the user did on the host meanwhile: each
+/// branch or tag of the session that is behind the user's (or missing) moves to the
+/// user's, and the index follows `HEAD`'s branch; anything the session has that the
+/// user has not is left for the broker. Without this the work tree (shared, so already
+/// the user's) would show the user's commits as changes inside.
+fn refresh(layout: &Layout, owner: (u32, u32), user: &Refs) -> Result<Vec<String>, Refusal> {
+    let kept = format!("the session repository {} is kept from earlier", layout.session.display());
+    let Some(session) = list_session_refs(&layout.session) else { return Ok(vec![kept]) };
+    let is_ancestor = |old: &str, new: &str| home_git(&["merge-base", "--is-ancestor", old, new], None).is_ok();
+    let updates = refresh_updates(&session, user, &is_ancestor);
+    if updates.is_empty() || owner.0 == 0 {
+        return Ok(vec![kept]);
+    }
+    let head = util::fs::read_regular_nofollow(&layout.session.join("HEAD"), 4096).unwrap_or_default();
+    let head = String::from_utf8_lossy(&head).trim().to_owned();
+    let index = head.strip_prefix("ref: ").and_then(|branch| {
+        updates
+            .iter()
+            .find(|update| update.name == branch)
+            .and_then(|update| Some((update.old.clone()?, update.new.clone())))
+    });
+    let plan = SeedPlan { refresh: Some(Refresh { updates: updates.clone(), index }), ..SeedPlan::default() };
+    as_agent(layout, owner, &plan)?;
+    Ok(vec![format!("{kept}; {} of its branches and tags follow yours", updates.len())])
+}
+
+/// One ref a kept session takes from the user's repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefUpdate {
+    pub name: String,
+    /// The session's value (`None`: the session has no such ref).
+    pub old: Option<String>,
+    pub new: String,
+}
+
+/// What a kept session takes: its refs behind the user's, and the index's move when
+/// `HEAD`'s branch is among them (old, new).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refresh {
+    pub updates: Vec<RefUpdate>,
+    pub index: Option<(String, String)>,
+}
+
+/// The user's branches and tags that a kept session lacks or has behind them
+/// (`is_ancestor(session's, user's)`). Pure.
+pub fn refresh_updates(session: &Refs, user: &Refs, is_ancestor: &dyn Fn(&str, &str) -> bool) -> Vec<RefUpdate> {
+    user.iter()
+        .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
+        .filter_map(|(name, new)| match session.get(name) {
+            None => Some(RefUpdate { name: name.clone(), old: None, new: new.clone() }),
+            Some(old) if old != new && !name.starts_with("refs/tags/") && is_ancestor(old, new) => {
+                Some(RefUpdate { name: name.clone(), old: Some(old.clone()), new: new.clone() })
+            }
+            Some(_) => None,
+        })
+        .collect()
+}
+
+/// Runs `git-home seed` in the session as the agent's user (`owner`), with `plan`.
+fn as_agent(layout: &Layout, (uid, gid): (u32, u32), plan: &SeedPlan) -> Result<(), Refusal> {
+    let session = &layout.session;
     let mut child = Command::new(SETPRIV)
         .args([format!("--reuid={uid}"), format!("--regid={gid}")])
         .args(["--clear-groups", "--no-new-privs", IMAGE_BINARY, "git-home", "seed"])
@@ -445,13 +510,13 @@ fn run_start() -> Result<Vec<String>, Refusal> {
         .spawn()
         .map_err(|err| refuse(format!("cannot seed the session repository: {err}"), "rebuild the image"))?;
     if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(&serde_json::to_vec(&plan).expect("a plan serializes"));
+        let _ = stdin.write_all(&serde_json::to_vec(plan).expect("a plan serializes"));
     }
     let status = child.wait().map_err(|err| refuse(err.to_string(), "restart the container"))?;
     if !status.success() {
         return Err(refuse("the session repository could not be seeded (see above)", "restart the container"));
     }
-    Ok(vec![format!("the session repository {} starts from your repository's refs", session.display())])
+    Ok(())
 }
 
 /// The agent's user: the work tree's owner, else the Feature's first agent user.
@@ -485,6 +550,9 @@ pub struct SeedPlan {
     /// with the user's as its alternate (through [`CONTAINER_USER_GIT`]).
     #[serde(default)]
     pub modules: Vec<ModulePlan>,
+    /// Set for a session kept from earlier: only these refs move ([`refresh`]).
+    #[serde(default)]
+    pub refresh: Option<Refresh>,
 }
 
 /// One submodule repository of the session.
@@ -635,7 +703,7 @@ fn seed_plan(all: &Refs) -> Result<SeedPlan, Refusal> {
     // A submodule repository that cannot be read is left out (git inside says so in that
     // submodule); the project's own repository does not depend on it.
     let modules = module_dirs(&home.join("modules")).iter().filter_map(|rel| module_plan(rel).ok()).collect();
-    Ok(SeedPlan { head, packed_refs, config, hooks, info, modules })
+    Ok(SeedPlan { head, packed_refs, config, hooks, info, modules, refresh: None })
 }
 
 /// A session repository's `config`: git's own core settings, then the user's safe
@@ -698,6 +766,34 @@ pub fn seed(dir: &Path) -> Result<(), String> {
     let write = |name: &str, bytes: &[u8], mode: u32| {
         util::fs::atomic_write(&dir.join(name), bytes, mode).map_err(|err| format!("{name}: {err}"))
     };
+    if let Some(refresh) = &plan.refresh {
+        // Each ref only from the value root saw (a ref the agent moved since stays).
+        let zero = "0".repeat(40);
+        let mut transaction = String::new();
+        for update in &refresh.updates {
+            let old = update.old.as_deref().unwrap_or(&zero);
+            transaction.push_str(&format!("update {} {} {old}\n", update.name, update.new));
+        }
+        let mut child = Command::new(CONTAINER_REAL_GIT)
+            .arg("--git-dir")
+            .arg(dir)
+            .args(["update-ref", "--stdin"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .map_err(|err| err.to_string())?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(transaction.as_bytes()).map_err(|err| err.to_string())?;
+        }
+        if !child.wait().map_err(|err| err.to_string())?.success() {
+            return Err("the session's refs changed meanwhile: left as they are".into());
+        }
+        // The index moves with HEAD, keeping what is staged (a two-tree merge); if that
+        // cannot be, it stays, and `git status` shows the difference.
+        if let Some((old, new)) = &refresh.index {
+            let _ = git(&["read-tree", "-m", old, new]);
+        }
+        return Ok(());
+    }
     // The layout `git init` makes, written directly (a process per step would cost more
     // than the rest of the seeding).
     for sub in ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info", "hooks"] {

@@ -269,11 +269,21 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     assert_eq!(host_git(&repo, &["rev-parse", "feature"]), got["head"], "{all}");
     assert_eq!(host_git(&repo, &["symbolic-ref", "HEAD"]), "refs/heads/feature");
 
-    // The session repository outlives a restart, its stash with it.
-    docker_ok(&["restart", "-t", "1", &dc.container()]);
-    let (got, all) = dc
-        .exec("cd /workspaces/home\nagent-sandbox firewall wait >/dev/null\nsay stashes \"$(git stash list | wc -l)\"");
-    check("after a restart", &got, &[("stashes", "1")], &all);
+    // The session repository outlives a restart, its stash with it; what the user
+    // committed on the host meanwhile is the session's branch after it, index included.
+    std::fs::write(repo.join("HOST2"), "the user's, while the container was down\n").expect("write");
+    let container = dc.container();
+    docker_ok(&["stop", "-t", "1", &container]);
+    host_git(&repo, &["add", "HOST2"]);
+    host_git(&repo, &["-c", "user.name=u", "-c", "user.email=u@x.invalid", "commit", "-q", "-m", "while down"]);
+    chown_for_container(&repo);
+    let users = host_git(&repo, &["rev-parse", "feature"]);
+    docker_ok(&["start", &container]);
+    let (got, all) = dc.exec(
+        "cd /workspaces/home\nagent-sandbox firewall wait >/dev/null\nsay stashes \"$(git stash list | wc -l)\"\n\
+         say head \"$(git rev-parse HEAD)\"\nsay status \"$(git status --porcelain)\"",
+    );
+    check("after a restart", &got, &[("stashes", "1"), ("head", &users), ("status", "")], &all);
     let volumes = docker(&["volume", "ls", "-q", "--filter", "name=agent-sandbox-git-"]);
     assert!(!volumes.is_empty(), "the session volume");
     eprintln!("session repository e2e: {:.0?}", started.elapsed());

@@ -223,3 +223,44 @@ fn the_session_config_reads_back_as_written() {
     }
     assert_eq!(listed[4..], want[..]);
 }
+
+/// A kept session takes the user's new branches and tags and the branches it has
+/// behind the user's; a branch it moved on, one that diverged, a tag that differs and
+/// refs outside heads and tags stay as they are.
+#[test]
+fn a_kept_session_follows_only_what_it_is_behind() {
+    let session = refs(&[
+        ("refs/heads/main", "a1"),
+        ("refs/heads/ahead", "b2"),
+        ("refs/heads/diverged", "c2"),
+        ("refs/heads/same", "d1"),
+        ("refs/tags/v1", "t1"),
+        ("refs/heads/mine", "m1"),
+    ]);
+    let user = refs(&[
+        ("refs/heads/main", "a2"),
+        ("refs/heads/ahead", "b1"),
+        ("refs/heads/diverged", "c3"),
+        ("refs/heads/same", "d1"),
+        ("refs/heads/new", "n1"),
+        ("refs/tags/v1", "t2"),
+        ("refs/tags/v2", "t3"),
+        ("refs/remotes/origin/main", "r1"),
+    ]);
+    let ancestors = [("a1", "a2"), ("b1", "b2")];
+    let is_ancestor = |old: &str, new: &str| ancestors.contains(&(old, new));
+    let got = refresh_updates(&session, &user, &is_ancestor);
+    let update = |name: &str, old: Option<&str>, new: &str| RefUpdate {
+        name: name.into(),
+        old: old.map(str::to_owned),
+        new: new.into(),
+    };
+    assert_eq!(
+        got,
+        [
+            update("refs/heads/main", Some("a1"), "a2"),
+            update("refs/heads/new", None, "n1"),
+            update("refs/tags/v2", None, "t3"),
+        ]
+    );
+}
