@@ -686,6 +686,9 @@ fn check(quiet: bool, json: bool) -> i32 {
         if health != firewall::Health::Applied {
             eprintln!("agent-sandbox: WARNING: {}", health.banner());
         }
+        if let Some(failure) = hostpush::home::start_failure() {
+            eprintln!("agent-sandbox: WARNING: {failure}");
+        }
     }
     code
 }

@@ -208,9 +208,38 @@ pub fn decide(
     out
 }
 
-/// `agent-sandbox git-home start`: the exit status.
+/// `agent-sandbox git-home start`: the exit status. Its failure is also kept in
+/// [`START_FAILED`], for `agent-sandbox check` (the shell's banner) to say loudly.
 pub fn start() -> i32 {
-    report(run_start())
+    let result = run_start();
+    if as_root().is_ok() {
+        let marker = Path::new(START_FAILED);
+        match &result {
+            Ok(_) => {
+                let _ = std::fs::remove_file(marker);
+            }
+            Err(refusal) => {
+                let text = format!("{}. Instead: {}.", refusal.why, refusal.instead);
+                let _ = verify::make_root_dir(Path::new(STATE_DIR), 0o755)
+                    .and_then(|()| verify::write_root_file(marker, text.as_bytes(), 0o644));
+            }
+        }
+    }
+    report(result, "the session repository was not made")
+}
+
+/// Why the last `git-home start` failed (absent when it did not).
+pub const START_FAILED: &str = "/var/lib/agent-sandbox/broker/start-failed";
+
+/// What [`START_FAILED`] says, for the shell's banner: `None` when the session
+/// repository was made (or this container has none).
+pub fn start_failure() -> Option<String> {
+    let bytes = util::fs::read_regular_nofollow(Path::new(START_FAILED), 4096).ok()?;
+    Some(format!(
+        "git has no repository here: the session repository could not be made at the container's start: {} (the \
+         log: /var/log/agent-sandbox-home.log)",
+        util::terminal_safe(String::from_utf8_lossy(&bytes).trim())
+    ))
 }
 
 /// `agent-sandbox git-home sync`: the exit status. Started by the git guard in the
@@ -228,7 +257,7 @@ pub fn sync(config: Result<config::Config, String>) -> i32 {
         };
         record_told(&lines);
     }
-    report(result)
+    report(result, "nothing came home")
 }
 
 /// Whether stdin is a pipe that already holds [`LATER`] (never waits: a terminal or an
@@ -281,7 +310,8 @@ fn record_told(lines: &[String]) {
     let _ = verify::write_root_file(path, text.as_bytes(), 0o644);
 }
 
-fn report(result: Result<Vec<String>, Refusal>) -> i32 {
+/// Prints the lines, or the refusal after `failed` ("nothing came home"); the status.
+fn report(result: Result<Vec<String>, Refusal>, failed: &str) -> i32 {
     match result {
         Ok(lines) => {
             for line in &lines {
@@ -291,7 +321,7 @@ fn report(result: Result<Vec<String>, Refusal>) -> i32 {
             i32::from(lines.iter().any(|line| line.contains(REFUSED)))
         }
         Err(refusal) => {
-            eprintln!("agent-sandbox: nothing came home: {}.\nInstead: {}.", refusal.why, refusal.instead);
+            eprintln!("agent-sandbox: {failed}: {}.\nInstead: {}.", refusal.why, refusal.instead);
             1
         }
     }

@@ -284,6 +284,24 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
          say head \"$(git rev-parse HEAD)\"\nsay status \"$(git status --porcelain)\"",
     );
     check("after a restart", &got, &[("stashes", "1"), ("head", &users), ("status", "")], &all);
+
+    // A container killed after a commit and before its broker ran (made here with the
+    // real git, which starts no broker): the commit comes home at the next start,
+    // through the checks as ever.
+    let (got, all) = dc.exec(&format!(
+        "cd /workspaces/home\n\
+         echo k > K && {real} add K && {real} commit -q -m 'killed after' 2>/dev/null; say commit $?\n\
+         say head \"$(git rev-parse HEAD)\""
+    ));
+    check("a commit before a kill", &got, &[("commit", "0")], &all);
+    docker_ok(&["kill", &container]);
+    docker_ok(&["start", &container]);
+    // No git command inside: the start's own sync brings it.
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    while host_git(&repo, &["rev-parse", "feature"]) != got["head"] && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(host_git(&repo, &["rev-parse", "feature"]), got["head"], "the commit made before the kill: {all}");
     let volumes = docker(&["volume", "ls", "-q", "--filter", "name=agent-sandbox-git-"]);
     assert!(!volumes.is_empty(), "the session volume");
     eprintln!("session repository e2e: {:.0?}", started.elapsed());
