@@ -412,7 +412,7 @@ fn show_told() {
     let new: Vec<&hostpush::home::Told> = told.iter().filter(|told| told.seq > seen).collect();
     let Some(last) = new.last().map(|told| told.seq) else { return };
     for told in &new {
-        eprintln!("agent-sandbox: {}", told.text);
+        eprintln!("agent-sandbox: {}", util::terminal_safe(&told.text));
     }
     if let Some(dir) = seen_file.parent() {
         let _ = std::fs::create_dir_all(dir);
