@@ -129,17 +129,33 @@ pub fn config_text(project_config: &Path) -> String {
 impl Mirror<'_> {
     /// git in the mirror; its stdout.
     pub fn git(&self, args: &[&str]) -> Result<Vec<u8>, Failed> {
+        self.run(args, None)
+    }
+
+    /// git in the mirror with `input` on its stdin; its stdout.
+    pub fn git_with_input(&self, args: &[&str], input: &[u8]) -> Result<Vec<u8>, Failed> {
+        self.run(args, Some(input))
+    }
+
+    fn run(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Failed> {
+        use std::io::Write as _;
         let failed = |stderr: String| Failed { command: args.join(" "), stderr };
-        let out = Command::new(self.git)
+        let mut child = Command::new(self.git)
             .arg("--git-dir")
             .arg(self.path)
             .args(args)
             .current_dir(self.path)
             .env_clear()
             .envs(self.env.iter().map(|(name, value)| (name, value)))
-            .stdin(Stdio::null())
-            .output()
+            .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .map_err(|err| failed(err.to_string()))?;
+        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+            stdin.write_all(input).map_err(|err| failed(err.to_string()))?;
+        }
+        let out = child.wait_with_output().map_err(|err| failed(err.to_string()))?;
         if !out.status.success() {
             return Err(failed(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
         }
@@ -223,32 +239,6 @@ impl Mirror<'_> {
             self.git(&args)?;
         }
         self.take_head(top, &source)
-    }
-
-    /// git in the mirror with `input` on its stdin; its stdout.
-    pub fn git_with_input(&self, args: &[&str], input: &[u8]) -> Result<Vec<u8>, Failed> {
-        use std::io::Write as _;
-        let failed = |stderr: String| Failed { command: args.join(" "), stderr };
-        let mut child = Command::new(self.git)
-            .arg("--git-dir")
-            .arg(self.path)
-            .args(args)
-            .current_dir(self.path)
-            .env_clear()
-            .envs(self.env.iter().map(|(name, value)| (name, value)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|err| failed(err.to_string()))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(input).map_err(|err| failed(err.to_string()))?;
-        }
-        let out = child.wait_with_output().map_err(|err| failed(err.to_string()))?;
-        if !out.status.success() {
-            return Err(failed(String::from_utf8_lossy(&out.stderr).trim().to_owned()));
-        }
-        Ok(out.stdout)
     }
 
     /// Points the mirror's `HEAD` where the work tree's is (a branch, or a detached
