@@ -4,14 +4,19 @@
 //!   environment `exec` used, on the runtime directory it prepared (captured through the
 //!   hidden `AGENT_SANDBOX_BENCH_ARGV`, see `session::BENCH_ARGV_VAR`): exec's own work,
 //!   target at most 1 ms more;
+//! - `exec -- true` in each network mode (`allowlist`, `on`, `off`), and `exec --dry-run`,
+//!   against a minimal bwrap ([`MINIMAL_BWRAP`]): targets 2.5× and 1.5×;
 //! - whole warm runs (start-up plus the exit check) in a 1,000,000-file project (20,000
 //!   directories, 1,000 `.env` files in node_modules), target 100 ms, with the same
 //!   identical-argv bwrap as its floor; 100,000 files against 100 files, target 1.5×,
-//!   and start-up alone (until the command runs);
+//!   and start-up alone (until the command runs); in the 1,000,000-file project also the
+//!   peak memory (`wait4`'s `ru_maxrss`, target 25 MiB) and the curve over 1,000 / 100 /
+//!   10 / 0 `.env` files (made by removing files between series; target flat within 30 ms);
 //! - the git guard: 200 × `git rev-parse HEAD` in one sandbox through the guard against
 //!   the same loop with `--cmd git=true` (target 1.3×), with its floor: the unguarded
 //!   loop plus one exec of `/bin/true` per call; and a realistic loop (`status`, `diff`,
-//!   `add`, `commit` in a 5,000-file repository), target 1.05×;
+//!   `add`, `commit` in a 5,000-file repository), target 1.05×; the issue's target is
+//!   the guarded call within 0.3 ms of the floor (`bench git` runs only these);
 //! - the pre-commit guard (`run_precommit_bench`, alone: `cargo xtask bench precommit`):
 //!   `git commit` of 10,000 new files with the guard against the same commit with hooks
 //!   off, target at most 150 ms more;
@@ -41,6 +46,9 @@ use anyhow::{bail, Context, Result};
 
 use crate::{ensure_packages, root, run};
 
+/// bwrap with only what running a program needs (the whole filesystem read-only, a
+/// `/dev` and a `/proc`): the baseline of the `exec -- true` and `--dry-run` ratios.
+const MINIMAL_BWRAP: &[&str] = &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "/bin/true"];
 const RUNS: usize = 41;
 const HUGE_RUNS: usize = 15;
 const GIT_RUNS: usize = 9;
@@ -53,6 +61,13 @@ const WORK_LOOP: &str = "i=0; while [ $i -lt 10 ]; do echo $i >> d0/f0.txt; git 
                          git diff >/dev/null; git add -A; git commit -q -m \"work $i\"; i=$((i+1)); done";
 
 pub fn run_bench() -> Result<()> {
+    run_exec_bench()?;
+    docker_bench()
+}
+
+/// `cargo xtask bench exec`: [`run_bench`] without the Docker part (which, as root,
+/// starts the engine and builds an image).
+pub fn run_exec_bench() -> Result<()> {
     ensure_packages()?;
     let root = root();
     run(Command::new("cargo").args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
@@ -61,8 +76,7 @@ pub fn run_bench() -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     let result = bench_in(&bin, &dir);
     let _ = std::fs::remove_dir_all(&dir);
-    result?;
-    docker_bench()
+    result
 }
 
 fn bench_in(bin: &Path, dir: &Path) -> Result<()> {
@@ -96,19 +110,31 @@ fn bench_in(bin: &Path, dir: &Path) -> Result<()> {
     let raw_small = Captured::capture(exec(&small), &dir.join("argv-small.json"))?;
     let raw_huge = Captured::capture(exec(&huge), &dir.join("argv-huge.json"))?;
     let result = (|| -> Result<()> {
-        let mut series: [Vec<Duration>; 4] = Default::default();
+        let mut series: [Vec<Duration>; 8] = Default::default();
         for round in 0..RUNS + 3 {
-            let times = [time(raw_small.command())?, time(exec(&small))?, time(exec(&big))?, time(exec(&big_clean))?];
+            let times = [
+                time(raw_small.command())?,
+                time(minimal_bwrap(&small))?,
+                time(exec(&small))?,
+                time(with_args(exec(&small), &["--network", "on"]))?,
+                time(with_args(exec(&small), &["--network", "off"]))?,
+                time(with_args(exec(&small), &["--dry-run"]))?,
+                time(exec(&big))?,
+                time(exec(&big_clean))?,
+            ];
             if round >= 3 {
                 for (all, one) in series.iter_mut().zip(times) {
                     all.push(one);
                 }
             }
         }
-        let [raw_ms, small_ms, big_ms, clean_ms] = series.map(median_ms);
+        let [raw_ms, minimal_ms, small_ms, on_ms, off_ms, dry_ms, big_ms, clean_ms] = series.map(median_ms);
         let mut huge_series: [Vec<Duration>; 2] = Default::default();
+        let mut huge_rss_kib = 0;
         for round in 0..HUGE_RUNS + 2 {
-            let times = [time(raw_huge.command())?, time(exec(&huge))?];
+            let (exec_took, rss_kib) = time_and_rss(exec(&huge))?;
+            let times = [time(raw_huge.command())?, exec_took];
+            huge_rss_kib = huge_rss_kib.max(rss_kib);
             if round >= 2 {
                 for (all, one) in huge_series.iter_mut().zip(times) {
                     all.push(one);
@@ -151,6 +177,13 @@ fn bench_in(bin: &Path, dir: &Path) -> Result<()> {
             small_ms / raw_ms,
             verdict(small_ms - raw_ms <= 1.0)
         );
+        println!("  minimal bwrap                       {minimal_ms:8.2} ms  (bwrap {})", MINIMAL_BWRAP.join(" "));
+        for (mode, mode_ms) in [("allowlist", small_ms), ("on", on_ms), ("off", off_ms)] {
+            println!("  exec --network {mode:<9} -- true   {mode_ms:8.2} ms");
+            report(&format!("  / minimal bwrap ({mode})"), mode_ms / minimal_ms, 2.5);
+        }
+        println!("  exec --dry-run -- true              {dry_ms:8.2} ms");
+        report("  / minimal bwrap (dry run)", dry_ms / minimal_ms, 1.5);
         println!("  exec -- true, 100,000-file project  {big_ms:8.2} ms  (20 .env files to mask)");
         println!("  the same without secret files       {clean_ms:8.2} ms");
         report("100,000 files / 100 files", big_ms / small_ms, 1.5);
@@ -168,13 +201,102 @@ fn bench_in(bin: &Path, dir: &Path) -> Result<()> {
             "  bwrap with exec's own arguments     {raw_huge_ms:8.2} ms  (its floor; exec's own work {:.2} ms)",
             huge_ms - raw_huge_ms
         );
-        stage_table(bin, &[("100 files", &small), ("1,000,000 files", &huge)], &state)
+        println!(
+            "  peak memory, largest process      {:8.2} MiB  (wait4's ru_maxrss, max of {} runs; target 25 MiB: {})",
+            huge_rss_kib as f64 / 1024.0,
+            HUGE_RUNS + 2,
+            verdict(huge_rss_kib <= 25 * 1024)
+        );
+        stage_table(bin, &[("100 files", &small), ("1,000,000 files", &huge)], &state)?;
+        secrets_curve(&huge, |project: &Path| time(exec(project)))
     })();
     raw_small.remove();
     raw_huge.remove();
     result?;
     git_bench(bin, &small, &repo, &state)?;
     precommit_bench(bin, &dir.join("precommit-bench"))
+}
+
+/// The 1,000,000-file project's warm `exec -- true` with 1,000, 100, 10 and no `.env`
+/// files. One tree serves every count: [`make_project`] put one in every 20th package,
+/// and each series removes or writes back those its count does not or does keep, lets
+/// the changed directories settle (the scan caches no directory changed in the last two
+/// seconds) and warms the cache again. The four counts take turns for
+/// [`CURVE_CYCLES`] cycles, so that drift on the machine hits each alike.
+fn secrets_curve(huge: &Path, time_exec: impl Fn(&Path) -> Result<Duration>) -> Result<()> {
+    const COUNTS: [usize; 4] = [1_000, 100, 10, 0];
+    let mut series: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..CURVE_CYCLES {
+        for (count, times) in COUNTS.iter().zip(series.iter_mut()) {
+            keep_secrets(huge, *count)?;
+            std::thread::sleep(Duration::from_secs(3));
+            for round in 0..CURVE_RUNS + 2 {
+                let took = time_exec(huge)?;
+                if round >= 2 {
+                    times.push(took);
+                }
+            }
+        }
+    }
+    keep_secrets(huge, 1_000)?;
+    let points = series.map(median_ms);
+    println!(
+        "1,000,000-file project with 1,000 / 100 / 10 / 0 .env files, warm, median of {} each ({CURVE_CYCLES} cycles)",
+        CURVE_CYCLES * CURVE_RUNS
+    );
+    for (count, ms) in COUNTS.iter().zip(points) {
+        println!("  {count:>5} .env files                    {ms:8.2} ms");
+    }
+    let spread = points.iter().copied().fold(f64::MIN, f64::max) - points.iter().copied().fold(f64::MAX, f64::min);
+    println!(
+        "  spread                              {spread:8.2} ms  (target: flat within 30 ms: {})",
+        verdict(spread <= 30.0)
+    );
+    Ok(())
+}
+
+const CURVE_CYCLES: usize = 3;
+const CURVE_RUNS: usize = 5;
+
+/// Leaves `count` (1,000, 100, 10 or 0) of the `.env` files [`make_project`] wrote in the
+/// 20,000-package tree, evenly spread, writing back those removed before.
+fn keep_secrets(huge: &Path, count: usize) -> Result<()> {
+    const PACKAGES: usize = 20_000;
+    for pkg in (0..PACKAGES).step_by(PACKAGES / 1_000) {
+        let env = huge.join("node_modules").join(format!("pkg{}", pkg / 100)).join(format!("sub{pkg}/.env"));
+        let keep = count > 0 && pkg.is_multiple_of(PACKAGES / count);
+        match (keep, env.exists()) {
+            (true, false) => std::fs::write(&env, "TOKEN=x\n").with_context(|| format!("writing {}", env.display()))?,
+            (false, true) => std::fs::remove_file(&env).with_context(|| format!("removing {}", env.display()))?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn minimal_bwrap(project: &Path) -> Command {
+    let mut cmd = Command::new("bwrap");
+    cmd.args(MINIMAL_BWRAP).current_dir(project);
+    cmd
+}
+
+/// `exec` with `args` before its `--`.
+fn with_args(cmd: Command, args: &[&str]) -> Command {
+    let mut all: Vec<&std::ffi::OsStr> = cmd.get_args().collect();
+    let at = all.iter().position(|arg| *arg == "--").unwrap_or(all.len());
+    all.splice(at..at, args.iter().map(std::ffi::OsStr::new));
+    let mut with = Command::new(cmd.get_program());
+    with.args(all);
+    if let Some(dir) = cmd.get_current_dir() {
+        with.current_dir(dir);
+    }
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => with.env(name, value),
+            None => with.env_remove(name),
+        };
+    }
+    with
 }
 
 /// What each start-up stage costs (`exec --debug`'s `start-up stages:` line), median of
@@ -287,11 +409,51 @@ fn git_bench(bin: &Path, small: &Path, repo: &Path, state: &Path) -> Result<()> 
     println!("  unguarded + one /bin/true per call  {floor_ms:8.2} ms  (the floor of a guard that execs git)");
     report("guarded / unguarded", guarded_ms / unguarded_ms, 1.3);
     println!("  {:<28} {:5.2}x", "floor / unguarded", floor_ms / unguarded_ms);
+    let above_floor = (guarded_ms - floor_ms) / GIT_CALLS as f64;
+    println!(
+        "  guarded, per call above the floor   {above_floor:8.3} ms  (target: at most 0.3 ms: {})",
+        verdict(above_floor <= 0.3)
+    );
     println!("git guard: 10 x (status, diff, add -A, commit) in a 5,000-file repository, median of {GIT_RUNS}");
     println!("  through the guard                   {work_guarded_ms:8.2} ms");
     println!("  --cmd git=true (unguarded)          {work_unguarded_ms:8.2} ms");
     report("guarded / unguarded", work_guarded_ms / work_unguarded_ms, 1.05);
     Ok(())
+}
+
+/// `cargo xtask bench git`: only the git guard's loops, for the default build and, when
+/// Rust's musl target is installed, again for the static build (the Feature's, see
+/// `feature.rs`): a static binary starts without the dynamic loader, libgcc_s and
+/// their CPU probing, which is most of what a guarded call costs beyond its exec.
+pub fn run_git_bench() -> Result<()> {
+    ensure_packages()?;
+    let root = root();
+    run(Command::new("cargo").args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
+    let static_bin = if crate::feature::static_target_installed() {
+        Some(crate::feature::static_binary(&root)?)
+    } else {
+        println!(
+            "git guard, static build: skipped (install Rust's target: rustup target add x86_64-unknown-linux-musl)"
+        );
+        None
+    };
+    let dir = std::env::temp_dir().join(format!("agent-sandbox-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let result = (|| {
+        let (small, repo) = (dir.join("small"), dir.join("repo"));
+        make_project(&small, 5, 20, 0)?;
+        make_repo(&repo, 50, 100)?;
+        std::thread::sleep(Duration::from_secs(3));
+        println!("the default build (target/release/agent-sandbox)");
+        git_bench(&root.join("target/release/agent-sandbox"), &small, &repo, &dir.join("state"))?;
+        if let Some(static_bin) = &static_bin {
+            println!("the static build ({})", static_bin.display());
+            git_bench(static_bin, &small, &repo, &dir.join("state"))?;
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 const PRECOMMIT_RUNS: usize = 15;
@@ -632,6 +794,26 @@ pub(crate) fn time(mut cmd: Command) -> Result<Duration> {
         bail!("{cmd:?} failed: {status}");
     }
     Ok(elapsed)
+}
+
+/// [`time`], and the peak resident memory of the largest process of the run (the
+/// command or any descendant it waited for: `wait4`'s `ru_maxrss`, in KiB).
+fn time_and_rss(mut cmd: Command) -> Result<(Duration, i64)> {
+    let start = Instant::now();
+    let child = cmd.stdout(Stdio::null()).spawn().with_context(|| format!("starting {cmd:?}"))?;
+    let pid = i32::try_from(child.id()).context("a pid")?;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: pid is our own unwaited child; status and usage are valid for writing.
+    if unsafe { libc::wait4(pid, &mut status, 0, &mut usage) } != pid {
+        bail!("wait4 {cmd:?}: {}", std::io::Error::last_os_error());
+    }
+    let elapsed = start.elapsed();
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        bail!("{cmd:?} failed: wait status {status}");
+    }
+    Ok((elapsed, usage.ru_maxrss))
 }
 
 pub(crate) fn median_ms(mut times: Vec<Duration>) -> f64 {

@@ -68,10 +68,15 @@ pub fn package(cli: &Path) -> Result<Artifact> {
     Ok(Artifact { project, out, version: feature_version(&root)? })
 }
 
-/// The release binary for [`STATIC_TARGET`], checked to be static.
-fn static_binary(root: &Path) -> Result<PathBuf> {
+/// Whether rustup has Rust's [`STATIC_TARGET`] installed.
+pub(crate) fn static_target_installed() -> bool {
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
-    if !installed.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).lines().any(|line| line == STATIC_TARGET)) {
+    installed.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).lines().any(|line| line == STATIC_TARGET))
+}
+
+/// The release binary for [`STATIC_TARGET`], checked to be static.
+pub(crate) fn static_binary(root: &Path) -> Result<PathBuf> {
+    if !static_target_installed() {
         eprintln!("xtask: rustup target add {STATIC_TARGET}");
         run(Command::new("rustup").args(["target", "add", STATIC_TARGET])).with_context(|| {
             format!("the Feature's static binary needs Rust's {STATIC_TARGET} target (install with: rustup target add {STATIC_TARGET})")

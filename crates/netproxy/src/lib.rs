@@ -719,13 +719,13 @@ fn relay<C: Conn>(client: C, upstream: TcpStream, attempt: &Attempt, config: &Pr
     client.set_timeout(None);
     let (Ok(client_read), Ok(upstream_write)) = (client.duplicate(), upstream.try_clone()) else { return };
     let Ok(outbound) = thread::Builder::new().spawn(move || {
-        let copied = util::splice::copy_stream(&client_read, &upstream_write);
+        let copied = util::splice::copy_socket(&client_read, &upstream_write);
         let _ = upstream_write.shutdown(Shutdown::Write);
         copied
     }) else {
         return;
     };
-    let inbound = util::splice::copy_stream(&upstream, &client);
+    let inbound = util::splice::copy_socket(&upstream, &client);
     client.close_write();
     let outbound = outbound.join().unwrap_or(0) + already_out;
     attempt.record(
