@@ -18,6 +18,10 @@ use crate::{
     plan::{self, ContainerPlan, LimitSettings, Limits, Mode, Request, Settings},
 };
 
+/// What root's execs in a container run: this path, never a name looked up on the
+/// image's `PATH`, where a directory may be the agent's (`~/.local/bin`, a toolchain's).
+const IMAGE_BINARY: &str = "/usr/local/bin/agent-sandbox";
+
 /// The workspace a command acts on.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -404,7 +408,7 @@ pub fn shell(
     if target.session_git() {
         // The git guard brings commits home in the background: when the shell ends,
         // what it committed is home (or said not to be, on stderr) before this returns.
-        if let Err(err) = engine.output(&plan.name, &["agent-sandbox", "git-home", "sync"], "root") {
+        if let Err(err) = engine.output(&plan.name, &[IMAGE_BINARY, "git-home", "sync"], "root") {
             eprintln!("agent-sandbox: WARNING: the session's commits were not brought home: {err:#}");
         }
     }
@@ -419,7 +423,7 @@ pub fn stop(engine: &Engine, target: &Target) -> Result<(String, bool)> {
             if target.mode == Mode::Bind && target.session_git() {
                 // What the session committed comes home, or is said not to (the broker
                 // speaks on stderr), before the container stops; a failure stops it anyway.
-                engine.output(&name, &["agent-sandbox", "git-home", "sync"], "root")?;
+                engine.output(&name, &[IMAGE_BINARY, "git-home", "sync"], "root")?;
             }
             engine.stop(&name)?;
             Ok((name, true))

@@ -274,6 +274,14 @@ fn stdin_says_later() -> bool {
             return false;
         }
     }
+    // Non-blocking: the agent holds the pipe's other end too, and may empty it first.
+    // SAFETY: fcntl on our own stdin.
+    unsafe {
+        let flags = libc::fcntl(0, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(0, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return false;
+        }
+    }
     let mut buf = [0u8; 16];
     let read = std::io::stdin().lock().read(&mut buf).unwrap_or(0);
     &buf[..read] == LATER
@@ -539,15 +547,43 @@ fn as_agent(layout: &Layout, (uid, gid): (u32, u32), plan: &SeedPlan) -> Result<
         .stdin(Stdio::piped())
         .spawn()
         .map_err(|err| refuse(format!("cannot seed the session repository: {err}"), "rebuild the image"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(&serde_json::to_vec(plan).expect("a plan serializes"));
-    }
-    let status = child.wait().map_err(|err| refuse(err.to_string(), "restart the container"))?;
+    // The child is the agent's user's (it can stop it, and git there reads the session's
+    // config): root holds the broker's lock meanwhile, so it waits a bounded time, and
+    // writes the plan from another thread so that a child that reads nothing cannot
+    // block it either.
+    let input = serde_json::to_vec(plan).expect("a plan serializes");
+    let stdin = child.stdin.take();
+    let writer = std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(&input);
+        }
+    });
+    let deadline = std::time::Instant::now() + SEED_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = writer.join();
+                return Err(refuse(
+                    format!("seeding the session repository did not end within {} s (ended)", SEED_TIMEOUT.as_secs()),
+                    "restart the container",
+                ));
+            }
+            Err(err) => return Err(refuse(err.to_string(), "restart the container")),
+        }
+    };
+    let _ = writer.join();
     if !status.success() {
         return Err(refuse("the session repository could not be seeded (see above)", "restart the container"));
     }
     Ok(())
 }
+
+/// How long root waits for `git-home seed` (the agent's user's process).
+const SEED_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The agent's user: the work tree's owner, else the Feature's first agent user.
 fn agent_user(top: &Path) -> Result<(u32, u32), Refusal> {
@@ -780,9 +816,11 @@ pub fn seed(dir: &Path) -> Result<(), String> {
     let mut input = Vec::new();
     std::io::stdin().take(256 << 20).read_to_end(&mut input).map_err(|err| err.to_string())?;
     let plan: SeedPlan = serde_json::from_slice(&input).map_err(|err| format!("the seed plan: {err}"))?;
+    // The session's hooks are not run (a `reference-transaction` hook of the agent's
+    // would hold the start).
     let git = |args: &[&str]| -> Result<(), String> {
         let out = Command::new(CONTAINER_REAL_GIT)
-            .arg("--git-dir")
+            .args(["-c", "core.hooksPath=/dev/null", "--git-dir"])
             .arg(dir)
             .args(args)
             .stdin(Stdio::null())
@@ -798,14 +836,15 @@ pub fn seed(dir: &Path) -> Result<(), String> {
     };
     if let Some(refresh) = &plan.refresh {
         // Each ref only from the value root saw (a ref the agent moved since stays).
-        let zero = "0".repeat(40);
         let mut transaction = String::new();
         for update in &refresh.updates {
-            let old = update.old.as_deref().unwrap_or(&zero);
-            transaction.push_str(&format!("update {} {} {old}\n", update.name, update.new));
+            match &update.old {
+                Some(old) => transaction.push_str(&format!("update {} {} {old}\n", update.name, update.new)),
+                None => transaction.push_str(&format!("create {} {}\n", update.name, update.new)),
+            }
         }
         let mut child = Command::new(CONTAINER_REAL_GIT)
-            .arg("--git-dir")
+            .args(["-c", "core.hooksPath=/dev/null", "--git-dir"])
             .arg(dir)
             .args(["update-ref", "--stdin"])
             .stdin(Stdio::piped())
@@ -981,6 +1020,14 @@ fn session_refs(mirror: &Mirror, layout: &Layout, user: &Refs) -> Result<Refs, R
     tips.extend(object_name(&head));
     tips.sort_unstable();
     tips.dedup();
+    // What the mirror holds that the session no longer has goes first (a branch `a/b`
+    // deleted would otherwise keep a new `a` from being fetched).
+    let held = parse_refs(&verify::mirror_git(mirror, FOR_EACH)?);
+    let stale: String =
+        held.keys().filter(|name| !listed.contains_key(*name)).map(|name| format!("delete {name}\n")).collect();
+    if !stale.is_empty() {
+        mirror.git_with_input(&["update-ref", "--stdin"], stale.as_bytes()).map_err(unreadable)?;
+    }
     mirror.fetch_named(&layout.top, &layout.session, &changed, &tips).map_err(unreadable)?;
     let mut session: Refs = listed
         .iter()
@@ -1001,6 +1048,15 @@ fn session_refs(mirror: &Mirror, layout: &Layout, user: &Refs) -> Result<Refs, R
 pub fn list_session_refs(session: &Path) -> Option<Refs> {
     if session.join("reftable").symlink_metadata().is_ok() {
         return None;
+    }
+    // `read_dir` follows a link given as its path: the directories walked from must be
+    // plain (those below are told apart by their entries' own types).
+    for dir in ["refs", "refs/heads", "refs/tags"] {
+        match session.join(dir).symlink_metadata() {
+            Ok(meta) if meta.is_dir() => {}
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            _ => return None,
+        }
     }
     let mut refs = Refs::new();
     match util::fs::read_regular_nofollow(&session.join("packed-refs"), 256 << 20) {
@@ -1251,7 +1307,7 @@ fn send(
     let mut shown = vec![format!("!{INCOMING}"), format!("!{name}")];
     shown.extend(head_branch.map(|branch| format!("!{branch}")));
     let receive = format!(
-        "{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c safe.directory=* -c receive.hideRefs=refs/ {} receive-pack",
+        "{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c 'safe.directory=*' -c receive.hideRefs=refs/ {} receive-pack",
         shown.iter().map(|entry| format!("-c {}", util::single_quoted(&format!("receive.hideRefs={entry}")))).collect::<Vec<_>>().join(" ")
     );
     let hooks = Path::new(STATE_DIR).join("hooks").display().to_string();

@@ -183,6 +183,11 @@ fn session_refs_are_listed_from_plain_files_only() {
     assert_eq!(odd("refs/heads/fifo", &fifo), None);
     assert_eq!(odd("refs/heads/a..b", &|p| std::fs::write(p, format!("{a}\n")).expect("write")), None);
     assert_eq!(odd("refs/heads/short", &|p| std::fs::write(p, "abc\n").expect("write")), None);
+    // A directory walked from that is a link (read_dir would follow it).
+    std::fs::rename(session.join("refs/tags"), session.join("tags.away")).expect("mv");
+    std::os::unix::fs::symlink(session.join("tags.away"), session.join("refs/tags")).expect("ln");
+    assert_eq!(list_session_refs(session), None, "refs/tags a link");
+    std::fs::remove_file(session.join("refs/tags")).expect("rm");
     std::fs::create_dir_all(session.join("reftable")).expect("mkdir");
     assert_eq!(list_session_refs(session), None, "reftable: read whole");
 }
