@@ -1012,22 +1012,30 @@ fn session_refs(mirror: &Mirror, layout: &Layout, user: &Refs) -> Result<Refs, R
     };
     let changed: Vec<&str> =
         listed.iter().filter(|(name, sha)| user.get(*name) != Some(*sha)).map(|(name, _)| name.as_str()).collect();
+    // The mirror first drops what it holds under those names and what the session no
+    // longer has (a branch `a/b` deleted would otherwise keep a new `a` from being
+    // fetched), in one transaction.
+    let held = parse_refs(&verify::mirror_git(mirror, FOR_EACH)?);
+    let dropped: String = held
+        .keys()
+        .filter(|name| !listed.contains_key(*name) || changed.contains(&name.as_str()))
+        .map(|name| format!("delete {name}\n"))
+        .collect();
+    if !dropped.is_empty() {
+        mirror.git_with_input(&["update-ref", "--stdin"], dropped.as_bytes()).map_err(unreadable)?;
+    }
     // What the mirror offers: the user's values of those refs and the user's `HEAD` (a
     // new branch starts from there, mostly; one that does not is fetched whole).
-    let head = home_git(&["rev-parse", "-q", "--verify", "HEAD^{commit}"], None).unwrap_or_default();
-    let head = String::from_utf8_lossy(&head).trim().to_owned();
-    let mut tips: Vec<&str> = changed.iter().filter_map(|name| user.get(*name).map(String::as_str)).collect();
-    tips.extend(object_name(&head));
-    tips.sort_unstable();
-    tips.dedup();
-    // What the mirror holds that the session no longer has goes first (a branch `a/b`
-    // deleted would otherwise keep a new `a` from being fetched).
-    let held = parse_refs(&verify::mirror_git(mirror, FOR_EACH)?);
-    let stale: String =
-        held.keys().filter(|name| !listed.contains_key(*name)).map(|name| format!("delete {name}\n")).collect();
-    if !stale.is_empty() {
-        mirror.git_with_input(&["update-ref", "--stdin"], stale.as_bytes()).map_err(unreadable)?;
+    let mut tips: Vec<String> = Vec::new();
+    if !changed.is_empty() {
+        let head = home_git(&["rev-parse", "-q", "--verify", "HEAD^{commit}"], None).unwrap_or_default();
+        let head = String::from_utf8_lossy(&head).trim().to_owned();
+        tips.extend(changed.iter().filter_map(|name| user.get(*name).cloned()));
+        tips.extend(object_name(&head).map(str::to_owned));
+        tips.sort_unstable();
+        tips.dedup();
     }
+    let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
     mirror.fetch_named(&layout.top, &layout.session, &changed, &tips).map_err(unreadable)?;
     let mut session: Refs = listed
         .iter()

@@ -212,8 +212,8 @@ impl Mirror<'_> {
         self.take_head(top, &source)
     }
 
-    /// Copies the named refs of the repository `git_dir` serves into the mirror (a
-    /// name the repository no longer has ends up absent), offering only
+    /// Copies the named refs of the repository `git_dir` serves into the mirror (the
+    /// caller has deleted the mirror's own refs of those names), offering only
     /// `negotiation_tips` as what the mirror has (commits of its alternate, so that a
     /// repository of thousands of refs is not walked for each), then takes its `HEAD`
     /// as [`Mirror::fetch`] does.
@@ -226,8 +226,6 @@ impl Mirror<'_> {
     ) -> Result<(), Failed> {
         let source = format!("file://{}", git_dir.display());
         if !names.is_empty() {
-            let delete: String = names.iter().map(|name| format!("delete {name}\n")).collect();
-            self.git_with_input(&["update-ref", "--stdin"], delete.as_bytes())?;
             let mut args: Vec<String> =
                 ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--upload-pack", &self.reader]
                     .map(String::from)
