@@ -393,16 +393,16 @@ fn bring_home_later() -> std::io::Result<()> {
 /// Shows the lines the broker told since this user last saw them (the last number seen
 /// is kept in `~/.cache/agent-sandbox/broker-told`). Never fails the git command.
 fn show_told() {
-    let Ok(bytes) = util::fs::read_regular_nofollow(Path::new(runtime_layout::CONTAINER_BROKER_TOLD), 4 << 20) else {
-        return;
-    };
     // Root (the broker's own git calls) and a user without a home (the checks' user)
-    // are told nothing.
+    // are told nothing, and read nothing for it.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         return;
     }
     let Some(home) = std::env::var_os("HOME").filter(|home| Path::new(home).is_dir()) else { return };
+    let Ok(bytes) = util::fs::read_regular_nofollow(Path::new(runtime_layout::CONTAINER_BROKER_TOLD), 4 << 20) else {
+        return;
+    };
     let seen_file = Path::new(&home).join(".cache/agent-sandbox/broker-told");
     let seen: u64 = util::fs::read_regular_nofollow(&seen_file, 64)
         .ok()
