@@ -29,6 +29,7 @@ mod runtime;
 mod secrets;
 mod selftest;
 mod session_check;
+mod session_repo;
 mod settings;
 mod setups;
 mod support;

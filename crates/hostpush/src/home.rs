@@ -27,6 +27,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
+    ffi::OsString,
     io::{Read, Write},
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
@@ -307,15 +308,16 @@ fn record_told(lines: &[String]) {
     }
     let Ok(Some(_lock)) = util::fs::lock(&Path::new(STATE_DIR).join("told.lock"), true) else { return };
     let path = Path::new(CONTAINER_BROKER_TOLD);
+    let _ = verify::write_root_file(path, told_after(path, lines).as_bytes(), 0o644);
+}
+
+/// The told file at `path` with `lines` appended, numbered on from its last.
+pub(crate) fn told_after(path: &Path, lines: &[String]) -> String {
     let mut told = util::fs::read_regular_nofollow(path, 4 << 20).map(|bytes| parse_told(&bytes)).unwrap_or_default();
     let last = told.last().map_or(0, |last| last.seq);
     told.extend((last + 1..).zip(lines).map(|(seq, text)| Told { seq, text: text.clone() }));
     let skip = told.len().saturating_sub(TOLD_KEPT);
-    let text: String = told[skip..]
-        .iter()
-        .map(|told| format!("{}\n", serde_json::to_string(told).expect("a line serializes")))
-        .collect();
-    let _ = verify::write_root_file(path, text.as_bytes(), 0o644);
+    told[skip..].iter().map(|told| format!("{}\n", serde_json::to_string(told).expect("a line serializes"))).collect()
 }
 
 /// Prints the lines, or the refusal after `failed` ("nothing came home"); the status.
@@ -346,18 +348,68 @@ fn as_root() -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Root's git in the user's repository: nothing of the agent's environment, none of the
-/// repository's hooks or fsmonitor.
-fn home_git(args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Refusal> {
-    let mut command = Command::new(CONTAINER_REAL_GIT);
-    command
-        .args(["-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--git-dir"])
-        .arg(CONTAINER_HOME_GIT)
-        .args(args)
-        .current_dir(CONTAINER_HOME_GIT)
-        .env_clear()
-        .envs(verify::root_env());
-    run_git(command, &format!("`git {}` in your repository", args.join(" ")), input)
+/// The user's repository as a broker works in it, and the checks its pushes pass: in a
+/// container root's ([`Home::container`]), for `exec` the host's (`home::exec`).
+pub struct Home {
+    /// The git that works in the user's repository.
+    pub git: PathBuf,
+    /// The user's `.git` (the common directory).
+    pub user_git: PathBuf,
+    /// Where the session repository sees the user's `.git` (its alternates lead there).
+    pub user_git_inside: PathBuf,
+    /// git's environment: none of the agent's.
+    pub env: Vec<(OsString, OsString)>,
+    /// The directory of the pre-push hook that runs the checks, and its settings.
+    pub hooks: PathBuf,
+    pub settings: PathBuf,
+    /// The hook guard's git's global configuration (`GIT_CONFIG_GLOBAL`), when its own.
+    pub global: Option<PathBuf>,
+}
+
+impl Home {
+    /// Root's, in a container.
+    fn container() -> Home {
+        let state = Path::new(STATE_DIR);
+        Home {
+            git: PathBuf::from(CONTAINER_REAL_GIT),
+            user_git: PathBuf::from(CONTAINER_HOME_GIT),
+            user_git_inside: PathBuf::from(CONTAINER_USER_GIT),
+            env: verify::root_env(),
+            hooks: state.join("hooks"),
+            settings: state.join("settings.json"),
+            global: Some(state.join("gitconfig")),
+        }
+    }
+
+    /// git in the user's repository: nothing of the agent's environment, none of the
+    /// repository's hooks or fsmonitor.
+    pub(crate) fn git(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Refusal> {
+        let mut command = Command::new(&self.git);
+        command
+            .args([
+                "-c",
+                "safe.directory=*",
+                "-c",
+                "core.fsmonitor=false",
+                "-c",
+                "core.hooksPath=/dev/null",
+                "--git-dir",
+            ])
+            .arg(&self.user_git)
+            .args(args)
+            .current_dir(&self.user_git)
+            .env_clear()
+            .envs(self.env.iter().map(|(name, value)| (name, value)));
+        run_git(command, &format!("`git {}` in your repository", args.join(" ")), input)
+    }
+
+    /// The receive-pack of a push into the user's repository: none of its hooks.
+    fn receive_pack(&self) -> String {
+        format!(
+            "{} -c core.hooksPath=/dev/null -c 'safe.directory=*'",
+            util::single_quoted(&self.git.display().to_string())
+        )
+    }
 }
 
 /// Runs a git `command` (`what` names it in a failure), with `input` on its stdin; its
@@ -379,7 +431,7 @@ fn run_git(mut command: Command, what: &str, input: Option<&[u8]>) -> Result<Vec
     Ok(out.stdout)
 }
 
-fn parse_refs(listing: &[u8]) -> Refs {
+pub(crate) fn parse_refs(listing: &[u8]) -> Refs {
     String::from_utf8_lossy(listing)
         .lines()
         .filter_map(|line| line.split_once(' '))
@@ -389,8 +441,8 @@ fn parse_refs(listing: &[u8]) -> Refs {
 
 const FOR_EACH: &[&str] = &["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/", "refs/tags/"];
 
-fn user_refs() -> Result<Refs, Refusal> {
-    Ok(parse_refs(&home_git(FOR_EACH, None)?))
+pub(crate) fn user_refs(home: &Home) -> Result<Refs, Refusal> {
+    Ok(parse_refs(&home.git(FOR_EACH, None)?))
 }
 
 fn the_layout() -> Result<Option<Layout>, Refusal> {
@@ -400,8 +452,8 @@ fn the_layout() -> Result<Option<Layout>, Refusal> {
 }
 
 /// The user's `.git` must lead nowhere else before root's git works in it.
-fn check_home() -> Result<(), Refusal> {
-    let found = crate::redirect::redirections(Path::new(CONTAINER_HOME_GIT), true);
+pub(crate) fn check_home(home: &Home) -> Result<(), Refusal> {
+    let found = crate::redirect::redirections(&home.user_git, true);
     if found.is_empty() {
         return Ok(());
     }
@@ -417,9 +469,9 @@ fn check_home() -> Result<(), Refusal> {
 /// [`crate::redirect::redirections`] of a session repository, whose one alternate is
 /// the user's object store as [`seed`] wrote it (objects the checks may read: the
 /// user's own).
-pub fn session_redirections(session: &Path) -> Vec<String> {
+pub fn session_redirections(session: &Path, objects: &Path) -> Vec<String> {
     let alternates = session.join("objects/info/alternates");
-    let expected = format!("{CONTAINER_USER_OBJECTS}\n");
+    let expected = format!("{}\n", objects.display());
     let ours = util::fs::read_regular_nofollow(&alternates, 4096).is_ok_and(|bytes| bytes == expected.as_bytes());
     crate::redirect::redirections(session, true)
         .into_iter()
@@ -438,7 +490,7 @@ fn read_state() -> State {
         .unwrap_or_default()
 }
 
-fn write_state(state: &State) -> Result<(), Refusal> {
+pub(crate) fn write_state(state: &State) -> Result<(), Refusal> {
     let bytes = serde_json::to_vec(state).expect("a state serializes");
     verify::write_root_file(&state_path(), &bytes, 0o600)
 }
@@ -449,10 +501,11 @@ fn run_start() -> Result<Vec<String>, Refusal> {
     verify::make_root_dir(Path::new(STATE_DIR), 0o755)?;
     let _lock = util::fs::lock(&Path::new(STATE_DIR).join("lock"), true)
         .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "restart the container"))?;
-    check_home()?;
+    let home = Home::container();
+    check_home(&home)?;
     // One listing of every ref: the branches and tags are the session's start, all of
     // them its `packed-refs` when it is new.
-    let all = parse_refs(&home_git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
+    let all = parse_refs(&home.git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
     let refs: Refs = all
         .iter()
         .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
@@ -465,12 +518,12 @@ fn run_start() -> Result<Vec<String>, Refusal> {
     })?;
     let empty = std::fs::read_dir(session).map(|mut entries| entries.next().is_none()).unwrap_or(false);
     if !(meta.is_dir() && meta.uid() == 0 && empty) {
-        return refresh(&layout, (meta.uid(), meta.gid()), &refs);
+        return refresh(&home, &layout, (meta.uid(), meta.gid()), &refs);
     }
     let (uid, gid) = agent_user(&layout.top)?;
     std::os::unix::fs::chown(session, Some(uid), Some(gid))
         .map_err(|err| refuse(format!("cannot hand {} to the agent's user: {err}", session.display()), "restart"))?;
-    let plan = seed_plan(&all)?;
+    let plan = seed_plan(&home, &all)?;
     as_agent(&layout, (uid, gid), &plan)?;
     Ok(vec![format!("the session repository {} starts from your repository's refs", session.display())])
 }
@@ -480,15 +533,27 @@ fn run_start() -> Result<Vec<String>, Refusal> {
 /// user's, and the index follows `HEAD`'s branch; anything the session has that the
 /// user has not is left for the broker. Without this the work tree (shared, so already
 /// the user's) would show the user's commits as changes inside.
-fn refresh(layout: &Layout, owner: (u32, u32), user: &Refs) -> Result<Vec<String>, Refusal> {
+fn refresh(home: &Home, layout: &Layout, owner: (u32, u32), user: &Refs) -> Result<Vec<String>, Refusal> {
     let kept = format!("the session repository {} is kept from earlier", layout.session.display());
     let Some(session) = list_session_refs(&layout.session) else { return Ok(vec![kept]) };
-    let is_ancestor = |old: &str, new: &str| home_git(&["merge-base", "--is-ancestor", old, new], None).is_ok();
-    let updates = refresh_updates(&session, user, &is_ancestor);
-    if updates.is_empty() || owner.0 == 0 {
+    if owner.0 == 0 {
         return Ok(vec![kept]);
     }
-    let head = util::fs::read_regular_nofollow(&layout.session.join("HEAD"), 4096).unwrap_or_default();
+    let Some(plan) = refresh_plan(home, &layout.session, &session, user) else { return Ok(vec![kept]) };
+    as_agent(layout, owner, &plan)?;
+    let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
+    Ok(vec![format!("{kept}; {moved} of its branches and tags follow yours")])
+}
+
+/// The seed plan that has a kept session (`session`: its refs) follow the user's
+/// (`user`); `None` when nothing is behind.
+pub(crate) fn refresh_plan(home: &Home, dir: &Path, session: &Refs, user: &Refs) -> Option<SeedPlan> {
+    let is_ancestor = |old: &str, new: &str| home.git(&["merge-base", "--is-ancestor", old, new], None).is_ok();
+    let updates = refresh_updates(session, user, &is_ancestor);
+    if updates.is_empty() {
+        return None;
+    }
+    let head = util::fs::read_regular_nofollow(&dir.join("HEAD"), 4096).unwrap_or_default();
     let head = String::from_utf8_lossy(&head).trim().to_owned();
     let index = head.strip_prefix("ref: ").and_then(|branch| {
         updates
@@ -496,9 +561,7 @@ fn refresh(layout: &Layout, owner: (u32, u32), user: &Refs) -> Result<Vec<String
             .find(|update| update.name == branch)
             .and_then(|update| Some((update.old.clone()?, update.new.clone())))
     });
-    let plan = SeedPlan { refresh: Some(Refresh { updates: updates.clone(), index }), ..SeedPlan::default() };
-    as_agent(layout, owner, &plan)?;
-    Ok(vec![format!("{kept}; {} of its branches and tags follow yours", updates.len())])
+    Some(SeedPlan { refresh: Some(Refresh { updates, index }), ..SeedPlan::for_home(home) })
 }
 
 /// One ref a kept session takes from the user's repository.
@@ -535,22 +598,27 @@ pub fn refresh_updates(session: &Refs, user: &Refs, is_ancestor: &dyn Fn(&str, &
 
 /// Runs `git-home seed` in the session as the agent's user (`owner`), with `plan`.
 fn as_agent(layout: &Layout, (uid, gid): (u32, u32), plan: &SeedPlan) -> Result<(), Refusal> {
-    let session = &layout.session;
-    let mut child = Command::new(SETPRIV)
+    let mut command = Command::new(SETPRIV);
+    command
         .args([format!("--reuid={uid}"), format!("--regid={gid}")])
         .args(["--clear-groups", "--no-new-privs", IMAGE_BINARY, "git-home", "seed"])
-        .arg(session)
+        .arg(&layout.session)
         .current_dir(&layout.top)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", "/nonexistent")
+        .env("HOME", "/nonexistent");
+    run_seed(command, plan, "restart the container")
+}
+
+/// Runs `git-home seed` (`command`) with `plan` on its stdin. The child reads the
+/// session's config (the agent's, when kept) and may be stopped by the agent: it is
+/// waited for a bounded time, and the plan is written from another thread so that a
+/// child that reads nothing cannot block this one either.
+pub(crate) fn run_seed(mut command: Command, plan: &SeedPlan, instead: &str) -> Result<(), Refusal> {
+    let mut child = command
         .stdin(Stdio::piped())
         .spawn()
-        .map_err(|err| refuse(format!("cannot seed the session repository: {err}"), "rebuild the image"))?;
-    // The child is the agent's user's (it can stop it, and git there reads the session's
-    // config): root holds the broker's lock meanwhile, so it waits a bounded time, and
-    // writes the plan from another thread so that a child that reads nothing cannot
-    // block it either.
+        .map_err(|err| refuse(format!("cannot seed the session repository: {err}"), instead))?;
     let input = serde_json::to_vec(plan).expect("a plan serializes");
     let stdin = child.stdin.take();
     let writer = std::thread::spawn(move || {
@@ -562,22 +630,22 @@ fn as_agent(layout: &Layout, (uid, gid): (u32, u32), plan: &SeedPlan) -> Result<
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
                 let _ = writer.join();
                 return Err(refuse(
                     format!("seeding the session repository did not end within {} s (ended)", SEED_TIMEOUT.as_secs()),
-                    "restart the container",
+                    instead,
                 ));
             }
-            Err(err) => return Err(refuse(err.to_string(), "restart the container")),
+            Err(err) => return Err(refuse(err.to_string(), instead)),
         }
     };
     let _ = writer.join();
     if !status.success() {
-        return Err(refuse("the session repository could not be seeded (see above)", "restart the container"));
+        return Err(refuse("the session repository could not be seeded (see above)", instead));
     }
     Ok(())
 }
@@ -600,7 +668,7 @@ fn agent_user(top: &Path) -> Result<(u32, u32), Refusal> {
 }
 
 /// What [`seed`] writes, decided by root from the user's repository.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeedPlan {
     /// `HEAD`'s content (`ref: refs/heads/main` or an object name).
     pub head: String,
@@ -619,6 +687,46 @@ pub struct SeedPlan {
     /// Set for a session kept from earlier: only these refs move ([`refresh`]).
     #[serde(default)]
     pub refresh: Option<Refresh>,
+    /// The git that seeds it, and where the session sees the user's `.git` (its
+    /// alternates lead there). A container's when absent.
+    #[serde(default = "container_git")]
+    pub git: String,
+    #[serde(default = "container_user_git")]
+    pub user_git: String,
+}
+
+fn container_git() -> String {
+    CONTAINER_REAL_GIT.to_owned()
+}
+
+fn container_user_git() -> String {
+    CONTAINER_USER_GIT.to_owned()
+}
+
+impl SeedPlan {
+    /// An empty plan for the session repository of `home`.
+    fn for_home(home: &Home) -> SeedPlan {
+        SeedPlan {
+            head: String::new(),
+            packed_refs: String::new(),
+            config: Vec::new(),
+            hooks: Vec::new(),
+            info: Vec::new(),
+            modules: Vec::new(),
+            refresh: None,
+            git: home.git.display().to_string(),
+            user_git: home.user_git_inside.display().to_string(),
+        }
+    }
+
+    /// The session's own alternate: the user's objects. In a container they are also
+    /// mounted alone ([`CONTAINER_USER_OBJECTS`]), which is what the session names.
+    fn objects(&self) -> String {
+        match self.user_git == CONTAINER_USER_GIT {
+            true => CONTAINER_USER_OBJECTS.to_owned(),
+            false => format!("{}/objects", self.user_git),
+        }
+    }
 }
 
 /// One submodule repository of the session.
@@ -672,24 +780,22 @@ fn plain_path(path: &str) -> bool {
 }
 
 /// What [`seed`] makes of the user's submodule repository at `modules/<rel>`.
-fn module_plan(rel: &str) -> Result<ModulePlan, Refusal> {
-    let dir = Path::new(CONTAINER_HOME_GIT).join("modules").join(rel);
+fn module_plan(home: &Home, rel: &str) -> Result<ModulePlan, Refusal> {
+    let dir = home.user_git.join("modules").join(rel);
     let head = util::fs::read_regular_nofollow(&dir.join("HEAD"), 4096)
         .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
         .map_err(|err| refuse(format!("the submodule repository {rel}'s HEAD cannot be read: {err}"), "fix it"))?;
     let git_dir = dir.display().to_string();
     // Its `core.worktree` names the work tree relative to where the user's `.git` is on
     // the host: not here, and not needed to list refs.
-    let listing = home_git(
-        &["--git-dir", &git_dir, "--work-tree", "/", "for-each-ref", "--format=%(objectname) %(refname)"],
-        None,
-    )?;
+    let listing = home
+        .git(&["--git-dir", &git_dir, "--work-tree", "/", "for-each-ref", "--format=%(objectname) %(refname)"], None)?;
     let mut packed_refs = String::from("# pack-refs with: sorted \n");
     for (name, sha) in parse_refs(&listing) {
         packed_refs.push_str(&format!("{sha} {name}\n"));
     }
     let config_file = dir.join("config").display().to_string();
-    let listing = home_git(&["config", "--file", &config_file, "--list", "-z"], None).unwrap_or_default();
+    let listing = home.git(&["config", "--file", &config_file, "--list", "-z"], None).unwrap_or_default();
     let config = safe_entries(&listing, &["core.worktree"]);
     Ok(ModulePlan { path: rel.to_owned(), head, packed_refs, config })
 }
@@ -735,20 +841,20 @@ fn safe_key(key: &str) -> bool {
         || section("submodule.", &[".url", ".active", ".branch"])
 }
 
-fn seed_plan(all: &Refs) -> Result<SeedPlan, Refusal> {
-    let home = Path::new(CONTAINER_HOME_GIT);
-    let head = util::fs::read_regular_nofollow(&home.join("HEAD"), 4096)
+pub(crate) fn seed_plan(home: &Home, all: &Refs) -> Result<SeedPlan, Refusal> {
+    let user_git = &home.user_git;
+    let head = util::fs::read_regular_nofollow(&user_git.join("HEAD"), 4096)
         .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
         .map_err(|err| refuse(format!("your repository's HEAD cannot be read: {err}"), "fix it on the host"))?;
     let mut packed_refs = String::from("# pack-refs with: sorted \n");
     for (name, sha) in all {
         packed_refs.push_str(&format!("{sha} {name}\n"));
     }
-    let config_file = home.join("config").display().to_string();
-    let listing = home_git(&["config", "--file", &config_file, "--list", "-z"], None).unwrap_or_default();
+    let config_file = user_git.join("config").display().to_string();
+    let listing = home.git(&["config", "--file", &config_file, "--list", "-z"], None).unwrap_or_default();
     let config = safe_entries(&listing, &[]);
     let mut hooks = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(home.join("hooks")) {
+    if let Ok(entries) = std::fs::read_dir(user_git.join("hooks")) {
         for entry in entries.flatten().take(64) {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.ends_with(".sample") {
@@ -762,14 +868,14 @@ fn seed_plan(all: &Refs) -> Result<SeedPlan, Refusal> {
     let info = ["exclude", "attributes"]
         .into_iter()
         .filter_map(|name| {
-            let bytes = util::fs::read_regular_nofollow(&home.join("info").join(name), MAX_FILE).ok()?;
+            let bytes = util::fs::read_regular_nofollow(&user_git.join("info").join(name), MAX_FILE).ok()?;
             Some((name.to_owned(), bytes))
         })
         .collect();
     // A submodule repository that cannot be read is left out (git inside says so in that
     // submodule); the project's own repository does not depend on it.
-    let modules = module_dirs(&home.join("modules")).iter().filter_map(|rel| module_plan(rel).ok()).collect();
-    Ok(SeedPlan { head, packed_refs, config, hooks, info, modules, refresh: None })
+    let modules = module_dirs(&user_git.join("modules")).iter().filter_map(|rel| module_plan(home, rel).ok()).collect();
+    Ok(SeedPlan { head, packed_refs, config, hooks, info, modules, ..SeedPlan::for_home(home) })
 }
 
 /// A session repository's `config`: git's own core settings, then the user's safe
@@ -816,10 +922,16 @@ pub fn seed(dir: &Path) -> Result<(), String> {
     let mut input = Vec::new();
     std::io::stdin().take(256 << 20).read_to_end(&mut input).map_err(|err| err.to_string())?;
     let plan: SeedPlan = serde_json::from_slice(&input).map_err(|err| format!("the seed plan: {err}"))?;
+    seed_with(dir, &plan)
+}
+
+/// Makes (or, for a kept session, refreshes) the session repository in `dir` from `plan`.
+fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
+    let real_git = Path::new(&plan.git);
     // The session's hooks are not run (a `reference-transaction` hook of the agent's
     // would hold the start).
     let git = |args: &[&str]| -> Result<(), String> {
-        let out = Command::new(CONTAINER_REAL_GIT)
+        let out = Command::new(real_git)
             .args(["-c", "core.hooksPath=/dev/null", "--git-dir"])
             .arg(dir)
             .args(args)
@@ -843,7 +955,7 @@ pub fn seed(dir: &Path) -> Result<(), String> {
                 None => transaction.push_str(&format!("create {} {}\n", update.name, update.new)),
             }
         }
-        let mut child = Command::new(CONTAINER_REAL_GIT)
+        let mut child = Command::new(real_git)
             .args(["-c", "core.hooksPath=/dev/null", "--git-dir"])
             .arg(dir)
             .args(["update-ref", "--stdin"])
@@ -869,7 +981,7 @@ pub fn seed(dir: &Path) -> Result<(), String> {
         std::fs::create_dir_all(dir.join(sub)).map_err(|err| format!("{sub}: {err}"))?;
     }
     write("config", session_config(&plan.config).as_bytes(), 0o644)?;
-    write("objects/info/alternates", format!("{CONTAINER_USER_OBJECTS}\n").as_bytes(), 0o644)?;
+    write("objects/info/alternates", format!("{}\n", plan.objects()).as_bytes(), 0o644)?;
     write("packed-refs", plan.packed_refs.as_bytes(), 0o644)?;
     write("HEAD", format!("{}\n", plan.head).as_bytes(), 0o644)?;
     let plain = |name: &str| !name.contains('/') && name != "." && name != "..";
@@ -890,12 +1002,12 @@ pub fn seed(dir: &Path) -> Result<(), String> {
             std::fs::create_dir_all(dir.join(&rel).join(sub)).map_err(|err| format!("{rel}/{sub}: {err}"))?;
         }
         write(&format!("{rel}/config"), session_config(&module.config).as_bytes(), 0o644)?;
-        let alternate = format!("{CONTAINER_USER_GIT}/modules/{}/objects\n", module.path);
+        let alternate = format!("{}/modules/{}/objects\n", plan.user_git, module.path);
         write(&format!("{rel}/objects/info/alternates"), alternate.as_bytes(), 0o644)?;
         write(&format!("{rel}/packed-refs"), module.packed_refs.as_bytes(), 0o644)?;
         write(&format!("{rel}/HEAD"), format!("{}\n", module.head).as_bytes(), 0o644)?;
         if born(&module.head, &module.packed_refs) {
-            let out = Command::new(CONTAINER_REAL_GIT)
+            let out = Command::new(real_git)
                 .arg("--git-dir")
                 .arg(dir.join(&rel))
                 .args(["read-tree", "HEAD"])
@@ -950,8 +1062,9 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     let _checks = util::fs::lock(&push_dir.join("lock"), true)
         .map_err(|err| refuse(format!("cannot lock {}: {err}", push_dir.display()), "try again"))?;
     util::users::kill_all(uid, Duration::from_secs(10));
-    check_home()?;
-    let found = session_redirections(&layout.session);
+    let home = Home::container();
+    check_home(&home)?;
+    let found = session_redirections(&layout.session, Path::new(CONTAINER_USER_OBJECTS));
     if !found.is_empty() {
         return Err(refuse(
             format!("the session repository leads elsewhere, so nothing in it comes home: {}", found.join("; ")),
@@ -977,21 +1090,38 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     mirror.configure(&project_config).map_err(|failed| refuse(failed.to_string(), "try again"))?;
     let alternates = format!("{CONTAINER_HOME_GIT}/objects\n");
     verify::write_root_file(&mirror_dir.join("objects/info/alternates"), alternates.as_bytes(), 0o644)?;
-    let user = user_refs()?;
-    let session = session_refs(&mirror, &layout, &user)?;
+    let user = user_refs(&home)?;
+    let session = session_refs(&home, &mirror, (&layout.top, &layout.session), &user)?;
     let mut state = read_state();
-    let lineage = |theirs: &str, ours: &str| lineage(&mirror, &state.brought, theirs, ours);
     let checked_out = match layout.shared_tree {
         true => None,
-        false => home_git(&["symbolic-ref", "-q", "HEAD"], None)
+        false => home
+            .git(&["symbolic-ref", "-q", "HEAD"], None)
             .ok()
             .map(|name| String::from_utf8_lossy(&name).trim().to_owned()),
     };
+    let brought = state.brought.clone();
+    let lineage = |theirs: &str, ours: &str| lineage(&mirror, &brought, theirs, ours);
     let decisions = decide(&state, &user, &session, checked_out.as_deref(), &lineage);
     if decisions.is_empty() {
         return Ok(Vec::new());
     }
-    let brought = bring(&mirror, &layout, &config, &decisions, (uid, gid), &user, &mut state);
+    // The hook guard's git asks the user's repository (not root's) what it has.
+    let global = state_dir.join("gitconfig");
+    verify::write_root_file(&global, b"[safe]\n\tdirectory = *\n", 0o644)?;
+    let (_, work) = verify::prepare_checks(
+        state_dir,
+        (uid, gid),
+        &config,
+        &mirror,
+        &project_config,
+        &layout.top,
+        Path::new(IMAGE_BINARY),
+        Some(&global),
+    )?;
+    let brought = bring(&home, &mirror, layout.shared_tree, &decisions, &user, &mut state, &write_state);
+    util::users::kill_all(uid, Duration::from_secs(10));
+    let _ = verify::remove(&work);
     // What root's git made in the user's `.git` (by any path `bring` left by) is the owner's.
     own_home_files();
     brought
@@ -1002,12 +1132,17 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
 /// not the user's are fetched (hashed in like any other fetch): with thousands of refs,
 /// a sync reads only what changed. A session whose refs are not plain files is read
 /// whole, as the push verifier reads it.
-fn session_refs(mirror: &Mirror, layout: &Layout, user: &Refs) -> Result<Refs, Refusal> {
+pub(crate) fn session_refs(
+    home: &Home,
+    mirror: &Mirror,
+    (top, session_dir): (&Path, &Path),
+    user: &Refs,
+) -> Result<Refs, Refusal> {
     let unreadable = |failed: mirror::Failed| {
         refuse(format!("cannot read the session's commits: {failed}"), "fix what git says, then commit again")
     };
-    let Some(listed) = list_session_refs(&layout.session) else {
-        mirror.fetch(&layout.top, &layout.session).map_err(unreadable)?;
+    let Some(listed) = list_session_refs(session_dir) else {
+        mirror.fetch(top, session_dir).map_err(unreadable)?;
         return Ok(parse_refs(&verify::mirror_git(mirror, FOR_EACH)?));
     };
     let changed: Vec<&str> =
@@ -1028,7 +1163,7 @@ fn session_refs(mirror: &Mirror, layout: &Layout, user: &Refs) -> Result<Refs, R
     // new branch starts from there, mostly; one that does not is fetched whole).
     let mut tips: Vec<String> = Vec::new();
     if !changed.is_empty() {
-        let head = home_git(&["rev-parse", "-q", "--verify", "HEAD^{commit}"], None).unwrap_or_default();
+        let head = home.git(&["rev-parse", "-q", "--verify", "HEAD^{commit}"], None).unwrap_or_default();
         let head = String::from_utf8_lossy(&head).trim().to_owned();
         tips.extend(changed.iter().filter_map(|name| user.get(*name).cloned()));
         tips.extend(object_name(&head).map(str::to_owned));
@@ -1036,7 +1171,7 @@ fn session_refs(mirror: &Mirror, layout: &Layout, user: &Refs) -> Result<Refs, R
         tips.dedup();
     }
     let tips: Vec<&str> = tips.iter().map(String::as_str).collect();
-    mirror.fetch_named(&layout.top, &layout.session, &changed, &tips).map_err(unreadable)?;
+    mirror.fetch_named(top, session_dir, &changed, &tips).map_err(unreadable)?;
     let mut session: Refs = listed
         .iter()
         .filter(|(name, sha)| user.get(*name) == Some(*sha))
@@ -1130,7 +1265,7 @@ fn object_name(text: &str) -> Option<&str> {
     (matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())).then_some(text)
 }
 
-fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str) -> Lineage {
+pub(crate) fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str) -> Lineage {
     if mirror.git(&["merge-base", "--is-ancestor", theirs, ours]).is_ok() {
         return Lineage::FastForward;
     }
@@ -1144,16 +1279,17 @@ fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str
     }
 }
 
-/// Sends the tips of `decisions` into the user's repository through the checks, then
-/// moves the refs. Returns what to tell the agent.
-fn bring(
+/// Sends the tips of `decisions` into the user's repository through the checks (whose
+/// hook and settings the caller has prepared), then moves the refs; `save` keeps the
+/// state once they moved. Returns what to tell the agent.
+pub(crate) fn bring(
+    home: &Home,
     mirror: &Mirror,
-    layout: &Layout,
-    config: &config::Config,
+    shared_tree: bool,
     decisions: &[Decision],
-    check_user: (u32, u32),
     user: &Refs,
     state: &mut State,
+    save: &dyn Fn(&State) -> Result<(), Refusal>,
 ) -> Result<Vec<String>, Refusal> {
     let tips: Vec<(&str, &str)> = decisions
         .iter()
@@ -1163,22 +1299,8 @@ fn bring(
             Decision::Delete { .. } => None,
         })
         .collect();
-    let state_dir = Path::new(STATE_DIR);
-    let project_config = state_dir.join("project-config");
-    // The hook guard's git asks the user's repository (not root's) what it has.
-    let global = state_dir.join("gitconfig");
-    verify::write_root_file(&global, b"[safe]\n\tdirectory = *\n", 0o644)?;
-    let (settings, work) = verify::prepare_checks(
-        state_dir,
-        check_user,
-        config,
-        mirror,
-        &project_config,
-        &layout.top,
-        Path::new(IMAGE_BINARY),
-        Some(&global),
-    )?;
-    let head_branch = home_git(&["symbolic-ref", "-q", "HEAD"], None)
+    let head_branch = home
+        .git(&["symbolic-ref", "-q", "HEAD"], None)
         .ok()
         .map(|name| String::from_utf8_lossy(&name).trim().to_owned())
         .filter(|name| plain_ref(name).is_some());
@@ -1190,9 +1312,9 @@ fn bring(
         let said = match state.failed.get(*tip) {
             Some(said) => Some(said.clone()),
             None => {
-                let said = send(mirror, (name, tip), head_branch.as_deref(), &settings, &global)?;
+                let said = send(home, mirror, (name, tip), head_branch.as_deref())?;
                 if let Some(said) = &said {
-                    keep_refused(mirror, (name, tip), said);
+                    keep_refused(home, mirror, (name, tip), said);
                 }
                 said
             }
@@ -1210,8 +1332,6 @@ fn bring(
             }
         }
     }
-    util::users::kill_all(check_user.0, Duration::from_secs(10));
-    let _ = verify::remove(&work);
     let accepted_tip = |name: &str| accepted.iter().any(|(accepted, _)| *accepted == name);
     // The commits that come home with these tips (for the record of what is ours).
     let mut input = accepted.iter().map(|(_, tip)| format!("{tip}\n")).collect::<String>();
@@ -1222,7 +1342,7 @@ fn bring(
             .git_with_input(&["rev-list", "--stdin"], input.as_bytes())
             .map_err(|failed| refuse(failed.to_string(), "try again"))?,
     };
-    let head_before = home_git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
+    let head_before = home.git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
     let mut transaction = String::from("start\n");
     let mut told = Vec::new();
     let zero = "0".repeat(40);
@@ -1247,7 +1367,7 @@ fn bring(
         transaction.push_str(&format!("delete {INCOMING}{}\n", name.trim_start_matches("refs/")));
     }
     transaction.push_str("prepare\ncommit\n");
-    home_git(&["update-ref", "--stdin"], Some(transaction.as_bytes())).map_err(|refusal| {
+    home.git(&["update-ref", "--stdin"], Some(transaction.as_bytes())).map_err(|refusal| {
         refuse(
             format!("your repository changed while the commits came in, so no ref moved: {}", refusal.why),
             "commit again",
@@ -1268,9 +1388,9 @@ fn bring(
             Decision::Wait { .. } => {}
         }
     }
-    write_state(state)?;
-    if layout.shared_tree {
-        follow_head(mirror, head_before.as_deref())?;
+    save(state)?;
+    if shared_tree {
+        follow_head(home, mirror, head_before.as_deref())?;
     }
     told.extend(refused_lines);
     Ok(told)
@@ -1279,14 +1399,14 @@ fn bring(
 /// Keeps a refused tip in the user's repository under [`REFUSED_REFS`] (no checks: no
 /// branch of the user's points there) with what the checks said, for `git adopt`.
 /// Best effort: the refusal stands whether or not it could be kept.
-fn keep_refused(mirror: &Mirror, (name, tip): (&str, &str), said: &str) {
+fn keep_refused(home: &Home, mirror: &Mirror, (name, tip): (&str, &str), said: &str) {
     let rel = name.trim_start_matches("refs/");
     let refspec = format!("+{tip}:{REFUSED_REFS}{rel}");
-    let receive = format!("{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c safe.directory=* receive-pack");
-    let kept =
-        mirror.git(&["push", "--quiet", "--no-verify", "--receive-pack", &receive, CONTAINER_HOME_GIT, &refspec]);
+    let receive = format!("{} receive-pack", home.receive_pack());
+    let user_git = home.user_git.display().to_string();
+    let kept = mirror.git(&["push", "--quiet", "--no-verify", "--receive-pack", &receive, &user_git, &refspec]);
     if kept.is_ok() {
-        let file = Path::new(CONTAINER_HOME_GIT).join(REFUSED_DIR).join(rel);
+        let file = home.user_git.join(REFUSED_DIR).join(rel);
         if let Some(dir) = file.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
@@ -1298,11 +1418,10 @@ fn keep_refused(mirror: &Mirror, (name, tip): (&str, &str), said: &str) {
 /// [`INCOMING`]), through the hook guard's checks. `None`: it went in; else what the
 /// checks (or git) said.
 fn send(
+    home: &Home,
     mirror: &Mirror,
     (name, tip): (&str, &str),
     head_branch: Option<&str>,
-    settings: &Path,
-    global: &Path,
 ) -> Result<Option<String>, Refusal> {
     // By the mirror's ref name (the session's, just fetched), so that the checks name the
     // branch; a tip the mirror has under no such name goes by its object name.
@@ -1315,22 +1434,31 @@ fn send(
     let mut shown = vec![format!("!{INCOMING}"), format!("!{name}")];
     shown.extend(head_branch.map(|branch| format!("!{branch}")));
     let receive = format!(
-        "{CONTAINER_REAL_GIT} -c core.hooksPath=/dev/null -c 'safe.directory=*' -c receive.hideRefs=refs/ {} receive-pack",
-        shown.iter().map(|entry| format!("-c {}", util::single_quoted(&format!("receive.hideRefs={entry}")))).collect::<Vec<_>>().join(" ")
+        "{} -c receive.hideRefs=refs/ {} receive-pack",
+        home.receive_pack(),
+        shown
+            .iter()
+            .map(|entry| format!("-c {}", util::single_quoted(&format!("receive.hideRefs={entry}"))))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
-    let hooks = Path::new(STATE_DIR).join("hooks").display().to_string();
-    let out = Command::new(CONTAINER_REAL_GIT)
+    let hooks = home.hooks.display().to_string();
+    let mut command = Command::new(&home.git);
+    command
         .args(["-c", &format!("core.hooksPath={hooks}"), "--git-dir"])
         .arg(mirror.path)
-        .args(["push", "--quiet", "--receive-pack", &receive, CONTAINER_HOME_GIT, &refspec])
+        .args(["push", "--quiet", "--receive-pack", &receive])
+        .arg(&home.user_git)
+        .arg(&refspec)
         .current_dir(mirror.path)
         .env_clear()
         .envs(mirror.env.iter().map(|(name, value)| (name, value)))
-        .env(crate::service::SETTINGS_VAR, settings)
-        .env("GIT_CONFIG_GLOBAL", global)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| refuse(format!("cannot run git: {err}"), "rebuild the image with the Feature"))?;
+        .env(crate::service::SETTINGS_VAR, &home.settings)
+        .stdin(Stdio::null());
+    if let Some(global) = &home.global {
+        command.env("GIT_CONFIG_GLOBAL", global);
+    }
+    let out = command.output().map_err(|err| refuse(format!("cannot run git: {err}"), "check that git runs"))?;
     Ok((!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).trim().to_owned()))
 }
 
@@ -1340,18 +1468,18 @@ fn short(name: &str) -> &str {
 
 /// The user's `HEAD` follows the session's branch switches (to a branch the user's
 /// repository has), and the user's index is rebuilt from `HEAD` when its commit moved.
-fn follow_head(mirror: &Mirror, before: Option<&[u8]>) -> Result<(), Refusal> {
+fn follow_head(home: &Home, mirror: &Mirror, before: Option<&[u8]>) -> Result<(), Refusal> {
     if let Ok(branch) = mirror.git(&["symbolic-ref", "-q", "HEAD"]) {
         let branch = String::from_utf8_lossy(&branch).trim().to_owned();
-        let current = home_git(&["symbolic-ref", "-q", "HEAD"], None).unwrap_or_default();
-        let exists = home_git(&["rev-parse", "-q", "--verify", &branch], None).is_ok();
+        let current = home.git(&["symbolic-ref", "-q", "HEAD"], None).unwrap_or_default();
+        let exists = home.git(&["rev-parse", "-q", "--verify", &branch], None).is_ok();
         if String::from_utf8_lossy(&current).trim() != branch && exists {
-            home_git(&["symbolic-ref", "HEAD", &branch], None)?;
+            home.git(&["symbolic-ref", "HEAD", &branch], None)?;
         }
     }
-    let after = home_git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
+    let after = home.git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
     if after.is_some() && after.as_deref() != before {
-        home_git(&["read-tree", "HEAD"], None)?;
+        home.git(&["read-tree", "HEAD"], None)?;
     }
     Ok(())
 }
@@ -1383,5 +1511,6 @@ fn own_home_files() {
     }
 }
 
+pub mod exec;
 #[cfg(test)]
 mod tests;

@@ -83,6 +83,28 @@ pub fn system_entries() -> Vec<SystemEntry> {
 /// or a link in `.git` naming another of the user's repositories leads nowhere there.
 /// No network, no capabilities, its own session and namespaces, and it dies with git.
 pub fn view_prefix(bwrap: &Path, system: &[SystemEntry], extra: &[PathBuf], shown: &[PathBuf]) -> String {
+    let binds: Vec<ViewBind> =
+        shown.iter().map(|path| ViewBind { source: path.clone(), at: path.clone(), writable: false }).collect();
+    let mut prefix: String = view_args(bwrap, system, extra, &binds)
+        .iter()
+        .map(|arg| util::single_quoted(arg))
+        .collect::<Vec<_>>()
+        .join(" ");
+    prefix.push(' ');
+    prefix
+}
+
+/// A directory a view shows (read-only unless `writable`) at `at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewBind {
+    pub source: PathBuf,
+    pub at: PathBuf,
+    pub writable: bool,
+}
+
+/// The view's bwrap command line up to and including `--` (see [`view_prefix`]):
+/// `extra` read-only at their own paths, then `binds`.
+pub fn view_args(bwrap: &Path, system: &[SystemEntry], extra: &[PathBuf], binds: &[ViewBind]) -> Vec<String> {
     let mut args: Vec<String> = vec![
         bwrap.display().to_string(),
         "--unshare-all".into(),
@@ -105,13 +127,15 @@ pub fn view_prefix(bwrap: &Path, system: &[SystemEntry], extra: &[PathBuf], show
             }
         }
     }
-    for path in extra.iter().chain(shown) {
+    for path in extra {
         args.extend(["--ro-bind".into(), path.display().to_string(), path.display().to_string()]);
     }
+    for bind in binds {
+        let how = if bind.writable { "--bind" } else { "--ro-bind" };
+        args.extend([how.into(), bind.source.display().to_string(), bind.at.display().to_string()]);
+    }
     args.extend(["--chdir".into(), "/".into(), "--".into()]);
-    let mut prefix: String = args.iter().map(|arg| util::single_quoted(arg)).collect::<Vec<_>>().join(" ");
-    prefix.push(' ');
-    prefix
+    args
 }
 
 /// The mirror's configuration: the project's file first, the mirror's own settings

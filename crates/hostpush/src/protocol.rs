@@ -27,6 +27,10 @@ pub struct Request {
     pub cwd: String,
     /// The arguments after `push`, aliases expanded.
     pub args: Vec<String>,
+    /// Not a push: the session repository's refs may have moved, bring its work home
+    /// (`home::exec`). Answered at once; the broker runs after.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub home: bool,
 }
 
 impl Request {
@@ -84,7 +88,7 @@ mod tests {
 
     #[test]
     fn request_and_frames_round_trip() {
-        let request = Request { cwd: "/p".into(), args: vec!["origin".into(), "a b\nc".into()] };
+        let request = Request { cwd: "/p".into(), args: vec!["origin".into(), "a b\nc".into()], home: false };
         let line = request.to_line();
         assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1, "one line whatever the arguments hold");
         assert_eq!(Request::read(&line[..]).expect("read"), request);

@@ -62,6 +62,9 @@ pub struct ServiceConfig {
     /// (`policy::path_search`): never a `git` planted in `node_modules/.bin`.
     pub git: PathBuf,
     pub bwrap: PathBuf,
+    /// The session repository's broker, when the agent's git is its own
+    /// (`home::exec`): it syncs when asked, and before each push.
+    pub home: Option<Arc<crate::home::exec::Broker>>,
 }
 
 /// The pre-push hook the host's git runs: this binary's hook guard, nothing else.
@@ -207,6 +210,26 @@ fn serve(client: UnixStream, config: &ServiceConfig, start: &Start, running: &Mu
         let _ = protocol::write_frame(&client, protocol::EXIT, &1i32.to_be_bytes());
         return;
     };
+    if request.home {
+        let _ = protocol::write_frame(&client, protocol::EXIT, &0i32.to_be_bytes());
+        drop(client);
+        if let (Some(broker), Ok(())) = (&config.home, &start.prepared) {
+            let _ = broker.sync();
+        }
+        return;
+    }
+    // What the session committed comes home first: pushes leave from the user's
+    // repository.
+    if let (Some(broker), Ok(())) = (&config.home, &start.prepared) {
+        let said = match broker.sync() {
+            Ok(lines) => lines,
+            Err(refusal) => vec![format!("nothing came home: {refusal}")],
+        };
+        for line in said {
+            let line = format!("agent-sandbox: {}\n", util::terminal_safe(&line));
+            let _ = protocol::write_frame(&client, protocol::ERR, line.as_bytes());
+        }
+    }
     let code = match decide(&request, config, start).and_then(|command| copy_to_mirror(config).map(|()| command)) {
         Ok(command) => {
             for note in &command.notes {
@@ -312,7 +335,7 @@ fn copy_to_mirror(config: &ServiceConfig) -> Result<(), Refusal> {
 
 /// Where the host's `git` is installed, when outside the system directories the view
 /// shows anyway: its own directory and its exec-path.
-fn git_installation(git: &Path) -> Vec<PathBuf> {
+pub fn git_installation(git: &Path) -> Vec<PathBuf> {
     let system = |path: &Path| {
         crate::mirror::SYSTEM_PATHS.iter().any(|dir| path.starts_with(dir))
             || path.canonicalize().is_ok_and(|real| crate::mirror::SYSTEM_PATHS.iter().any(|dir| real.starts_with(dir)))

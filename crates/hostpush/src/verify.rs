@@ -198,6 +198,9 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     // SAFETY: umask has no preconditions.
     unsafe { libc::umask(0o022) };
     let request = read_request(std::io::stdin(), REQUEST_TIMEOUT)?;
+    if request.home {
+        return Err(refuse("the verifier pushes; it brings nothing home", "run `agent-sandbox git-home sync`"));
+    }
     let (uid, gid) = util::users::lookup(CHECK_USER).ok_or_else(|| {
         refuse(format!("the image has no user {CHECK_USER} to run the checks as"), "rebuild the image with the Feature")
     })?;
@@ -254,7 +257,9 @@ fn verify(config: Result<config::Config, String>, self_exe: &Path) -> Result<i32
     // user may (and a `commondir` what the agent put in the workspace).
     let found = match &project {
         Found::Mounted(_) => crate::redirect::redirections(&git_dir, true),
-        Found::Home(layout) => crate::home::session_redirections(&layout.session),
+        Found::Home(layout) => {
+            crate::home::session_redirections(&layout.session, Path::new(runtime_layout::CONTAINER_USER_OBJECTS))
+        }
     };
     if !found.is_empty() {
         return Err(crate::redirect::refusal(&found));
@@ -649,7 +654,7 @@ mod tests {
     #[test]
     fn the_request_must_come_in_time_and_whole() {
         let (mut writer, reader) = std::os::unix::net::UnixStream::pair().expect("pair");
-        let request = Request { cwd: "/w".into(), args: vec!["origin".into()] };
+        let request = Request { cwd: "/w".into(), args: vec!["origin".into()], home: false };
         std::io::Write::write_all(&mut writer, &request.to_line()).expect("write");
         assert_eq!(read_request(reader, Duration::from_secs(5)).expect("read"), request);
         let (_silent, reader) = std::os::unix::net::UnixStream::pair().expect("pair");

@@ -261,14 +261,21 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
                     );
                 }
             }
-            let session_repository = Path::new(runtime_layout::CONTAINER_USER_OBJECTS).is_dir();
-            if session_repository {
-                show_told();
+            // The agent's git is its own (`hostpush::home`): in a container, or under
+            // `exec` (the runtime directory's `user-git`).
+            let broker = if inside.user_git().is_dir() {
+                Some(Broker::Exec { socket: inside.push_socket(), cwd: start.clone() })
+            } else if Path::new(runtime_layout::CONTAINER_USER_OBJECTS).is_dir() {
+                Some(Broker::Container)
+            } else {
+                None
+            };
+            if let Some(broker) = &broker {
+                show_told(broker);
             }
-            if session_repository
-                && parsed.as_ref().is_some_and(|parsed| moves_refs(parsed) && parsed.git_dir.is_none())
-            {
-                return run_then_bring_home(real, args, &strip_env);
+            let moves = parsed.as_ref().is_some_and(|parsed| moves_refs(parsed) && parsed.git_dir.is_none());
+            if let Some(broker) = broker.filter(|_| moves) {
+                return run_then_bring_home(real, args, &strip_env, &broker);
             }
             exec_real(real, args, &strip_env)
         }
@@ -323,6 +330,7 @@ fn push_elsewhere(socket: Option<&Path>, parsed: &gitguard::Parsed, start: &Path
 /// The subcommands that may move a branch, a tag or `HEAD`.
 const MOVES_REFS: &[&str] = &[
     "commit",
+    "stash",
     "merge",
     "rebase",
     "reset",
@@ -348,7 +356,7 @@ fn moves_refs(parsed: &gitguard::Parsed) -> bool {
 /// command committed into the user's repository through the checks within about a
 /// second. Git's status is the command's; what the broker says is shown at the next git
 /// command ([`show_told`]), so that a loop of commits does not wait for the checks.
-fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String]) -> i32 {
+fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String], broker: &Broker) -> i32 {
     let mut command = Command::new(real);
     command.arg0("git").args(args);
     for name in strip_env {
@@ -361,10 +369,32 @@ fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String]) -> 
             return 126;
         }
     };
-    if let Err(err) = bring_home_later() {
+    let asked = match broker {
+        Broker::Container => bring_home_later(),
+        Broker::Exec { socket, cwd } => crate::push::ask_home(socket, cwd),
+    };
+    if let Err(err) = asked {
         eprintln!("agent-sandbox: cannot start the broker ({err}): your commits come home at the next git command");
     }
     status.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0))
+}
+
+/// Who brings the session repository's work home.
+enum Broker {
+    /// Root, through the image's sudo rule (`git-home sync`).
+    Container,
+    /// The `exec` process on the host, asked on the push socket.
+    Exec { socket: PathBuf, cwd: PathBuf },
+}
+
+impl Broker {
+    /// Where what it told is kept.
+    fn told(&self) -> PathBuf {
+        match self {
+            Broker::Container => PathBuf::from(runtime_layout::CONTAINER_BROKER_TOLD),
+            Broker::Exec { .. } => RuntimeLayout::inside().told(),
+        }
+    }
 }
 
 /// Starts `git-home sync` detached (its own session, so sudo sees no terminal), with
@@ -392,15 +422,15 @@ fn bring_home_later() -> std::io::Result<()> {
 
 /// Shows the lines the broker told since this user last saw them (the last number seen
 /// is kept in `~/.cache/agent-sandbox/broker-told`). Never fails the git command.
-fn show_told() {
+fn show_told(broker: &Broker) {
     // Root (the broker's own git calls) and a user without a home (the checks' user)
     // are told nothing, and read nothing for it.
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if matches!(broker, Broker::Container) && unsafe { libc::geteuid() } == 0 {
         return;
     }
     let Some(home) = std::env::var_os("HOME").filter(|home| Path::new(home).is_dir()) else { return };
-    let Ok(bytes) = util::fs::read_regular_nofollow(Path::new(runtime_layout::CONTAINER_BROKER_TOLD), 4 << 20) else {
+    let Ok(bytes) = util::fs::read_regular_nofollow(&broker.told(), 4 << 20) else {
         return;
     };
     let seen_file = Path::new(&home).join(".cache/agent-sandbox/broker-told");

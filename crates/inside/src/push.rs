@@ -10,7 +10,7 @@ use hostpush::protocol::{self, Request};
 /// Sends the push (its arguments after `push`, started in `cwd`) to the service at
 /// `socket`, relays the output; the exit status to end with.
 pub fn forward(socket: &Path, cwd: &Path, args: &[String]) -> i32 {
-    let request = Request { cwd: cwd.to_string_lossy().into_owned(), args: args.to_vec() };
+    let request = Request { cwd: cwd.to_string_lossy().into_owned(), args: args.to_vec(), home: false };
     let stream = UnixStream::connect(socket).and_then(|mut stream| {
         stream.write_all(&request.to_line())?;
         Ok(stream)
@@ -46,6 +46,16 @@ pub fn forward(socket: &Path, cwd: &Path, args: &[String]) -> i32 {
     }
 }
 
+/// Asks the host's broker (`hostpush::home::exec`, at the push socket) to bring the
+/// session repository's work home; does not wait for it (what it says is shown at the
+/// next git command).
+pub fn ask_home(socket: &Path, cwd: &Path) -> std::io::Result<()> {
+    let request = Request { cwd: cwd.to_string_lossy().into_owned(), args: Vec::new(), home: true };
+    let mut stream = UnixStream::connect(socket)?;
+    stream.set_write_timeout(Some(std::time::Duration::from_secs(1)))?;
+    stream.write_all(&request.to_line())
+}
+
 /// The image's sudo, by its absolute path (the agent's `PATH` is its own).
 const SUDO: &str = "/usr/bin/sudo";
 /// What the image's sudo rule allows, exactly (`sudo` resets the environment).
@@ -55,7 +65,7 @@ const VERIFIER: &[&str] = &["-n", "/usr/local/bin/agent-sandbox", "push-verify"]
 /// through the image's one sudo rule for it), which checks it and pushes with root's
 /// git setup; its output is the agent's. The exit status to end with.
 pub fn verify(cwd: &Path, args: &[String]) -> i32 {
-    let request = Request { cwd: cwd.to_string_lossy().into_owned(), args: args.to_vec() };
+    let request = Request { cwd: cwd.to_string_lossy().into_owned(), args: args.to_vec(), home: false };
     let child = std::process::Command::new(SUDO).args(VERIFIER).stdin(std::process::Stdio::piped()).spawn();
     let mut child = match child {
         Ok(child) => child,

@@ -39,6 +39,11 @@
 //! settings.<n>      the n-th package manager settings file (`@settings`) without its
 //!                   credential lines, mounted read-only at its own path
 //! hosts             mounted as `/etc/hosts` in allowlist mode: the loopback names only
+//! user-git/         mount point for the user's `.git`, read-only, when the agent's git
+//!                   is its own (`hostpush::home::exec`): the session repository's
+//!                   alternates lead there
+//! told              what the host's broker told, as JSON lines (`{"seq", "text"}`),
+//!                   shown by the git guard at the next git command
 //! ```
 //!
 //! Nothing here touches the filesystem, except [`detect`], which asks whether the
@@ -86,6 +91,8 @@ const COPIED: &str = "copied";
 const GIT_EXEC_REAL: &str = "git-exec-real";
 const NET_SOCKET: &str = "net.sock";
 const PUSH_SOCKET: &str = "push.sock";
+const USER_GIT: &str = "user-git";
+const TOLD: &str = "told";
 /// The sandbox's `/etc/resolv.conf` in allowlist mode (written by `exec`).
 pub const RESOLV_CONF: &str = "resolv.conf";
 /// The sandbox's `/etc/hosts` in allowlist mode (written by `exec`).
@@ -239,6 +246,16 @@ impl RuntimeLayout {
         self.root.join(PUSH_SOCKET)
     }
 
+    /// The mount point of the user's `.git` when the agent's git is its own.
+    pub fn user_git(&self) -> PathBuf {
+        self.root.join(USER_GIT)
+    }
+
+    /// What the host's broker told.
+    pub fn told(&self) -> PathBuf {
+        self.root.join(TOLD)
+    }
+
     /// What is mounted as `/etc/resolv.conf` in allowlist mode.
     pub fn resolv_conf(&self) -> PathBuf {
         self.root.join(RESOLV_CONF)
@@ -293,6 +310,8 @@ mod tests {
             (inside.push_socket(), "/run/agent-sandbox/push.sock"),
             (inside.resolv_conf(), "/run/agent-sandbox/resolv.conf"),
             (inside.hosts(), "/run/agent-sandbox/hosts"),
+            (inside.user_git(), "/run/agent-sandbox/user-git"),
+            (inside.told(), "/run/agent-sandbox/told"),
         ];
         for (path, expected) in entries {
             assert_eq!(path, Path::new(expected));

@@ -67,6 +67,17 @@ pub struct ExecDir {
     pub stand_in: PathBuf,
 }
 
+/// The agent's git is its own (`hostpush::home::exec`): the session repository is
+/// shown at the project's `.git` (`dot_git`), over whatever the policy shows there, and
+/// the user's `.git` read-only at the runtime directory's `user-git`, the session's
+/// alternate. Nothing of the user's repository is writable inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionGit {
+    pub session: PathBuf,
+    pub dot_git: PathBuf,
+    pub user_git: PathBuf,
+}
+
 pub struct Plan<'a> {
     pub network: Network,
     /// The executor has made the network namespace (allowlist mode, where it can:
@@ -87,6 +98,7 @@ pub struct Plan<'a> {
     /// This binary, mounted as the marker, the launcher and the multicall dispatcher.
     pub self_exe: &'a Path,
     pub command: &'a [OsString],
+    pub session_git: Option<&'a SessionGit>,
 }
 
 /// Up to this many masks, bwrap mounts them; beyond, `mask-init` does, as the
@@ -185,6 +197,10 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
 
     args.bind("--ro-bind", host.root(), inside.root());
     args.bind("--ro-bind", plan.self_exe, &inside.marker());
+    if let Some(git) = plan.session_git {
+        args.bind("--bind", &git.session, &git.dot_git);
+        args.bind("--ro-bind", &git.user_git, &inside.user_git());
+    }
     // The real executables first: an installation mounted whole must be copied before
     // any launcher is laid over a file in it (mounts made later do not reach the copy).
     for command in plan.commands {
@@ -425,6 +441,7 @@ mod tests {
             runtime: Path::new("/tmp/rt"),
             self_exe: Path::new("/opt/as/agent-sandbox"),
             command: &command,
+            session_git: None,
         };
         let expected = [
             "--die-with-parent",
@@ -541,6 +558,7 @@ mod tests {
             runtime: Path::new("/rt"),
             self_exe: Path::new("/as"),
             command: &["true".into()],
+            session_git: None,
         };
         let expected = [
             "--die-with-parent",
@@ -599,6 +617,7 @@ mod tests {
             runtime: Path::new("/rt"),
             self_exe: Path::new("/as"),
             command: &["curl".into(), "https://example.org".into()],
+            session_git: None,
         };
         let args = strings(bwrap_args(&plan));
         assert!(premade_network_namespace(plan.network, false));
@@ -665,6 +684,7 @@ mod tests {
             runtime: Path::new("/rt"),
             self_exe: Path::new("/as"),
             command: &["true".into()],
+            session_git: None,
         };
         let args = strings(bwrap_args(&plan));
         assert!(!args.iter().any(|arg| arg == "/rt/empty" || arg == "/rt/emptydir"), "bwrap mounts no mask: {args:?}");
@@ -684,6 +704,47 @@ mod tests {
         let few = strings(bwrap_args(&Plan { masks: &masks[..MASKS_BY_BWRAP], ..plan }));
         assert!(!few.iter().any(|arg| arg == "--cap-add" || arg == "--as-pid-1" || arg == "mask-init"), "{few:?}");
         assert_eq!(few.iter().filter(|arg| *arg == "/rt/empty").count(), MASKS_BY_BWRAP - 1, "{few:?}");
+    }
+
+    #[test]
+    fn the_session_repository_covers_dot_git_and_the_users_is_read_only_beside_the_runtime() {
+        let mounts = [mount("/p", Access::Rw, Kind::Dir), mount("/p/.git/hooks", Access::Ro, Kind::Dir)];
+        let git =
+            SessionGit { session: "/state/home/.git".into(), dot_git: "/p/.git".into(), user_git: "/p/.git".into() };
+        let plan = Plan {
+            network: Network::Off,
+            premade_network: false,
+            host_ports: &[],
+            mounts: &mounts,
+            masks: &[],
+            settings: &[],
+            commands: &[],
+            home: Path::new("/"),
+            cwd: Path::new("/p"),
+            runtime: Path::new("/rt"),
+            self_exe: Path::new("/as"),
+            command: &["true".into()],
+            session_git: Some(&git),
+        };
+        let args = strings(bwrap_args(&plan));
+        let tail: Vec<&str> = args
+            .iter()
+            .skip_while(|arg| *arg != "/run/agent-sandbox/agent-sandbox")
+            .skip(1)
+            .take(6)
+            .map(String::as_str)
+            .collect();
+        // After the policy's mounts (the user's hooks, read-only, are under it, unseen)
+        // and after the runtime directory, whose `user-git` is the mount point.
+        assert_eq!(
+            tail,
+            ["--bind", "/state/home/.git", "/p/.git", "--ro-bind", "/p/.git", "/run/agent-sandbox/user-git"]
+        );
+        let hooks = args.iter().position(|arg| arg == "/p/.git/hooks").expect("the policy's mount");
+        let session = args.iter().position(|arg| arg == "/state/home/.git").expect("the session");
+        assert!(hooks < session, "{args:?}");
+        let without = strings(bwrap_args(&Plan { session_git: None, ..plan }));
+        assert!(!without.iter().any(|arg| arg.contains("user-git")), "{without:?}");
     }
 
     #[test]
@@ -709,6 +770,7 @@ mod tests {
             runtime: Path::new("/rt"),
             self_exe: Path::new("/as"),
             command: &["true".into()],
+            session_git: None,
         };
         let args = strings(bwrap_args(&plan));
         let mounts_part: Vec<&str> = args

@@ -132,6 +132,18 @@ impl Runtime {
         self.listen(&self.layout().push_socket())
     }
 
+    /// Makes the mount point of the user's `.git` ([`RuntimeLayout::user_git`]) and the
+    /// broker's told file ([`RuntimeLayout::told`], written by this process in place):
+    /// only when the agent's git is its own, which the git guard inside tells by them.
+    pub fn make_session_git_entries(&self) -> std::io::Result<()> {
+        let host = self.layout();
+        fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o700))?;
+        let made = fs_err::create_dir(host.user_git()).and_then(|()| fs_err::write(host.told(), ""));
+        fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o111))?;
+        made?;
+        fs_err::set_permissions(host.told(), std::fs::Permissions::from_mode(0o644))
+    }
+
     fn listen(&self, socket: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
         let host = self.layout();
         fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o700))?;

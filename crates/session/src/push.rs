@@ -100,9 +100,24 @@ const PUSH_MIRROR: &str = "mirror.git";
 /// The push service and its private directory (removed when dropped; locked while it
 /// lives, so that the next start can tell a killed session's from a running one's).
 pub(crate) struct PushService {
+    broker: Option<std::sync::Arc<hostpush::home::exec::Broker>>,
     _service: hostpush::service::Service,
     _lock: std::fs::File,
     _dir: tempfile::TempDir,
+}
+
+impl PushService {
+    /// Brings what the session committed home once more (the command has ended), then
+    /// tells the user everything the broker told this session: what came home, and
+    /// what did not and why.
+    pub(crate) fn bring_home(&self) {
+        let Some(broker) = &self.broker else { return };
+        let _ = broker.sync();
+        let told = util::fs::read_regular_nofollow(&broker.exec.told, 4 << 20).unwrap_or_default();
+        for told in hostpush::home::parse_told(&told) {
+            util::say!("agent-sandbox: {}", util::terminal_safe(&told.text));
+        }
+    }
 }
 
 /// Removes the push directories of sessions that are gone (killed before removing
@@ -138,6 +153,7 @@ pub(crate) fn start_push_service(
     common_dir: PathBuf,
     (git, host_path_var): (Option<PathBuf>, OsString),
     agent: &str,
+    session_git: Option<&sandbox::plan::SessionGit>,
 ) -> Result<PushService> {
     let parent = state_dir.join("push");
     std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&parent).context("creating the push directory")?;
@@ -150,6 +166,20 @@ pub(crate) fn start_push_service(
     let allow_branch_deletion = check.config.git_allow_branch_deletion.value;
     let project_root = check.ctx.project_root.clone();
     let path = dir.path().to_path_buf();
+    // The user's environment, with the `PATH` the agent cannot have planted in.
+    let env: Vec<(OsString, OsString)> = std::env::vars_os()
+        .map(|(name, value)| if name == "PATH" { (name, host_path_var.clone()) } else { (name, value) })
+        .collect();
+    let broker = match (session_git, &git) {
+        (Some(session_git), Some(git)) => {
+            Some(std::sync::Arc::new(broker(session_git, git, &check, &path, runtime, &env)?))
+        }
+        (Some(_), None) => anyhow::bail!(
+            "no git on a PATH entry outside the project and every writable grant: the agent's git repository is made \
+             and its commits are brought home with such a git only"
+        ),
+        (None, _) => None,
+    };
     let service = hostpush::service::start(
         listener,
         runtime.layout().push_socket(),
@@ -160,13 +190,11 @@ pub(crate) fn start_push_service(
             hooks_dir: dir.path().join("hooks"),
             mirror: dir.path().join(PUSH_MIRROR),
             settings: dir.path().join(PUSH_SETTINGS),
-            // The user's environment, with the `PATH` the agent cannot have planted in.
-            env: std::env::vars_os()
-                .map(|(name, value)| if name == "PATH" { (name, host_path_var.clone()) } else { (name, value) })
-                .collect(),
+            env,
             agent: agent.to_owned(),
             git: git.clone().unwrap_or_default(),
             bwrap: check.bwrap.clone(),
+            home: broker.clone(),
         },
         Box::new(move || match git {
             Some(_) => check.prepare(&path).map_err(|err| format!("{err:#}")),
@@ -175,5 +203,40 @@ pub(crate) fn start_push_service(
                 .to_owned()),
         }),
     );
-    Ok(PushService { _service: service, _lock: lock, _dir: dir })
+    Ok(PushService { broker, _service: service, _lock: lock, _dir: dir })
+}
+
+/// The session repository's broker (`hostpush::home::exec`), its repository made or
+/// refreshed now, before the sandbox starts: with the push directory's checks.
+fn broker(
+    session_git: &sandbox::plan::SessionGit,
+    git: &Path,
+    check: &CheckInputs,
+    dir: &Path,
+    runtime: &sandbox::runtime::Runtime,
+    env: &[(OsString, OsString)],
+) -> Result<hostpush::home::exec::Broker> {
+    let settings = dir.join(PUSH_SETTINGS);
+    let exec = hostpush::home::exec::ExecHome {
+        home: hostpush::home::Home {
+            git: git.to_path_buf(),
+            user_git: session_git.user_git.clone(),
+            user_git_inside: runtime_layout::RuntimeLayout::inside().user_git(),
+            env: hostpush::service::git_env(env, &settings),
+            hooks: dir.join("hooks"),
+            settings,
+            global: None,
+        },
+        top: session_git.session.parent().map(Path::to_path_buf).unwrap_or_default(),
+        bwrap: check.bwrap.clone(),
+        self_exe: check.self_exe.clone(),
+        git_installation: hostpush::service::git_installation(git),
+        mirror: dir.join("home.git"),
+        state: dir.join("home.json"),
+        told: runtime.layout().told(),
+    };
+    hostpush::home::exec::prepare(&exec).map_err(|refusal| {
+        anyhow::anyhow!("the agent's git repository could not be made: {}. Instead: {}", refusal.why, refusal.instead)
+    })?;
+    Ok(hostpush::home::exec::Broker::new(exec))
 }

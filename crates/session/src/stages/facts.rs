@@ -50,6 +50,8 @@ pub(crate) struct Facts {
     pub(crate) host_present: Vec<PathBuf>,
     /// What the session check watches, the same at start and at exit.
     pub(crate) watch: gitcare::Watch,
+    /// Where the agent's own git repository is, when it has one (`hostpush::home::exec`).
+    pub(crate) session_git: Option<sandbox::plan::SessionGit>,
 }
 
 /// A session that never ran its exit check is checked before anything reads the
@@ -173,8 +175,30 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
         copy_exempt: masks::dependency_tree_names().map(OsString::from).collect(),
     };
     config.ro.extend(host_present.iter().map(|path| builtin_path(path)));
-    let facts = Facts { ctx, cache_dir, state_dir, repo, layout, net_policy, claude_state, host_present, watch };
+    let session_git = session_git(&state_dir, &ctx.project_root, layout.as_ref());
+    let facts =
+        Facts { ctx, cache_dir, state_dir, repo, layout, net_policy, claude_state, host_present, watch, session_git };
     Ok((facts, config))
+}
+
+/// The agent's git is its own when the project's `.git` is the repository itself (a
+/// directory): the session repository per project in the state directory. A linked
+/// worktree or a submodule's work tree (`.git` a file) keeps the user's repository,
+/// watched by the session check.
+fn session_git(
+    state_dir: &Path,
+    project_root: &Path,
+    layout: Option<&gitfacts::Layout>,
+) -> Option<sandbox::plan::SessionGit> {
+    let layout = layout?;
+    let dot_git = project_root.join(".git");
+    let own = dot_git.symlink_metadata().is_ok_and(|meta| meta.is_dir())
+        && layout.git_dir == dot_git
+        && layout.common_dir == dot_git;
+    own.then(|| {
+        let top = hostpush::home::exec::session_top(&gitcare::session::project_dir(state_dir, project_root));
+        sandbox::plan::SessionGit { session: top.join(".git"), dot_git: dot_git.clone(), user_git: dot_git }
+    })
 }
 
 /// A path entry agent-sandbox adds itself (`config show` cites it as built in).

@@ -86,6 +86,9 @@ pub(crate) fn prepare(
     }
     let guards = decide::guards(facts, scanned, decision)?;
     let runtime = runtime(facts, scanned, decision, &guards)?;
+    if facts.session_git.is_some() {
+        runtime.make_session_git_entries().context("creating the runtime directory")?;
+    }
     let premade_network = sandbox::plan::premade_network_namespace(facts.net_policy.mode, restricted);
     if facts.net_policy.mode == config::Network::Allowlist && !premade_network {
         eprintln!(
@@ -181,7 +184,7 @@ fn runtime(
 
 /// The session's plan, with the runtime directory at `runtime`.
 fn plan_of<'a>(facts: &'a Facts, scanned: &'a Scanned, decision: &'a Decision, runtime: &'a Path) -> Plan<'a> {
-    plan(
+    let plan = plan(
         &scanned.policy,
         &facts.net_policy,
         &scanned.masks,
@@ -191,7 +194,8 @@ fn plan_of<'a>(facts: &'a Facts, scanned: &'a Scanned, decision: &'a Decision, r
         runtime,
         &decision.self_exe,
         &decision.command,
-    )
+    );
+    Plan { session_git: facts.session_git.as_ref(), ..plan }
 }
 
 /// A plan from its parts: the session's, and the push checks' (`push::CheckInputs`).
@@ -220,6 +224,7 @@ pub(crate) fn plan<'a>(
         runtime,
         self_exe,
         command,
+        session_git: None,
     }
 }
 

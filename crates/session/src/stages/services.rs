@@ -62,6 +62,9 @@ impl Services {
         if let Some(lines) = refused_summary(&self.refused.lock().map(|refused| refused.clone()).unwrap_or_default()) {
             util::say!("{lines}");
         }
+        if let Some(push) = &self.push {
+            push.bring_home();
+        }
         drop(self.push);
         self.session
     }
@@ -122,6 +125,7 @@ fn push_service(
         common_dir.to_path_buf(),
         (git, search.joined()),
         &decision.agent,
+        facts.session_git.as_ref(),
     )
 }
 

@@ -1,0 +1,231 @@
+//! `exec`'s session repository and its broker: what `home` does in a container, done by
+//! the `exec` process on the host.
+//!
+//! The session repository lives in the state directory, per project
+//! (`sessions/<hash>/home/.git`, whose parent no sandbox shows). The sandbox shows it at
+//! `<project>/.git`, read-write, and the user's `.git` read-only at the runtime
+//! directory's `user-git` (the session's alternates lead there); the user's `.git`
+//! itself is not writable from inside. The host reads the session only inside a view
+//! that shows nothing else of the host but the system's programs ([`ExecHome::view`]):
+//! seeding and refreshing run there, and so does the mirror's reader. Commits come home
+//! through the push service's checks ([`super::bring`]); the push service's thread
+//! syncs when the git guard asks (a `home` request on the push socket), before each
+//! push, and once more at exit.
+
+use std::{
+    os::unix::fs::DirBuilderExt,
+    path::{Path, PathBuf},
+    process::Command,
+    sync::Mutex,
+};
+
+use super::{
+    bring, check_home, decide, lineage, list_session_refs, refresh_plan, refuse, run_seed, seed_plan,
+    session_redirections, session_refs, told_after, user_refs, Home, Refs, State,
+};
+use crate::{
+    mirror::{self, Mirror, ViewBind},
+    plan::Refusal,
+};
+
+/// What the broker of one `exec` session needs; all paths on the host.
+pub struct ExecHome {
+    /// The user's repository (`user_git_inside`: the runtime directory's `user-git` as
+    /// the sandbox sees it), the host's git, and the push service's checks.
+    pub home: Home,
+    /// The directory whose `.git` is the session repository.
+    pub top: PathBuf,
+    pub bwrap: PathBuf,
+    /// This binary (`git-home seed` runs in the view).
+    pub self_exe: PathBuf,
+    /// Where git is installed outside the system directories (shown in the views).
+    pub git_installation: Vec<PathBuf>,
+    /// The broker's mirror and its state, in the push service's private directory.
+    pub mirror: PathBuf,
+    pub state: PathBuf,
+    /// The told file in the runtime directory, which the git guard inside reads.
+    pub told: PathBuf,
+}
+
+/// The session repository's directory under a project's state directory.
+pub fn session_top(project_state: &Path) -> PathBuf {
+    project_state.join("home")
+}
+
+/// coreutils' `timeout`, which bounds the mirror's reader.
+const TIMEOUT: &str = "/usr/bin/timeout";
+const READER_SECS: u32 = 120;
+
+const INSTEAD: &str = "remove the session repository (its path is above) and start again";
+
+impl ExecHome {
+    pub fn session(&self) -> PathBuf {
+        self.top.join(".git")
+    }
+
+    /// A view of `session` (writable or not) and of the user's `.git` where the
+    /// sandbox shows it, read-only: the bwrap command line up to `--`.
+    fn view(&self, session: &Path, writable: bool) -> Vec<String> {
+        let mut extra = self.git_installation.clone();
+        extra.push(self.self_exe.clone());
+        let binds = [
+            ViewBind { source: session.to_path_buf(), at: session.to_path_buf(), writable },
+            ViewBind { source: self.home.user_git.clone(), at: self.home.user_git_inside.clone(), writable: false },
+        ];
+        mirror::view_args(&self.bwrap, &mirror::system_entries(), &extra, &binds)
+    }
+
+    fn seed_command(&self, session: &Path) -> Command {
+        let view = self.view(session, true);
+        let mut command = Command::new(&view[0]);
+        command
+            .args(&view[1..])
+            .arg(&self.self_exe)
+            .args(["git-home", "seed"])
+            .arg(session)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", "/nonexistent");
+        command
+    }
+
+    fn read_state(&self) -> State {
+        util::fs::read_regular_nofollow(&self.state, 64 << 20)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    fn write_state(&self, state: &State) -> Result<(), Refusal> {
+        let bytes = serde_json::to_vec(state).expect("a state serializes");
+        util::fs::atomic_write(&self.state, &bytes, 0o600)
+            .map_err(|err| refuse(format!("cannot write {}: {err}", self.state.display()), "try again"))
+    }
+}
+
+/// Before the sandbox starts: takes the user's refs as the session's start, and makes
+/// the session repository (a new one from the user's refs, `HEAD`, index, safe config
+/// and hooks) or has a kept one follow what the user did meanwhile. What to say.
+pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
+    check_home(&x.home)?;
+    let all = super::parse_refs(&x.home.git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
+    let refs: Refs = all
+        .iter()
+        .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
+        .map(|(name, sha)| (name.clone(), sha.clone()))
+        .collect();
+    x.write_state(&State { start: refs.clone(), known: refs.clone(), ..State::default() })?;
+    let session = x.session();
+    match session.symlink_metadata() {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            // Made aside and renamed into place: a start killed halfway leaves no
+            // half-made session behind.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&x.top)
+                .map_err(|err| refuse(format!("cannot create {}: {err}", x.top.display()), INSTEAD))?;
+            let fresh = x.top.join(".git.new");
+            let _ = std::fs::remove_dir_all(&fresh);
+            std::fs::create_dir_all(&fresh)
+                .map_err(|err| refuse(format!("cannot create {}: {err}", fresh.display()), INSTEAD))?;
+            let plan = seed_plan(&x.home, &all)?;
+            run_seed(x.seed_command(&fresh), &plan, INSTEAD)?;
+            std::fs::rename(&fresh, &session)
+                .map_err(|err| refuse(format!("cannot rename {}: {err}", fresh.display()), INSTEAD))?;
+            Ok(format!("the agent's git is its own: {} starts from your repository's refs", session.display()))
+        }
+        Err(err) => Err(refuse(format!("{}: {err}", session.display()), INSTEAD)),
+        Ok(meta) if meta.is_dir() => {
+            let kept = format!("the agent's git is its own: {} is kept from earlier", session.display());
+            let Some(listed) = list_session_refs(&session) else { return Ok(kept) };
+            match refresh_plan(&x.home, &session, &listed, &refs) {
+                None => Ok(kept),
+                Some(plan) => {
+                    run_seed(x.seed_command(&session), &plan, INSTEAD)?;
+                    let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
+                    Ok(format!("{kept}; {moved} of its branches and tags follow yours"))
+                }
+            }
+        }
+        Ok(_) => Err(refuse(format!("{} is not a directory", session.display()), INSTEAD)),
+    }
+}
+
+/// The broker of one session: one sync at a time (the push service's thread and the
+/// exit's).
+pub struct Broker {
+    pub exec: ExecHome,
+    lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker").field("session", &self.exec.session()).finish()
+    }
+}
+
+impl Broker {
+    pub fn new(exec: ExecHome) -> Broker {
+        Broker { exec, lock: Mutex::new(()) }
+    }
+
+    /// Brings what the session committed home; what to tell (also kept in the told
+    /// file for the git guard inside).
+    pub fn sync(&self) -> Result<Vec<String>, Refusal> {
+        let _one = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let result = sync(&self.exec);
+        let lines = match &result {
+            Ok(lines) => lines.clone(),
+            Err(refusal) => vec![format!("nothing came home: {}. Instead: {}.", refusal.why, refusal.instead)],
+        };
+        if !lines.is_empty() {
+            let text = told_after(&self.exec.told, &lines);
+            // In place: the runtime directory takes no new files once made.
+            let _ = std::fs::write(&self.exec.told, text.as_bytes());
+        }
+        result
+    }
+}
+
+fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
+    check_home(&x.home)?;
+    let session = x.session();
+    let found = session_redirections(&session, &x.home.user_git_inside.join("objects"));
+    if !found.is_empty() {
+        return Err(refuse(
+            format!("the session repository leads elsewhere, so nothing in it comes home: {}", found.join("; ")),
+            "remove those entries from .git",
+        ));
+    }
+    let mut prefix: String =
+        x.view(&session, false).iter().map(|arg| util::single_quoted(arg)).collect::<Vec<_>>().join(" ");
+    prefix.push(' ');
+    // The agent can swap a file for a FIFO after the check above: the reader is ended
+    // after a while rather than hold the sync (and the end of the session) forever.
+    if Path::new(TIMEOUT).is_file() {
+        prefix = format!("{TIMEOUT} --kill-after=5 {READER_SECS} {prefix}");
+    }
+    let git = x.home.git.display().to_string();
+    let mirror = Mirror {
+        path: &x.mirror,
+        git: &x.home.git,
+        env: &x.home.env,
+        reader: mirror::reader(&prefix, &git, Some("/nonexistent")),
+    };
+    let failed = |failed: mirror::Failed| refuse(failed.to_string(), "try again");
+    mirror.configure(&x.home.user_git.join("config")).map_err(failed)?;
+    let alternates = format!("{}\n", x.home.user_git.join("objects").display());
+    util::fs::atomic_write(&x.mirror.join("objects/info/alternates"), alternates.as_bytes(), 0o644)
+        .map_err(|err| refuse(format!("cannot write the broker's mirror: {err}"), "try again"))?;
+    let user = user_refs(&x.home)?;
+    let session_refs = session_refs(&x.home, &mirror, (&x.top, &session), &user)?;
+    let mut state = x.read_state();
+    let brought = state.brought.clone();
+    let lineage = |theirs: &str, ours: &str| lineage(&mirror, &brought, theirs, ours);
+    let decisions = decide(&state, &user, &session_refs, None, &lineage);
+    if decisions.is_empty() {
+        return Ok(Vec::new());
+    }
+    bring(&x.home, &mirror, true, &decisions, &user, &mut state, &|state| x.write_state(state))
+}
