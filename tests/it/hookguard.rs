@@ -183,6 +183,8 @@ fn pre_push_stops_what_slipped_past_the_git_guard() {
             "`{attack}` changed the remote"
         );
         world.git(&["reset", "-q", "--hard", &main]);
+        // The agent's own repository keeps what it did: each attack starts afresh.
+        world.forget_session();
         world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
         for leftover in [".git/info/grafts", ".git/info/sparse-checkout"] {
             let _ = std::fs::remove_file(world.path(&format!("home/proj/{leftover}")));
@@ -442,6 +444,8 @@ fn pre_push_holds_commits_made_elsewhere_to_the_protected_paths_and_own_objects(
         }
         let _ = std::fs::remove_file(world.path("home/proj/.git/shallow"));
         world.git(&["reset", "-q", "--hard", "origin/main"]);
+        // The agent's own repository keeps what it did: each attack starts afresh.
+        world.forget_session();
         world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
         // A branch left at a borrowed object would stop every later copy.
         let _ = Command::new("git")
@@ -493,6 +497,8 @@ fn pre_push_ignores_the_pushers_global_config_and_path() {
         assert!(err.contains("agent-sandbox: pre-push refused:") && err.contains("failed"), "`{attack}`:\n{err}");
         assert_eq!(remote_ref(&world, "refs/heads/main"), before, "`{attack}` reached the remote");
         world.git(&["reset", "-q", "--hard", &before]);
+        // The agent's own repository keeps what it did: each attack starts afresh.
+        world.forget_session();
         world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
     }
 }

@@ -11,7 +11,7 @@ use crate::support::{require_bwrap, World};
 /// A project whose check fails while a file `BROKEN` exists.
 fn checked_world() -> World {
     let world = World::new();
-    world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
+    world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] }, "git": { "sessionRepository": true } }"#);
     world.git(&["add", "-A"]);
     world.git(&["commit", "-qm", "config"]);
     world
@@ -33,12 +33,14 @@ fn a_commit_comes_home_and_nothing_in_the_users_git_is_writable() {
     let script = format!(
         "echo ok > ok && git add ok && git commit -qm ok && \
          (touch /run/agent-sandbox/user-git/x 2>/dev/null && echo USER-GIT-WRITABLE; true) && \
-         printf '[core]\\n\\tfsmonitor = touch {ran}\\n' >> .git/config && git -c core.fsmonitor=false status --porcelain",
+         (printf '[core]\\n\\tfsmonitor = touch {ran}\\n' >> .git/config 2>/dev/null && echo CONFIG-WRITABLE; true) && \
+         git status --porcelain",
         ran = ran.display()
     );
     let run = world.sh(&[], &script);
     let out = run.ok();
     assert!(!out.contains("USER-GIT-WRITABLE"), "{out}");
+    assert!(!out.contains("CONFIG-WRITABLE"), "the session's config is read-only as the user's was: {out}");
     assert!(run.stderr().contains("main is now"), "the user is told what came home: {}", run.stderr());
     // The commit is on the user's branch, the index follows, and nothing the agent wrote
     // into `.git` is in the user's.
@@ -75,18 +77,16 @@ fn every_plant_in_dot_git_stays_in_the_session() {
     };
     for plant in plants {
         let before = listing(&world);
-        let run = world.sh(&[], &plant);
-        assert_eq!(run.code(), 0, "{plant}: {}", run.stderr());
+        // Some are refused already (hooks and config are read-only), the rest land in
+        // the session.
+        world.sh(&[], &plant);
         assert_eq!(listing(&world), before, "{plant}: the user's .git changed");
         world.git(&["status", "--porcelain"]);
         assert!(!ran.exists(), "{plant}: the user's git ran the agent's command");
         assert!(!world.path("home/proj/RAN").exists(), "{plant}");
         let _ = std::fs::remove_dir_all(world.path("home/proj/nested"));
         // The session is the agent's to break, and to mend: start it afresh.
-        let state = world.path("xdg-state/agent-sandbox/sessions");
-        for entry in std::fs::read_dir(&state).into_iter().flatten().flatten() {
-            let _ = std::fs::remove_dir_all(entry.path().join("home"));
-        }
+        world.forget_session();
     }
 }
 
@@ -123,6 +123,10 @@ fn commits_that_skipped_the_checks_stay_out_of_the_users_branches() {
         // Kept aside for the user to look at (`agent-sandbox git adopt`).
         let refused = world.git(&["for-each-ref", "--format=%(refname)", "refs/agent-sandbox/refused/"]);
         assert!(refused.contains(branch), "{branch}: {refused}");
+        // Nor in a later session, though its tip is now kept in the user's repository.
+        let again = world.sh(&[], "git status --porcelain >/dev/null");
+        assert!(again.stderr().contains("did not come home"), "{branch}: {}", again.stderr());
+        assert_eq!(world.git(&["rev-parse", "main"]), main_before, "{branch}: {}", again.stderr());
         // The work tree is shared: the agent's file is there, not on the user's branch.
         users_status(&world);
         let _ = std::fs::remove_file(world.path("home/proj/BROKEN"));
@@ -151,4 +155,43 @@ fn the_session_repository_is_kept_and_follows_the_users_commits() {
     let out = world.sh(&[], "git log -1 --format=%s && git status --porcelain && git stash list | wc -l").ok();
     assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["host", "1"], "{out}");
     assert!(Path::new(&world.path("home/proj/.git")).is_dir());
+}
+
+/// A push leaves from the user's repository once the session's commits came home; a
+/// branch whose commits did not come home is not pushed (the user's older tip would be,
+/// and the agent told it worked).
+#[test]
+fn a_push_sends_what_came_home_and_refuses_what_did_not() {
+    require_bwrap!();
+    let world = checked_world();
+    let remote = world.bare_origin();
+    world.git(&["push", "-q", "origin", "main"]);
+    let remote_main = |world: &World| world.git_in(&remote, &["rev-parse", "main"]).trim().to_owned();
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    world.sh(&rw, "echo ok > ok && git add ok && git commit -qm ok && git push -q origin main").ok();
+    assert_eq!(remote_main(&world), world.git(&["rev-parse", "main"]).trim(), "the commit that came home was pushed");
+    let pushed = remote_main(&world);
+    let run = world.sh(
+        &rw,
+        "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qnm sneaky \
+         && git push -q origin main",
+    );
+    assert_ne!(run.code(), 0, "{}", run.stderr());
+    assert!(run.stderr().contains("nothing of the session's to push"), "{}", run.stderr());
+    assert_eq!(remote_main(&world), pushed);
+}
+
+/// Commits that came home and that the user then dropped on the host (a reset) are
+/// dropped from the session too, rather than brought back at the next sync.
+#[test]
+fn commits_the_user_dropped_on_the_host_do_not_come_back() {
+    require_bwrap!();
+    let world = checked_world();
+    let before = world.git(&["rev-parse", "main"]).trim().to_owned();
+    world.sh(&[], "echo ok > ok && git add ok && git commit -qm ok").ok();
+    assert_ne!(world.git(&["rev-parse", "main"]).trim(), before, "it came home");
+    world.git(&["reset", "-q", "--hard", &before]);
+    let out = world.sh(&[], "git rev-parse main && git status --porcelain").ok();
+    assert_eq!(out.trim(), before, "{out}");
+    assert_eq!(world.git(&["rev-parse", "main"]).trim(), before);
 }

@@ -120,6 +120,15 @@ impl World {
         fs_err::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
 
+    /// Removes the project's session repository (the agent's own `.git`, kept between
+    /// sessions): the next session starts from the user's repository afresh.
+    pub fn forget_session(&self) {
+        let sessions = self.path("xdg-state/agent-sandbox/sessions");
+        for entry in std::fs::read_dir(sessions).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_dir_all(entry.path().join("home"));
+        }
+    }
+
     /// Runs the host's git in the project, outside any sandbox.
     pub fn git(&self, args: &[&str]) -> String {
         self.git_in(&self.project, args)

@@ -114,6 +114,7 @@ fn check_origins(layer: &Layer, lines: &Lines) {
         (&layer.git_allow_branch_deletion, "git.allowBranchDeletion"),
         (&layer.git_allow_plumbing_commits, "git.allowPlumbingCommits"),
         (&layer.git_verified_push, "git.verifiedPush"),
+        (&layer.git_session_repository, "git.sessionRepository"),
         (&layer.check_humans, "checks.humans"),
         (&layer.tools_read_only, "tools.readOnly"),
     ] {

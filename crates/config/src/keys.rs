@@ -225,6 +225,12 @@ pub const BOOL_KEYS: &[BoolKey] = &[
         config_mut: |config| &mut config.git_verified_push,
     },
     BoolKey {
+        key: "git.sessionRepository",
+        layer: |layer| &mut layer.git_session_repository,
+        config: |config| &config.git_session_repository,
+        config_mut: |config| &mut config.git_session_repository,
+    },
+    BoolKey {
         key: "checks.humans",
         layer: |layer| &mut layer.check_humans,
         config: |config| &config.check_humans,

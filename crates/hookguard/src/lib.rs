@@ -951,10 +951,13 @@ fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<String>, Refusa
             "check the remote is reachable, then push again",
         )
     })?;
+    // The tips a broker kept aside in the user's repository (refused or waiting,
+    // `hostpush::home`) are there unchecked: never what the destination vouches for.
     Ok(String::from_utf8_lossy(&listing)
         .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .map(str::to_owned)
+        .filter_map(|line| line.split_once(char::is_whitespace))
+        .filter(|(_, name)| !name.trim().starts_with("refs/agent-sandbox/"))
+        .map(|(sha, _)| sha.to_owned())
         .collect())
 }
 

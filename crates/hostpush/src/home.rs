@@ -548,8 +548,20 @@ fn refresh(home: &Home, layout: &Layout, owner: (u32, u32), user: &Refs) -> Resu
 /// The seed plan that has a kept session (`session`: its refs) follow the user's
 /// (`user`); `None` when nothing is behind.
 pub(crate) fn refresh_plan(home: &Home, dir: &Path, session: &Refs, user: &Refs) -> Option<SeedPlan> {
+    refresh_plan_with(home, dir, session, user, Vec::new())
+}
+
+/// [`refresh_plan`], with `more` updates of the caller's.
+pub(crate) fn refresh_plan_with(
+    home: &Home,
+    dir: &Path,
+    session: &Refs,
+    user: &Refs,
+    more: Vec<RefUpdate>,
+) -> Option<SeedPlan> {
     let is_ancestor = |old: &str, new: &str| home.git(&["merge-base", "--is-ancestor", old, new], None).is_ok();
-    let updates = refresh_updates(session, user, &is_ancestor);
+    let mut updates = refresh_updates(session, user, &is_ancestor);
+    updates.extend(more);
     if updates.is_empty() {
         return None;
     }
@@ -1010,7 +1022,9 @@ fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
             let out = Command::new(real_git)
                 .arg("--git-dir")
                 .arg(dir.join(&rel))
-                .args(["read-tree", "HEAD"])
+                // Its `core.worktree` is relative to where the session is inside: not
+                // needed to write an index.
+                .args(["--work-tree", "/", "read-tree", "HEAD"])
                 .stdin(Stdio::null())
                 .output()
                 .map_err(|err| err.to_string())?;
@@ -1139,7 +1153,16 @@ pub(crate) fn session_refs(
     user: &Refs,
 ) -> Result<Refs, Refusal> {
     let unreadable = |failed: mirror::Failed| {
-        refuse(format!("cannot read the session's commits: {failed}"), "fix what git says, then commit again")
+        let said =
+            failed.stderr.lines().filter(|line| !line.starts_with("hint:")).last().unwrap_or_default().to_owned();
+        refuse(
+            format!(
+                "cannot read the session's commits: an object one of its branches or tags leads to is not in the \
+                 project's own object store, or a file in .git is not a regular one (git: {})",
+                util::terminal_safe(&said)
+            ),
+            "delete or repair that branch or tag (`git fsck` names broken ones), then commit again",
+        )
     };
     let Some(listed) = list_session_refs(session_dir) else {
         mirror.fetch(top, session_dir).map_err(unreadable)?;

@@ -223,11 +223,22 @@ fn serve(client: UnixStream, config: &ServiceConfig, start: &Start, running: &Mu
     if let (Some(broker), Ok(())) = (&config.home, &start.prepared) {
         let said = match broker.sync() {
             Ok(lines) => lines,
-            Err(refusal) => vec![format!("nothing came home: {refusal}")],
+            Err(refusal) => vec![format!("nothing came home: {}. Instead: {}.", refusal.why, refusal.instead)],
         };
         for line in said {
             let line = format!("agent-sandbox: {}\n", util::terminal_safe(&line));
             let _ = protocol::write_frame(&client, protocol::ERR, line.as_bytes());
+        }
+        // A push of a branch whose commits did not come home would send your older tip and
+        // say it worked.
+        if let Some(branch) = broker.not_home(&request.args) {
+            let refusal = Refusal {
+                why: format!("{branch} did not come home (above), so there is nothing of the session's to push"),
+                instead: "fix what the message above says, commit, then push again".into(),
+            };
+            let _ = protocol::write_frame(&client, protocol::ERR, format!("{refusal}\n").as_bytes());
+            let _ = protocol::write_frame(&client, protocol::EXIT, &1i32.to_be_bytes());
+            return;
         }
     }
     let code = match decide(&request, config, start).and_then(|command| copy_to_mirror(config).map(|()| command)) {

@@ -198,7 +198,19 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     args.bind("--ro-bind", host.root(), inside.root());
     args.bind("--ro-bind", plan.self_exe, &inside.marker());
     if let Some(git) = plan.session_git {
-        args.bind("--bind", &git.session, &git.dot_git);
+        // As the policy would have shown the project's `.git`: writable in a writable
+        // project, read-only in a read-only one; its hooks and config read-only always
+        // (mount points: they cannot be renamed away either), as the user's were.
+        match policy::access_of(&git.dot_git, plan.mounts) {
+            Some(Access::Rw) => args.bind("--bind", &git.session, &git.dot_git),
+            Some(Access::Ro) => args.bind("--ro-bind", &git.session, &git.dot_git),
+            Some(Access::Exclude) | None => {}
+        }
+        if policy::is_visible(&git.dot_git, plan.mounts) {
+            for name in ["hooks", "config"] {
+                args.bind("--ro-bind", &git.session.join(name), &git.dot_git.join(name));
+            }
+        }
         args.bind("--ro-bind", &git.user_git, &inside.user_git());
     }
     // The real executables first: an installation mounted whole must be copied before
@@ -731,18 +743,36 @@ mod tests {
             .iter()
             .skip_while(|arg| *arg != "/run/agent-sandbox/agent-sandbox")
             .skip(1)
-            .take(6)
+            .take(12)
             .map(String::as_str)
             .collect();
         // After the policy's mounts (the user's hooks, read-only, are under it, unseen)
         // and after the runtime directory, whose `user-git` is the mount point.
         assert_eq!(
             tail,
-            ["--bind", "/state/home/.git", "/p/.git", "--ro-bind", "/p/.git", "/run/agent-sandbox/user-git"]
+            [
+                "--bind",
+                "/state/home/.git",
+                "/p/.git",
+                "--ro-bind",
+                "/state/home/.git/hooks",
+                "/p/.git/hooks",
+                "--ro-bind",
+                "/state/home/.git/config",
+                "/p/.git/config",
+                "--ro-bind",
+                "/p/.git",
+                "/run/agent-sandbox/user-git"
+            ]
         );
         let hooks = args.iter().position(|arg| arg == "/p/.git/hooks").expect("the policy's mount");
         let session = args.iter().position(|arg| arg == "/state/home/.git").expect("the session");
         assert!(hooks < session, "{args:?}");
+        // A read-only project has a read-only session.
+        let read_only = [mount("/p", Access::Ro, Kind::Dir)];
+        let args = strings(bwrap_args(&Plan { mounts: &read_only, ..plan }));
+        let at = args.iter().position(|arg| arg == "/state/home/.git").expect("the session");
+        assert_eq!(args[at - 1], "--ro-bind", "{args:?}");
         let without = strings(bwrap_args(&Plan { session_git: None, ..plan }));
         assert!(!without.iter().any(|arg| arg.contains("user-git")), "{without:?}");
     }

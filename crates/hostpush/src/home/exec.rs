@@ -20,8 +20,8 @@ use std::{
 };
 
 use super::{
-    bring, check_home, decide, lineage, list_session_refs, refresh_plan, refuse, run_seed, seed_plan,
-    session_redirections, session_refs, told_after, user_refs, Home, Refs, State,
+    bring, check_home, decide, lineage, list_session_refs, refresh_plan_with, refuse, run_seed, seed_plan,
+    session_redirections, session_refs, told_after, user_refs, Home, RefUpdate, Refs, State,
 };
 use crate::{
     mirror::{self, Mirror, ViewBind},
@@ -137,19 +137,119 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
         }
         Err(err) => Err(refuse(format!("{}: {err}", session.display()), INSTEAD)),
         Ok(meta) if meta.is_dir() => {
-            let kept = format!("the agent's git is its own: {} is kept from earlier", session.display());
-            let Some(listed) = list_session_refs(&session) else { return Ok(kept) };
-            match refresh_plan(&x.home, &session, &listed, &refs) {
-                None => Ok(kept),
-                Some(plan) => {
-                    run_seed(x.seed_command(&session), &plan, INSTEAD)?;
-                    let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
-                    Ok(format!("{kept}; {moved} of its branches and tags follow yours"))
-                }
+            renew_own_files(&session, &seed_plan(&x.home, &all)?)?;
+            let mut said = format!("the agent's git is its own: {} is kept from earlier", session.display());
+            let Some(listed) = list_session_refs(&session) else { return Ok(said) };
+            let discarded = discarded(x, &listed, &refs);
+            if let Some(plan) = refresh_plan_with(&x.home, &session, &listed, &refs, discarded) {
+                run_seed(x.seed_command(&session), &plan, INSTEAD)?;
+                let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
+                said.push_str(&format!("; {moved} of its branches and tags follow yours"));
             }
+            take_users_index(x, &session, &refs);
+            Ok(said)
         }
         Ok(_) => Err(refuse(format!("{} is not a directory", session.display()), INSTEAD)),
     }
+}
+
+/// Every commit the session repository brought home, in any session: the directory the
+/// session lives in, which no sandbox shows.
+fn brought_record(x: &ExecHome) -> PathBuf {
+    x.top.join("brought")
+}
+
+fn read_brought(x: &ExecHome) -> std::collections::BTreeSet<String> {
+    let bytes = util::fs::read_regular_nofollow(&brought_record(x), 256 << 20).unwrap_or_default();
+    String::from_utf8_lossy(&bytes).lines().map(str::to_owned).collect()
+}
+
+/// The session's branches ahead of the user's by commits that all came home earlier:
+/// the user dropped them since (a reset on the host), so the session drops them too,
+/// rather than bring them back at its first sync.
+fn discarded(x: &ExecHome, session: &Refs, user: &Refs) -> Vec<RefUpdate> {
+    let brought = read_brought(x);
+    if brought.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (name, ours) in session.iter().filter(|(name, _)| name.starts_with("refs/heads/")) {
+        let Some(theirs) = user.get(name).filter(|theirs| *theirs != ours) else { continue };
+        let range = format!("{theirs}..{ours}");
+        let Ok(listed) = x.home.git(&["rev-list", &range], None) else { continue };
+        let listed = String::from_utf8_lossy(&listed).into_owned();
+        let dropped = !listed.trim().is_empty()
+            && listed.lines().all(|sha| brought.contains(sha))
+            && x.home.git(&["merge-base", "--is-ancestor", theirs, ours], None).is_ok();
+        if dropped {
+            out.push(RefUpdate { name: name.clone(), old: Some(ours.clone()), new: theirs.clone() });
+        }
+    }
+    out
+}
+
+/// The work tree is the user's between sessions: when the session's `HEAD` is the
+/// user's commit, its index becomes a copy of the user's (what the user staged or
+/// unstaged meanwhile), replacing the file rather than writing through it. Otherwise the
+/// session keeps its own (it works on another commit than the user's checkout).
+fn take_users_index(x: &ExecHome, session: &Path, user: &Refs) {
+    let commit_of = |head: &[u8], refs: &Refs| {
+        let head = String::from_utf8_lossy(head).trim().to_owned();
+        match head.strip_prefix("ref: ") {
+            Some(branch) => refs.get(branch).cloned(),
+            None => Some(head),
+        }
+    };
+    let Some(listed) = list_session_refs(session) else { return };
+    let ours =
+        util::fs::read_regular_nofollow(&session.join("HEAD"), 4096).ok().and_then(|head| commit_of(&head, &listed));
+    let theirs = util::fs::read_regular_nofollow(&x.home.user_git.join("HEAD"), 4096)
+        .ok()
+        .and_then(|head| commit_of(&head, user));
+    if ours.is_none() || ours != theirs {
+        return;
+    }
+    if let Ok(index) = util::fs::read_regular_nofollow(&x.home.user_git.join("index"), 1 << 30) {
+        let _ = util::fs::atomic_write(&session.join("index"), &index, 0o644);
+    }
+}
+
+/// A kept session's `config` and `hooks` become the user's again (the user may have
+/// changed theirs since). They are the host's: the sandbox shows them read-only, as
+/// mount points the agent can neither write nor rename, and nothing else shows the
+/// session; still, neither is followed if it is not what the host made.
+fn renew_own_files(session: &Path, plan: &super::SeedPlan) -> Result<(), Refusal> {
+    let failed = |what: &Path, err: std::io::Error| refuse(format!("{}: {err}", what.display()), INSTEAD);
+    let config = session.join("config");
+    let hooks = session.join("hooks");
+    let plain = |path: &Path, dir: bool| {
+        path.symlink_metadata().is_ok_and(|meta| if dir { meta.is_dir() } else { meta.is_file() })
+    };
+    if !plain(&config, false) || !plain(&hooks, true) {
+        return Err(refuse(
+            format!("{}: its config or hooks are not what agent-sandbox made", session.display()),
+            INSTEAD,
+        ));
+    }
+    let text = super::session_config(&plan.config);
+    if util::fs::read_regular_nofollow(&config, 1 << 20).ok().as_deref() != Some(text.as_bytes()) {
+        util::fs::atomic_write(&config, text.as_bytes(), 0o644).map_err(|err| failed(&config, err))?;
+    }
+    let wanted: Vec<&(String, Vec<u8>)> =
+        plan.hooks.iter().filter(|(name, _)| !name.contains('/') && name != "." && name != "..").collect();
+    for entry in std::fs::read_dir(&hooks).map_err(|err| failed(&hooks, err))?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !wanted.iter().any(|(wanted, _)| *wanted == name) {
+            std::fs::remove_file(entry.path()).map_err(|err| failed(&entry.path(), err))?;
+        }
+    }
+    for (name, bytes) in wanted {
+        let path = hooks.join(name);
+        if util::fs::read_regular_nofollow(&path, 1 << 20).ok().as_deref() != Some(bytes.as_slice()) {
+            util::fs::atomic_write(&path, bytes, 0o755).map_err(|err| failed(&path, err))?;
+        }
+    }
+    Ok(())
 }
 
 /// The broker of one session: one sync at a time (the push service's thread and the
@@ -185,6 +285,36 @@ impl Broker {
             let _ = std::fs::write(&self.exec.told, text.as_bytes());
         }
         result
+    }
+}
+
+impl Broker {
+    /// The first branch or tag a push with `args` (after `push`) would send whose
+    /// session value is not the user's: its commits did not come home.
+    pub fn not_home(&self, args: &[String]) -> Option<String> {
+        let x = &self.exec;
+        let session = list_session_refs(&x.session())?;
+        let user = user_refs(&x.home).ok()?;
+        let head = util::fs::read_regular_nofollow(&x.session().join("HEAD"), 4096).ok()?;
+        let head = String::from_utf8_lossy(&head).trim().strip_prefix("ref: ").map(str::to_owned);
+        let mut positional = args.iter().filter(|arg| !arg.starts_with('-')).skip(1).peekable();
+        let mut names: Vec<String> = Vec::new();
+        if positional.peek().is_none() {
+            names.extend(head.clone());
+        }
+        for spec in positional {
+            let source = spec.trim_start_matches('+').split(':').next().unwrap_or_default();
+            match source {
+                "" => {}
+                "HEAD" => names.extend(head.clone()),
+                name if name.starts_with("refs/") => names.push(name.to_owned()),
+                name => names.extend([format!("refs/heads/{name}"), format!("refs/tags/{name}")]),
+            }
+        }
+        names
+            .into_iter()
+            .find(|name| session.get(name).is_some_and(|ours| user.get(name) != Some(ours)))
+            .map(|name| name.trim_start_matches("refs/heads/").to_owned())
     }
 }
 
@@ -227,5 +357,13 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     if decisions.is_empty() {
         return Ok(Vec::new());
     }
-    bring(&x.home, &mirror, true, &decisions, &user, &mut state, &|state| x.write_state(state))
+    let save = |state: &State| {
+        let mut all = read_brought(x);
+        all.extend(state.brought.iter().cloned());
+        let text: String = all.iter().map(|sha| format!("{sha}\n")).collect();
+        util::fs::atomic_write(&brought_record(x), text.as_bytes(), 0o600)
+            .map_err(|err| refuse(format!("cannot record what came home: {err}"), "try again"))?;
+        x.write_state(state)
+    };
+    bring(&x.home, &mirror, true, &decisions, &user, &mut state, &save)
 }

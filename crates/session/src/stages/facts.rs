@@ -175,14 +175,19 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
         copy_exempt: masks::dependency_tree_names().map(OsString::from).collect(),
     };
     config.ro.extend(host_present.iter().map(|path| builtin_path(path)));
-    let session_git = session_git(&state_dir, &ctx.project_root, layout.as_ref());
+    let session_git = config
+        .git_session_repository
+        .value
+        .then(|| session_git(&state_dir, &ctx.project_root, layout.as_ref()))
+        .flatten();
     let facts =
         Facts { ctx, cache_dir, state_dir, repo, layout, net_policy, claude_state, host_present, watch, session_git };
     Ok((facts, config))
 }
 
-/// The agent's git is its own when the project's `.git` is the repository itself (a
-/// directory): the session repository per project in the state directory. A linked
+/// With `git.sessionRepository`, the agent's git is its own when the project's `.git` is
+/// the repository itself (a directory): the session repository per project in the state
+/// directory. A linked
 /// worktree or a submodule's work tree (`.git` a file) keeps the user's repository,
 /// watched by the session check.
 fn session_git(
