@@ -327,7 +327,7 @@ fn unknown_keys_in_a_section_suggest_from_the_tables() {
         ("{\"env\": {\"zzzzzzzz\": 1}}", "unknown key \"env.zzzzzzzz\" (valid keys: secretPatterns, allow, block)"),
         (
             "{\"git\": {\"zzzzzzzz\": 1}}",
-            "unknown key \"git.zzzzzzzz\" (valid keys: allowBranchDeletion, allowPlumbingCommits, verifiedPush)",
+            "unknown key \"git.zzzzzzzz\" (valid keys: allowBranchDeletion, allowPlumbingCommits, verifiedPush, sessionRepository)",
         ),
         ("{\"tools\": {\"zzzzzzzz\": 1}}", "unknown key \"tools.zzzzzzzz\" (valid keys: disallowed, readOnly)"),
         ("{\"container\": {\"memroy\": 1}}", "unknown key \"container.memroy\" (did you mean \"container.memory\"?)"),
