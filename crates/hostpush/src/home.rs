@@ -1480,8 +1480,55 @@ fn send(
     if let Some(global) = &home.global {
         command.env("GIT_CONFIG_GLOBAL", global);
     }
-    let out = command.output().map_err(|err| refuse(format!("cannot run git: {err}"), "check that git runs"))?;
-    Ok((!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).trim().to_owned()))
+    within_checks_limit(command)
+}
+
+/// How long one tip's checks may take before the broker ends them and counts the tip as
+/// refused: a check runs the session's code, which may never end, and `exec` waits for
+/// the last sync at its end.
+const CHECKS_LIMIT: Duration = Duration::from_secs(600);
+
+/// Runs the push `command` (its own process group, so that the checks it starts end
+/// with it) for at most [`CHECKS_LIMIT`]. `None`: it went in; else what it said.
+fn within_checks_limit(mut command: Command) -> Result<Option<String>, Refusal> {
+    use std::os::unix::process::CommandExt as _;
+    let mut child = command
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|err| refuse(format!("cannot run git: {err}"), "check that git runs"))?;
+    let stderr = child.stderr.take();
+    let (sender, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut stderr) = stderr {
+            let _ = stderr.read_to_end(&mut bytes);
+        }
+        let _ = sender.send(bytes);
+    });
+    let deadline = std::time::Instant::now() + CHECKS_LIMIT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) | Err(_) => {
+                // SAFETY: kill(2) on the group of a child this function started and has
+                // not reaped.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    // A process that left the group could hold the pipe open: not waited for long.
+    let said = said.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+    let said = String::from_utf8_lossy(&said).trim().to_owned();
+    Ok(match status {
+        Some(status) if status.success() => None,
+        Some(_) => Some(said),
+        None => Some(format!("its checks did not end within {} s, so they were ended\n{said}", CHECKS_LIMIT.as_secs())),
+    })
 }
 
 fn short(name: &str) -> &str {

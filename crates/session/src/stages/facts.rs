@@ -175,9 +175,10 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
         copy_exempt: masks::dependency_tree_names().map(OsString::from).collect(),
     };
     config.ro.extend(host_present.iter().map(|path| builtin_path(path)));
-    let session_git = config
-        .git_session_repository
-        .value
+    // Only with the `@git` preset: without it, `.git` is meant to be plain project files.
+    let git_preset = policy::presets::expand(&config.presets)
+        .is_ok_and(|presets| presets.iter().any(|(preset, _)| preset.name == "git"));
+    let session_git = (config.git_session_repository.value && git_preset)
         .then(|| session_git(&state_dir, &ctx.project_root, layout.as_ref()))
         .flatten();
     let facts =
