@@ -100,6 +100,8 @@ const PUSH_MIRROR: &str = "mirror.git";
 /// The push service and its private directory (removed when dropped; locked while it
 /// lives, so that the next start can tell a killed session's from a running one's).
 pub(crate) struct PushService {
+    /// What making the session repository said, and what it cost (for `--debug`).
+    pub(crate) said: Option<String>,
     broker: Option<std::sync::Arc<hostpush::home::exec::Broker>>,
     _service: hostpush::service::Service,
     _lock: std::fs::File,
@@ -170,15 +172,18 @@ pub(crate) fn start_push_service(
     let env: Vec<(OsString, OsString)> = std::env::vars_os()
         .map(|(name, value)| if name == "PATH" { (name, host_path_var.clone()) } else { (name, value) })
         .collect();
-    let broker = match (session_git, &git) {
+    let started = std::time::Instant::now();
+    let (broker, said) = match (session_git, &git) {
         (Some(session_git), Some(git)) => {
-            Some(std::sync::Arc::new(broker(session_git, git, &check, &path, runtime, &env)?))
+            let (broker, said) = broker(session_git, git, &check, &path, runtime, &env)?;
+            let said = format!("{said} ({} ms)", started.elapsed().as_millis());
+            (Some(std::sync::Arc::new(broker)), Some(said))
         }
         (Some(_), None) => anyhow::bail!(
             "no git on a PATH entry outside the project and every writable grant: the agent's git repository is made \
              and its commits are brought home with such a git only"
         ),
-        (None, _) => None,
+        (None, _) => (None, None),
     };
     let service = hostpush::service::start(
         listener,
@@ -203,7 +208,7 @@ pub(crate) fn start_push_service(
                 .to_owned()),
         }),
     );
-    Ok(PushService { broker, _service: service, _lock: lock, _dir: dir })
+    Ok(PushService { said, broker, _service: service, _lock: lock, _dir: dir })
 }
 
 /// The session repository's broker (`hostpush::home::exec`), its repository made or
@@ -215,7 +220,7 @@ fn broker(
     dir: &Path,
     runtime: &sandbox::runtime::Runtime,
     env: &[(OsString, OsString)],
-) -> Result<hostpush::home::exec::Broker> {
+) -> Result<(hostpush::home::exec::Broker, String)> {
     let settings = dir.join(PUSH_SETTINGS);
     let exec = hostpush::home::exec::ExecHome {
         home: hostpush::home::Home {
@@ -235,8 +240,8 @@ fn broker(
         state: dir.join("home.json"),
         told: runtime.layout().told(),
     };
-    hostpush::home::exec::prepare(&exec).map_err(|refusal| {
+    let said = hostpush::home::exec::prepare(&exec).map_err(|refusal| {
         anyhow::anyhow!("the agent's git repository could not be made: {}. Instead: {}", refusal.why, refusal.instead)
     })?;
-    Ok(hostpush::home::exec::Broker::new(exec))
+    Ok((hostpush::home::exec::Broker::new(exec), said))
 }

@@ -108,12 +108,11 @@ impl ExecHome {
 /// and hooks) or has a kept one follow what the user did meanwhile. What to say.
 pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
     check_home(&x.home)?;
-    let all = super::parse_refs(&x.home.git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
-    let refs: Refs = all
-        .iter()
-        .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
-        .map(|(name, sha)| (name.clone(), sha.clone()))
-        .collect();
+    // Read from the files when they are plain (no process to start), else by git.
+    let refs = match list_session_refs(&x.home.user_git) {
+        Some(refs) => refs,
+        None => user_refs(&x.home)?,
+    };
     x.write_state(&State { start: refs.clone(), known: refs.clone(), ..State::default() })?;
     let session = x.session();
     match session.symlink_metadata() {
@@ -125,6 +124,7 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
                 .mode(0o700)
                 .create(&x.top)
                 .map_err(|err| refuse(format!("cannot create {}: {err}", x.top.display()), INSTEAD))?;
+            let all = super::parse_refs(&x.home.git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
             let fresh = x.top.join(".git.new");
             let _ = std::fs::remove_dir_all(&fresh);
             std::fs::create_dir_all(&fresh)
@@ -137,7 +137,13 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
         }
         Err(err) => Err(refuse(format!("{}: {err}", session.display()), INSTEAD)),
         Ok(meta) if meta.is_dir() => {
-            renew_own_files(&session, &seed_plan(&x.home, &all)?)?;
+            // Only when the user's config or hooks changed since they were last taken.
+            let stamp = user_files_stamp(&x.home.user_git);
+            let renewed = x.top.join("renewed");
+            if util::fs::read_regular_nofollow(&renewed, 1 << 20).ok().as_deref() != Some(stamp.as_bytes()) {
+                renew_own_files(&session, &seed_plan(&x.home, &refs)?)?;
+                let _ = util::fs::atomic_write(&renewed, stamp.as_bytes(), 0o600);
+            }
             let mut said = format!("the agent's git is its own: {} is kept from earlier", session.display());
             let Some(listed) = list_session_refs(&session) else { return Ok(said) };
             let discarded = discarded(x, &listed, &refs);
@@ -212,6 +218,26 @@ fn take_users_index(x: &ExecHome, session: &Path, user: &Refs) {
     if let Ok(index) = util::fs::read_regular_nofollow(&x.home.user_git.join("index"), 1 << 30) {
         let _ = util::fs::atomic_write(&session.join("index"), &index, 0o644);
     }
+}
+
+/// What the user's config, hooks and info files are now, by their metadata (ctime
+/// moves with every change and cannot be set back).
+fn user_files_stamp(user_git: &Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let line = |rel: &str| match user_git.join(rel).symlink_metadata() {
+        Ok(meta) => format!("{rel} {} {}.{} {}\n", meta.ino(), meta.ctime(), meta.ctime_nsec(), meta.size()),
+        Err(_) => format!("{rel} -\n"),
+    };
+    let mut stamp: String = ["config", "hooks", "info/exclude", "info/attributes"].into_iter().map(line).collect();
+    let mut hooks: Vec<String> = std::fs::read_dir(user_git.join("hooks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| format!("hooks/{}", entry.file_name().to_string_lossy()))
+        .collect();
+    hooks.sort();
+    stamp.extend(hooks.iter().map(|rel| line(rel)));
+    stamp
 }
 
 /// A kept session's `config` and `hooks` become the user's again (the user may have
@@ -327,6 +353,12 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
             format!("the session repository leads elsewhere, so nothing in it comes home: {}", found.join("; ")),
             "remove those entries from .git",
         ));
+    }
+    // Nothing to bring (most commands move no ref): decided from the files alone.
+    if let (Some(ours), Some(theirs)) = (list_session_refs(&session), list_session_refs(&x.home.user_git)) {
+        if ours == theirs {
+            return Ok(Vec::new());
+        }
     }
     let mut prefix: String =
         x.view(&session, false).iter().map(|arg| util::single_quoted(arg)).collect::<Vec<_>>().join(" ");

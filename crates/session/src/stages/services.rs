@@ -118,7 +118,7 @@ fn push_service(
     // Once for both: the push's git, and the `PATH` it runs its helpers from.
     let search = programs::host_path(ctx, &policy.mounts);
     let git = programs::find_host_program("git", ctx, &policy.mounts, &search);
-    push::start_push_service(
+    let service = push::start_push_service(
         check,
         &facts.state_dir,
         &prepared.runtime,
@@ -126,7 +126,11 @@ fn push_service(
         (git, search.joined()),
         &decision.agent,
         facts.session_git.as_ref(),
-    )
+    )?;
+    if let Some(said) = &service.said {
+        debug(said);
+    }
+    Ok(service)
 }
 
 /// The allowlist's proxy on the runtime directory's socket, bound before the sandbox
