@@ -195,3 +195,20 @@ fn commits_the_user_dropped_on_the_host_do_not_come_back() {
     assert_eq!(out.trim(), before, "{out}");
     assert_eq!(world.git(&["rev-parse", "main"]).trim(), before);
 }
+
+/// A worktree the agent adds works inside, in this session and the next; its branch
+/// comes home like any other, and its `.git` file (which names a record of the
+/// session's) is not moved aside at the exit.
+#[test]
+fn a_worktree_added_inside_works_and_its_branch_comes_home() {
+    require_bwrap!();
+    let world = checked_world();
+    let run = world.sh(&[], "git worktree add -q wt -b side && cd wt && echo w > w && git add w && git commit -qm w");
+    run.ok();
+    assert!(!run.stderr().contains("moved it to"), "{}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "side"]).trim(), "w");
+    assert!(world.path("home/proj/wt/.git").is_file());
+    let out = world.sh(&[], "cd wt && git log -1 --format=%s && git status --porcelain").ok();
+    assert_eq!(out.trim(), "w");
+    assert_eq!(world.git(&["status", "--porcelain"]), "?? wt/\n");
+}

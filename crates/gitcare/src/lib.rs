@@ -62,6 +62,10 @@ pub struct Watch {
     /// Names of dependency trees (`node_modules`, `.venv`): copies inside them are not
     /// covered (their installers write editor and tool files of their own).
     pub copy_exempt: Vec<std::ffi::OsString>,
+    /// The agent's git is its own (`hostpush::home::exec`): the user's `.git` is not
+    /// writable inside, and a worktree the agent adds names a record of the session's at
+    /// the user's path ([`names_a_worktree_slot`]).
+    pub session_repository: bool,
 }
 
 impl Watch {
@@ -228,7 +232,13 @@ pub fn observe(watch: &Watch, found: &walk::Found) -> State {
     State {
         had_git: root.join(".git").symlink_metadata().is_ok(),
         files: paths.into_iter().map(|path| (path.clone(), read(&path))).collect(),
-        worktree_gitlinks: nested.keys().filter(|entry| is_worktree_gitlink(entry, common)).cloned().collect(),
+        worktree_gitlinks: nested
+            .keys()
+            .filter(|entry| {
+                is_worktree_gitlink(entry, common) || (watch.session_repository && names_a_worktree_slot(entry, common))
+            })
+            .cloned()
+            .collect(),
         nested,
         bare,
         modules,
@@ -438,6 +448,16 @@ fn bare_layouts(heads: &[PathBuf], common_dir: Option<&Path>) -> Vec<PathBuf> {
         .filter(|dir| gitfacts::looks_like_repository(dir))
         .map(Path::to_path_buf)
         .collect()
+}
+
+/// With a session repository: whether `entry` is a `.git` file naming
+/// `<common>/worktrees/<name>`, as `git worktree add` inside writes it (the record is the
+/// session's, at the same path inside). On the host it leads only into the user's own
+/// `.git`, which the agent cannot write: nowhere, or to a record of the user's.
+fn names_a_worktree_slot(entry: &Path, common_dir: Option<&Path>) -> bool {
+    let (Some(common), Some(target)) = (common_dir, gitfacts::read_gitlink(entry)) else { return false };
+    let plain = target.file_name().is_some_and(|name| name != "." && name != "..");
+    plain && target.parent() == Some(common.join("worktrees").as_path())
 }
 
 /// Whether `entry` is the `.git` file of a worktree of this repository (one that its

@@ -63,6 +63,8 @@ struct Saved {
     copy_rules: Vec<String>,
     #[serde(default)]
     copy_exempt: Vec<String>,
+    #[serde(default)]
+    session_repository: bool,
     /// The ref tips at the baseline's start, when commits are tracked.
     #[serde(default)]
     ref_tips: Option<Vec<String>>,
@@ -78,6 +80,7 @@ impl Saved {
             host_files: watch.host_files.iter().map(|path| codec::encode(path)).collect(),
             copy_rules: watch.copy_rules.iter().map(|path| codec::encode(path)).collect(),
             copy_exempt: watch.copy_exempt.iter().map(|name| codec::encode(Path::new(name))).collect(),
+            session_repository: watch.session_repository,
             ref_tips: None,
             state,
         }
@@ -98,6 +101,7 @@ impl Saved {
                 .iter()
                 .map(|text| codec::decode(text).map(PathBuf::into_os_string))
                 .collect::<Option<_>>()?,
+            session_repository: self.session_repository,
         })
     }
 }

@@ -161,6 +161,7 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
     // Project files the host runs later: read-only (parents pinned) when present; the
     // absent ones are watched by the exit check.
     let (host_present, host_absent) = host_executed(&config, &ctx.project_root)?;
+    let session_git = session_git(&config, &state_dir, &ctx.project_root, layout.as_ref());
     // What the session check watches, the same at start and at exit; copies of host-run
     // files in subdirectories are found by the scan.
     let watch = gitcare::Watch {
@@ -173,29 +174,30 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
             .map(PathBuf::from)
             .collect(),
         copy_exempt: masks::dependency_tree_names().map(OsString::from).collect(),
+        session_repository: session_git.is_some(),
     };
     config.ro.extend(host_present.iter().map(|path| builtin_path(path)));
-    // Only with the `@git` preset: without it, `.git` is meant to be plain project files.
-    let git_preset = policy::presets::expand(&config.presets)
-        .is_ok_and(|presets| presets.iter().any(|(preset, _)| preset.name == "git"));
-    let session_git = (config.git_session_repository.value && git_preset)
-        .then(|| session_git(&state_dir, &ctx.project_root, layout.as_ref()))
-        .flatten();
     let facts =
         Facts { ctx, cache_dir, state_dir, repo, layout, net_policy, claude_state, host_present, watch, session_git };
     Ok((facts, config))
 }
 
-/// With `git.sessionRepository`, the agent's git is its own when the project's `.git` is
-/// the repository itself (a directory): the session repository per project in the state
-/// directory. A linked
-/// worktree or a submodule's work tree (`.git` a file) keeps the user's repository,
-/// watched by the session check.
+/// With `git.sessionRepository` and the `@git` preset (without it, `.git` is meant to
+/// be plain project files), the agent's git is its own when the project's `.git` is the
+/// repository itself (a directory): the session repository per project in the state
+/// directory. A linked worktree or a submodule's work tree (`.git` a file) keeps the
+/// user's repository, watched by the session check.
 fn session_git(
+    config: &config::Config,
     state_dir: &Path,
     project_root: &Path,
     layout: Option<&gitfacts::Layout>,
 ) -> Option<sandbox::plan::SessionGit> {
+    let git_preset = policy::presets::expand(&config.presets)
+        .is_ok_and(|presets| presets.iter().any(|(preset, _)| preset.name == "git"));
+    if !(config.git_session_repository.value && git_preset) {
+        return None;
+    }
     let layout = layout?;
     let dot_git = project_root.join(".git");
     let own = dot_git.symlink_metadata().is_ok_and(|meta| meta.is_dir())
