@@ -212,3 +212,21 @@ fn a_worktree_added_inside_works_and_its_branch_comes_home() {
     assert_eq!(out.trim(), "w");
     assert_eq!(world.git(&["status", "--porcelain"]), "?? wt/\n");
 }
+
+/// The broker's checks see the project's dependency directories, as a push's do: a
+/// check that needs `node_modules` passes, and a commit comes home.
+#[test]
+fn the_brokers_checks_see_the_projects_dependencies() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/.gitignore", "node_modules/\n");
+    world.write("home/proj/node_modules/dep/index.js", "\n");
+    world.project_config(
+        r#"{ "checks": { "commands": ["test -f node_modules/dep/index.js"] }, "git": { "sessionRepository": true } }"#,
+    );
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "config"]);
+    let run = world.sh(&[], "echo ok > ok && git add ok && git commit -qm ok");
+    run.ok();
+    assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "ok", "{}", run.stderr());
+}

@@ -364,6 +364,10 @@ pub struct Home {
     pub settings: PathBuf,
     /// The hook guard's git's global configuration (`GIT_CONFIG_GLOBAL`), when its own.
     pub global: Option<PathBuf>,
+    /// Where the checks' hook starts (it finds the project's dependency directories
+    /// there): the work tree on the host; `None` in a container, whose checks' settings
+    /// name the project themselves.
+    pub work_tree: Option<PathBuf>,
 }
 
 impl Home {
@@ -378,6 +382,7 @@ impl Home {
             hooks: state.join("hooks"),
             settings: state.join("settings.json"),
             global: Some(state.join("gitconfig")),
+            work_tree: None,
         }
     }
 
@@ -1472,7 +1477,7 @@ fn send(
         .args(["push", "--quiet", "--receive-pack", &receive])
         .arg(&home.user_git)
         .arg(&refspec)
-        .current_dir(mirror.path)
+        .current_dir(home.work_tree.as_deref().unwrap_or(mirror.path))
         .env_clear()
         .envs(mirror.env.iter().map(|(name, value)| (name, value)))
         .env(crate::service::SETTINGS_VAR, &home.settings)

@@ -231,6 +231,7 @@ fn broker(
             hooks: dir.join("hooks"),
             settings,
             global: None,
+            work_tree: session_git.dot_git.parent().map(Path::to_path_buf),
         },
         top: session_git.session.parent().map(Path::to_path_buf).unwrap_or_default(),
         bwrap: check.bwrap.clone(),
