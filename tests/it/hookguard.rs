@@ -141,6 +141,7 @@ fn outside_a_sandbox_an_unallowed_project_config_runs_nothing() {
 fn pre_push_stops_what_slipped_past_the_git_guard() {
     require_bwrap!();
     let world = guarded_world();
+    world.users_own_git_inside();
     let remote = world.path("home/remote.git");
     let rw = ["--rw", remote.to_str().expect("utf-8")];
     let (main, feature) = (remote_ref(&world, "refs/heads/main"), remote_ref(&world, "refs/heads/feature"));

@@ -4,8 +4,12 @@
 
 use crate::support::{require_bwrap, World};
 
+/// These attacks target the user's own `.git` inside, as a project whose `.git` is a
+/// file has it (or with `git.sessionRepository` off); with the session repository the
+/// same plants land in the session (`session_repo::*`).
 fn world_with_private_home() -> World {
     let world = World::new();
+    world.users_own_git_inside();
     world.write("home/private.txt", "TOPSECRET\n");
     world.write("home/proj/.git/hooks/pre-commit", "#!/bin/sh\necho hook-ran >&2\nexit 1\n");
     world.chmod("home/proj/.git/hooks/pre-commit", 0o755);

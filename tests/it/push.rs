@@ -9,8 +9,11 @@ use crate::support::{require_bwrap, World};
 
 /// A project with the check `test ! -e BROKEN`, `.husky` protected (a built-in default),
 /// pushed to a bare remote beside it that the sandbox can read but not write.
+/// Pushes from the user's own `.git` inside (`git.sessionRepository` off), whose plants
+/// these tests make; with the session repository, `session_repo::*`.
 fn pushed_world() -> World {
     let world = World::new();
+    world.users_own_git_inside();
     world.write("home/proj/src.txt", "one\n");
     world.write("home/proj/.husky/pre-commit", "npm test\n");
     world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
@@ -569,6 +572,7 @@ fn a_killed_sessions_push_directory_is_removed_at_the_next_start() {
 fn checks_never_run_programs_planted_on_the_users_path_in_the_project() {
     require_bwrap!();
     let world = World::new();
+    world.users_own_git_inside();
     world.write("home/.local/bin/lint", "#!/bin/sh\necho real lint ran >&2\ntest ! -e BROKEN\n");
     world.chmod("home/.local/bin/lint", 0o755);
     world.write(

@@ -230,3 +230,18 @@ fn the_brokers_checks_see_the_projects_dependencies() {
     run.ok();
     assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "ok", "{}", run.stderr());
 }
+
+/// FIFOs the agent plants where the host's git would read (a nested repository's
+/// `HEAD` in the work tree, a worktree record in the session) hold neither the broker
+/// nor the end of the session for long.
+#[test]
+fn fifos_the_agent_plants_hold_neither_the_broker_nor_the_end() {
+    require_bwrap!();
+    let world = checked_world();
+    let plant = "mkdir -p sub/.git && mkfifo sub/.git/HEAD && echo ok > ok && git add ok && git commit -qm ok \
+                 && mkdir -p .git/worktrees/x && mkfifo .git/worktrees/x/commondir";
+    let run = world.cmd().args(["exec", "--", "sh", "-c", plant]).run_within(90);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    world.git(&["status", "--porcelain"]);
+    assert!(!world.path("home/proj/.git/worktrees").exists());
+}

@@ -985,6 +985,9 @@ fn new_commits(repo: &Repo, tip: &str, on_remote: &[String]) -> Result<Vec<Strin
 
 /// Ignored directories holding a project's dependencies, shown to checks that run in a
 /// temporary worktree (as links to the project's own).
+/// How long listing the work tree's dependency directories may take.
+const DEPENDENCY_LISTING: std::time::Duration = std::time::Duration::from_secs(20);
+
 const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"];
 
 /// Runs the checks on `commit`: in place when it is the checked-out HEAD and the work
@@ -1089,13 +1092,30 @@ fn check_commit(
 /// The ignored dependency directories of the work tree (`node_modules`, `.venv`, …, at
 /// any depth git lists them), relative to its top.
 fn dependency_dirs(repo: &Repo) -> Vec<String> {
-    let listed = repo
+    let spawned = repo
         .project_command(&["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"])
         .stdin(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .output();
-    let Some(listing) = listed.ok().filter(|out| out.status.success()).map(|out| out.stdout) else {
-        return Vec::new();
+        .spawn();
+    let Ok(child) = spawned else { return Vec::new() };
+    // The work tree is the agent's: a FIFO where git looks for a nested repository would
+    // hold the listing, and the push (or the broker, at the session's end) with it.
+    let pid = child.id();
+    let listed = util::within(DEPENDENCY_LISTING, move || child.wait_with_output());
+    let listing = match listed {
+        Some(Ok(out)) if out.status.success() => out.stdout,
+        Some(_) => return Vec::new(),
+        None => {
+            // SAFETY: kill(2) on a child that is not reaped yet (its waiter is blocked).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            eprintln!(
+                "agent-sandbox: note: the project's dependency directories could not be listed within {} s (a FIFO \
+                 in the work tree?): the checks run without them",
+                DEPENDENCY_LISTING.as_secs()
+            );
+            return Vec::new();
+        }
     };
     listing
         .split(|b| *b == 0)

@@ -86,7 +86,37 @@ pub fn redirections(git_dir: &Path, refused_files: bool) -> Vec<String> {
         }
     }
     walk_refs(git_dir, &mut found);
+    worktree_records(git_dir, &mut found);
     found
+}
+
+/// The worktree records (`worktrees/<n>/…`, which git reads for their `HEAD`s and
+/// `commondir`s): only directories and regular files, so that no reader opens a FIFO.
+fn worktree_records(git_dir: &Path, found: &mut Vec<String>) {
+    let worktrees = git_dir.join("worktrees");
+    match worktrees.symlink_metadata() {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(meta) => return found.push(format!(".git/worktrees: {}", what(meta.file_type()))),
+        Err(_) => return,
+    }
+    let Ok(records) = std::fs::read_dir(&worktrees) else {
+        return found.push(".git/worktrees: cannot be listed".to_owned());
+    };
+    for record in records.flatten().take(10_000) {
+        let Ok(kind) = record.file_type() else { continue };
+        if !kind.is_dir() {
+            found.push(format!("{}: {}", shown(git_dir, &record.path()), what(kind)));
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(record.path()) else { continue };
+        for entry in entries.flatten().take(10_000) {
+            match entry.file_type() {
+                Ok(kind) if kind.is_file() || kind.is_dir() => {}
+                Ok(kind) => found.push(format!("{}: {}", shown(git_dir, &entry.path()), what(kind))),
+                Err(_) => {}
+            }
+        }
+    }
 }
 
 /// The refusal for what [`redirections`] found.
@@ -205,6 +235,13 @@ mod tests {
         symlink(&elsewhere, git.join("objects/pack/pack-1.pack")).expect("ln");
         let status = std::process::Command::new("mkfifo").arg(git.join("refs/tags/v1")).status().expect("mkfifo");
         assert!(status.success());
+        // A worktree record git reads: a FIFO would hold any reader; a plain one is fine.
+        std::fs::create_dir_all(git.join("worktrees/x")).expect("mkdir");
+        std::fs::create_dir_all(git.join("worktrees/ok")).expect("mkdir");
+        std::fs::write(git.join("worktrees/ok/commondir"), "../..\n").expect("write");
+        let status =
+            std::process::Command::new("mkfifo").arg(git.join("worktrees/x/commondir")).status().expect("mkfifo");
+        assert!(status.success());
         let mut found = redirections(&git, false);
         found.sort();
         assert_eq!(
@@ -217,6 +254,7 @@ mod tests {
                 ".git/refs/heads/topic/two: a link",
                 ".git/refs/remotes: a link",
                 ".git/refs/tags/v1: a FIFO",
+                ".git/worktrees/x/commondir: a FIFO",
             ]
         );
 

@@ -54,7 +54,7 @@ pub fn session_top(project_state: &Path) -> PathBuf {
 
 /// coreutils' `timeout`, which bounds the mirror's reader.
 const TIMEOUT: &str = "/usr/bin/timeout";
-const READER_SECS: u32 = 120;
+const READER_SECS: u32 = 30;
 
 const INSTEAD: &str = "remove the session repository (its path is above) and start again";
 
