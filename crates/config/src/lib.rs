@@ -231,8 +231,9 @@ pub struct Config {
     /// `git.verifiedPush` (containers): every push goes to the image's verifier (root,
     /// through its one sudo rule), which checks it and pushes with root's git setup.
     pub git_verified_push: Sourced<bool>,
-    /// `git.sessionRepository` (`exec`): the agent's git is its own, and commits reach
-    /// the user's branches only through the host's broker (`hostpush::home::exec`).
+    /// `git.sessionRepository` (`exec`, on by default): the agent's git is its own, and
+    /// commits reach the user's branches only through the host's broker
+    /// (`hostpush::home::exec`).
     pub git_session_repository: Sourced<bool>,
     /// `checks.commands`: shell commands the hook guard runs before a commit and on
     /// every commit being pushed.
@@ -420,7 +421,7 @@ pub fn merge(layers: Vec<Layer>) -> Config {
         git_allow_branch_deletion: Sourced { value: false, origin: builtin.clone() },
         git_allow_plumbing_commits: Sourced { value: false, origin: builtin.clone() },
         git_verified_push: Sourced { value: false, origin: builtin.clone() },
-        git_session_repository: Sourced { value: false, origin: builtin.clone() },
+        git_session_repository: Sourced { value: true, origin: builtin.clone() },
         check_commands: Vec::new(),
         protected_paths: Vec::new(),
         check_humans: Sourced { value: false, origin: builtin.clone() },

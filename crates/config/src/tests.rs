@@ -286,28 +286,31 @@ fn every_list_key_round_trips_from_file_to_show() {
     }
 }
 
-/// The same for every boolean: a file layer sets it, it is merged with its origin and
-/// shown under the same dotted key.
+/// The same for every boolean: a file layer sets it (to the other value than its
+/// default), it is merged with its origin and shown under the same dotted key.
 #[test]
 fn every_bool_key_round_trips_from_file_to_show() {
     for bool_key in BOOL_KEYS {
         let (section, name) = bool_key.key.split_once('.').expect("section.name");
         let default = merge(vec![]);
-        assert!(!(bool_key.config)(&default).value, "{} defaults to false", bool_key.key);
-        let text = format!("{{\"{section}\": {{\"{name}\": true}}}}");
-        let column = text.find("true").expect("the value") + 1;
+        // Only `git.sessionRepository` is on unless turned off.
+        let on_by_default = bool_key.key == "git.sessionRepository";
+        assert_eq!((bool_key.config)(&default).value, on_by_default, "{}'s default", bool_key.key);
+        let set = !on_by_default;
+        let text = format!("{{\"{section}\": {{\"{name}\": {set}}}}}");
+        let column = text.find(&set.to_string()).expect("the value") + 1;
         let config = merge(vec![project(&text).expect(bool_key.key)]);
         let origin = format!("project (/p/.agent-sandbox/config.jsonc:1:{column})");
 
         let value = (bool_key.config)(&config);
-        assert!(value.value, "{}", bool_key.key);
+        assert_eq!(value.value, set, "{}", bool_key.key);
         assert_eq!(value.origin.to_string(), origin, "{}", bool_key.key);
         assert!(
-            config.to_text().contains(&format!("{:<26} {:<40} # {origin}\n", bool_key.key, "true")),
+            config.to_text().contains(&format!("{:<26} {:<40} # {origin}\n", bool_key.key, set.to_string())),
             "{}",
             bool_key.key
         );
-        assert_eq!(config.to_json()[section][name], serde_json::json!({ "value": true, "from": origin }));
+        assert_eq!(config.to_json()[section][name], serde_json::json!({ "value": set, "from": origin }));
     }
 }
 
