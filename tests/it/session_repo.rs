@@ -245,3 +245,58 @@ fn fifos_the_agent_plants_hold_neither_the_broker_nor_the_end() {
     world.git(&["status", "--porcelain"]);
     assert!(!world.path("home/proj/.git/worktrees").exists());
 }
+
+/// A project that is a linked worktree of the user's repository has a session
+/// repository too: it stands at the record the worktree's `.git` file names, and that
+/// file, the user's repository and the session's config are read-only. A commit comes
+/// home on the worktree's branch through the checks. A branch the user's other
+/// checkout has stays where it is: the agent's commit on it waits.
+#[test]
+fn a_linked_worktree_gets_its_own_git_and_the_users_checkout_stays() {
+    require_bwrap!();
+    let world = checked_world();
+    world.git(&["worktree", "add", "-q", "../wt", "-b", "feature"]);
+    let wt = world.path("home/wt");
+    world.cmd().current_dir(&wt).args(["config", "allow"]).run().ok();
+    let main_before = world.git(&["rev-parse", "main"]);
+    let ran = world.path("ran");
+    let exec = |script: &str| world.cmd().current_dir(&wt).args(["exec", "--", "sh", "-c", script]).run();
+    let script = format!(
+        "echo ok > ok && git add ok && git commit -qm ok && \
+         (echo 'gitdir: /tmp' > .git 2>/dev/null && echo GITFILE-WRITABLE; true) && \
+         (touch {main}/x 2>/dev/null; true) && \
+         (touch /run/agent-sandbox/user-git/x 2>/dev/null && echo USER-GIT-WRITABLE; true) && \
+         (printf '[core]\\n\\tfsmonitor = touch {ran}\\n' >> \"$(git rev-parse --git-dir)/config\" 2>/dev/null \
+            && echo CONFIG-WRITABLE; true) && \
+         git status --porcelain && git log -1 --format=%s",
+        main = world.path("home/proj/.git").display(),
+        ran = ran.display()
+    );
+    let run = exec(&script);
+    let out = run.ok();
+    for marker in ["GITFILE-WRITABLE", "USER-GIT-WRITABLE", "CONFIG-WRITABLE"] {
+        assert!(!out.contains(marker), "{out}");
+    }
+    assert_eq!(out.trim(), "ok", "{}", run.stderr());
+    // Its path inside is only the mount point's parent, made in the sandbox's own tmpfs.
+    assert!(!world.path("home/proj/.git/x").exists(), "the user's repository was written");
+    assert!(run.stderr().contains("feature is now"), "{}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "feature"]).trim(), "ok");
+    assert_eq!(world.git_in(&wt, &["status", "--porcelain"]), "");
+    assert_eq!(world.git(&["status", "--porcelain"]), "");
+    assert!(!ran.exists(), "the user's git ran a command the agent chose");
+    // A commit that fails the checks stays out; one on the branch the user's main
+    // checkout has waits, and that checkout does not move.
+    let run = exec(
+        "touch BROKEN && git add BROKEN && git commit -qnm sneaky; git checkout -q main && \
+                    git reset -q --hard HEAD && echo m > m && git add m && git commit -qm on-main",
+    );
+    run.ok();
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "feature"]).trim(), "ok", "{}", run.stderr());
+    assert_eq!(world.git(&["rev-parse", "main"]), main_before);
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "refs/agent-sandbox/waiting/heads/main"]).trim(), "on-main");
+    assert!(run.stderr().contains("your checkout has it checked out"), "{}", run.stderr());
+    assert_eq!(world.git_in(&wt, &["symbolic-ref", "HEAD"]).trim(), "refs/heads/feature");
+    assert_eq!(world.git(&["status", "--porcelain"]), "");
+    assert!(!ran.exists());
+}

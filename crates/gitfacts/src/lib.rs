@@ -130,6 +130,26 @@ pub fn layout(root: &Path) -> Option<Layout> {
     }
 }
 
+/// Where a session repository stands in for the user's git directory of the work tree
+/// `root` (`hostpush::home::exec`): `root/.git` when it is the repository's own
+/// directory; else the directory its `.git` file names (a linked worktree's record, a
+/// submodule's or a separate git directory), when that path is what the filesystem
+/// calls it (git inside follows the file to the same path) and holds neither the
+/// project nor the home directory `home`. `None`: no session repository can stand there.
+pub fn session_mount(root: &Path, home: &Path, layout: &Layout) -> Option<PathBuf> {
+    let dot_git = root.join(".git");
+    if layout.git_dir == dot_git {
+        return (layout.common_dir == dot_git).then_some(dot_git);
+    }
+    let git_dir = &layout.git_dir;
+    let plain = git_dir.symlink_metadata().is_ok_and(|meta| meta.is_dir())
+        && git_dir.canonicalize().ok().as_ref() == Some(git_dir)
+        && !root.starts_with(git_dir)
+        && !home.starts_with(git_dir)
+        && dot_git.symlink_metadata().is_ok_and(|meta| meta.is_file());
+    plain.then(|| git_dir.clone())
+}
+
 /// A worktree record's `gitdir` file: the path of the worktree's `.git` file, one line.
 pub fn read_gitlink_record(gitdir_file: &Path) -> Option<PathBuf> {
     let bytes = read_pointer(gitdir_file)?;

@@ -85,6 +85,40 @@ fn layouts_match_git_for_plain_repositories_worktrees_and_submodules() {
     assert_eq!(gitfacts::module_git_dirs(&main.join(".git/modules")), vec![main.join(".git/modules/libs/foo")]);
 }
 
+/// A session repository stands where git looks for the work tree's git directory: the
+/// plain `.git`, a linked worktree's record, a submodule's directory; not where that
+/// directory holds the project or home, nor behind a symlink (git inside would follow
+/// the `.git` file to another path than the one the sandbox covers).
+#[test]
+fn a_session_repository_stands_where_git_finds_the_git_directory() {
+    let (_dir, root) = tmp();
+    let home = root.join("home");
+    let main = repo(&home.join("main"));
+    git(&main, &["worktree", "add", "-q", "../linked"]).expect("worktree add");
+    let lib = repo(&root.join("lib"));
+    git(
+        &main,
+        &["-c", "protocol.file.allow=always", "submodule", "add", "-q", lib.to_str().expect("utf-8"), "libs/foo"],
+    )
+    .expect("submodule add");
+    let mount =
+        |work: &Path, home: &Path| gitfacts::session_mount(work, home, &gitfacts::layout(work).expect("a layout"));
+    assert_eq!(mount(&main, &home), Some(main.join(".git")));
+    assert_eq!(mount(&home.join("linked"), &home), Some(main.join(".git/worktrees/linked")));
+    assert_eq!(mount(&main.join("libs/foo"), &home), Some(main.join(".git/modules/libs/foo")));
+    // A git directory that holds the home directory is never covered.
+    assert_eq!(mount(&home.join("linked"), &main.join(".git/worktrees/linked/x")), None);
+    // Named through a symlink: git inside would reach it by another path.
+    std::os::unix::fs::symlink(&main, root.join("alias")).expect("symlink");
+    std::fs::write(
+        home.join("linked/.git"),
+        format!("gitdir: {}\n", root.join("alias/.git/worktrees/linked").display()),
+    )
+    .expect("write");
+    let layout = gitfacts::layout(&home.join("linked")).expect("git still follows it");
+    assert_eq!(gitfacts::session_mount(&home.join("linked"), &home, &layout), None);
+}
+
 #[test]
 fn repositories_are_recognised_as_git_recognises_them() {
     let (_dir, root) = tmp();

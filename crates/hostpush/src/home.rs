@@ -154,13 +154,14 @@ pub enum Lineage {
 
 /// Per ref of `refs/heads/` and `refs/tags/`: the session's value against the user's
 /// (`user`), given what the broker knows (`state`) and how two tips relate (`lineage`:
-/// user's, session's). `checked_out`: the branch the user's own checkout has, which a
-/// session working elsewhere (branch mode) never moves. Pure.
+/// user's, session's). `checked_out`: the branches the user's other checkouts have (a
+/// branch sandbox's user, the user's other worktrees), which the session never moves:
+/// their work trees and indexes would no longer match. Pure.
 pub fn decide(
     state: &State,
     user: &Refs,
     session: &Refs,
-    checked_out: Option<&str>,
+    checked_out: &[String],
     lineage: &dyn Fn(&str, &str) -> Lineage,
 ) -> Vec<Decision> {
     let names: BTreeSet<&String> = user.keys().chain(session.keys()).collect();
@@ -185,7 +186,7 @@ pub fn decide(
                 }
             }
             (Some(ours), Some(_)) if tag => out.push(wait(ours, "a tag that exists is not moved")),
-            (Some(ours), Some(theirs)) if checked_out == Some(name.as_str()) => {
+            (Some(ours), Some(theirs)) if checked_out.contains(name) => {
                 if lineage(theirs, ours) != Lineage::Behind {
                     out.push(wait(ours, "your checkout has it checked out: bring work home on another branch"));
                 }
@@ -355,6 +356,9 @@ pub struct Home {
     pub git: PathBuf,
     /// The user's `.git` (the common directory).
     pub user_git: PathBuf,
+    /// The user's git directory of the work tree the session stands for (its `HEAD`
+    /// and index): `user_git`, or a linked worktree's record in it.
+    pub git_dir: PathBuf,
     /// Where the session repository sees the user's `.git` (its alternates lead there).
     pub user_git_inside: PathBuf,
     /// git's environment: none of the agent's.
@@ -377,6 +381,7 @@ impl Home {
         Home {
             git: PathBuf::from(CONTAINER_REAL_GIT),
             user_git: PathBuf::from(CONTAINER_HOME_GIT),
+            git_dir: PathBuf::from(CONTAINER_HOME_GIT),
             user_git_inside: PathBuf::from(CONTAINER_USER_GIT),
             env: verify::root_env(),
             hooks: state.join("hooks"),
@@ -400,7 +405,7 @@ impl Home {
                 "core.hooksPath=/dev/null",
                 "--git-dir",
             ])
-            .arg(&self.user_git)
+            .arg(&self.git_dir)
             .args(args)
             .current_dir(&self.user_git)
             .env_clear()
@@ -860,7 +865,7 @@ fn safe_key(key: &str) -> bool {
 
 pub(crate) fn seed_plan(home: &Home, all: &Refs) -> Result<SeedPlan, Refusal> {
     let user_git = &home.user_git;
-    let head = util::fs::read_regular_nofollow(&user_git.join("HEAD"), 4096)
+    let head = util::fs::read_regular_nofollow(&home.git_dir.join("HEAD"), 4096)
         .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
         .map_err(|err| refuse(format!("your repository's HEAD cannot be read: {err}"), "fix it on the host"))?;
     let mut packed_refs = String::from("# pack-refs with: sorted \n");
@@ -1121,7 +1126,7 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     };
     let brought = state.brought.clone();
     let lineage = |theirs: &str, ours: &str| lineage(&mirror, &brought, theirs, ours);
-    let decisions = decide(&state, &user, &session, checked_out.as_deref(), &lineage);
+    let decisions = decide(&state, &user, &session, checked_out.as_slice(), &lineage);
     if decisions.is_empty() {
         return Ok(Vec::new());
     }
@@ -1536,18 +1541,42 @@ fn within_checks_limit(mut command: Command) -> Result<Option<String>, Refusal> 
     })
 }
 
+/// The branches the user's other checkouts of this repository have (`git worktree
+/// list`, the work tree at `home.work_tree` left out): a session neither moves them nor
+/// switches to them. None without linked worktrees (no process then).
+pub(crate) fn other_checkouts(home: &Home) -> Vec<String> {
+    let Some(ours) = home.work_tree.as_deref() else { return Vec::new() };
+    if !home.user_git.join("worktrees").symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
+        return Vec::new();
+    }
+    let Ok(listing) = home.git(&["worktree", "list", "--porcelain", "-z"], None) else { return Vec::new() };
+    let ours = ours.canonicalize().unwrap_or_else(|_| ours.to_path_buf());
+    let mut out = Vec::new();
+    let mut theirs = false;
+    for field in String::from_utf8_lossy(&listing).split('\0') {
+        if let Some(path) = field.strip_prefix("worktree ") {
+            theirs = Path::new(path).canonicalize().unwrap_or_else(|_| PathBuf::from(path)) != ours;
+        } else if let Some(branch) = field.strip_prefix("branch ").filter(|_| theirs) {
+            out.push(branch.to_owned());
+        }
+    }
+    out
+}
+
 fn short(name: &str) -> &str {
     name.strip_prefix("refs/heads/").or_else(|| name.strip_prefix("refs/")).unwrap_or(name)
 }
 
 /// The user's `HEAD` follows the session's branch switches (to a branch the user's
-/// repository has), and the user's index is rebuilt from `HEAD` when its commit moved.
+/// repository has and no other checkout of the user's has), and the user's index is
+/// rebuilt from `HEAD` when its commit moved.
 fn follow_head(home: &Home, mirror: &Mirror, before: Option<&[u8]>) -> Result<(), Refusal> {
     if let Ok(branch) = mirror.git(&["symbolic-ref", "-q", "HEAD"]) {
         let branch = String::from_utf8_lossy(&branch).trim().to_owned();
         let current = home.git(&["symbolic-ref", "-q", "HEAD"], None).unwrap_or_default();
         let exists = home.git(&["rev-parse", "-q", "--verify", &branch], None).is_ok();
-        if String::from_utf8_lossy(&current).trim() != branch && exists {
+        let switch = String::from_utf8_lossy(&current).trim() != branch && exists;
+        if switch && !other_checkouts(home).contains(&branch) {
             home.git(&["symbolic-ref", "HEAD", &branch], None)?;
         }
     }

@@ -12,8 +12,15 @@ pub use gitfacts::{layout, module_git_dirs, Layout};
 
 /// The extra rules `@git` needs beyond its fixed paths: a worktree's shared git
 /// directory is writable (commits must work), its hooks and config are not, and a
-/// configured hooks directory is read-only wherever it is.
-pub fn layout_rules(root: &Path, hooks_path: Option<&Path>, notes: &mut Vec<String>) -> Vec<(Access, PathBuf)> {
+/// configured hooks directory is read-only wherever it is. With a session repository
+/// (`session`) the sandbox shows it where git looks, and the user's git directories not
+/// at all: only the hooks directory is left to show.
+pub fn layout_rules(
+    root: &Path,
+    hooks_path: Option<&Path>,
+    session: bool,
+    notes: &mut Vec<String>,
+) -> Vec<(Access, PathBuf)> {
     let Some(layout) = layout(root) else {
         notes.push(format!("git: {} is not a git work tree (or its .git does not check out)", root.display()));
         return Vec::new();
@@ -25,6 +32,12 @@ pub fn layout_rules(root: &Path, hooks_path: Option<&Path>, notes: &mut Vec<Stri
         hooks_path.map_or("(unset)".into(), |path| path.display().to_string())
     ));
     let mut rules = Vec::new();
+    if session {
+        notes.push("git: the session repository stands in for the git dir; the user's is not shown".into());
+        rules.extend(hooks_path.map(|hooks| (Access::Ro, hooks.to_path_buf())));
+        rules.retain(|(_, path)| path.exists());
+        return rules;
+    }
     if !layout.git_dir.starts_with(root) {
         rules.push((Access::Rw, layout.git_dir.clone()));
     }

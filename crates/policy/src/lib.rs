@@ -70,6 +70,9 @@ pub struct Context {
     /// The effective `core.hooksPath` (absolute), as git would use it in the project,
     /// if set anywhere in its configuration.
     pub hooks_path: Option<PathBuf>,
+    /// The agent's git is its own (`git.sessionRepository`, and a layout a session
+    /// repository can stand in for): `@git` shows nothing of the user's git directories.
+    pub session_git: bool,
 }
 
 #[derive(Debug)]
@@ -214,7 +217,9 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
             commands.insert((*name).to_owned(), Sourced { value: CommandRule::parse(rule), origin: origin.clone() });
         }
         if preset.name == "git" {
-            for (access, path) in git::layout_rules(&ctx.project_root, ctx.hooks_path.as_deref(), &mut notes) {
+            for (access, path) in
+                git::layout_rules(&ctx.project_root, ctx.hooks_path.as_deref(), ctx.session_git, &mut notes)
+            {
                 // Never a directory that holds the home directory or the project itself.
                 if access == Access::Rw && (ctx.home.starts_with(&path) || ctx.project_root.starts_with(&path)) {
                     notes.push(format!("git: refusing to grant {} (it contains home or the project)", path.display()));

@@ -74,7 +74,13 @@ impl Tree {
 
     fn ctx(&self) -> Context {
         let project = self.root.join("home/proj");
-        Context { home: self.root.join("home"), cwd: project.clone(), project_root: project, hooks_path: None }
+        Context {
+            home: self.root.join("home"),
+            cwd: project.clone(),
+            project_root: project,
+            hooks_path: None,
+            session_git: false,
+        }
     }
 
     /// Resolves a config made of the given layers and returns (path relative to the tree, access) pairs.
@@ -352,6 +358,15 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
             ("home/main/.git/worktrees/proj/config.worktree", "ro"),
         ]
         .map(|(path, access)| (path.to_owned(), access))
+    );
+    // With a session repository standing in for the worktree's record, nothing of the
+    // user's git directories is shown; the configured hooks stay read-only.
+    ctx.session_git = true;
+    let policy = resolve(&merge(vec![layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default)]), &ctx)
+        .expect("resolves");
+    assert_eq!(
+        tree.relative(&policy),
+        [("home/proj", "rw"), ("home/proj/.githooks", "ro")].map(|(path, access)| (path.to_owned(), access))
     );
 }
 

@@ -68,14 +68,34 @@ pub struct ExecDir {
 }
 
 /// The agent's git is its own (`hostpush::home::exec`): the session repository is
-/// shown at the project's `.git` (`dot_git`), over whatever the policy shows there, and
-/// the user's `.git` read-only at the runtime directory's `user-git`, the session's
-/// alternate. Nothing of the user's repository is writable inside.
+/// shown where git inside finds the project's git directory (`dot_git`: `.git`, or what
+/// the project's `.git` file names), over whatever the policy shows there, and the
+/// user's common git directory read-only at the runtime directory's `user-git`, the
+/// session's alternate. Nothing of the user's repository is writable inside.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionGit {
     pub session: PathBuf,
     pub dot_git: PathBuf,
+    /// The project's `.git` when it is a file naming `dot_git` (a linked worktree, a
+    /// submodule): shown read-only, so that it keeps naming the session.
+    pub gitfile: Option<PathBuf>,
+    /// The user's common git directory (objects, refs, config, hooks).
     pub user_git: PathBuf,
+    /// The user's git directory of this work tree (`HEAD`, the index): `user_git`, or
+    /// a linked worktree's record in it.
+    pub user_git_dir: PathBuf,
+}
+
+impl SessionGit {
+    /// The project's `.git` (a directory or a file).
+    pub fn project_dot_git(&self) -> &Path {
+        self.gitfile.as_deref().unwrap_or(&self.dot_git)
+    }
+
+    /// The project's work tree.
+    pub fn work_tree(&self) -> Option<&Path> {
+        self.project_dot_git().parent()
+    }
 }
 
 pub struct Plan<'a> {
@@ -201,14 +221,22 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
         // As the policy would have shown the project's `.git`: writable in a writable
         // project, read-only in a read-only one; its hooks and config read-only always
         // (mount points: they cannot be renamed away either), as the user's were.
-        match policy::access_of(&git.dot_git, plan.mounts) {
+        let project = git.project_dot_git();
+        if git.user_git != git.dot_git && policy::is_visible(&git.user_git, plan.mounts) {
+            // Another rule shows the user's repository (a parent of it granted): not writable.
+            args.bind("--ro-bind", &git.user_git, &git.user_git);
+        }
+        match policy::access_of(project, plan.mounts) {
             Some(Access::Rw) => args.bind("--bind", &git.session, &git.dot_git),
             Some(Access::Ro) => args.bind("--ro-bind", &git.session, &git.dot_git),
             Some(Access::Exclude) | None => {}
         }
-        if policy::is_visible(&git.dot_git, plan.mounts) {
+        if policy::is_visible(project, plan.mounts) {
             for name in ["hooks", "config"] {
                 args.bind("--ro-bind", &git.session.join(name), &git.dot_git.join(name));
+            }
+            if let Some(file) = &git.gitfile {
+                args.bind("--ro-bind", file, file);
             }
         }
         args.bind("--ro-bind", &git.user_git, &inside.user_git());
@@ -721,8 +749,13 @@ mod tests {
     #[test]
     fn the_session_repository_covers_dot_git_and_the_users_is_read_only_beside_the_runtime() {
         let mounts = [mount("/p", Access::Rw, Kind::Dir), mount("/p/.git/hooks", Access::Ro, Kind::Dir)];
-        let git =
-            SessionGit { session: "/state/home/.git".into(), dot_git: "/p/.git".into(), user_git: "/p/.git".into() };
+        let git = SessionGit {
+            session: "/state/home/.git".into(),
+            dot_git: "/p/.git".into(),
+            gitfile: None,
+            user_git: "/p/.git".into(),
+            user_git_dir: "/p/.git".into(),
+        };
         let plan = Plan {
             network: Network::Off,
             premade_network: false,
@@ -775,6 +808,71 @@ mod tests {
         assert_eq!(args[at - 1], "--ro-bind", "{args:?}");
         let without = strings(bwrap_args(&Plan { session_git: None, ..plan }));
         assert!(!without.iter().any(|arg| arg.contains("user-git")), "{without:?}");
+    }
+
+    /// A linked worktree: the session stands at the record its `.git` file names, the
+    /// file is read-only, and the user's repository, shown by a granted parent, is
+    /// read-only before the session covers the record in it.
+    #[test]
+    fn a_linked_worktrees_session_stands_at_its_record_and_the_users_repository_is_read_only() {
+        let mounts = [mount("/w", Access::Rw, Kind::Dir), mount("/w/p", Access::Rw, Kind::Dir)];
+        let git = SessionGit {
+            session: "/state/home/.git".into(),
+            dot_git: "/w/main/.git/worktrees/p".into(),
+            gitfile: Some("/w/p/.git".into()),
+            user_git: "/w/main/.git".into(),
+            user_git_dir: "/w/main/.git/worktrees/p".into(),
+        };
+        let plan = Plan {
+            network: Network::Off,
+            premade_network: false,
+            host_ports: &[],
+            mounts: &mounts,
+            masks: &[],
+            settings: &[],
+            commands: &[],
+            home: Path::new("/"),
+            cwd: Path::new("/w/p"),
+            runtime: Path::new("/rt"),
+            self_exe: Path::new("/as"),
+            command: &["true".into()],
+            session_git: Some(&git),
+        };
+        let args = strings(bwrap_args(&plan));
+        let tail: Vec<&str> = args
+            .iter()
+            .skip_while(|arg| *arg != "/run/agent-sandbox/agent-sandbox")
+            .skip(1)
+            .take(18)
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            tail,
+            [
+                "--ro-bind",
+                "/w/main/.git",
+                "/w/main/.git",
+                "--bind",
+                "/state/home/.git",
+                "/w/main/.git/worktrees/p",
+                "--ro-bind",
+                "/state/home/.git/hooks",
+                "/w/main/.git/worktrees/p/hooks",
+                "--ro-bind",
+                "/state/home/.git/config",
+                "/w/main/.git/worktrees/p/config",
+                "--ro-bind",
+                "/w/p/.git",
+                "/w/p/.git",
+                "--ro-bind",
+                "/w/main/.git",
+                "/run/agent-sandbox/user-git"
+            ]
+        );
+        // Without the granted parent, the user's repository is not shown but as `user-git`.
+        let only = [mount("/w/p", Access::Rw, Kind::Dir)];
+        let args = strings(bwrap_args(&Plan { mounts: &only, ..plan }));
+        assert_eq!(args.iter().filter(|arg| *arg == "/w/main/.git").count(), 1, "{args:?}");
     }
 
     #[test]

@@ -209,13 +209,13 @@ fn take_users_index(x: &ExecHome, session: &Path, user: &Refs) {
     let Some(listed) = list_session_refs(session) else { return };
     let ours =
         util::fs::read_regular_nofollow(&session.join("HEAD"), 4096).ok().and_then(|head| commit_of(&head, &listed));
-    let theirs = util::fs::read_regular_nofollow(&x.home.user_git.join("HEAD"), 4096)
+    let theirs = util::fs::read_regular_nofollow(&x.home.git_dir.join("HEAD"), 4096)
         .ok()
         .and_then(|head| commit_of(&head, user));
     if ours.is_none() || ours != theirs {
         return;
     }
-    if let Ok(index) = util::fs::read_regular_nofollow(&x.home.user_git.join("index"), 1 << 30) {
+    if let Ok(index) = util::fs::read_regular_nofollow(&x.home.git_dir.join("index"), 1 << 30) {
         let _ = util::fs::atomic_write(&session.join("index"), &index, 0o644);
     }
 }
@@ -385,7 +385,7 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     let mut state = x.read_state();
     let brought = state.brought.clone();
     let lineage = |theirs: &str, ours: &str| lineage(&mirror, &brought, theirs, ours);
-    let decisions = decide(&state, &user, &session_refs, None, &lineage);
+    let decisions = decide(&state, &user, &session_refs, &super::other_checkouts(&x.home), &lineage);
     if decisions.is_empty() {
         return Ok(Vec::new());
     }

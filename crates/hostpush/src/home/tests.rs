@@ -64,7 +64,7 @@ fn each_ref_comes_home_waits_or_stays() {
         (&[("refs/heads/main", "a1")], &[("refs/heads/main", "a1")], &|d| d.is_empty()),
     ];
     for (user, session, expected) in cases {
-        let got = decide(&state, &refs(user), &refs(session), None, &lineage);
+        let got = decide(&state, &refs(user), &refs(session), &[], &lineage);
         assert!(expected(&got), "user {user:?} session {session:?}: {got:?}");
     }
 }
@@ -78,12 +78,12 @@ fn the_sessions_own_refs_may_be_rewritten_and_deleted() {
     let state = State { start, known, brought: ["f1".to_owned()].into(), ..State::default() };
     let own = |_: &str, _: &str| Lineage::RewritesOwn;
     let user = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f1")]);
-    let deleted = decide(&state, &user, &refs(&[("refs/heads/main", "a1")]), None, &own);
+    let deleted = decide(&state, &user, &refs(&[("refs/heads/main", "a1")]), &[], &own);
     assert_eq!(deleted, [Decision::Delete { name: "refs/heads/f".into(), from: "f1".into() }]);
-    let amended = decide(&state, &user, &refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f2")]), None, &own);
+    let amended = decide(&state, &user, &refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "f2")]), &[], &own);
     assert_eq!(amended, [update("refs/heads/f", Some("f1"), "f2")]);
     let moved = refs(&[("refs/heads/main", "a1"), ("refs/heads/f", "u5")]);
-    assert!(decide(&state, &moved, &refs(&[("refs/heads/main", "a1")]), None, &own).is_empty());
+    assert!(decide(&state, &moved, &refs(&[("refs/heads/main", "a1")]), &[], &own).is_empty());
 }
 
 /// In branch mode the user's checked-out branch never moves: its work tree is not the
@@ -98,12 +98,12 @@ fn the_users_checked_out_branch_stays_in_branch_mode() {
     };
     let user = refs(&[("refs/heads/main", "a1")]);
     let session = refs(&[("refs/heads/main", "a2"), ("refs/heads/feat", "f1")]);
-    let got = decide(&state, &user, &session, Some("refs/heads/main"), &lineage);
+    let got = decide(&state, &user, &session, &["refs/heads/main".to_owned()], &lineage);
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0], update("refs/heads/feat", None, "f1"));
     assert!(waits(&got[1], "refs/heads/main", "a2", "checked out"), "{got:?}");
     let behind = refs(&[("refs/heads/main", "a0")]);
-    assert!(decide(&state, &user, &behind, Some("refs/heads/main"), &lineage).is_empty());
+    assert!(decide(&state, &user, &behind, &["refs/heads/main".to_owned()], &lineage).is_empty());
 }
 
 /// The work tree is the mount whose root is the parent of the user's `.git` (mounted

@@ -117,8 +117,10 @@ pub fn load(inv: &Invocation) -> Result<Loaded> {
         None
     };
     let hooks_path = repo.as_ref().and_then(|repo| repo.hooks_path.clone());
+    let session_git = config.git_session_repository.value
+        && layout.as_ref().is_some_and(|layout| gitfacts::session_mount(&project_root, &home, layout).is_some());
     Ok(Loaded {
-        ctx: Context { home, cwd, project_root, hooks_path },
+        ctx: Context { home, cwd, project_root, hooks_path, session_git },
         config,
         files,
         cache_dir: cache_dir.clone(),
@@ -161,7 +163,7 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
     // Project files the host runs later: read-only (parents pinned) when present; the
     // absent ones are watched by the exit check.
     let (host_present, host_absent) = host_executed(&config, &ctx.project_root)?;
-    let session_git = session_git(&config, &state_dir, &ctx.project_root, layout.as_ref());
+    let session_git = session_git(&config, &state_dir, &ctx, layout.as_ref());
     // What the session check watches, the same at start and at exit; copies of host-run
     // files in subdirectories are found by the scan.
     let watch = gitcare::Watch {
@@ -183,29 +185,32 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
 }
 
 /// With `git.sessionRepository` and the `@git` preset (without it, `.git` is meant to
-/// be plain project files), the agent's git is its own when the project's `.git` is the
-/// repository itself (a directory): the session repository per project in the state
-/// directory. A linked worktree or a submodule's work tree (`.git` a file) keeps the
-/// user's repository, watched by the session check.
+/// be plain project files), the agent's git is its own: the session repository per
+/// project in the state directory, where git inside looks for the project's git
+/// directory ([`gitfacts::session_mount`]: `.git`, or what a `.git` file names). A
+/// layout it cannot stand in for keeps the user's repository, watched by the session
+/// check.
 fn session_git(
     config: &config::Config,
     state_dir: &Path,
-    project_root: &Path,
+    ctx: &Context,
     layout: Option<&gitfacts::Layout>,
 ) -> Option<sandbox::plan::SessionGit> {
     let git_preset = policy::presets::expand(&config.presets)
         .is_ok_and(|presets| presets.iter().any(|(preset, _)| preset.name == "git"));
-    if !(config.git_session_repository.value && git_preset) {
+    if !(ctx.session_git && git_preset) {
         return None;
     }
     let layout = layout?;
-    let dot_git = project_root.join(".git");
-    let own = dot_git.symlink_metadata().is_ok_and(|meta| meta.is_dir())
-        && layout.git_dir == dot_git
-        && layout.common_dir == dot_git;
-    own.then(|| {
-        let top = hostpush::home::exec::session_top(&gitcare::session::project_dir(state_dir, project_root));
-        sandbox::plan::SessionGit { session: top.join(".git"), dot_git: dot_git.clone(), user_git: dot_git }
+    let at = gitfacts::session_mount(&ctx.project_root, &ctx.home, layout)?;
+    let dot_git = ctx.project_root.join(".git");
+    let top = hostpush::home::exec::session_top(&gitcare::session::project_dir(state_dir, &ctx.project_root));
+    Some(sandbox::plan::SessionGit {
+        session: top.join(".git"),
+        gitfile: (at != dot_git).then_some(dot_git),
+        dot_git: at,
+        user_git: layout.common_dir.clone(),
+        user_git_dir: layout.git_dir.clone(),
     })
 }
 
