@@ -6,6 +6,7 @@
 //!   the same run, then the virtual sandbox's throughput (`bench vsandbox`: only those);
 //!   `bench network`: the allowlist proxy's throughput and added latency against direct;
 //!   `bench home` (root, Docker): a container's session repository and its broker;
+//!   `bench session`: the same for `exec`'s;
 //!   `bench git`: only the git guard's loops; `bench exec`: all but Docker and the
 //!   virtual sandbox;
 //! - `feature`: the Dev Container Feature packaged as a registry artifact by
@@ -37,6 +38,7 @@ fn main() -> Result<()> {
         Some("bench") if args.get(1).is_some_and(|arg| arg == "precommit") => bench::run_precommit_bench(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "network") => bench_network::run_network_bench(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "home") => bench_home::run_home_bench(),
+        Some("bench") if args.get(1).is_some_and(|arg| arg == "session") => bench_home::run_session_bench(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "git") => bench::run_git_bench(),
         Some("bench") if args.get(1).is_some_and(|arg| arg == "exec") => bench::run_exec_bench(),
         Some("bench") => bench::run_bench().and_then(|()| bench::run_vsandbox_bench()),
@@ -46,7 +48,7 @@ fn main() -> Result<()> {
         Some("feature") => feature::feature(),
         _ => {
             bail!(
-                "usage: cargo xtask <test|bench [docker|vsandbox|precommit|network|git|exec]|man|build-base|bootstrap-image|feature>"
+                "usage: cargo xtask <test|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature>"
             )
         }
     }

@@ -32,6 +32,7 @@ use std::{
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     process::{Command, Stdio},
+    sync::Mutex,
     time::Duration,
 };
 
@@ -1233,22 +1234,7 @@ pub fn list_session_refs(session: &Path) -> Option<Refs> {
             _ => return None,
         }
     }
-    let mut refs = Refs::new();
-    match util::fs::read_regular_nofollow(&session.join("packed-refs"), 256 << 20) {
-        Ok(bytes) => {
-            for line in String::from_utf8_lossy(&bytes).lines() {
-                if line.starts_with('#') || line.starts_with('^') {
-                    continue;
-                }
-                let (sha, name) = line.split_once(' ')?;
-                if name.starts_with("refs/heads/") || name.starts_with("refs/tags/") {
-                    refs.insert(plain_ref(name)?.to_owned(), object_name(sha)?.to_owned());
-                }
-            }
-        }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-        Err(_) => return None,
-    }
+    let mut refs = packed_refs(&session.join("packed-refs"))?;
     let mut stack: Vec<String> = vec!["refs/heads".into(), "refs/tags".into()];
     let mut budget = 1_000_000usize;
     while let Some(dir) = stack.pop() {
@@ -1277,6 +1263,48 @@ pub fn list_session_refs(session: &Path) -> Option<Refs> {
             }
         }
     }
+    Some(refs)
+}
+
+/// The branches and tags of a `packed-refs` file (none without one). A file parsed
+/// before in this process whose metadata has not changed since (its inode, size, and
+/// change time, which nobody can set back) is not parsed again: a start and the sync at
+/// its end each read both repositories' refs, and a repository of 10,000 refs took
+/// 6 ms a parse. An in-place rewrite of the same size within one tick of the clock
+/// could go unseen: the listing only decides whether a sync reads the session at all,
+/// so that delays a commit's coming home to the next sync, and brings nothing unchecked.
+fn packed_refs(path: &Path) -> Option<Refs> {
+    type Stamp = (u64, u64, u64, i64, i64, i64, i64);
+    static PARSED: Mutex<BTreeMap<PathBuf, (Stamp, Refs)>> = Mutex::new(BTreeMap::new());
+    let file = match util::fs::open_regular(path, false) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(Refs::new()),
+        Err(_) => return None,
+    };
+    let meta = file.metadata().ok()?;
+    let stamp = (meta.dev(), meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec());
+    let mut parsed = PARSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((seen, refs)) = parsed.get(path) {
+        if *seen == stamp {
+            return Some(refs.clone());
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take((256 << 20) + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() > 256 << 20 {
+        return None;
+    }
+    let mut refs = Refs::new();
+    for line in String::from_utf8_lossy(&bytes).lines() {
+        if line.starts_with('#') || line.starts_with('^') {
+            continue;
+        }
+        let (sha, name) = line.split_once(' ')?;
+        if name.starts_with("refs/heads/") || name.starts_with("refs/tags/") {
+            refs.insert(plain_ref(name)?.to_owned(), object_name(sha)?.to_owned());
+        }
+    }
+    parsed.insert(path.to_path_buf(), (stamp, refs.clone()));
     Some(refs)
 }
 

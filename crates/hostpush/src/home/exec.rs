@@ -151,8 +151,11 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
                 run_seed(x.seed_command(&session), &plan, INSTEAD)?;
                 let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
                 said.push_str(&format!("; {moved} of its branches and tags follow yours"));
+                let Some(listed) = list_session_refs(&session) else { return Ok(said) };
+                take_users_index(x, &session, &listed, &refs);
+                return Ok(said);
             }
-            take_users_index(x, &session, &refs);
+            take_users_index(x, &session, &listed, &refs);
             Ok(said)
         }
         Ok(_) => Err(refuse(format!("{} is not a directory", session.display()), INSTEAD)),
@@ -198,7 +201,7 @@ fn discarded(x: &ExecHome, session: &Refs, user: &Refs) -> Vec<RefUpdate> {
 /// user's commit, its index becomes a copy of the user's (what the user staged or
 /// unstaged meanwhile), replacing the file rather than writing through it. Otherwise the
 /// session keeps its own (it works on another commit than the user's checkout).
-fn take_users_index(x: &ExecHome, session: &Path, user: &Refs) {
+fn take_users_index(x: &ExecHome, session: &Path, listed: &Refs, user: &Refs) {
     let commit_of = |head: &[u8], refs: &Refs| {
         let head = String::from_utf8_lossy(head).trim().to_owned();
         match head.strip_prefix("ref: ") {
@@ -206,9 +209,8 @@ fn take_users_index(x: &ExecHome, session: &Path, user: &Refs) {
             None => Some(head),
         }
     };
-    let Some(listed) = list_session_refs(session) else { return };
     let ours =
-        util::fs::read_regular_nofollow(&session.join("HEAD"), 4096).ok().and_then(|head| commit_of(&head, &listed));
+        util::fs::read_regular_nofollow(&session.join("HEAD"), 4096).ok().and_then(|head| commit_of(&head, listed));
     let theirs = util::fs::read_regular_nofollow(&x.home.git_dir.join("HEAD"), 4096)
         .ok()
         .and_then(|head| commit_of(&head, user));
