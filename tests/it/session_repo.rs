@@ -300,3 +300,100 @@ fn a_linked_worktree_gets_its_own_git_and_the_users_checkout_stays() {
     assert_eq!(world.git(&["status", "--porcelain"]), "");
     assert!(!ran.exists());
 }
+
+/// Starts `exec -- sh -c SCRIPT` in the background (its output piped) and returns once
+/// the script has touched `marker` in the project: the sandbox is up.
+fn start_until(world: &World, script: &str, marker: &str) -> std::process::Child {
+    use std::process::Stdio;
+    let mut cmd = world.cmd();
+    cmd.args(["exec", "--", "sh", "-c", script]);
+    let child = cmd.cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    let child = child.expect("exec starts");
+    wait_for(world, marker);
+    child
+}
+
+/// Waits (at most 20 s) until `marker` exists in the project.
+#[track_caller]
+fn wait_for(world: &World, marker: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !world.path(&format!("home/proj/{marker}")).exists() {
+        assert!(std::time::Instant::now() < deadline, "{marker} did not appear within 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The background `exec`'s output once it ended (killed, and the test failed, if it has
+/// not within 30 s).
+#[track_caller]
+fn ended(child: std::process::Child) -> crate::support::Run {
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait_with_output());
+    });
+    match receiver.recv_timeout(std::time::Duration::from_secs(30)) {
+        Ok(output) => crate::support::Run(output.expect("waited")),
+        Err(_) => {
+            // SAFETY: kill(2) on the process this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("exec did not end within 30 s");
+        }
+    }
+}
+
+/// The user's git on the host: what `fsck` says is wrong (dangling objects are not).
+fn users_fsck(world: &World) -> String {
+    world.git(&["fsck", "--no-dangling", "--no-progress"])
+}
+
+/// The user commits on the host while a session runs: the user's branch is never moved
+/// underneath, the agent's commit waits beside it (checked) and the agent is told how to
+/// rebase; once it has, its commit comes home as a fast-forward of the user's.
+#[test]
+fn a_branch_the_user_moves_during_a_session_is_kept_and_the_rebased_commit_comes_home() {
+    require_bwrap!();
+    let world = checked_world();
+    let start = world.git(&["rev-parse", "main"]).trim().to_owned();
+    // Told lines go to /tmp/told (the sandbox's), what the agent ended with to stdout.
+    let script = "touch up; while [ ! -e go ]; do sleep 0.05; done; \
+        echo agent > agent.txt && git add agent.txt && git commit -qm agent || exit 1; \
+        i=0; until grep -q 'git rebase' /tmp/told 2>/dev/null || [ $i -ge 300 ]; do \
+          git status >/dev/null 2>>/tmp/told; sleep 0.05; i=$((i+1)); done; \
+        touch told; while [ ! -e go2 ]; do sleep 0.05; done; \
+        onto=$(sed -n 's/.*`git rebase \\([0-9a-f]*\\)`.*/\\1/p' /tmp/told | head -n1); \
+        git rebase -q --autostash \"$onto\" && git status --porcelain=v1 -uno && cat /tmp/told";
+    let child = start_until(&world, script, "up");
+    // The user's own commit on the host, in the shared work tree.
+    world.write("home/proj/README.md", "hello from the host\n");
+    world.git(&["commit", "-qam", "host"]);
+    let host = world.git(&["rev-parse", "main"]).trim().to_owned();
+    fs_err::write(world.path("home/proj/go"), "").expect("go");
+    wait_for(&world, "told");
+    // The user's branch is the user's commit; the agent's waits, checked, beside it.
+    assert_eq!(world.git(&["rev-parse", "main"]).trim(), host, "the user's branch was moved underneath");
+    let waiting = world.git(&["rev-parse", "refs/agent-sandbox/waiting/heads/main"]).trim().to_owned();
+    assert_eq!(world.git(&["log", "-1", "--format=%s %P", &waiting]).trim(), format!("agent {start}"));
+    assert_eq!(users_fsck(&world), "");
+    fs_err::write(world.path("home/proj/go2"), "").expect("go2");
+    let run = ended(child);
+    let out = run.ok();
+    assert!(out.contains(&format!("`git rebase {host}`")), "the agent is told onto what to rebase:\n{out}");
+    let said = run.stderr();
+    // What the user is told names a ref their git finds.
+    let named = said
+        .split_whitespace()
+        .find(|word| word.starts_with("refs/agent-sandbox/waiting/"))
+        .unwrap_or_else(|| panic!("the user is not told where the commit waits:\n{said}"));
+    world.git(&["rev-parse", "--verify", "-q", named.trim_end_matches(['.', ','])]);
+    assert!(said.contains("main is now"), "{said}");
+    // A fast-forward of the user's commit: nothing of the user's is lost.
+    assert_eq!(world.git(&["log", "--format=%s", "main"]), "agent\nhost\nconfig\ninit\n", "{said}");
+    assert_eq!(world.git(&["rev-parse", "main^"]).trim(), host);
+    assert_eq!(world.read("home/proj/README.md"), "hello from the host\n");
+    for marker in ["up", "go", "told", "go2"] {
+        fs_err::remove_file(world.path(&format!("home/proj/{marker}"))).expect("marker");
+    }
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}

@@ -1390,8 +1390,10 @@ pub(crate) fn bring(
                 told.push(format!("{} was deleted in your repository", short(name)));
             }
             Decision::Wait { name, tip, why } => {
-                transaction.push_str(&format!("update {WAITING}{} {tip}\n", name.trim_start_matches("refs/")));
-                told.push(format!("{} did not come home ({why}); it waits as {WAITING}{}", short(name), short(name)));
+                // Named as the ref is, `heads/` and all: the user's git is to find it.
+                let waiting = format!("{WAITING}{}", name.trim_start_matches("refs/"));
+                transaction.push_str(&format!("update {waiting} {tip}\n"));
+                told.push(format!("{} did not come home ({why}); it waits as {waiting}", short(name)));
             }
         }
     }
