@@ -397,3 +397,33 @@ fn a_branch_the_user_moves_during_a_session_is_kept_and_the_rebased_commit_comes
     assert_eq!(users_status(&world), "");
     assert_eq!(users_fsck(&world), "");
 }
+
+/// `exec` killed (SIGKILL, no final sync) after the agent committed with the real git,
+/// which asks the broker nothing: the next `exec` brings the good branch home through the
+/// checks and still refuses the broken one, and the session kept both.
+#[test]
+fn commits_of_a_killed_exec_come_home_at_the_next_only_through_the_checks() {
+    require_bwrap!();
+    let world = checked_world();
+    let start = world.git(&["rev-parse", "main"]).trim().to_owned();
+    let script = "cp /run/agent-sandbox/bin/git /tmp/g && echo good > good && /tmp/g add good && \
+        /tmp/g commit -qm good && /tmp/g switch -qc bad && touch BROKEN && /tmp/g add BROKEN && \
+        /tmp/g commit -qnm broken && /tmp/g switch -q main && touch committed && sleep 20";
+    let mut child = start_until(&world, script, "committed");
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert_eq!(world.git(&["rev-parse", "main"]).trim(), start, "nothing synced before the kill");
+    // The next session: the killed one's commits are there, and come home at its end.
+    fs_err::remove_file(world.path("home/proj/committed")).expect("marker");
+    let run = world.sh(&[], "git log --format=%s bad");
+    let out = run.ok();
+    assert_eq!(out, "broken\ngood\nconfig\ninit\n", "{}", run.stderr());
+    let said = run.stderr();
+    assert!(said.contains("bad did not come home: its checks refused it"), "{said}");
+    assert_eq!(world.git(&["log", "--format=%s", "main"]), "good\nconfig\ninit\n", "{said}");
+    let branches = world.git(&["for-each-ref", "--format=%(refname)", "refs/heads/"]);
+    assert_eq!(branches, "refs/heads/main\n", "the broken branch came home: {said}");
+    world.git(&["rev-parse", "--verify", "-q", "refs/agent-sandbox/refused/heads/bad"]);
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}
