@@ -427,3 +427,44 @@ fn commits_of_a_killed_exec_come_home_at_the_next_only_through_the_checks() {
     assert_eq!(users_status(&world), "");
     assert_eq!(users_fsck(&world), "");
 }
+
+/// `exec` killed after its broker sent a tip through the checks and before it moved the
+/// user's ref: the tip stays under `refs/agent-sandbox/incoming/`. The next session's
+/// rewrite of that commit still comes home through the checks, and a broken one does
+/// not. (The kill comes as soon as the tip is there: when the broker was quicker, the
+/// commit came home before it, and the rest holds all the same.)
+#[test]
+fn an_exec_killed_between_its_checks_and_the_ref_keeps_no_branch_out_at_the_next() {
+    require_bwrap!();
+    let world = checked_world();
+    let start = world.git(&["rev-parse", "main"]).trim().to_owned();
+    let script = "echo fine > fine && git add fine && git commit -qm first && touch committed && sleep 20";
+    let mut child = start_until(&world, script, "committed");
+    let incoming = world.path("home/proj/.git/refs/agent-sandbox/incoming/heads/main");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !incoming.exists() && world.git(&["rev-parse", "main"]).trim() == start {
+        assert!(std::time::Instant::now() < deadline, "the commit was never sent home");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    fs_err::remove_file(world.path("home/proj/committed")).expect("marker");
+    // The agent goes on: it rewrites its commit (another tip than the one sent).
+    let run = world.sh(&[], "git commit -q --amend -m fine && git log --format=%s");
+    let out = run.ok();
+    assert_eq!(out, "fine\nconfig\ninit\n", "{}", run.stderr());
+    assert!(!run.stderr().contains("did not come home"), "{}", run.stderr());
+    let home = world.git(&["log", "--format=%s", "main"]);
+    // `first` came home before the kill, or not at all.
+    assert!(["fine\nconfig\ninit\n", "fine\nfirst\nconfig\ninit\n"].contains(&home.as_str()), "{home}{}", run.stderr());
+    // Beside it, still through the checks: a broken commit does not come home.
+    let run = world.sh(
+        &[],
+        "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qnm broken",
+    );
+    assert!(run.stderr().contains("main did not come home: its checks refused it"), "{}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]), "fine\n");
+    fs_err::remove_file(world.path("home/proj/BROKEN")).expect("the agent's file");
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}

@@ -1461,7 +1461,14 @@ fn send(
     // branch; a tip the mirror has under no such name goes by its object name.
     let current = mirror.git(&["rev-parse", "-q", "--verify", name]).unwrap_or_default();
     let source = if String::from_utf8_lossy(&current).trim() == tip { name } else { tip };
-    let refspec = format!("{source}:{INCOMING}{}", name.trim_start_matches("refs/"));
+    let incoming = format!("{INCOMING}{}", name.trim_start_matches("refs/"));
+    // One left by a sync that never moved the refs (its `exec` killed after the push, or
+    // a ref the user moved meanwhile) would make the push a rewrite of it, which the
+    // hook guard refuses, for this tip and every later one: the branch never came home
+    // again, told as refused by its checks. Only the broker writes there, and nothing
+    // vouches for what is there (the checks ignore `refs/agent-sandbox/`).
+    home.git(&["update-ref", "-d", &incoming], None)?;
+    let refspec = format!("{source}:{incoming}");
     // The user's repository shows the push only the ref it moves and `HEAD`'s branch:
     // enough for the pack to hold just the new commits, and a repository of thousands
     // of refs is not listed and walked for each push.
