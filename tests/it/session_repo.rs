@@ -468,3 +468,70 @@ fn an_exec_killed_between_its_checks_and_the_ref_keeps_no_branch_out_at_the_next
     assert_eq!(users_status(&world), "");
     assert_eq!(users_fsck(&world), "");
 }
+
+/// Two `exec`s of one project at once share its session repository, each with a broker
+/// of its own: they commit on branches of their own (in worktrees) and on `main`, at the
+/// same moment, and one commits a broken branch. Every commit that passed the checks
+/// comes home, the broken one only under `refs/agent-sandbox/refused/`, neither session
+/// is told a good commit was refused, and the user's repository stays sound.
+#[test]
+fn two_sessions_at_once_bring_their_commits_home_and_lose_none() {
+    require_bwrap!();
+    let world = checked_world();
+    // Each: its own branch in a worktree, then a file of its own on `main` (the index and
+    // `HEAD` are shared, so a commit may find the other's lock: it tries again).
+    let session = |me: &str, broken: &str| {
+        format!(
+            "touch {me}-up; while [ ! -e go ]; do sleep 0.02; done; \
+             git worktree add -q w{me} -b {me} && (cd w{me} && echo {me} > {me} && git add {me} && git commit -qm {me}) \
+             || exit 1; {broken} \
+             echo {me} > on-main-{me}; i=0; \
+             until git add on-main-{me} && git commit -qm main-{me} --only on-main-{me} 2>/dev/null; do \
+               i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.05; done; \
+             touch {me}-done; while [ ! -e {me}-end ]; do sleep 0.02; done"
+        )
+    };
+    let broken = "cp /run/agent-sandbox/bin/git /tmp/g && git worktree add -q wbad -b bad && \
+        (cd wbad && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qnm broken) || exit 1;";
+    let first = start_until(&world, &session("a", ""), "a-up");
+    let second = start_until(&world, &session("b", broken), "b-up");
+    fs_err::write(world.path("home/proj/go"), "").expect("go");
+    wait_for(&world, "a-done");
+    wait_for(&world, "b-done");
+    // One ends while the other still runs, then the other.
+    fs_err::write(world.path("home/proj/a-end"), "").expect("a-end");
+    let first = ended(first);
+    fs_err::write(world.path("home/proj/b-end"), "").expect("b-end");
+    let second = ended(second);
+    let said = format!("first:\n{}\nsecond:\n{}", first.stderr(), second.stderr());
+    assert_eq!(first.code(), 0, "{said}");
+    assert_eq!(second.code(), 0, "{said}");
+    // Every good commit is on the user's branches; the broken one on none.
+    for branch in ["a", "b"] {
+        assert_eq!(world.git(&["log", "-1", "--format=%s", branch]).trim(), branch, "{said}");
+    }
+    let on_main = world.git(&["log", "--format=%s", "main"]);
+    assert!(on_main.contains("main-a\n") && on_main.contains("main-b\n"), "{on_main}{said}");
+    assert!(!on_main.contains("broken"), "{on_main}{said}");
+    let branches = world.git(&["for-each-ref", "--format=%(refname)", "refs/heads/"]);
+    assert_eq!(branches, "refs/heads/a\nrefs/heads/b\nrefs/heads/main\n", "{said}");
+    // What did not come home is kept for the user, and said.
+    world.git(&["rev-parse", "--verify", "-q", "refs/agent-sandbox/refused/heads/bad"]);
+    assert!(said.contains("bad did not come home: its checks refused it"), "{said}");
+    for branch in ["a", "b", "main"] {
+        let wrongly = format!("agent-sandbox: {branch} did not come home");
+        assert!(!said.contains(&wrongly), "a good commit was told refused:\n{said}");
+    }
+    assert!(!said.contains("nothing came home"), "{said}");
+    // The session repository has every commit too.
+    let inside = world.sh(&[], "git log --format=%s main a b bad | sort").ok();
+    assert_eq!(inside, "a\nb\nbroken\nconfig\ninit\nmain-a\nmain-b\n");
+    for marker in ["a-up", "b-up", "go", "a-done", "b-done", "a-end", "b-end"] {
+        fs_err::remove_file(world.path(&format!("home/proj/{marker}"))).expect("marker");
+    }
+    for worktree in ["wa", "wb", "wbad"] {
+        fs_err::remove_dir_all(world.path(&format!("home/proj/{worktree}"))).expect("worktree");
+    }
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}

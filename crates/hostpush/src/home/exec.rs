@@ -278,8 +278,12 @@ fn renew_own_files(session: &Path, plan: &super::SeedPlan) -> Result<(), Refusal
     Ok(())
 }
 
+/// Beside the session repository (no sandbox shows it): held while one of the project's
+/// brokers syncs.
+const SYNC_LOCK: &str = "sync.lock";
+
 /// The broker of one session: one sync at a time (the push service's thread and the
-/// exit's).
+/// exit's, and the other `exec`s' of the project).
 pub struct Broker {
     pub exec: ExecHome,
     lock: Mutex<()>,
@@ -300,7 +304,16 @@ impl Broker {
     /// file for the git guard inside).
     pub fn sync(&self) -> Result<Vec<String>, Refusal> {
         let _one = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let result = sync(&self.exec);
+        // And one at a time across the `exec`s of the project, which share the session
+        // repository: two brokers sending the same tips would race on the incoming refs
+        // (a push that loses is told as refused by its checks) and on the user's refs (the
+        // loser says nothing came home, though the other brought it all), and each would
+        // write the record of what came home over the other's. The next one finds what
+        // the first brought, and has nothing to say about it.
+        let lock = self.exec.top.join(SYNC_LOCK);
+        let result = util::fs::lock(&lock, true)
+            .map_err(|err| refuse(format!("cannot lock {}: {err}", lock.display()), "try again"))
+            .and_then(|_all| sync(&self.exec));
         let lines = match &result {
             Ok(lines) => lines.clone(),
             Err(refusal) => vec![format!("nothing came home: {}. Instead: {}.", refusal.why, refusal.instead)],
