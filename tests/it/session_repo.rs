@@ -535,3 +535,39 @@ fn two_sessions_at_once_bring_their_commits_home_and_lose_none() {
     assert_eq!(users_status(&world), "");
     assert_eq!(users_fsck(&world), "");
 }
+
+/// The same, when the session ends before the agent has rebased: the next session is
+/// told again onto what to rebase (the user's commit is not this session's either), and
+/// then its commit comes home as a fast-forward.
+#[test]
+fn a_commit_left_waiting_at_a_sessions_end_comes_home_once_rebased_in_the_next() {
+    require_bwrap!();
+    let world = checked_world();
+    let script = "touch up; while [ ! -e go ]; do sleep 0.05; done; \
+        echo agent > agent.txt && git add agent.txt && git commit -qm agent";
+    let child = start_until(&world, script, "up");
+    world.write("home/proj/README.md", "hello from the host\n");
+    world.git(&["commit", "-qam", "host"]);
+    let host = world.git(&["rev-parse", "main"]).trim().to_owned();
+    fs_err::write(world.path("home/proj/go"), "").expect("go");
+    let run = ended(child);
+    run.ok();
+    assert!(run.stderr().contains(&format!("`git rebase {host}`")), "{}", run.stderr());
+    assert_eq!(world.git(&["rev-parse", "main"]).trim(), host);
+    // The next session: its first sync tells the agent again, by the user's commit.
+    let script = "git commit -q --allow-empty -m more 2>/dev/null; i=0; \
+        until grep -q 'did not come home' /tmp/told 2>/dev/null || [ $i -ge 300 ]; do \
+          git status >/dev/null 2>>/tmp/told; sleep 0.05; i=$((i+1)); done; \
+        onto=$(sed -n 's/.*`git rebase \\([0-9a-f]*\\)`.*/\\1/p' /tmp/told | head -n1); cat /tmp/told; \
+        git rebase -q --autostash \"$onto\"";
+    let run = world.sh(&[], script);
+    let out = run.ok();
+    assert!(out.contains(&format!("`git rebase {host}`")), "{out}{}", run.stderr());
+    assert_eq!(world.git(&["log", "--format=%s", "main"]), "more\nagent\nhost\nconfig\ninit\n", "{}", run.stderr());
+    assert_eq!(world.git(&["rev-parse", "main~2"]).trim(), host);
+    for marker in ["up", "go"] {
+        fs_err::remove_file(world.path(&format!("home/proj/{marker}"))).expect("marker");
+    }
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}

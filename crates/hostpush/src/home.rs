@@ -200,9 +200,12 @@ pub fn decide(
                     ours,
                     &format!("the branch moved outside the container, to {theirs}: `git rebase {theirs}`"),
                 )),
-                Lineage::RewritesOthers => {
-                    out.push(wait(ours, "it would rewrite commits that were not made in this session"))
-                }
+                // With the way on: a session that started after the user moved the
+                // branch (the tip waited at the end of the last) is told nothing else.
+                Lineage::RewritesOthers => out.push(wait(
+                    ours,
+                    &format!("it would rewrite commits that were not made in this session: `git rebase {theirs}`"),
+                )),
             },
             (None, None) => {}
         }
