@@ -571,3 +571,20 @@ fn a_commit_left_waiting_at_a_sessions_end_comes_home_once_rebased_in_the_next()
     assert_eq!(users_status(&world), "");
     assert_eq!(users_fsck(&world), "");
 }
+
+/// A session that starts while another runs leaves the other's staged changes alone
+/// (the session's index is the user's again at a start only when no other session of the
+/// project is running in it).
+#[test]
+fn a_session_starting_beside_another_keeps_what_the_other_staged() {
+    require_bwrap!();
+    let world = checked_world();
+    let script = "echo x > x && git add x && touch staged; while [ ! -e go ]; do sleep 0.05; done; \
+        git commit -qm x && git log -1 --format=%s";
+    let child = start_until(&world, script, "staged");
+    world.sh(&[], "true").ok();
+    fs_err::write(world.path("home/proj/go"), "").expect("go");
+    let run = ended(child);
+    assert_eq!(run.ok(), "x\n", "{}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]), "x\n", "{}", run.stderr());
+}

@@ -152,7 +152,11 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
                 let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
                 said.push_str(&format!("; {moved} of its branches and tags follow yours"));
             }
-            take_users_index(x, &session, &refs);
+            // Not while another `exec` of the project runs: the index is its agent's too,
+            // and what it staged would be gone under it.
+            if !others_running(&x.top) {
+                take_users_index(x, &session, &refs);
+            }
             Ok(said)
         }
         Ok(_) => Err(refuse(format!("{} is not a directory", session.display()), INSTEAD)),
@@ -282,11 +286,44 @@ fn renew_own_files(session: &Path, plan: &super::SeedPlan) -> Result<(), Refusal
 /// brokers syncs.
 const SYNC_LOCK: &str = "sync.lock";
 
+/// Beside the session repository: held (shared) by each running `exec`'s broker.
+const LIVE_LOCK: &str = "live.lock";
+
+/// Whether another `exec` of the project runs (holds [`LIVE_LOCK`]); when that cannot
+/// be told, as if one did.
+fn others_running(top: &Path) -> bool {
+    use std::os::unix::io::AsRawFd as _;
+    let open =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(top.join(LIVE_LOCK));
+    let Ok(file) = open else { return true };
+    // SAFETY: flock on a descriptor this function owns (the lock goes with it).
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+}
+
+/// [`LIVE_LOCK`], shared, for the broker's life; `None` if it cannot be taken (a start
+/// beside this session then takes the index as if it were alone).
+fn live_lock(top: &Path) -> Option<std::fs::File> {
+    use std::os::unix::io::AsRawFd as _;
+    let file =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(top.join(LIVE_LOCK));
+    let file = file.ok()?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) } == 0 {
+            return Some(file);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
+        }
+    }
+}
+
 /// The broker of one session: one sync at a time (the push service's thread and the
 /// exit's, and the other `exec`s' of the project).
 pub struct Broker {
     pub exec: ExecHome,
     lock: Mutex<()>,
+    _live: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -297,7 +334,8 @@ impl std::fmt::Debug for Broker {
 
 impl Broker {
     pub fn new(exec: ExecHome) -> Broker {
-        Broker { exec, lock: Mutex::new(()) }
+        let live = live_lock(&exec.top);
+        Broker { exec, lock: Mutex::new(()), _live: live }
     }
 
     /// Brings what the session committed home; what to tell (also kept in the told
