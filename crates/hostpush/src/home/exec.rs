@@ -108,6 +108,16 @@ impl ExecHome {
 /// and hooks) or has a kept one follow what the user did meanwhile. What to say.
 pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
     check_home(&x.home)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&x.top)
+        .map_err(|err| refuse(format!("cannot create {}: {err}", x.top.display()), INSTEAD))?;
+    // No broker of another `exec` of the project syncs while this one reads the user's
+    // refs and decides what the session drops: a commit one brought home meanwhile would
+    // look like one the user dropped (`discarded`), and leave the session. When one is
+    // syncing now, nothing is dropped this time (rather than wait for its checks).
+    let quiet = util::fs::lock(&x.top.join(SYNC_LOCK), false).ok().flatten();
     // Read from the files when they are plain (no process to start), else by git.
     let refs = match list_session_refs(&x.home.user_git) {
         Some(refs) => refs,
@@ -119,11 +129,6 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             // Made aside and renamed into place: a start killed halfway leaves no
             // half-made session behind.
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&x.top)
-                .map_err(|err| refuse(format!("cannot create {}: {err}", x.top.display()), INSTEAD))?;
             let all = super::parse_refs(&x.home.git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
             let fresh = x.top.join(".git.new");
             let _ = std::fs::remove_dir_all(&fresh);
@@ -146,7 +151,7 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
             }
             let mut said = format!("the agent's git is its own: {} is kept from earlier", session.display());
             let Some(listed) = list_session_refs(&session) else { return Ok(said) };
-            let discarded = discarded(x, &listed, &refs);
+            let discarded = if quiet.is_some() { discarded(x, &listed, &refs) } else { Vec::new() };
             if let Some(plan) = refresh_plan_with(&x.home, &session, &listed, &refs, discarded) {
                 run_seed(x.seed_command(&session), &plan, INSTEAD)?;
                 let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
