@@ -300,3 +300,291 @@ fn a_linked_worktree_gets_its_own_git_and_the_users_checkout_stays() {
     assert_eq!(world.git(&["status", "--porcelain"]), "");
     assert!(!ran.exists());
 }
+
+/// Starts `exec -- sh -c SCRIPT` in the background (its output piped) and returns once
+/// the script has touched `marker` in the project: the sandbox is up.
+fn start_until(world: &World, script: &str, marker: &str) -> std::process::Child {
+    use std::process::Stdio;
+    let mut cmd = world.cmd();
+    cmd.args(["exec", "--", "sh", "-c", script]);
+    let child = cmd.cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    let child = child.expect("exec starts");
+    wait_for(world, marker);
+    child
+}
+
+/// Waits (at most 20 s) until `marker` exists in the project.
+#[track_caller]
+fn wait_for(world: &World, marker: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !world.path(&format!("home/proj/{marker}")).exists() {
+        assert!(std::time::Instant::now() < deadline, "{marker} did not appear within 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The background `exec`'s output once it ended (killed, and the test failed, if it has
+/// not within 30 s).
+#[track_caller]
+fn ended(child: std::process::Child) -> crate::support::Run {
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait_with_output());
+    });
+    match receiver.recv_timeout(std::time::Duration::from_secs(30)) {
+        Ok(output) => crate::support::Run(output.expect("waited")),
+        Err(_) => {
+            // SAFETY: kill(2) on the process this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("exec did not end within 30 s");
+        }
+    }
+}
+
+/// The user's git on the host: what `fsck` says is wrong (dangling objects are not).
+fn users_fsck(world: &World) -> String {
+    world.git(&["fsck", "--no-dangling", "--no-progress"])
+}
+
+/// The user commits on the host while a session runs: the user's branch is never moved
+/// underneath, the agent's commit waits beside it (checked) and the agent is told how to
+/// rebase; once it has, its commit comes home as a fast-forward of the user's.
+#[test]
+fn a_branch_the_user_moves_during_a_session_is_kept_and_the_rebased_commit_comes_home() {
+    require_bwrap!();
+    let world = checked_world();
+    let start = world.git(&["rev-parse", "main"]).trim().to_owned();
+    // Told lines go to /tmp/told (the sandbox's), what the agent ended with to stdout.
+    let script = "touch up; while [ ! -e go ]; do sleep 0.05; done; \
+        echo agent > agent.txt && git add agent.txt && git commit -qm agent || exit 1; \
+        i=0; until grep -q 'git rebase' /tmp/told 2>/dev/null || [ $i -ge 300 ]; do \
+          git status >/dev/null 2>>/tmp/told; sleep 0.05; i=$((i+1)); done; \
+        touch told; while [ ! -e go2 ]; do sleep 0.05; done; \
+        onto=$(sed -n 's/.*`git rebase \\([0-9a-f]*\\)`.*/\\1/p' /tmp/told | head -n1); \
+        git rebase -q --autostash \"$onto\" && git status --porcelain=v1 -uno && cat /tmp/told";
+    let child = start_until(&world, script, "up");
+    // The user's own commit on the host, in the shared work tree.
+    world.write("home/proj/README.md", "hello from the host\n");
+    world.git(&["commit", "-qam", "host"]);
+    let host = world.git(&["rev-parse", "main"]).trim().to_owned();
+    fs_err::write(world.path("home/proj/go"), "").expect("go");
+    wait_for(&world, "told");
+    // The user's branch is the user's commit; the agent's waits, checked, beside it.
+    assert_eq!(world.git(&["rev-parse", "main"]).trim(), host, "the user's branch was moved underneath");
+    let waiting = world.git(&["rev-parse", "refs/agent-sandbox/waiting/heads/main"]).trim().to_owned();
+    assert_eq!(world.git(&["log", "-1", "--format=%s %P", &waiting]).trim(), format!("agent {start}"));
+    assert_eq!(users_fsck(&world), "");
+    fs_err::write(world.path("home/proj/go2"), "").expect("go2");
+    let run = ended(child);
+    let out = run.ok();
+    assert!(out.contains(&format!("`git rebase {host}`")), "the agent is told onto what to rebase:\n{out}");
+    let said = run.stderr();
+    // What the user is told names a ref their git finds.
+    let named = said
+        .split_whitespace()
+        .find(|word| word.starts_with("refs/agent-sandbox/waiting/"))
+        .unwrap_or_else(|| panic!("the user is not told where the commit waits:\n{said}"));
+    world.git(&["rev-parse", "--verify", "-q", named.trim_end_matches(['.', ','])]);
+    assert!(said.contains("main is now"), "{said}");
+    // A fast-forward of the user's commit: nothing of the user's is lost.
+    assert_eq!(world.git(&["log", "--format=%s", "main"]), "agent\nhost\nconfig\ninit\n", "{said}");
+    assert_eq!(world.git(&["rev-parse", "main^"]).trim(), host);
+    assert_eq!(world.read("home/proj/README.md"), "hello from the host\n");
+    for marker in ["up", "go", "told", "go2"] {
+        fs_err::remove_file(world.path(&format!("home/proj/{marker}"))).expect("marker");
+    }
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}
+
+/// `exec` killed (SIGKILL, no final sync) after the agent committed with the real git,
+/// which asks the broker nothing: the next `exec` brings the good branch home through the
+/// checks and still refuses the broken one, and the session kept both.
+#[test]
+fn commits_of_a_killed_exec_come_home_at_the_next_only_through_the_checks() {
+    require_bwrap!();
+    let world = checked_world();
+    let start = world.git(&["rev-parse", "main"]).trim().to_owned();
+    let script = "cp /run/agent-sandbox/bin/git /tmp/g && echo good > good && /tmp/g add good && \
+        /tmp/g commit -qm good && /tmp/g switch -qc bad && touch BROKEN && /tmp/g add BROKEN && \
+        /tmp/g commit -qnm broken && /tmp/g switch -q main && touch committed && sleep 20";
+    let mut child = start_until(&world, script, "committed");
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    assert_eq!(world.git(&["rev-parse", "main"]).trim(), start, "nothing synced before the kill");
+    // The next session: the killed one's commits are there, and come home at its end.
+    fs_err::remove_file(world.path("home/proj/committed")).expect("marker");
+    let run = world.sh(&[], "git log --format=%s bad");
+    let out = run.ok();
+    assert_eq!(out, "broken\ngood\nconfig\ninit\n", "{}", run.stderr());
+    let said = run.stderr();
+    assert!(said.contains("bad did not come home: its checks refused it"), "{said}");
+    assert_eq!(world.git(&["log", "--format=%s", "main"]), "good\nconfig\ninit\n", "{said}");
+    let branches = world.git(&["for-each-ref", "--format=%(refname)", "refs/heads/"]);
+    assert_eq!(branches, "refs/heads/main\n", "the broken branch came home: {said}");
+    world.git(&["rev-parse", "--verify", "-q", "refs/agent-sandbox/refused/heads/bad"]);
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}
+
+/// `exec` killed after its broker sent a tip through the checks and before it moved the
+/// user's ref: the tip stays under `refs/agent-sandbox/incoming/`. The next session's
+/// rewrite of that commit still comes home through the checks, and a broken one does
+/// not. (The kill comes as soon as the tip is there: when the broker was quicker, the
+/// commit came home before it, and the rest holds all the same.)
+#[test]
+fn an_exec_killed_between_its_checks_and_the_ref_keeps_no_branch_out_at_the_next() {
+    require_bwrap!();
+    let world = checked_world();
+    let start = world.git(&["rev-parse", "main"]).trim().to_owned();
+    let script = "echo fine > fine && git add fine && git commit -qm first && touch committed && sleep 20";
+    let mut child = start_until(&world, script, "committed");
+    let incoming = world.path("home/proj/.git/refs/agent-sandbox/incoming/heads/main");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !incoming.exists() && world.git(&["rev-parse", "main"]).trim() == start {
+        assert!(std::time::Instant::now() < deadline, "the commit was never sent home");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    fs_err::remove_file(world.path("home/proj/committed")).expect("marker");
+    // The agent goes on: it rewrites its commit (another tip than the one sent).
+    let run = world.sh(&[], "git commit -q --amend -m fine && git log --format=%s");
+    let out = run.ok();
+    assert_eq!(out, "fine\nconfig\ninit\n", "{}", run.stderr());
+    assert!(!run.stderr().contains("did not come home"), "{}", run.stderr());
+    let home = world.git(&["log", "--format=%s", "main"]);
+    // `first` came home before the kill, or not at all.
+    assert!(["fine\nconfig\ninit\n", "fine\nfirst\nconfig\ninit\n"].contains(&home.as_str()), "{home}{}", run.stderr());
+    // Beside it, still through the checks: a broken commit does not come home.
+    let run = world.sh(
+        &[],
+        "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qnm broken",
+    );
+    assert!(run.stderr().contains("main did not come home: its checks refused it"), "{}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]), "fine\n");
+    fs_err::remove_file(world.path("home/proj/BROKEN")).expect("the agent's file");
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}
+
+/// Two `exec`s of one project at once share its session repository, each with a broker
+/// of its own: they commit on branches of their own (in worktrees) and on `main`, at the
+/// same moment, and one commits a broken branch. Every commit that passed the checks
+/// comes home, the broken one only under `refs/agent-sandbox/refused/`, neither session
+/// is told a good commit was refused, and the user's repository stays sound.
+#[test]
+fn two_sessions_at_once_bring_their_commits_home_and_lose_none() {
+    require_bwrap!();
+    let world = checked_world();
+    // Each: its own branch in a worktree, then a file of its own on `main` (the index and
+    // `HEAD` are shared, so a commit may find the other's lock: it tries again).
+    let session = |me: &str, broken: &str| {
+        format!(
+            "touch {me}-up; while [ ! -e go ]; do sleep 0.02; done; \
+             git worktree add -q w{me} -b {me} && (cd w{me} && echo {me} > {me} && git add {me} && git commit -qm {me}) \
+             || exit 1; {broken} \
+             echo {me} > on-main-{me}; i=0; \
+             until git add on-main-{me} && git commit -qm main-{me} --only on-main-{me} 2>/dev/null; do \
+               i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.05; done; \
+             touch {me}-done; while [ ! -e {me}-end ]; do sleep 0.02; done"
+        )
+    };
+    let broken = "cp /run/agent-sandbox/bin/git /tmp/g && git worktree add -q wbad -b bad && \
+        (cd wbad && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qnm broken) || exit 1;";
+    let first = start_until(&world, &session("a", ""), "a-up");
+    let second = start_until(&world, &session("b", broken), "b-up");
+    fs_err::write(world.path("home/proj/go"), "").expect("go");
+    wait_for(&world, "a-done");
+    wait_for(&world, "b-done");
+    // One ends while the other still runs, then the other.
+    fs_err::write(world.path("home/proj/a-end"), "").expect("a-end");
+    let first = ended(first);
+    fs_err::write(world.path("home/proj/b-end"), "").expect("b-end");
+    let second = ended(second);
+    let said = format!("first:\n{}\nsecond:\n{}", first.stderr(), second.stderr());
+    assert_eq!(first.code(), 0, "{said}");
+    assert_eq!(second.code(), 0, "{said}");
+    // Every good commit is on the user's branches; the broken one on none.
+    for branch in ["a", "b"] {
+        assert_eq!(world.git(&["log", "-1", "--format=%s", branch]).trim(), branch, "{said}");
+    }
+    let on_main = world.git(&["log", "--format=%s", "main"]);
+    assert!(on_main.contains("main-a\n") && on_main.contains("main-b\n"), "{on_main}{said}");
+    assert!(!on_main.contains("broken"), "{on_main}{said}");
+    let branches = world.git(&["for-each-ref", "--format=%(refname)", "refs/heads/"]);
+    assert_eq!(branches, "refs/heads/a\nrefs/heads/b\nrefs/heads/main\n", "{said}");
+    // What did not come home is kept for the user, and said.
+    world.git(&["rev-parse", "--verify", "-q", "refs/agent-sandbox/refused/heads/bad"]);
+    assert!(said.contains("bad did not come home: its checks refused it"), "{said}");
+    for branch in ["a", "b", "main"] {
+        let wrongly = format!("agent-sandbox: {branch} did not come home");
+        assert!(!said.contains(&wrongly), "a good commit was told refused:\n{said}");
+    }
+    assert!(!said.contains("nothing came home"), "{said}");
+    // The session repository has every commit too.
+    let inside = world.sh(&[], "git log --format=%s main a b bad | sort").ok();
+    assert_eq!(inside, "a\nb\nbroken\nconfig\ninit\nmain-a\nmain-b\n");
+    for marker in ["a-up", "b-up", "go", "a-done", "b-done", "a-end", "b-end"] {
+        fs_err::remove_file(world.path(&format!("home/proj/{marker}"))).expect("marker");
+    }
+    for worktree in ["wa", "wb", "wbad"] {
+        fs_err::remove_dir_all(world.path(&format!("home/proj/{worktree}"))).expect("worktree");
+    }
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}
+
+/// The same, when the session ends before the agent has rebased: the next session is
+/// told again onto what to rebase (the user's commit is not this session's either), and
+/// then its commit comes home as a fast-forward.
+#[test]
+fn a_commit_left_waiting_at_a_sessions_end_comes_home_once_rebased_in_the_next() {
+    require_bwrap!();
+    let world = checked_world();
+    let script = "touch up; while [ ! -e go ]; do sleep 0.05; done; \
+        echo agent > agent.txt && git add agent.txt && git commit -qm agent";
+    let child = start_until(&world, script, "up");
+    world.write("home/proj/README.md", "hello from the host\n");
+    world.git(&["commit", "-qam", "host"]);
+    let host = world.git(&["rev-parse", "main"]).trim().to_owned();
+    fs_err::write(world.path("home/proj/go"), "").expect("go");
+    let run = ended(child);
+    run.ok();
+    assert!(run.stderr().contains(&format!("`git rebase {host}`")), "{}", run.stderr());
+    assert_eq!(world.git(&["rev-parse", "main"]).trim(), host);
+    // The next session: its first sync tells the agent again, by the user's commit.
+    let script = "git commit -q --allow-empty -m more 2>/dev/null; i=0; \
+        until grep -q 'did not come home' /tmp/told 2>/dev/null || [ $i -ge 300 ]; do \
+          git status >/dev/null 2>>/tmp/told; sleep 0.05; i=$((i+1)); done; \
+        onto=$(sed -n 's/.*`git rebase \\([0-9a-f]*\\)`.*/\\1/p' /tmp/told | head -n1); cat /tmp/told; \
+        git rebase -q --autostash \"$onto\"";
+    let run = world.sh(&[], script);
+    let out = run.ok();
+    assert!(out.contains(&format!("`git rebase {host}`")), "{out}{}", run.stderr());
+    assert_eq!(world.git(&["log", "--format=%s", "main"]), "more\nagent\nhost\nconfig\ninit\n", "{}", run.stderr());
+    assert_eq!(world.git(&["rev-parse", "main~2"]).trim(), host);
+    for marker in ["up", "go"] {
+        fs_err::remove_file(world.path(&format!("home/proj/{marker}"))).expect("marker");
+    }
+    assert_eq!(users_status(&world), "");
+    assert_eq!(users_fsck(&world), "");
+}
+
+/// A session that starts while another runs leaves the other's staged changes alone
+/// (the session's index is the user's again at a start only when no other session of the
+/// project is running in it).
+#[test]
+fn a_session_starting_beside_another_keeps_what_the_other_staged() {
+    require_bwrap!();
+    let world = checked_world();
+    let script = "echo x > x && git add x && touch staged; while [ ! -e go ]; do sleep 0.05; done; \
+        git commit -qm x && git log -1 --format=%s";
+    let child = start_until(&world, script, "staged");
+    world.sh(&[], "true").ok();
+    fs_err::write(world.path("home/proj/go"), "").expect("go");
+    let run = ended(child);
+    assert_eq!(run.ok(), "x\n", "{}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]), "x\n", "{}", run.stderr());
+}

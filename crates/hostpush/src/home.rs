@@ -201,9 +201,12 @@ pub fn decide(
                     ours,
                     &format!("the branch moved outside the container, to {theirs}: `git rebase {theirs}`"),
                 )),
-                Lineage::RewritesOthers => {
-                    out.push(wait(ours, "it would rewrite commits that were not made in this session"))
-                }
+                // With the way on: a session that started after the user moved the
+                // branch (the tip waited at the end of the last) is told nothing else.
+                Lineage::RewritesOthers => out.push(wait(
+                    ours,
+                    &format!("it would rewrite commits that were not made in this session: `git rebase {theirs}`"),
+                )),
             },
             (None, None) => {}
         }
@@ -1418,8 +1421,10 @@ pub(crate) fn bring(
                 told.push(format!("{} was deleted in your repository", short(name)));
             }
             Decision::Wait { name, tip, why } => {
-                transaction.push_str(&format!("update {WAITING}{} {tip}\n", name.trim_start_matches("refs/")));
-                told.push(format!("{} did not come home ({why}); it waits as {WAITING}{}", short(name), short(name)));
+                // Named as the ref is, `heads/` and all: the user's git is to find it.
+                let waiting = format!("{WAITING}{}", name.trim_start_matches("refs/"));
+                transaction.push_str(&format!("update {waiting} {tip}\n"));
+                told.push(format!("{} did not come home ({why}); it waits as {waiting}", short(name)));
             }
         }
     }
@@ -1487,7 +1492,14 @@ fn send(
     // branch; a tip the mirror has under no such name goes by its object name.
     let current = mirror.git(&["rev-parse", "-q", "--verify", name]).unwrap_or_default();
     let source = if String::from_utf8_lossy(&current).trim() == tip { name } else { tip };
-    let refspec = format!("{source}:{INCOMING}{}", name.trim_start_matches("refs/"));
+    let incoming = format!("{INCOMING}{}", name.trim_start_matches("refs/"));
+    // One left by a sync that never moved the refs (its `exec` killed after the push, or
+    // a ref the user moved meanwhile) would make the push a rewrite of it, which the
+    // hook guard refuses, for this tip and every later one: the branch never came home
+    // again, told as refused by its checks. Only the broker writes there, and nothing
+    // vouches for what is there (the checks ignore `refs/agent-sandbox/`).
+    home.git(&["update-ref", "-d", &incoming], None)?;
+    let refspec = format!("{source}:{incoming}");
     // The user's repository shows the push only the ref it moves and `HEAD`'s branch:
     // enough for the pack to hold just the new commits, and a repository of thousands
     // of refs is not listed and walked for each push.

@@ -108,6 +108,16 @@ impl ExecHome {
 /// and hooks) or has a kept one follow what the user did meanwhile. What to say.
 pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
     check_home(&x.home)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&x.top)
+        .map_err(|err| refuse(format!("cannot create {}: {err}", x.top.display()), INSTEAD))?;
+    // No broker of another `exec` of the project syncs while this one reads the user's
+    // refs and decides what the session drops: a commit one brought home meanwhile would
+    // look like one the user dropped (`discarded`), and leave the session. When one is
+    // syncing now, nothing is dropped this time (rather than wait for its checks).
+    let quiet = util::fs::lock(&x.top.join(SYNC_LOCK), false).ok().flatten();
     // Read from the files when they are plain (no process to start), else by git.
     let refs = match list_session_refs(&x.home.user_git) {
         Some(refs) => refs,
@@ -119,11 +129,6 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             // Made aside and renamed into place: a start killed halfway leaves no
             // half-made session behind.
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&x.top)
-                .map_err(|err| refuse(format!("cannot create {}: {err}", x.top.display()), INSTEAD))?;
             let all = super::parse_refs(&x.home.git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
             let fresh = x.top.join(".git.new");
             let _ = std::fs::remove_dir_all(&fresh);
@@ -146,16 +151,22 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
             }
             let mut said = format!("the agent's git is its own: {} is kept from earlier", session.display());
             let Some(listed) = list_session_refs(&session) else { return Ok(said) };
-            let discarded = discarded(x, &listed, &refs);
-            if let Some(plan) = refresh_plan_with(&x.home, &session, &listed, &refs, discarded) {
-                run_seed(x.seed_command(&session), &plan, INSTEAD)?;
-                let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
-                said.push_str(&format!("; {moved} of its branches and tags follow yours"));
-                let Some(listed) = list_session_refs(&session) else { return Ok(said) };
+            let discarded = if quiet.is_some() { discarded(x, &listed, &refs) } else { Vec::new() };
+            let listed = match refresh_plan_with(&x.home, &session, &listed, &refs, discarded) {
+                Some(plan) => {
+                    run_seed(x.seed_command(&session), &plan, INSTEAD)?;
+                    let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
+                    said.push_str(&format!("; {moved} of its branches and tags follow yours"));
+                    let Some(listed) = list_session_refs(&session) else { return Ok(said) };
+                    listed
+                }
+                None => listed,
+            };
+            // Not while another `exec` of the project runs: the index is its agent's too,
+            // and what it staged would be gone under it.
+            if !others_running(&x.top) {
                 take_users_index(x, &session, &listed, &refs);
-                return Ok(said);
             }
-            take_users_index(x, &session, &listed, &refs);
             Ok(said)
         }
         Ok(_) => Err(refuse(format!("{} is not a directory", session.display()), INSTEAD)),
@@ -280,11 +291,48 @@ fn renew_own_files(session: &Path, plan: &super::SeedPlan) -> Result<(), Refusal
     Ok(())
 }
 
+/// Beside the session repository (no sandbox shows it): held while one of the project's
+/// brokers syncs.
+const SYNC_LOCK: &str = "sync.lock";
+
+/// Beside the session repository: held (shared) by each running `exec`'s broker.
+const LIVE_LOCK: &str = "live.lock";
+
+/// Whether another `exec` of the project runs (holds [`LIVE_LOCK`]); when that cannot
+/// be told, as if one did.
+fn others_running(top: &Path) -> bool {
+    use std::os::unix::io::AsRawFd as _;
+    let open =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(top.join(LIVE_LOCK));
+    let Ok(file) = open else { return true };
+    // SAFETY: flock on a descriptor this function owns (the lock goes with it).
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+}
+
+/// [`LIVE_LOCK`], shared, for the broker's life; `None` if it cannot be taken (a start
+/// beside this session then takes the index as if it were alone).
+fn live_lock(top: &Path) -> Option<std::fs::File> {
+    use std::os::unix::io::AsRawFd as _;
+    let file =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(top.join(LIVE_LOCK));
+    let file = file.ok()?;
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) } == 0 {
+            return Some(file);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
+        }
+    }
+}
+
 /// The broker of one session: one sync at a time (the push service's thread and the
-/// exit's).
+/// exit's, and the other `exec`s' of the project).
 pub struct Broker {
     pub exec: ExecHome,
     lock: Mutex<()>,
+    _live: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -295,14 +343,24 @@ impl std::fmt::Debug for Broker {
 
 impl Broker {
     pub fn new(exec: ExecHome) -> Broker {
-        Broker { exec, lock: Mutex::new(()) }
+        let live = live_lock(&exec.top);
+        Broker { exec, lock: Mutex::new(()), _live: live }
     }
 
     /// Brings what the session committed home; what to tell (also kept in the told
     /// file for the git guard inside).
     pub fn sync(&self) -> Result<Vec<String>, Refusal> {
         let _one = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let result = sync(&self.exec);
+        // And one at a time across the `exec`s of the project, which share the session
+        // repository: two brokers sending the same tips would race on the incoming refs
+        // (a push that loses is told as refused by its checks) and on the user's refs (the
+        // loser says nothing came home, though the other brought it all), and each would
+        // write the record of what came home over the other's. The next one finds what
+        // the first brought, and has nothing to say about it.
+        let lock = self.exec.top.join(SYNC_LOCK);
+        let result = util::fs::lock(&lock, true)
+            .map_err(|err| refuse(format!("cannot lock {}: {err}", lock.display()), "try again"))
+            .and_then(|_all| sync(&self.exec));
         let lines = match &result {
             Ok(lines) => lines.clone(),
             Err(refusal) => vec![format!("nothing came home: {}. Instead: {}.", refusal.why, refusal.instead)],

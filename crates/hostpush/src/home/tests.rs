@@ -40,9 +40,9 @@ fn each_ref_comes_home_waits_or_stays() {
             &[("refs/heads/f", "f1"), ("refs/tags/v2", "t2"), ("refs/stash", "s1"), ("refs/remotes/origin/x", "x")],
             &|d| d == [update("refs/heads/f", None, "f1"), update("refs/tags/v2", None, "t2")],
         ),
-        // A rewrite of history the user had: waits.
+        // A rewrite of history the user had: waits, told onto what to rebase.
         (&[("refs/heads/main", "a1")], &[("refs/heads/main", "r2")], &|d| {
-            d.len() == 1 && waits(&d[0], "refs/heads/main", "r2", "not made in this session")
+            d.len() == 1 && waits(&d[0], "refs/heads/main", "r2", "not made in this session: `git rebase a1`")
         }),
         // The user committed meanwhile: the session's tip waits, told to rebase.
         (&[("refs/heads/main", "m9")], &[("refs/heads/main", "a2")], &|d| {
