@@ -176,7 +176,14 @@ pub fn start(listener: UnixListener, socket: PathBuf, config: ServiceConfig, pre
                 thread::sleep(Duration::from_millis(50));
                 continue;
             };
-            serve(client, &config, &start, &pid);
+            let mut next = read_request(client);
+            while let Some((client, request)) = next.take() {
+                if request.home {
+                    next = bring_home(client, &listener, &config, &start);
+                } else {
+                    serve(client, request, &config, &start, &pid);
+                }
+            }
         }
     });
     Service { stop, socket, running }
@@ -202,22 +209,68 @@ fn watched_state(common_dir: &Path) -> Vec<Option<Vec<u8>>> {
         .collect()
 }
 
-fn serve(client: UnixStream, config: &ServiceConfig, start: &Start, running: &Mutex<i32>) {
+/// A client's request; an unreadable one is answered (refused) here.
+fn read_request(client: UnixStream) -> Option<(UnixStream, Request)> {
+    let _ = client.set_nonblocking(false);
     let _ = client.set_read_timeout(Some(REQUEST_TIMEOUT));
     let _ = client.set_write_timeout(Some(WRITE_TIMEOUT));
     let Ok(request) = Request::read(&client) else {
         let _ = protocol::write_frame(&client, protocol::ERR, b"agent-sandbox: push refused: unreadable request\n");
         let _ = protocol::write_frame(&client, protocol::EXIT, &1i32.to_be_bytes());
-        return;
+        return None;
     };
-    if request.home {
-        let _ = protocol::write_frame(&client, protocol::EXIT, &0i32.to_be_bytes());
-        drop(client);
-        if let (Some(broker), Ok(())) = (&config.home, &start.prepared) {
-            let _ = broker.sync();
+    Some((client, request))
+}
+
+/// How long a `home` request waits for the next before the broker syncs, and at most
+/// from the first: a burst of git commands (a rebase's commits, an agent's loop of
+/// edit and commit) comes home in one sync rather than one each, which competed with
+/// the agent's own work for the CPU; a lone commit is home a moment later.
+const HOME_QUIET: Duration = Duration::from_millis(150);
+const HOME_WAIT: Duration = Duration::from_millis(600);
+
+/// A `home` request (fire and forget: answered at once): the broker syncs once the
+/// requests settle ([`HOME_QUIET`]). Any other request that comes meanwhile is served
+/// next instead (a push syncs first anyway).
+fn bring_home(
+    client: UnixStream,
+    listener: &UnixListener,
+    config: &ServiceConfig,
+    start: &Start,
+) -> Option<(UnixStream, Request)> {
+    let _ = protocol::write_frame(&client, protocol::EXIT, &0i32.to_be_bytes());
+    drop(client);
+    let (Some(broker), Ok(())) = (&config.home, &start.prepared) else { return None };
+    let first = std::time::Instant::now();
+    let mut last = first;
+    let mut next = None;
+    if listener.set_nonblocking(true).is_ok() {
+        while last.elapsed() < HOME_QUIET && first.elapsed() < HOME_WAIT {
+            match listener.accept() {
+                Ok((client, _)) => match read_request(client) {
+                    Some((client, request)) if request.home => {
+                        let _ = protocol::write_frame(&client, protocol::EXIT, &0i32.to_be_bytes());
+                        last = std::time::Instant::now();
+                    }
+                    Some(other) => {
+                        next = Some(other);
+                        break;
+                    }
+                    None => {}
+                },
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(10)),
+                Err(_) => break,
+            }
         }
-        return;
+        let _ = listener.set_nonblocking(false);
     }
+    if next.is_none() {
+        let _ = broker.sync();
+    }
+    next
+}
+
+fn serve(client: UnixStream, request: Request, config: &ServiceConfig, start: &Start, running: &Mutex<i32>) {
     // What the session committed comes home first: pushes leave from the user's
     // repository.
     if let (Some(broker), Ok(())) = (&config.home, &start.prepared) {
