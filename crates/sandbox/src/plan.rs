@@ -746,6 +746,35 @@ mod tests {
         assert_eq!(few.iter().filter(|arg| *arg == "/rt/empty").count(), MASKS_BY_BWRAP - 1, "{few:?}");
     }
 
+    /// A plan of `mounts` with the session repository `git`, the network off.
+    fn session_plan<'a>(mounts: &'a [Mount], git: &'a SessionGit, cwd: &'a Path, command: &'a [OsString]) -> Plan<'a> {
+        Plan {
+            network: Network::Off,
+            premade_network: false,
+            host_ports: &[],
+            mounts,
+            masks: &[],
+            settings: &[],
+            commands: &[],
+            home: Path::new("/"),
+            cwd,
+            runtime: Path::new("/rt"),
+            self_exe: Path::new("/as"),
+            command,
+            session_git: Some(git),
+        }
+    }
+
+    /// The `count` arguments after the runtime's marker binary is bound.
+    fn after_marker(args: &[String], count: usize) -> Vec<&str> {
+        args.iter()
+            .skip_while(|arg| *arg != "/run/agent-sandbox/agent-sandbox")
+            .skip(1)
+            .take(count)
+            .map(String::as_str)
+            .collect()
+    }
+
     #[test]
     fn the_session_repository_covers_dot_git_and_the_users_is_read_only_beside_the_runtime() {
         let mounts = [mount("/p", Access::Rw, Kind::Dir), mount("/p/.git/hooks", Access::Ro, Kind::Dir)];
@@ -756,29 +785,10 @@ mod tests {
             user_git: "/p/.git".into(),
             user_git_dir: "/p/.git".into(),
         };
-        let plan = Plan {
-            network: Network::Off,
-            premade_network: false,
-            host_ports: &[],
-            mounts: &mounts,
-            masks: &[],
-            settings: &[],
-            commands: &[],
-            home: Path::new("/"),
-            cwd: Path::new("/p"),
-            runtime: Path::new("/rt"),
-            self_exe: Path::new("/as"),
-            command: &["true".into()],
-            session_git: Some(&git),
-        };
+        let command = ["true".into()];
+        let plan = session_plan(&mounts, &git, Path::new("/p"), &command);
         let args = strings(bwrap_args(&plan));
-        let tail: Vec<&str> = args
-            .iter()
-            .skip_while(|arg| *arg != "/run/agent-sandbox/agent-sandbox")
-            .skip(1)
-            .take(12)
-            .map(String::as_str)
-            .collect();
+        let tail = after_marker(&args, 12);
         // After the policy's mounts (the user's hooks, read-only, are under it, unseen)
         // and after the runtime directory, whose `user-git` is the mount point.
         assert_eq!(
@@ -823,29 +833,10 @@ mod tests {
             user_git: "/w/main/.git".into(),
             user_git_dir: "/w/main/.git/worktrees/p".into(),
         };
-        let plan = Plan {
-            network: Network::Off,
-            premade_network: false,
-            host_ports: &[],
-            mounts: &mounts,
-            masks: &[],
-            settings: &[],
-            commands: &[],
-            home: Path::new("/"),
-            cwd: Path::new("/w/p"),
-            runtime: Path::new("/rt"),
-            self_exe: Path::new("/as"),
-            command: &["true".into()],
-            session_git: Some(&git),
-        };
+        let command = ["true".into()];
+        let plan = session_plan(&mounts, &git, Path::new("/w/p"), &command);
         let args = strings(bwrap_args(&plan));
-        let tail: Vec<&str> = args
-            .iter()
-            .skip_while(|arg| *arg != "/run/agent-sandbox/agent-sandbox")
-            .skip(1)
-            .take(18)
-            .map(String::as_str)
-            .collect();
+        let tail = after_marker(&args, 18);
         assert_eq!(
             tail,
             [
