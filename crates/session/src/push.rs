@@ -116,8 +116,12 @@ impl PushService {
         let Some(broker) = &self.broker else { return };
         let _ = broker.sync();
         let told = util::fs::read_regular_nofollow(&broker.exec.told, 4 << 20).unwrap_or_default();
+        // Each sync tells again what still did not come home: said once here.
+        let mut said = std::collections::HashSet::new();
         for told in hostpush::home::parse_told(&told) {
-            util::say!("agent-sandbox: {}", util::terminal_safe(&told.text));
+            if said.insert(told.text.clone()) {
+                util::say!("agent-sandbox: {}", util::terminal_safe(&told.text));
+            }
         }
     }
 }
