@@ -588,3 +588,49 @@ fn a_session_starting_beside_another_keeps_what_the_other_staged() {
     assert_eq!(run.ok(), "x\n", "{}", run.stderr());
     assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]), "x\n", "{}", run.stderr());
 }
+
+/// A commit made in a submodule inside, and the project's commit that names it: the
+/// project's comes home through the checks, the submodule's is kept in the user's
+/// submodule repository (no branch of it moves), and the user's `git submodule update`
+/// on the host checks it out. A submodule commit alone (no project commit naming it)
+/// is kept too.
+#[test]
+fn a_submodules_commits_come_home_with_the_project_commit_that_names_them() {
+    require_bwrap!();
+    let world = checked_world();
+    let lib = world.path("lib");
+    world.git_in(&world.root, &["init", "-q", lib.to_str().expect("utf-8")]);
+    world.git_in(&lib, &["commit", "-q", "--allow-empty", "-m", "lib"]);
+    world.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        lib.to_str().expect("utf-8"),
+        "libs/foo",
+    ]);
+    world.git(&["commit", "-qm", "add foo"]);
+    let users_main = world.git_in(&world.path("home/proj/libs/foo"), &["rev-parse", "main"]);
+    let run = world.sh(
+        &[],
+        "cd libs/foo && echo x > x && git add x && git commit -qm sub-x && cd ../.. && git add libs/foo && \
+         git commit -qm bump && git -C libs/foo rev-parse HEAD",
+    );
+    let sub = run.ok().trim().to_owned();
+    assert!(run.stderr().contains("kept in your submodule repository"), "{}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "bump", "{}", run.stderr());
+    let foo = world.path("home/proj/libs/foo");
+    assert_eq!(world.git_in(&foo, &["rev-parse", "refs/agent-sandbox/modules/heads/main"]).trim(), sub);
+    assert_eq!(world.git_in(&foo, &["rev-parse", "main"]), users_main, "no branch of the user's submodule moved");
+    // The user's submodule checkout is what the project's commit names, as on disk.
+    assert_eq!(world.git_in(&foo, &["rev-parse", "HEAD"]).trim(), sub);
+    assert_eq!(users_status(&world), "");
+    world.git(&["submodule", "update", "-q"]);
+    assert_eq!(users_status(&world), "");
+    // A detached commit in the submodule, with no project commit: kept by its name.
+    let run = world.sh(&[], "cd libs/foo && git checkout -q --detach && echo y > y && git add y && git commit -qm sub-y && git rev-parse HEAD");
+    let detached = run.ok().trim().to_owned();
+    let kept = format!("refs/agent-sandbox/modules/commits/{detached}");
+    assert_eq!(world.git_in(&foo, &["rev-parse", &kept]).trim(), detached, "{}", run.stderr());
+}

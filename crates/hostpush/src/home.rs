@@ -418,7 +418,7 @@ impl Home {
     }
 
     /// The receive-pack of a push into the user's repository: none of its hooks.
-    fn receive_pack(&self) -> String {
+    pub(crate) fn receive_pack(&self) -> String {
         format!(
             "{} -c core.hooksPath=/dev/null -c 'safe.directory=*'",
             util::single_quoted(&self.git.display().to_string())
@@ -769,7 +769,7 @@ pub struct ModulePlan {
 /// The submodule repositories below `modules` (a directory holding `HEAD` and
 /// `objects`), as paths relative to it, nested ones (`a/modules/b`) included. Links and
 /// special files are passed by; at most 1,000 repositories.
-fn module_dirs(modules: &Path) -> Vec<String> {
+pub(crate) fn module_dirs(modules: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let mut stack = vec![(modules.to_path_buf(), String::new(), 0usize)];
     while let Some((dir, rel, depth)) = stack.pop() {
@@ -1603,7 +1603,7 @@ pub(crate) fn other_checkouts(home: &Home) -> Vec<String> {
     out
 }
 
-fn short(name: &str) -> &str {
+pub(crate) fn short(name: &str) -> &str {
     name.strip_prefix("refs/heads/").or_else(|| name.strip_prefix("refs/")).unwrap_or(name)
 }
 

@@ -114,7 +114,7 @@ impl PushService {
     /// what did not and why.
     pub(crate) fn bring_home(&self) {
         let Some(broker) = &self.broker else { return };
-        let _ = broker.sync();
+        let _ = broker.last_sync();
         let told = util::fs::read_regular_nofollow(&broker.exec.told, 4 << 20).unwrap_or_default();
         // Each sync tells again what still did not come home: said once here.
         let mut said = std::collections::HashSet::new();

@@ -333,6 +333,9 @@ pub struct Broker {
     pub exec: ExecHome,
     lock: Mutex<()>,
     _live: Option<std::fs::File>,
+    /// Set by the last sync ([`Broker::last_sync`]): the session is ending, its runtime
+    /// directory about to go, and a request the push service still holds syncs no more.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Broker {
@@ -344,13 +347,23 @@ impl std::fmt::Debug for Broker {
 impl Broker {
     pub fn new(exec: ExecHome) -> Broker {
         let live = live_lock(&exec.top);
-        Broker { exec, lock: Mutex::new(()), _live: live }
+        Broker { exec, lock: Mutex::new(()), _live: live, ended: std::sync::atomic::AtomicBool::new(false) }
+    }
+
+    /// The sync at the session's end: after it, [`Broker::sync`] does nothing.
+    pub fn last_sync(&self) -> Result<Vec<String>, Refusal> {
+        let result = self.sync();
+        self.ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        result
     }
 
     /// Brings what the session committed home; what to tell (also kept in the told
     /// file for the git guard inside).
     pub fn sync(&self) -> Result<Vec<String>, Refusal> {
         let _one = self.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.ended.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(Vec::new());
+        }
         // And one at a time across the `exec`s of the project, which share the session
         // repository: two brokers sending the same tips would race on the incoming refs
         // (a push that loses is told as refused by its checks) and on the user's refs (the
@@ -367,8 +380,12 @@ impl Broker {
         };
         if !lines.is_empty() {
             let text = told_after(&self.exec.told, &lines);
-            // In place: the runtime directory takes no new files once made.
-            let _ = std::fs::write(&self.exec.told, text.as_bytes());
+            // In place, never made: the runtime directory takes no new files once made
+            // (its removal at the end would find one it did not expect).
+            let told = std::fs::OpenOptions::new().write(true).truncate(true).open(&self.exec.told);
+            if let Ok(mut told) = told {
+                let _ = std::io::Write::write_all(&mut told, text.as_bytes());
+            }
         }
         result
     }
@@ -414,27 +431,27 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
             "remove those entries from .git",
         ));
     }
+    // `env`: more of git's environment (`NAME=value `), read by `/usr/bin/env`.
+    let reader = |env: &str| {
+        let mut prefix: String =
+            x.view(&session, false).iter().map(|arg| util::single_quoted(arg)).collect::<Vec<_>>().join(" ");
+        prefix.push(' ');
+        // The agent can swap a file for a FIFO after the check above: the reader is ended
+        // after a while rather than hold the sync (and the end of the session) forever.
+        if Path::new(TIMEOUT).is_file() {
+            prefix = format!("{TIMEOUT} --kill-after=5 {READER_SECS} {prefix}");
+        }
+        mirror::reader(&prefix, &format!("{env}{}", x.home.git.display()), Some("/nonexistent"))
+    };
+    // The submodules' commits first: the project's commits that come home may name them.
+    let mut told = bring_modules(x, &session, &reader);
     // Nothing to bring (most commands move no ref): decided from the files alone.
     if let (Some(ours), Some(theirs)) = (list_session_refs(&session), list_session_refs(&x.home.user_git)) {
         if ours == theirs {
-            return Ok(Vec::new());
+            return Ok(told);
         }
     }
-    let mut prefix: String =
-        x.view(&session, false).iter().map(|arg| util::single_quoted(arg)).collect::<Vec<_>>().join(" ");
-    prefix.push(' ');
-    // The agent can swap a file for a FIFO after the check above: the reader is ended
-    // after a while rather than hold the sync (and the end of the session) forever.
-    if Path::new(TIMEOUT).is_file() {
-        prefix = format!("{TIMEOUT} --kill-after=5 {READER_SECS} {prefix}");
-    }
-    let git = x.home.git.display().to_string();
-    let mirror = Mirror {
-        path: &x.mirror,
-        git: &x.home.git,
-        env: &x.home.env,
-        reader: mirror::reader(&prefix, &git, Some("/nonexistent")),
-    };
+    let mirror = Mirror { path: &x.mirror, git: &x.home.git, env: &x.home.env, reader: reader("") };
     let failed = |failed: mirror::Failed| refuse(failed.to_string(), "try again");
     mirror.configure(&x.home.user_git.join("config")).map_err(failed)?;
     let alternates = format!("{}\n", x.home.user_git.join("objects").display());
@@ -447,7 +464,7 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     let lineage = |theirs: &str, ours: &str| lineage(&mirror, &brought, theirs, ours);
     let decisions = decide(&state, &user, &session_refs, &super::other_checkouts(&x.home), &lineage);
     if decisions.is_empty() {
-        return Ok(Vec::new());
+        return Ok(told);
     }
     let save = |state: &State| {
         let mut all = read_brought(x);
@@ -457,5 +474,113 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
             .map_err(|err| refuse(format!("cannot record what came home: {err}"), "try again"))?;
         x.write_state(state)
     };
-    bring(&x.home, &mirror, true, &decisions, &user, &mut state, &save)
+    told.extend(bring(&x.home, &mirror, true, &decisions, &user, &mut state, &save)?);
+    Ok(told)
+}
+
+/// Where the commits of the session's submodules are kept in the user's submodule
+/// repositories.
+pub const MODULE_REFS: &str = "refs/agent-sandbox/modules/";
+
+/// The commits made in the session's submodule repositories (`modules/<path>`, seeded
+/// beside the user's): for each branch or tag whose commit the user's submodule
+/// repository lacks, its commits are fetched through the session's reader (every object
+/// hashed, in a mirror of that submodule) and kept in the user's submodule repository
+/// as [`MODULE_REFS`]`<ref>`. No branch of the user's submodule moves: the project's
+/// commits that name them (their gitlinks) come home through the project's checks, and
+/// then check out on the host (`git submodule update`). What to tell.
+fn bring_modules(x: &ExecHome, session: &Path, reader: &dyn Fn(&str) -> String) -> Vec<String> {
+    let mut told = Vec::new();
+    for rel in super::module_dirs(&session.join("modules")) {
+        let ours_dir = session.join("modules").join(&rel);
+        let theirs_dir = x.home.user_git.join("modules").join(&rel);
+        if !theirs_dir.join("objects").symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
+            continue;
+        }
+        let Some(mut ours) = list_session_refs(&ours_dir) else { continue };
+        // A submodule is mostly on a detached `HEAD`: its commit counts as a ref.
+        let head = util::fs::read_regular_nofollow(&ours_dir.join("HEAD"), 4096).unwrap_or_default();
+        let head = String::from_utf8_lossy(&head).trim().to_owned();
+        if matches!(head.len(), 40 | 64) && head.bytes().all(|b| b.is_ascii_hexdigit()) {
+            ours.insert("HEAD".into(), head.clone());
+        }
+        let theirs = list_session_refs(&theirs_dir).unwrap_or_default();
+        let has = |sha: &str| {
+            let dir = theirs_dir.display().to_string();
+            x.home.git(&["--git-dir", &dir, "cat-file", "-e", &format!("{sha}^{{commit}}")], None).is_ok()
+        };
+        let new: Vec<(&String, &String)> =
+            ours.iter().filter(|(name, sha)| theirs.get(*name) != Some(*sha) && !has(sha)).collect();
+        if new.is_empty() {
+            continue;
+        }
+        let failed = |why: String| format!("{rel}: its new commits stay in the session: {why}");
+        let objects = x.home.user_git_inside.join("modules").join(&rel).join("objects");
+        let found = session_redirections(&ours_dir, &objects);
+        if !found.is_empty() {
+            told.push(failed(format!("its repository leads elsewhere: {}", found.join("; "))));
+            continue;
+        }
+        let path = x.mirror.with_extension("modules").join(rel.replace('/', "%2F"));
+        // A submodule repository names its work tree (`core.worktree`, relative to where
+        // it is in the user's `.git`), which the view does not show: `/` instead (git
+        // reads that key from the file alone; the environment beats it).
+        let mirror = Mirror { path: &path, git: &x.home.git, env: &x.home.env, reader: reader("GIT_WORK_TREE=/ ") };
+        let alternates = format!("{}\n", theirs_dir.join("objects").display());
+        let prepared = mirror.configure(&theirs_dir.join("config")).map_err(|err| err.to_string()).and_then(|()| {
+            util::fs::atomic_write(&path.join("objects/info/alternates"), alternates.as_bytes(), 0o644)
+                .map_err(|err| err.to_string())
+        });
+        if let Err(why) = prepared {
+            told.push(failed(why));
+            continue;
+        }
+        let source = format!("file://{}", ours_dir.display());
+        let mut fetch = vec!["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--upload-pack"];
+        let reader = mirror.reader.clone();
+        fetch.push(&reader);
+        fetch.push(&source);
+        let refspecs: Vec<String> =
+            new.iter().map(|(name, sha)| format!("+{sha}:refs/fetched/{}", name.trim_start_matches("refs/"))).collect();
+        fetch.extend(refspecs.iter().map(String::as_str));
+        if let Err(err) = mirror.git(&fetch) {
+            let said = err.stderr.lines().rfind(|line| !line.starts_with("hint:")).unwrap_or_default().to_owned();
+            told.push(failed(format!("they cannot be read (git: {})", util::terminal_safe(&said))));
+            continue;
+        }
+        let receive = format!("{} receive-pack", x.home.receive_pack());
+        let dir = theirs_dir.display().to_string();
+        for (name, sha) in new {
+            // A detached commit by its name: the next one is no branch's successor of it.
+            let kept = match name.as_str() {
+                "HEAD" => format!("{MODULE_REFS}commits/{sha}"),
+                name => format!("{MODULE_REFS}{}", name.trim_start_matches("refs/")),
+            };
+            let refspec = format!("+{sha}:{kept}");
+            match mirror.git(&["push", "--quiet", "--no-verify", "--receive-pack", &receive, &dir, &refspec]) {
+                Ok(_) => told.push(format!(
+                    "{rel}: {} ({}) is kept in your submodule repository as {kept}",
+                    super::short(name),
+                    &sha[..12.min(sha.len())]
+                )),
+                Err(err) => told.push(failed(err.stderr)),
+            }
+        }
+        // The submodule's checkout is the session's (the work tree is shared): the user's
+        // submodule repository's `HEAD` (detached) and index follow its commit, as the
+        // project's follow the project's.
+        let commit = match head.strip_prefix("ref: ") {
+            Some(branch) => ours.get(branch).cloned(),
+            None => ours.get("HEAD").cloned(),
+        };
+        let Some(commit) = commit.filter(|sha| has(sha)) else { continue };
+        let current = x.home.git(&["--git-dir", &dir, "rev-parse", "-q", "--verify", "HEAD"], None).unwrap_or_default();
+        if String::from_utf8_lossy(&current).trim() != commit {
+            let moved = x.home.git(&["--git-dir", &dir, "update-ref", "--no-deref", "HEAD", &commit], None);
+            if moved.is_ok() {
+                let _ = x.home.git(&["--git-dir", &dir, "--work-tree", "/", "read-tree", &commit], None);
+            }
+        }
+    }
+    told
 }
