@@ -634,3 +634,29 @@ fn a_submodules_commits_come_home_with_the_project_commit_that_names_them() {
     let kept = format!("refs/agent-sandbox/modules/commits/{detached}");
     assert_eq!(world.git_in(&foo, &["rev-parse", &kept]).trim(), detached, "{}", run.stderr());
 }
+
+/// In a linked worktree the user's own pre-commit hook (a relative `core.hooksPath`,
+/// chained by `hooks install`) runs inside, as in the main checkout: git exports
+/// `GIT_DIR` to the hooks of a work tree whose `.git` is a file, and the guard finds
+/// the hooks directory as git does, in the work tree (it took it from the session
+/// repository's directory, found no hook to chain, and let the commit through).
+#[test]
+fn in_a_linked_worktree_the_users_pre_commit_hook_runs_inside() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/.githooks/pre-commit", "#!/bin/sh\ntest ! -e STOP\n");
+    world.chmod("home/proj/.githooks/pre-commit", 0o755);
+    world.git(&["config", "core.hooksPath", ".githooks"]);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "hooks"]);
+    world.git(&["worktree", "add", "-q", "../wt", "-b", "feature"]);
+    let wt = world.path("home/wt");
+    world.cmd().current_dir(&wt).args(["hooks", "install"]).run().ok();
+    let script = "echo ok > ok && git add ok && git commit -qm ok && echo OK-COMMITTED; \
+                  touch STOP && git add STOP && git commit -qm stop; echo rc=$?";
+    let run = world.cmd().current_dir(&wt).args(["exec", "--", "sh", "-c", script]).run();
+    let out = run.ok();
+    assert!(out.contains("OK-COMMITTED"), "the legitimate commit works: {out}{}", run.stderr());
+    assert!(out.contains("rc=1"), "the user's hook refused the commit: {out}{}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "feature"]).trim(), "ok", "{}", run.stderr());
+}

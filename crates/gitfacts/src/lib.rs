@@ -225,10 +225,20 @@ pub fn hooks_path(repo: &gix::Repository) -> Result<HooksPath, FactsError> {
     let configured = config
         .trusted_path("core.hooksPath")
         .map_err(|error| FactsError::HooksPath { repo: repo.git_dir().to_path_buf(), error: error.to_string() })?;
+    // git with `GIT_DIR` set and neither `GIT_WORK_TREE` nor `core.worktree` takes the
+    // current directory for the top of the work tree: so it runs the hooks of a work tree
+    // whose `.git` is a file naming a repository of its own (it exports `GIT_DIR` to
+    // them, and they start in the top). gix leaves such a repository without a work
+    // tree, and a relative `core.hooksPath` would be taken from the git directory.
+    let top = repo.workdir().map(Path::to_path_buf).or_else(|| {
+        let from_env = std::env::var_os("GIT_DIR").is_some() && std::env::var_os("GIT_WORK_TREE").is_none();
+        let bare = config.boolean("core.bare").unwrap_or(false);
+        (from_env && !bare).then(std::env::current_dir).and_then(Result::ok)
+    });
     Ok(match configured {
         // Hooks run in the top of the work tree, so that is what a relative path is
         // relative to (in a linked worktree: that worktree's top, as with git).
-        Some(path) => HooksPath::Configured(canonical(&repo.workdir().unwrap_or_else(|| repo.git_dir()).join(path))),
+        Some(path) => HooksPath::Configured(canonical(&top.unwrap_or_else(|| repo.git_dir().to_path_buf()).join(path))),
         None => HooksPath::Default,
     })
 }
