@@ -1167,7 +1167,7 @@ pub(crate) fn session_refs(
     user: &Refs,
 ) -> Result<Refs, Refusal> {
     let unreadable = |failed: mirror::Failed| {
-        let said = failed.stderr.lines().rfind(|line| !line.starts_with("hint:")).unwrap_or_default().to_owned();
+        let said = failed.last_line().to_owned();
         refuse(
             format!(
                 "cannot read the session's commits: an object one of its branches or tags leads to is not in the \

@@ -33,6 +33,13 @@ pub struct Failed {
     pub stderr: String,
 }
 
+impl Failed {
+    /// What git said last, its hints left out.
+    pub fn last_line(&self) -> &str {
+        self.stderr.lines().rfind(|line| !line.starts_with("hint:")).unwrap_or_default()
+    }
+}
+
 impl std::fmt::Display for Failed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "`git {}` failed: {}", self.command, self.stderr)

@@ -301,12 +301,8 @@ const LIVE_LOCK: &str = "live.lock";
 /// Whether another `exec` of the project runs (holds [`LIVE_LOCK`]); when that cannot
 /// be told, as if one did.
 fn others_running(top: &Path) -> bool {
-    use std::os::unix::io::AsRawFd as _;
-    let open =
-        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(top.join(LIVE_LOCK));
-    let Ok(file) = open else { return true };
-    // SAFETY: flock on a descriptor this function owns (the lock goes with it).
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
+    // Exclusive and not waiting: taken (and dropped at once) only when no broker holds it.
+    !matches!(util::fs::lock(&top.join(LIVE_LOCK), false), Ok(Some(_)))
 }
 
 /// [`LIVE_LOCK`], shared, for the broker's life; `None` if it cannot be taken (a start
@@ -544,8 +540,7 @@ fn bring_modules(x: &ExecHome, session: &Path, reader: &dyn Fn(&str) -> String) 
             new.iter().map(|(name, sha)| format!("+{sha}:refs/fetched/{}", name.trim_start_matches("refs/"))).collect();
         fetch.extend(refspecs.iter().map(String::as_str));
         if let Err(err) = mirror.git(&fetch) {
-            let said = err.stderr.lines().rfind(|line| !line.starts_with("hint:")).unwrap_or_default().to_owned();
-            told.push(failed(format!("they cannot be read (git: {})", util::terminal_safe(&said))));
+            told.push(failed(format!("they cannot be read (git: {})", util::terminal_safe(err.last_line()))));
             continue;
         }
         let receive = format!("{} receive-pack", x.home.receive_pack());
