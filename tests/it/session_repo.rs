@@ -660,3 +660,55 @@ fn in_a_linked_worktree_the_users_pre_commit_hook_runs_inside() {
     assert!(out.contains("rc=1"), "the user's hook refused the commit: {out}{}", run.stderr());
     assert_eq!(world.git(&["log", "-1", "--format=%s", "feature"]).trim(), "ok", "{}", run.stderr());
 }
+
+/// Without a session repository (the key off, the `@git` preset off, a `.git` file that
+/// names its directory through a symlink) the user's git directories are read-only
+/// inside: the history reads, nothing is written (no commit, no plant), the start says
+/// why, and the user's git on the host runs nothing.
+#[test]
+fn without_a_session_repository_the_users_git_is_read_only_inside() {
+    require_bwrap!();
+    let world = World::new();
+    world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "config"]);
+    let ran = world.path("ran");
+    let monitor = format!("printf '[core]\\n\\tfsmonitor = touch {}\\n'", ran.display());
+    // The linked worktree's `.git` file names its record through a symlink.
+    world.git(&["worktree", "add", "-q", "../wt", "-b", "feature"]);
+    std::os::unix::fs::symlink(world.path("home/proj/.git"), world.path("home/git-link")).expect("symlink");
+    let record = world.path("home/git-link/worktrees/wt");
+    fs_err::write(world.path("home/wt/.git"), format!("gitdir: {}\n", record.display())).expect("write");
+    world.cmd().current_dir(&world.path("home/wt")).args(["config", "allow"]).run().ok();
+    let cases = [
+        ("home/proj", r#"{ "git": { "sessionRepository": false } }"#, "`git.sessionRepository` is off"),
+        ("home/proj", r#"{ "filesystem": { "presets": ["@all", "!@git"] } }"#, "the `@git` preset is off"),
+        ("home/wt", "{}", "no session repository can stand in for"),
+    ];
+    for (dir, config, why) in cases {
+        world.write("xdg-config/agent-sandbox/config.jsonc", config);
+        let tips = world.git(&["for-each-ref"]);
+        let script = format!(
+            "git log -1 --format=%s && \
+             (echo x > x && git add x 2>/dev/null && git commit -qm x 2>/dev/null && echo COMMITTED; true) && \
+             (echo /tmp > \"$(git rev-parse --git-common-dir)/commondir\" 2>/dev/null && echo PLANTED; true) && \
+             ({monitor} >> \"$(git rev-parse --git-common-dir)/config\" 2>/dev/null && echo CONFIG-WRITABLE; true) && \
+             (echo 'gitdir: /tmp' > .git 2>/dev/null && echo GITFILE-WRITABLE; true)"
+        );
+        let run = world.cmd().current_dir(&world.path(dir)).args(["exec", "--", "sh", "-c", &script]).run();
+        let out = run.ok();
+        assert!(out.starts_with("config\n"), "the history reads ({dir}, {config}): {out}\n{}", run.stderr());
+        for marker in ["COMMITTED", "PLANTED", "CONFIG-WRITABLE", "GITFILE-WRITABLE"] {
+            assert!(!out.contains(marker), "{marker} ({dir}, {config}): {out}");
+        }
+        assert!(run.stderr().contains(why), "{}", run.stderr());
+        assert!(run.stderr().contains("read-only inside"), "{}", run.stderr());
+        assert_eq!(world.git(&["for-each-ref"]), tips, "{config}");
+        assert!(!world.path("home/proj/.git/commondir").exists());
+        std::fs::remove_file(world.path(&format!("{dir}/x"))).expect("rm x");
+        // The user's git, in both checkouts: clean, nothing run.
+        assert_eq!(users_status(&world), "");
+        assert_eq!(world.git_in(&world.path("home/wt"), &["status", "--porcelain"]), "");
+        assert!(!ran.exists());
+    }
+}

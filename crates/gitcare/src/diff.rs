@@ -2,24 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Content, State, Watch};
+use crate::{State, Watch};
 
 /// What the check does about one finding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Move `path` aside (or, failing that, delete it), saying `why`.
-    Quarantine {
-        path: PathBuf,
-        why: &'static str,
-    },
-    /// Put back the standard `commondir` of a worktree record (after quarantining the
-    /// changed one, or where it was deleted).
-    RestoreCommondir {
-        path: PathBuf,
-    },
-    /// Tell the user something they should know (nothing is changed).
-    Warn(String),
-    Note(String),
+    Quarantine { path: PathBuf, why: &'static str },
 }
 
 /// What to do about the differences between `before` (start) and `now` (exit).
@@ -42,69 +31,12 @@ pub fn diff(watch: &Watch, before: &State, now: &State) -> Vec<Action> {
             "could not be examined (made unreadable inside the sandbox), so git could find a repository behind it",
         ));
     }
-    for (dir, target) in &now.worktree_dirs {
-        if target.is_some() && before.worktree_dirs.get(dir) != Some(target) {
-            actions.push(quarantine(
-                dir,
-                "is a worktree record turned into a symlink, which makes git read another repository",
-            ));
-        }
-    }
-    let record_of = |path: &Path| path.parent().and_then(|dir| now.records.get(dir));
-    let is_commondir = |path: &Path| path.file_name().is_some_and(|name| name == "commondir");
-    for path in now.project_files.iter().chain(&watch.extra) {
-        let (current, then) = (now_of(path), then_of(path));
-        if current.is_none() && then.is_some() && is_commondir(path) {
-            // A worktree's git directory without its `commondir` is a repository of its
-            // own, with its own config and hooks.
-            let Some(admin) = path.parent().filter(|dir| now.worktree_dirs.contains_key(*dir)) else { continue };
-            if then == Some(Content::Bytes(gitfacts::STANDARD_COMMONDIR.as_bytes().to_vec())) {
-                actions.push(Action::RestoreCommondir { path: path.clone() });
-                actions.push(Action::Warn(format!("{} was deleted inside the sandbox; restored it", path.display())));
-            } else {
-                actions.push(quarantine(
-                    admin,
-                    "lost its commondir inside the sandbox, which makes it a repository of its own",
-                ));
-            }
-            continue;
-        }
-        let Some(current) = current else { continue };
-        if Some(&current) == then.as_ref() && current.is_examined() {
-            continue;
-        }
-        let record = record_of(path).cloned().unwrap_or_default();
-        let name = path.file_name().and_then(|name| name.to_str());
-        if current.is_examined() {
-            // `git worktree add` made it, or `git worktree move` changed it.
-            if name == Some("commondir") && record.shares_common {
-                continue;
-            }
-            if name == Some("gitdir") && record.shares_common && record.names_back {
-                continue;
-            }
-            let sibling_vanished = name == Some("commondir") && record.vanished;
-            if then.is_none() && sibling_vanished {
-                continue;
-            }
-            if then.is_none() && name == Some("gitdir") && record.vanished {
-                let checkout = match &current {
-                    Content::Bytes(bytes) => String::from_utf8_lossy(bytes).trim().to_owned(),
-                    _ => String::new(),
-                };
-                actions.push(Action::Note(format!(
-                    "the sandbox added a worktree at {}, outside the project, in scratch space that is gone now; its \
-                     commits are kept, `git worktree prune` removes the leftover record",
-                    Path::new(&checkout).parent().unwrap_or(Path::new("?")).display()
-                )));
-                continue;
-            }
-        }
-        actions.push(quarantine(path, "would change which repository, configuration or hooks git uses"));
-        // A worktree left without its `commondir` would be a repository of its own: the
-        // standard one is put back.
-        if is_commondir(path) && then == Some(Content::Bytes(gitfacts::STANDARD_COMMONDIR.as_bytes().to_vec())) {
-            actions.push(Action::RestoreCommondir { path: path.clone() });
+    // A hooks directory (`core.hooksPath`) that did not exist at start (one that did is
+    // read-only inside).
+    for path in &watch.extra {
+        let Some(current) = now_of(path) else { continue };
+        if Some(&current) != then_of(path).as_ref() || !current.is_examined() {
+            actions.push(quarantine(path, "would change which repository, configuration or hooks git uses"));
         }
     }
     for path in &watch.host_files {
@@ -152,30 +84,7 @@ pub fn diff(watch: &Watch, before: &State, now: &State) -> Vec<Action> {
             ));
         }
     }
-    for (dir, files) in &now.modules {
-        if changed(&before.modules, dir, files) {
-            actions.push(quarantine(dir, "is a submodule's git directory written inside the sandbox"));
-        }
-    }
-    for (state, todo) in &now.sequencer {
-        // New, or an existing todo list (a rebase the user stopped) given new commands.
-        let known = before.sequencer.get(state).map(|todo| exec_lines(todo)).unwrap_or_default();
-        let added: Vec<&str> = exec_lines(todo).into_iter().filter(|line| !known.contains(line)).collect();
-        if before.sequencer.contains_key(state) && added.is_empty() {
-            continue;
-        }
-        actions.push(Action::Warn(format!(
-            "the sandbox left an operation in progress ({}); `--continue` would run its todo list{}",
-            state.display(),
-            if added.is_empty() { String::new() } else { format!(", including: {}", added.join(" | ")) }
-        )));
-    }
     actions
-}
-
-/// The `exec` lines of a todo list: commands `--continue` runs.
-fn exec_lines(todo: &str) -> Vec<&str> {
-    todo.lines().map(str::trim_start).filter(|line| line.starts_with("exec") || line.starts_with("x ")).collect()
 }
 
 /// Carries out `actions`, printing each on stderr and recording quarantines in the audit
@@ -185,13 +94,6 @@ pub fn apply(actions: &[Action]) -> usize {
     for action in actions {
         match action {
             Action::Quarantine { path, why } => stuck += usize::from(!quarantine(path, why)),
-            Action::RestoreCommondir { path } => {
-                if std::fs::write(path, gitfacts::STANDARD_COMMONDIR).is_ok() {
-                    util::say!("  (restored {} as it was)", path.display());
-                }
-            }
-            Action::Warn(text) => util::say!("agent-sandbox: WARNING: {text}"),
-            Action::Note(text) => util::say!("agent-sandbox: note: {text}"),
         }
     }
     stuck

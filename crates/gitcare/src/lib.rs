@@ -1,17 +1,18 @@
-//! The session check: what a sandbox may have done to git metadata that the user's own
-//! git would honour afterwards. The agent must be able to write `.git` (commits need it),
-//! and git trusts pointer files there (`commondir`, a worktree's `gitdir`, a submodule's
-//! `.git` file) and the configs it finds through them, in the project's repository, in
-//! its submodules and in any repository nested in the work tree; `git status` in the
-//! project even runs git in submodules. One planted `core.fsmonitor` turns the user's
-//! next `git status` into the agent's command. Git also takes any directory holding a
-//! valid `HEAD`, `objects/` and `refs/` for a (bare) repository.
+//! The session check: what a sandbox may have left in the work tree that the user's own
+//! git would honour afterwards. The user's git directories are never writable inside (a
+//! session repository stands in for them, or they are read-only:
+//! `policy::git::dir_rules`), but git also trusts what it finds in the work tree: any
+//! nested `.git` (and the configs and hooks it leads to; `git status` in the project
+//! runs git in submodules), any directory holding a valid `HEAD`, `objects/` and `refs/`
+//! (a bare repository), a `.git` made at the root where there was none. One planted
+//! `core.fsmonitor` turns the user's next `git status` into the agent's command. Files
+//! the host runs later (`filesystem.hostExecuted`) are watched the same way.
 //!
 //! So the rule is strict and parses no contents: [`observe`] records every such file (a
 //! [`State`]), [`diff`] compares the state at exit with the one at start (pure: a list of
 //! [`Action`]s), and [`apply`] carries them out: anything new or changed is moved aside
-//! (or, failing that, deleted). The only things a session may add are what
-//! `git worktree add` makes and `git worktree move` changes (checked by their links).
+//! (or, failing that, deleted). The only thing a session may add is the `.git` file of a
+//! worktree it made in its session repository ([`names_a_worktree_slot`]).
 //!
 //! It fails closed: files are read only if they are regular (never blocking on a FIFO);
 //! a special file, an unreadable file or a directory that cannot be listed is never
@@ -39,8 +40,6 @@ pub use diff::{apply, diff, Action};
 /// objects from another repository).
 const GIT_DIR_FILES: &[&str] =
     &["config", "commondir", "config.worktree", "gitdir", "hooks", "info", "objects/info/alternates"];
-/// In-progress operations whose todo lists git will run on `--continue`.
-const SEQUENCER: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
 /// No file the check reads is legitimately bigger (hooks included).
 const READ_LIMIT: u64 = 16 * 1024 * 1024;
 
@@ -48,7 +47,9 @@ const READ_LIMIT: u64 = 16 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Watch {
     pub project_root: PathBuf,
-    /// The repository's common directory (from `gitfacts::layout` at start).
+    /// The repository's common directory (from `gitfacts::layout` at start): not
+    /// watched (never writable inside), but a bare clone's lying in the work tree is
+    /// not a plant, and a session's worktree names a record at its path.
     pub common_dir: Option<PathBuf>,
     /// Further paths (a hooks directory configured with `core.hooksPath`).
     pub extra: Vec<PathBuf>,
@@ -144,19 +145,6 @@ impl Content {
     }
 }
 
-/// A worktree record `<common>/worktrees/<n>` as git would use it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    /// Its `commondir` is `../..`, resolving to the common directory: it shares the
-    /// repository's config and hooks, as `git worktree add` writes it.
-    pub shares_common: bool,
-    /// Its `gitdir` names a `.git` file that points back at this record.
-    pub names_back: bool,
-    /// Its `gitdir` names a checkout that no longer exists (one made in the sandbox's
-    /// scratch space), beside a standard `commondir`.
-    pub vanished: bool,
-}
-
 /// Everything the check compares. Saved between start and exit (see [`session`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
@@ -170,23 +158,9 @@ pub struct State {
     /// Directories laid out as bare repositories, with their files.
     #[serde(with = "codec::map")]
     pub bare: BTreeMap<PathBuf, Vec<PathBuf>>,
-    /// Submodule git directories, with their files.
-    #[serde(with = "codec::map")]
-    pub modules: BTreeMap<PathBuf, Vec<PathBuf>>,
-    /// `worktrees` and each `worktrees/<n>`, with their targets if they are symlinks.
-    #[serde(with = "codec::map")]
-    pub worktree_dirs: BTreeMap<PathBuf, Option<PathBuf>>,
-    #[serde(with = "codec::map")]
-    pub records: BTreeMap<PathBuf, Record>,
-    /// Nested entries that are the `.git` files of this repository's worktrees.
+    /// Nested entries that are the `.git` files of worktrees the session repository made.
     #[serde(with = "codec::set")]
     pub worktree_gitlinks: BTreeSet<PathBuf>,
-    /// In-progress operations and their todo lists.
-    #[serde(with = "codec::map")]
-    pub sequencer: BTreeMap<PathBuf, String>,
-    /// The project's own pointer files and worktree links, watched by name.
-    #[serde(with = "codec::set")]
-    pub project_files: BTreeSet<PathBuf>,
     /// Directories of the work tree the walk could not list.
     #[serde(with = "codec::set")]
     pub unexamined: BTreeSet<PathBuf>,
@@ -205,108 +179,28 @@ pub fn observe(watch: &Watch, found: &walk::Found) -> State {
     let nested: BTreeMap<PathBuf, Vec<PathBuf>> =
         found.nested.iter().filter(|path| **path != root.join(".git")).map(entry).collect();
     let bare: BTreeMap<PathBuf, Vec<PathBuf>> = bare_layouts(&found.heads, common).iter().map(entry).collect();
-    let modules: BTreeMap<PathBuf, Vec<PathBuf>> = common
-        .map(|common| gitfacts::module_git_dirs(&common.join("modules")))
-        .unwrap_or_default()
-        .iter()
-        .map(entry)
-        .collect();
-    let project_files: BTreeSet<PathBuf> = project_files(root, common).into_iter().collect();
-    let mut paths: BTreeSet<PathBuf> = project_files.clone();
-    paths.extend(watch.extra.iter().cloned());
+    // The project's own `.git` (a directory, or a file naming one) is read-only inside,
+    // or the session repository's mount point.
+    let mut paths: BTreeSet<PathBuf> = watch.extra.iter().cloned().collect();
     paths.extend(watch.host_files.iter().cloned());
     let host_copies = host_copies(watch, found);
     paths.extend(host_copies.iter().cloned());
-    for files in nested.values().chain(bare.values()).chain(modules.values()) {
+    for files in nested.values().chain(bare.values()) {
         paths.extend(files.iter().cloned());
     }
-    let worktree_dirs = worktree_dirs(common);
-    let records = match common {
-        Some(common) => worktree_dirs
-            .keys()
-            .filter(|dir| dir.parent() == Some(common.join("worktrees").as_path()))
-            .map(|dir| (dir.clone(), record(dir, common)))
-            .collect(),
-        None => BTreeMap::new(),
-    };
     State {
         had_git: root.join(".git").symlink_metadata().is_ok(),
         files: paths.into_iter().map(|path| (path.clone(), read(&path))).collect(),
         worktree_gitlinks: nested
             .keys()
-            .filter(|entry| {
-                is_worktree_gitlink(entry, common) || (watch.session_repository && names_a_worktree_slot(entry, common))
-            })
+            .filter(|entry| watch.session_repository && names_a_worktree_slot(entry, common))
             .cloned()
             .collect(),
         nested,
         bare,
-        modules,
-        worktree_dirs,
-        records,
-        sequencer: sequencer_states(root, common),
-        project_files,
         unexamined: found.unexamined.iter().cloned().collect(),
         host_copies,
     }
-}
-
-/// The project's own pointer files (existing or not) and its worktrees' links.
-fn project_files(project_root: &Path, common_dir: Option<&Path>) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let dot_git = project_root.join(".git");
-    if dot_git.is_dir() {
-        files.extend(["commondir", "config.worktree"].map(|name| dot_git.join(name)));
-    } else {
-        files.push(dot_git);
-    }
-    if let Some(common) = common_dir {
-        if !common.starts_with(project_root) {
-            files.extend(["commondir", "config.worktree"].map(|name| common.join(name)));
-        }
-        // Read-only inside when they exist; made inside when they did not.
-        files.extend(["hooks", "config"].map(|name| common.join(name)));
-        for worktree in subdirs(&common.join("worktrees")) {
-            // `config`: without a `commondir`, the directory is a repository of its own.
-            files.extend(["commondir", "gitdir", "config.worktree", "config", "hooks"].map(|name| worktree.join(name)));
-        }
-    }
-    files
-}
-
-/// The common directory's `worktrees` and its entries, each with its symlink target.
-fn worktree_dirs(common_dir: Option<&Path>) -> BTreeMap<PathBuf, Option<PathBuf>> {
-    let Some(worktrees) = common_dir.map(|common| common.join("worktrees")) else { return BTreeMap::new() };
-    let entries = std::fs::read_dir(&worktrees).map(|entries| entries.flatten().map(|entry| entry.path()).collect());
-    std::iter::once(worktrees)
-        .chain(entries.unwrap_or_else(|_| Vec::new()))
-        .map(|path| {
-            let target = std::fs::read_link(&path).ok();
-            (path, target)
-        })
-        .collect()
-}
-
-fn record(dir: &Path, common: &Path) -> Record {
-    let shares_common = gitfacts::has_standard_commondir(dir)
-        && dir.join("../..").canonicalize().ok() == common.canonicalize().ok()
-        && dir.symlink_metadata().is_ok_and(|meta| meta.is_dir());
-    let gitdir = gitfacts::read_pointer(&dir.join("gitdir"));
-    let checkout = gitfacts::read_gitlink_record(&dir.join("gitdir"));
-    let names_back = checkout
-        .as_deref()
-        .and_then(gitfacts::gitlink_target)
-        .is_some_and(|target| Some(target) == dir.canonicalize().ok());
-    let vanished = gitdir.as_ref().is_some_and(|bytes| bytes.ends_with(b"\n"))
-        && checkout.as_deref().is_some_and(|path| path.symlink_metadata().is_err())
-        && gitfacts::has_standard_commondir(dir);
-    Record { shares_common, names_back, vanished }
-}
-
-fn subdirs(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().map(|entry| entry.path()).filter(|path| path.is_dir()).collect())
-        .unwrap_or_default()
 }
 
 /// The files that make up a nested `.git` entry or a git directory.
@@ -369,27 +263,6 @@ fn module_dirs(dir: &Path, depth: usize, files: &mut Vec<PathBuf>) {
             module_dirs(&path, depth + 1, files);
         }
     }
-}
-
-fn sequencer_states(project_root: &Path, common_dir: Option<&Path>) -> BTreeMap<PathBuf, String> {
-    let mut dirs: Vec<PathBuf> = common_dir.map(Path::to_path_buf).into_iter().collect();
-    if let Some(common) = common_dir {
-        dirs.extend(subdirs(&common.join("worktrees")));
-    }
-    let dot_git = project_root.join(".git");
-    if dot_git.is_dir() && !dirs.contains(&dot_git) {
-        dirs.push(dot_git);
-    }
-    dirs.into_iter()
-        .flat_map(|dir| SEQUENCER.iter().map(move |name| dir.join(name)))
-        .filter(|path| path.symlink_metadata().is_ok())
-        .map(|state| {
-            let todo = ["git-rebase-todo", "todo"]
-                .iter()
-                .find_map(|name| util::fs::read_regular(&state.join(name), READ_LIMIT).ok());
-            (state, todo.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default())
-        })
-        .collect()
 }
 
 /// A file's bytes, a symlink's target, or a directory's (`hooks`) names and contents.
@@ -458,16 +331,4 @@ fn names_a_worktree_slot(entry: &Path, common_dir: Option<&Path>) -> bool {
     let (Some(common), Some(target)) = (common_dir, gitfacts::read_gitlink(entry)) else { return false };
     let plain = target.file_name().is_some_and(|name| name != "." && name != "..");
     plain && target.parent() == Some(common.join("worktrees").as_path())
-}
-
-/// Whether `entry` is the `.git` file of a worktree of this repository (one that its
-/// `worktrees/<n>/gitdir` names back, and that shares the repository's config).
-fn is_worktree_gitlink(entry: &Path, common_dir: Option<&Path>) -> bool {
-    let (Some(common), Some(target)) = (common_dir, gitfacts::gitlink_target(entry)) else { return false };
-    let in_worktrees =
-        common.join("worktrees").canonicalize().ok().is_some_and(|dir| target.parent() == Some(dir.as_path()));
-    let back = gitfacts::read_gitlink_record(&target.join("gitdir"));
-    in_worktrees
-        && record(&target, common).shares_common
-        && back.and_then(|path| path.canonicalize().ok()) == entry.canonicalize().ok()
 }

@@ -15,9 +15,6 @@ use std::{
     path::{Component, Path, PathBuf},
 };
 
-/// What `git worktree add` writes to a worktree record's `commondir`.
-pub const STANDARD_COMMONDIR: &str = "../..\n";
-
 /// No pointer file git reads is legitimately longer.
 const POINTER_LIMIT: u64 = 64 * 1024;
 
@@ -51,11 +48,6 @@ pub fn read_gitlink(dot_git: &Path) -> Option<PathBuf> {
     Some(normalize(&dot_git.parent()?.join(target)))
 }
 
-/// [`read_gitlink`], resolved on the filesystem (it must exist).
-pub fn gitlink_target(dot_git: &Path) -> Option<PathBuf> {
-    read_gitlink(dot_git)?.canonicalize().ok()
-}
-
 /// The common directory a git directory's `commondir` file names, as git reads it
 /// (trailing newlines dropped, relative to the git directory); `None` without one.
 pub fn read_commondir(git_dir: &Path) -> Option<PathBuf> {
@@ -63,11 +55,6 @@ pub fn read_commondir(git_dir: &Path) -> Option<PathBuf> {
     let end = bytes.iter().rposition(|b| *b != b'\n' && *b != b'\r').map_or(0, |pos| pos + 1);
     let text = Path::new(std::ffi::OsStr::from_bytes(&bytes[..end]));
     Some(normalize(&git_dir.join(text)))
-}
-
-/// Whether `dir/commondir` is exactly what `git worktree add` writes.
-pub fn has_standard_commondir(dir: &Path) -> bool {
-    read_pointer(&dir.join("commondir")).is_some_and(|bytes| bytes == STANDARD_COMMONDIR.as_bytes())
 }
 
 /// A `HEAD` git would accept (its `validate_headref`): a symlink into `refs/`,
@@ -155,35 +142,6 @@ pub fn read_gitlink_record(gitdir_file: &Path) -> Option<PathBuf> {
     let bytes = read_pointer(gitdir_file)?;
     let end = bytes.iter().rposition(|b| *b != b'\n' && *b != b'\r').map_or(0, |pos| pos + 1);
     (end > 0).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&bytes[..end])))
-}
-
-/// Every submodule git directory under `modules` (a common directory's), at any depth:
-/// a submodule named `libs/foo` lives in `modules/libs/foo`, and nested submodules in
-/// `<module>/modules/`.
-pub fn module_git_dirs(modules: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    find_modules(modules, 0, &mut found);
-    found
-}
-
-/// Symlinks are followed (git follows them), so the depth is bounded against loops.
-fn find_modules(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    if depth > 32 {
-        return;
-    }
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if !path.is_dir() {
-            continue;
-        }
-        if path.join("HEAD").symlink_metadata().is_ok() {
-            find_modules(&path.join("modules"), depth + 1, found);
-            found.push(path);
-        } else {
-            find_modules(&path, depth + 1, found);
-        }
-    }
 }
 
 /// What `core.hooksPath` says, as git resolves it.

@@ -70,8 +70,9 @@ pub struct Context {
     /// The effective `core.hooksPath` (absolute), as git would use it in the project,
     /// if set anywhere in its configuration.
     pub hooks_path: Option<PathBuf>,
-    /// The agent's git is its own (`git.sessionRepository`, and a layout a session
-    /// repository can stand in for): `@git` shows nothing of the user's git directories.
+    /// The agent's git is its own (`git.sessionRepository` with `@git`, and a layout a
+    /// session repository can stand in for): the sandbox binds it where git looks, and
+    /// shows nothing of the user's git directories. Otherwise they are read-only.
     pub session_git: bool,
 }
 
@@ -178,6 +179,19 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
         origin: config.project_read_only.origin.clone(),
     });
 
+    // The user's git directories are never writable inside: the session repository
+    // stands in for them, or they are read-only (history readable, no commits).
+    for (access, path) in git::dir_rules(&ctx.project_root, ctx.session_git, &mut notes) {
+        rules.push(Rule {
+            path,
+            access,
+            exact: true,
+            layer: 0,
+            written: "<the user's git directories>".into(),
+            origin: Origin::builtin(),
+        });
+    }
+
     let enabled = presets::expand(&config.presets)?;
     notes.push(format!(
         "presets: {}",
@@ -217,14 +231,7 @@ pub fn resolve(config: &Config, ctx: &Context) -> Result<Policy, PolicyError> {
             commands.insert((*name).to_owned(), Sourced { value: CommandRule::parse(rule), origin: origin.clone() });
         }
         if preset.name == "git" {
-            for (access, path) in
-                git::layout_rules(&ctx.project_root, ctx.hooks_path.as_deref(), ctx.session_git, &mut notes)
-            {
-                // Never a directory that holds the home directory or the project itself.
-                if access == Access::Rw && (ctx.home.starts_with(&path) || ctx.project_root.starts_with(&path)) {
-                    notes.push(format!("git: refusing to grant {} (it contains home or the project)", path.display()));
-                    continue;
-                }
+            for (access, path) in git::layout_rules(ctx.hooks_path.as_deref()) {
                 rules.push(Rule {
                     path,
                     access,

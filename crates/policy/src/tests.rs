@@ -283,7 +283,7 @@ fn git_and_lint_presets_protect_project_paths() {
             ("home/proj", "rw"),
             ("home/proj/.agent-sandbox", "ro"),
             ("home/proj/.eslintrc.json", "ro"),
-            ("home/proj/.git", "rw"), // pinned: it holds read-only paths
+            ("home/proj/.git", "ro"), // no session repository in this context
             ("home/proj/.husky", "ro"),
             ("home/proj/.git/config", "ro"),
             ("home/proj/.git/hooks", "ro"),
@@ -308,7 +308,7 @@ fn explicit_command_rules_beat_preset_rules() {
 }
 
 #[test]
-fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
+fn a_worktrees_git_directories_are_read_only_unless_a_session_repository_stands_in() {
     let tree = Tree::new(&[
         "home/main/.git/hooks/pre-commit",
         "home/main/.git/config",
@@ -328,37 +328,24 @@ fn worktree_layout_grants_the_common_dir_and_protects_its_hooks_and_config() {
     fs_err::write(main_git.join("worktrees/proj/gitdir"), format!("{}\n", tree.root.join("home/proj/.git").display()))
         .expect("write");
     fs_err::write(main_git.join("config"), "[core]\n\tbare = false\n").expect("write");
-    // The user's other worktree: only its `.git` file is shown, so git inside does not
-    // take it for prunable; one whose checkout is gone shows nothing.
-    fs_err::create_dir_all(tree.root.join("home/other")).expect("mkdir");
-    fs_err::write(tree.root.join("home/other/.git"), "gitdir: ../main/.git/worktrees/other\n").expect("write");
-    for (name, dot_git) in [("other", "home/other/.git"), ("gone", "home/gone/.git")] {
-        fs_err::create_dir_all(main_git.join("worktrees").join(name)).expect("mkdir");
-        fs_err::write(
-            main_git.join("worktrees").join(name).join("gitdir"),
-            format!("{}\n", tree.root.join(dot_git).display()),
-        )
-        .expect("write");
-    }
     let mut ctx = tree.ctx();
     ctx.hooks_path = Some(tree.root.join("home/proj/.githooks"));
-    let policy = resolve(&merge(vec![layer(r#"{"filesystem": {"presets": ["@git"]}}"#, LayerKind::Default)]), &ctx)
-        .expect("resolves");
-    let got = tree.relative(&policy);
-    assert_eq!(
-        got,
-        [
-            ("home/proj", "rw"),
-            ("home/main/.git", "rw"),
-            ("home/other/.git", "ro"),
-            ("home/proj/.githooks", "ro"),
-            ("home/main/.git/config", "ro"),
-            ("home/main/.git/hooks", "ro"),
-            ("home/main/.git/worktrees/proj", "rw"),
-            ("home/main/.git/worktrees/proj/config.worktree", "ro"),
-        ]
-        .map(|(path, access)| (path.to_owned(), access))
-    );
+    // Without a session repository (whatever the presets), git inside reads the history
+    // but writes none of it: the common directory (the record inside it) and the `.git`
+    // file naming it.
+    for presets in [r#"["@git"]"#, "[]"] {
+        let config = format!(r#"{{"filesystem": {{"presets": {presets}}}}}"#);
+        let policy = resolve(&merge(vec![layer(&config, LayerKind::Default)]), &ctx).expect("resolves");
+        let mut want = vec![("home/proj", "rw"), ("home/main/.git", "ro"), ("home/proj/.git", "ro")];
+        if presets != "[]" {
+            want.push(("home/proj/.githooks", "ro"));
+        }
+        assert_eq!(
+            tree.relative(&policy),
+            want.into_iter().map(|(path, access)| (path.to_owned(), access)).collect::<Vec<_>>(),
+            "{presets}"
+        );
+    }
     // With a session repository standing in for the worktree's record, nothing of the
     // user's git directories is shown; the configured hooks stay read-only.
     ctx.session_git = true;
@@ -495,7 +482,7 @@ fn planted_git_links_do_not_grant_anything_outside_the_project() {
     fs_err::write(tree.root.join("home/proj/.git/commondir"), format!("{}\n", home.display())).expect("write");
     assert_eq!(
         tree.resolve(vec![git.clone()]),
-        [("home/proj", "rw")].map(|(p, a)| (p.to_owned(), a)),
+        [("home/proj", "rw"), ("home/proj/.git", "ro")].map(|(p, a)| (p.to_owned(), a)),
         "a planted commondir must not grant home"
     );
     // A .git file naming a directory outside without git's back-link.

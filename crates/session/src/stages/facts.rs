@@ -117,7 +117,10 @@ pub fn load(inv: &Invocation) -> Result<Loaded> {
         None
     };
     let hooks_path = repo.as_ref().and_then(|repo| repo.hooks_path.clone());
+    // The session repository needs the git guard (`@git`: its hooks, its push service);
+    // `.git` inside is the session's, or the user's read-only (`policy::git::dir_rules`).
     let session_git = config.git_session_repository.value
+        && has_git_preset(&config)
         && layout.as_ref().is_some_and(|layout| gitfacts::session_mount(&project_root, &home, layout).is_some());
     Ok(Loaded {
         ctx: Context { home, cwd, project_root, hooks_path, session_git },
@@ -163,7 +166,10 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
     // Project files the host runs later: read-only (parents pinned) when present; the
     // absent ones are watched by the exit check.
     let (host_present, host_absent) = host_executed(&config, &ctx.project_root)?;
-    let session_git = session_git(&config, &state_dir, &ctx, layout.as_ref());
+    let session_git = session_git(&state_dir, &ctx, layout.as_ref());
+    if let (Some(layout), None) = (&layout, &session_git) {
+        eprintln!("agent-sandbox: note: {}", read_only_git(&config, layout));
+    }
     // What the session check watches, the same at start and at exit; copies of host-run
     // files in subdirectories are found by the scan.
     let watch = gitcare::Watch {
@@ -184,21 +190,40 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
     Ok((facts, config))
 }
 
-/// With `git.sessionRepository` and the `@git` preset (without it, `.git` is meant to
-/// be plain project files), the agent's git is its own: the session repository per
-/// project in the state directory, where git inside looks for the project's git
-/// directory ([`gitfacts::session_mount`]: `.git`, or what a `.git` file names). A
-/// layout it cannot stand in for keeps the user's repository, watched by the session
-/// check.
+fn has_git_preset(config: &config::Config) -> bool {
+    policy::presets::expand(&config.presets).is_ok_and(|presets| presets.iter().any(|(preset, _)| preset.name == "git"))
+}
+
+/// Why the user's git directories are read-only inside, and what that means.
+fn read_only_git(config: &config::Config, layout: &gitfacts::Layout) -> String {
+    let why = if !config.git_session_repository.value {
+        format!("`git.sessionRepository` is off ({})", config.git_session_repository.origin)
+    } else if !has_git_preset(config) {
+        "the `@git` preset is off".to_owned()
+    } else {
+        format!(
+            "no session repository can stand in for {} (a `.git` file naming it through a symlink, or a git \
+             directory holding the project or your home)",
+            layout.git_dir.display()
+        )
+    };
+    format!(
+        "{why}: the project's git directories are read-only inside; git there reads the history but cannot \
+         commit"
+    )
+}
+
+/// With `git.sessionRepository` and the `@git` preset, the agent's git is its own: the
+/// session repository per project in the state directory, where git inside looks for
+/// the project's git directory ([`gitfacts::session_mount`]: `.git`, or what a `.git`
+/// file names). Without it (the key off, no `@git`, a layout it cannot stand in for),
+/// the user's git directories are read-only inside.
 fn session_git(
-    config: &config::Config,
     state_dir: &Path,
     ctx: &Context,
     layout: Option<&gitfacts::Layout>,
 ) -> Option<sandbox::plan::SessionGit> {
-    let git_preset = policy::presets::expand(&config.presets)
-        .is_ok_and(|presets| presets.iter().any(|(preset, _)| preset.name == "git"));
-    if !(ctx.session_git && git_preset) {
+    if !ctx.session_git {
         return None;
     }
     let layout = layout?;
