@@ -375,11 +375,20 @@ fn own_hook_script(hook: &Path, args: &[String], refs: &str) -> String {
 
 /// Runs the hook that was in place before `hooks install`, with git's arguments and
 /// (for pre-push) the refs on stdin; its status is the hook's status.
+/// git ran this shim from a hooks directory: one the guard cannot find, or a chained
+/// hook it cannot read, is refused rather than taken for "no hook of the user's".
 fn chain(repo: &Repo, hook: &str, args: &[OsString], stdin: &[u8]) -> Result<i32, Refusal> {
-    let Ok(dir) = hookinstall::hooks_dir(&repo.top) else { return Ok(0) };
+    let dir = hookinstall::hooks_dir(&repo.top).map_err(|err| {
+        refuse(
+            format!("cannot find the repository's hooks directory, so its own {hook} hook cannot run: {err}"),
+            "check the repository's core.hooksPath (`git config --show-origin core.hooksPath`)",
+        )
+    })?;
     let Some(chained) = hookinstall::chained_hook(&dir, hook) else { return Ok(0) };
     // Run as git would have (husky derives the hook's name from `$0`).
-    let Some(mut command) = hookinstall::chained_command(&dir, hook) else { return Ok(0) };
+    let mut command = hookinstall::chained_command(&dir, hook).ok_or_else(|| {
+        refuse(format!("cannot read the repository's own {hook} hook {}", chained.display()), "make it readable")
+    })?;
     command.args(args).current_dir(&repo.top);
     if hook == "pre-push" {
         command.stdin(Stdio::piped());
