@@ -633,6 +633,12 @@ fn a_submodules_commits_come_home_with_the_project_commit_that_names_them() {
     let detached = run.ok().trim().to_owned();
     let kept = format!("refs/agent-sandbox/modules/commits/{detached}");
     assert_eq!(world.git_in(&foo, &["rev-parse", &kept]).trim(), detached, "{}", run.stderr());
+    // A submodule first cloned inside has no repository of the user's to go to: said,
+    // and nothing of it reaches the user's `.git`.
+    let run = world.sh(&[], "git -c protocol.file.allow=always submodule add -q \"$PWD/libs/foo\" libs/bar; true");
+    run.ok();
+    assert!(run.stderr().contains("submodule libs/bar: your repository does not have it"), "{}", run.stderr());
+    assert!(!world.path("home/proj/.git/modules/libs/bar").exists());
 }
 
 /// In a linked worktree the user's own pre-commit hook (a relative `core.hooksPath`,

@@ -491,6 +491,10 @@ fn bring_modules(x: &ExecHome, session: &Path, reader: &dyn Fn(&str) -> String) 
         let ours_dir = session.join("modules").join(&rel);
         let theirs_dir = x.home.user_git.join("modules").join(&rel);
         if !theirs_dir.join("objects").symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
+            told.push(format!(
+                "submodule {rel}: your repository does not have it (first cloned inside), so commits made in it \
+                 stay in the session; `git submodule update --init` on the host clones it from its URL"
+            ));
             continue;
         }
         let Some(mut ours) = list_session_refs(&ours_dir) else { continue };
