@@ -719,6 +719,9 @@ pub struct SeedPlan {
     pub git: String,
     #[serde(default = "container_user_git")]
     pub user_git: String,
+    /// A new session's index, a copy of the user's (seeded in process, [`seed_with`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<Vec<u8>>,
 }
 
 fn container_git() -> String {
@@ -742,6 +745,7 @@ impl SeedPlan {
             refresh: None,
             git: home.git.display().to_string(),
             user_git: home.user_git_inside.display().to_string(),
+            index: None,
         }
     }
 
@@ -952,7 +956,7 @@ pub fn seed(dir: &Path) -> Result<(), String> {
 }
 
 /// Makes (or, for a kept session, refreshes) the session repository in `dir` from `plan`.
-fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
+pub(crate) fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
     let real_git = Path::new(&plan.git);
     // The session's hooks are not run (a `reference-transaction` hook of the agent's
     // would hold the start).
@@ -1017,9 +1021,12 @@ fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
     for (name, bytes) in plan.info.iter().filter(|(name, _)| plain(name)) {
         write(&format!("info/{name}"), bytes, 0o644)?;
     }
-    // The index from HEAD's tree (no stat data: the first `git status` refreshes it),
-    // unless HEAD names no commit yet.
-    if born(&plan.head, &plan.packed_refs) {
+    // The user's index when given (its stat data holds: the work tree is the same), else
+    // one from HEAD's tree (no stat data: the first `git status` refreshes it), unless
+    // HEAD names no commit yet.
+    if let Some(index) = &plan.index {
+        write("index", index, 0o644)?;
+    } else if born(&plan.head, &plan.packed_refs) {
         git(&["read-tree", "HEAD"])?;
     }
     for module in plan.modules.iter().filter(|module| plain_path(&module.path)) {
@@ -1225,6 +1232,13 @@ pub(crate) fn session_refs(
 /// files, read without following a link or opening anything but a regular file. `None`
 /// when they are kept otherwise (reftable), or a name is not one git would make.
 pub fn list_session_refs(session: &Path) -> Option<Refs> {
+    list_refs(session, false)
+}
+
+/// [`list_session_refs`], or with `all` every ref under `refs/` (remote-tracking
+/// branches, notes, the stash; symbolic refs left out), as `git for-each-ref` lists
+/// them, without starting it.
+pub(crate) fn list_refs(session: &Path, all: bool) -> Option<Refs> {
     if session.join("reftable").symlink_metadata().is_ok() {
         return None;
     }
@@ -1238,7 +1252,10 @@ pub fn list_session_refs(session: &Path) -> Option<Refs> {
         }
     }
     let mut refs = packed_refs(&session.join("packed-refs"))?;
-    let mut stack: Vec<String> = vec!["refs/heads".into(), "refs/tags".into()];
+    if !all {
+        refs.retain(|name, _| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"));
+    }
+    let mut stack: Vec<String> = if all { vec!["refs".into()] } else { vec!["refs/heads".into(), "refs/tags".into()] };
     let mut budget = 1_000_000usize;
     while let Some(dir) = stack.pop() {
         let entries = match std::fs::read_dir(session.join(&dir)) {
@@ -1269,7 +1286,7 @@ pub fn list_session_refs(session: &Path) -> Option<Refs> {
     Some(refs)
 }
 
-/// The branches and tags of a `packed-refs` file (none without one). A file parsed
+/// The refs of a `packed-refs` file (none without one). A file parsed
 /// before in this process whose metadata has not changed since (its inode, size, and
 /// change time, which nobody can set back) is not parsed again: a start and the sync at
 /// its end each read both repositories' refs, and a repository of 10,000 refs took
@@ -1303,7 +1320,7 @@ fn packed_refs(path: &Path) -> Option<Refs> {
             continue;
         }
         let (sha, name) = line.split_once(' ')?;
-        if name.starts_with("refs/heads/") || name.starts_with("refs/tags/") {
+        if name.starts_with("refs/") {
             refs.insert(plain_ref(name)?.to_owned(), object_name(sha)?.to_owned());
         }
     }

@@ -129,13 +129,27 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             // Made aside and renamed into place: a start killed halfway leaves no
             // half-made session behind.
-            let all = super::parse_refs(&x.home.git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?);
+            let all = match super::list_refs(&x.home.user_git, true) {
+                Some(all) => all,
+                None => super::parse_refs(&x.home.git(&["for-each-ref", "--format=%(objectname) %(refname)"], None)?),
+            };
             let fresh = x.top.join(".git.new");
             let _ = std::fs::remove_dir_all(&fresh);
             std::fs::create_dir_all(&fresh)
                 .map_err(|err| refuse(format!("cannot create {}: {err}", fresh.display()), INSTEAD))?;
-            let plan = seed_plan(&x.home, &all)?;
-            run_seed(x.seed_command(&fresh), &plan, INSTEAD)?;
+            let mut plan = seed_plan(&x.home, &all)?;
+            // With the user's index to copy and no submodule to seed, seeding starts no git:
+            // it runs here, writing only the new session from the user's files (never
+            // writable inside); else in the view, where the session's alternate is.
+            let index = util::fs::read_regular_nofollow(&x.home.git_dir.join("index"), 1 << 30).ok();
+            match index {
+                Some(index) if plan.modules.is_empty() => {
+                    plan.index = Some(index);
+                    super::seed_with(&fresh, &plan)
+                        .map_err(|why| refuse(format!("cannot seed the session repository: {why}"), INSTEAD))?;
+                }
+                _ => run_seed(x.seed_command(&fresh), &plan, INSTEAD)?,
+            }
             std::fs::rename(&fresh, &session)
                 .map_err(|err| refuse(format!("cannot rename {}: {err}", fresh.display()), INSTEAD))?;
             Ok(format!("the agent's git is its own: {} starts from your repository's refs", session.display()))
