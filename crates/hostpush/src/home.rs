@@ -653,21 +653,18 @@ pub(crate) fn run_seed(mut command: Command, plan: &SeedPlan, instead: &str) -> 
         }
     });
     let deadline = std::time::Instant::now() + SEED_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let _ = writer.join();
-                return Err(refuse(
-                    format!("seeding the session repository did not end within {} s (ended)", SEED_TIMEOUT.as_secs()),
-                    instead,
-                ));
-            }
-            Err(err) => return Err(refuse(err.to_string(), instead)),
+    let status = match util::wait_until(&mut child, deadline, Duration::from_millis(5)) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = writer.join();
+            return Err(refuse(
+                format!("seeding the session repository did not end within {} s (ended)", SEED_TIMEOUT.as_secs()),
+                instead,
+            ));
         }
+        Err(err) => return Err(refuse(err.to_string(), instead)),
     };
     let _ = writer.join();
     if !status.success() {
@@ -1575,19 +1572,13 @@ fn within_checks_limit(mut command: Command) -> Result<Option<String>, Refusal> 
         let _ = sender.send(bytes);
     });
     let deadline = std::time::Instant::now() + CHECKS_LIMIT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
-            Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) | Err(_) => {
-                // SAFETY: kill(2) on the group of a child this function started and has
-                // not reaped.
-                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-                let _ = child.wait();
-                break None;
-            }
-        }
-    };
+    let status = util::wait_until(&mut child, deadline, Duration::from_millis(20)).ok().flatten();
+    if status.is_none() {
+        // SAFETY: kill(2) on the group of a child this function started and has not
+        // reaped.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+        let _ = child.wait();
+    }
     // A process that left the group could hold the pipe open: not waited for long.
     let said = said.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
     let said = String::from_utf8_lossy(&said).trim().to_owned();

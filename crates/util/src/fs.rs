@@ -85,9 +85,18 @@ pub fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()>
 /// An exclusive `flock` on `path` (created if missing), held while the `File` lives;
 /// `None` when `wait` is false and another process holds it.
 pub fn lock(path: &Path, wait: bool) -> std::io::Result<Option<File>> {
+    flock(path, if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB })
+}
+
+/// A shared `flock` on `path` (created if missing), held while the `File` lives: waits
+/// while someone holds it exclusively.
+pub fn lock_shared(path: &Path) -> std::io::Result<File> {
+    flock(path, libc::LOCK_SH)?.ok_or_else(|| std::io::Error::from(std::io::ErrorKind::WouldBlock))
+}
+
+fn flock(path: &Path, operation: libc::c_int) -> std::io::Result<Option<File>> {
     use std::os::unix::io::AsRawFd;
     let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-    let operation = if wait { libc::LOCK_EX } else { libc::LOCK_EX | libc::LOCK_NB };
     loop {
         // SAFETY: flock on a descriptor this process owns.
         if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {

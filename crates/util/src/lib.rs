@@ -169,7 +169,6 @@ pub fn now_utc() -> String {
     format_utc(secs, None)
 }
 
-/// This user's home directory from `/etc/passwd` (not `$HOME`, which the agent sets).
 /// `work` on a thread of its own, waited for at most `limit`: `None` when it does not
 /// finish in time (or panics). For reads of files an agent may have replaced with a FIFO
 /// where the reader (gix, git) cannot be given `O_NONBLOCK`: the caller goes on, failing
@@ -184,6 +183,25 @@ pub fn within<T: Send + 'static>(limit: std::time::Duration, work: impl FnOnce()
     receive.recv_timeout(limit).ok()
 }
 
+/// Waits for `child` until `deadline`, looking every `poll`: its status, or `None` when
+/// it still runs then (the caller ends it, and its group).
+pub fn wait_until(
+    child: &mut std::process::Child,
+    deadline: std::time::Instant,
+    poll: std::time::Duration,
+) -> std::io::Result<Option<std::process::ExitStatus>> {
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(poll);
+    }
+}
+
+/// This user's home directory from `/etc/passwd` (not `$HOME`, which the agent sets).
 pub fn passwd_home() -> Option<PathBuf> {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() }.to_string();

@@ -322,19 +322,7 @@ fn others_running(top: &Path) -> bool {
 /// [`LIVE_LOCK`], shared, for the broker's life; `None` if it cannot be taken (a start
 /// beside this session then takes the index as if it were alone).
 fn live_lock(top: &Path) -> Option<std::fs::File> {
-    use std::os::unix::io::AsRawFd as _;
-    let file =
-        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(top.join(LIVE_LOCK));
-    let file = file.ok()?;
-    loop {
-        // SAFETY: flock on a descriptor this function owns.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH) } == 0 {
-            return Some(file);
-        }
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return None;
-        }
-    }
+    util::fs::lock_shared(&top.join(LIVE_LOCK)).ok()
 }
 
 /// The broker of one session: one sync at a time (the push service's thread and the
