@@ -625,6 +625,39 @@ fn an_interrupted_push_ends_on_the_host() {
     assert_eq!(remote_refs(&world), before);
 }
 
+/// The user commits on the host while a session runs, and the agent, which made no
+/// commit, pushes `main`: there was nothing of the session's to bring home, so the agent
+/// is not told that `main` "did not come home (above)" with nothing above it; it is told
+/// what happened (the user's `main` moved on the host). Nothing unchecked leaves either
+/// way.
+#[test]
+#[ignore = "product: a push of a branch the user moved on the host during the session is refused as \
+            `main did not come home (above)`, with nothing above and nothing of the session's to bring home"]
+fn a_push_of_a_branch_the_user_moved_during_the_session_says_why_it_is_refused() {
+    require_bwrap!();
+    let world = pushed_world();
+    let before = remote_refs(&world);
+    let child = world
+        .cmd()
+        .args(["exec", "--", "sh", "-c", "touch .up; while [ ! -e .go ]; do sleep 0.05; done; git push -q origin main"])
+        .cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("exec starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !world.path("home/proj/.up").exists() {
+        assert!(std::time::Instant::now() < deadline, "the session did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    world.git(&["commit", "-q", "--allow-empty", "-m", "host"]);
+    fs_err::write(world.path("home/proj/.go"), "").expect("go");
+    let out = child.wait_with_output().expect("exec ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("main did not come home (above)"), "{err}");
+    assert!(remote_refs(&world) == before || remote_refs(&world).contains(world.git(&["rev-parse", "main"]).trim()));
+}
+
 /// A session killed before it removed its push directory leaves it behind; the next
 /// start removes it, and never the directory of a session still running.
 #[test]
