@@ -137,16 +137,21 @@ fn outside_a_sandbox_an_unallowed_project_config_runs_nothing() {
     assert!(world.path("home/proj/PWNED").exists(), "the allowed config's check did not run");
 }
 
+/// The remote granted writable, and the agent's own copy of the real git: the hook guard
+/// at pre-push (the session repository's hooks are read-only copies of the user's)
+/// stops what it pushes directly, and what it pushes through the guard never gets past
+/// the broker, which brings nothing home unchecked and no rewrite at all. Neither the
+/// remote nor the user's branches move; a good commit beside them is pushed.
 #[test]
 fn pre_push_stops_what_slipped_past_the_git_guard() {
     require_bwrap!();
     let world = guarded_world();
-    world.users_own_git_inside();
     let remote = world.path("home/remote.git");
     let rw = ["--rw", remote.to_str().expect("utf-8")];
     let (main, feature) = (remote_ref(&world, "refs/heads/main"), remote_ref(&world, "refs/heads/feature"));
     // The agent copies the real git to get past the git guard...
     let own_git = "cp /run/agent-sandbox/bin/git /tmp/g && ";
+    const REWRITE: &str = "it would rewrite commits that were not made in this session";
     let attacks = [
         // ...commits a failing change without hooks, then pushes through the guard;
         ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky && git push -q origin main"),
@@ -158,42 +163,45 @@ fn pre_push_stops_what_slipped_past_the_git_guard() {
         ("deletes", "/tmp/g push -q origin :feature"),
         // ...or makes the guard's own git see another history: a graft or a replace ref
         // that makes a rewrite look like a fast-forward;
-        // (through the guard, the host's git never reads the agent's graft file)
-        ("fast-forward", "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
+        // (through the guard, the host's git never reads the agent's graft file, and the
+        // rewrite does not come home)
+        (REWRITE, "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
           && echo \"$(git rev-parse HEAD) $S\" > /tmp/gr && GIT_GRAFT_FILE=/tmp/gr git push -q origin main"),
-        // (.git/info is read-only inside: the graft cannot even be written.)
-        (READ_ONLY, "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
+        // (.git/info is the session's: the graft is written there, and the broker reads
+        // the session's objects, not its grafts.)
+        (REWRITE, "S=$(git rev-parse HEAD) && git reset -q --hard HEAD~1 && git commit -q --allow-empty -m rewritten \
           && echo \"$(git rev-parse HEAD) $S\" > .git/info/grafts && git push -q origin main"),
         // ...another tree for the failing commit, or a sparse checkout that leaves it out.
         ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
           && git update-ref refs/replace/$(git rev-parse HEAD^{tree}) $(git rev-parse HEAD~1^{tree}) && git push -q origin main"),
-        (READ_ONLY, "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
+        ("failed", "touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
           && printf '/*\\n!BROKEN\\n' > .git/info/sparse-checkout \
           && git -c core.sparseCheckout=true -c core.sparseCheckoutCone=false push -q origin main"),
     ];
-    const READ_ONLY: &str = "Read-only file system";
     for (expected, attack) in attacks {
         let run = world.sh(&rw, &format!("{own_git}{attack}"));
         let err = run.stderr();
-        let refused =
-            expected == READ_ONLY || err.contains("agent-sandbox: pre-push refused:") || err.contains("[rejected]");
+        let refused = err.contains("agent-sandbox: pre-push refused:")
+            || err.contains("agent-sandbox: push refused:")
+            || err.contains("[rejected]");
         assert!(refused && err.contains(expected), "`{attack}`:\n{err}");
         assert_eq!(
             (remote_ref(&world, "refs/heads/main"), remote_ref(&world, "refs/heads/feature")),
             (main.clone(), feature.clone()),
             "`{attack}` changed the remote"
         );
+        assert_eq!(head(&world), main, "`{attack}` moved the user's branch:\n{err}");
+        for leftover in [".git/info/grafts", ".git/info/sparse-checkout"] {
+            assert!(
+                !world.path(&format!("home/proj/{leftover}")).exists(),
+                "`{attack}`: {leftover} in the user's .git"
+            );
+        }
+        assert_eq!(world.git(&["for-each-ref", "--format=%(refname)", "refs/replace/"]), "", "`{attack}`");
         world.git(&["reset", "-q", "--hard", &main]);
         // The agent's own repository keeps what it did: each attack starts afresh.
         world.forget_session();
         world.git(&["clean", "-qfdx", "-e", ".agent-sandbox"]);
-        for leftover in [".git/info/grafts", ".git/info/sparse-checkout"] {
-            let _ = std::fs::remove_file(world.path(&format!("home/proj/{leftover}")));
-        }
-        let replaces = world.git(&["for-each-ref", "--format=%(refname)", "refs/replace/"]);
-        for name in replaces.lines() {
-            world.git(&["update-ref", "-d", name]);
-        }
     }
     // A good commit is pushed normally (its checks run in a temporary worktree).
     let run = world.sh(&rw, "echo two >> src.txt && git commit -qam good && git push -q origin main && echo pushed");

@@ -1,19 +1,54 @@
 //! Attacks on the next session or on the host's git: what the agent can write inside
-//! the project (`.git`, a new `.agent-sandbox/`, symlinks at preset paths) must not
-//! change what a later `agent-sandbox exec`, or the user's own git, trusts.
+//! the project (`.git`, which is the session repository, a new `.agent-sandbox/`,
+//! repositories planted in the work tree, symlinks at preset paths) must not change
+//! what a later `agent-sandbox exec`, or the user's own git, trusts.
+
+use std::path::Path;
 
 use crate::support::{require_bwrap, World};
 
-/// These attacks target the user's own `.git` inside, as a project whose `.git` is a
-/// file has it (or with `git.sessionRepository` off); with the session repository the
-/// same plants land in the session (`session_repo::*`).
+/// The default setup: `.git` inside is the session repository, the user's is read-only
+/// (`session_repo::*`). A plant into `.git` lands in the session; the claim is then that
+/// the user's `.git` never has it, the user's git on the host runs nothing of it, and a
+/// later session grants nothing by it. Plants in the work tree are moved aside at exit.
+/// The user's own pre-commit hook refuses every commit (`hook-ran`).
 fn world_with_private_home() -> World {
     let world = World::new();
-    world.users_own_git_inside();
     world.write("home/private.txt", "TOPSECRET\n");
     world.write("home/proj/.git/hooks/pre-commit", "#!/bin/sh\necho hook-ran >&2\nexit 1\n");
     world.chmod("home/proj/.git/hooks/pre-commit", 0o755);
     world
+}
+
+/// A config that would make git run a program leaving `marker` behind.
+fn evil_leaving(marker: &Path) -> String {
+    format!("printf '[core]\\n\\tfsmonitor = \"touch {}; false\"\\n'", marker.display())
+}
+
+/// The user's git on the host, in `dir`, outside any sandbox (it may fail): its status
+/// and output. Asserts it ran nothing that leaves `ran` in the world.
+#[track_caller]
+fn users_git_in(world: &World, dir: &Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", &world.home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(!world.path("ran").exists(), "the user's git ran the agent's command in {}", dir.display());
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}
+
+/// Every file of the user's `.git` with its size and mode, and `HEAD` and `config`.
+fn users_git_listing(world: &World) -> String {
+    let out = std::process::Command::new("sh")
+        .args(["-c", "find . -printf '%p %s %m %y\\n' | sort && cat config HEAD"])
+        .current_dir(world.path("home/proj/.git"))
+        .output()
+        .expect("find");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A project with a linked worktree of its repository at `home/wt`, outside it.
@@ -24,40 +59,53 @@ fn world_with_outside_worktree() -> (World, std::path::PathBuf) {
     (world, worktree)
 }
 
+/// A `commondir` planted in `.git` (naming the user's home) lands in the session: the
+/// user's `.git` never has it, the next session grants nothing by it, and the broker
+/// refuses to read a session that leads elsewhere, until the agent removes it.
 #[test]
-fn a_planted_commondir_grants_nothing_next_time_and_is_quarantined() {
+fn a_planted_commondir_grants_nothing_next_time_and_never_reaches_the_users_git() {
     require_bwrap!();
     let world = world_with_private_home();
     let home = world.home.display().to_string();
+    let before = users_git_listing(&world);
+    let main = world.git(&["rev-parse", "main"]);
     let run = world.sh(&[], &format!("echo {home} > .git/commondir"));
     run.ok();
-    assert!(run.stderr().contains(".git/commondir would change which repository"), "{}", run.stderr());
-    assert!(!world.path("home/proj/.git/commondir").exists());
-    let aside = fs_err::read_dir(world.path("home/proj/.git"))
-        .expect("readable")
-        .filter_map(Result::ok)
-        .find(|entry| entry.file_name().to_string_lossy().starts_with("commondir.agent-sandbox-quarantined."))
-        .expect("moved aside");
-    // Were it put back, the next start refuses instead of trusting it.
-    fs_err::rename(aside.path(), world.path("home/proj/.git/commondir")).expect("put it back");
-    let run = world.sh(&[], "cat ../private.txt; true");
-    assert_eq!(run.code(), 125);
-    assert!(
-        run.stderr().contains(".git/commondir exists: git would take this repository's configuration"),
-        "{}",
-        run.stderr()
-    );
+    assert!(run.stderr().contains("the session repository leads elsewhere"), "{}", run.stderr());
+    assert!(run.stderr().contains(".git/commondir"), "{}", run.stderr());
+    assert_eq!(users_git_listing(&world), before, "the user's .git changed");
+    // The next session starts, and what the commondir names is still not shown.
+    let run = world.sh(&[], "cat ../private.txt 2>/dev/null; echo end");
+    assert_eq!(run.ok(), "end\n", "{}", run.stderr());
+    assert!(run.stderr().contains("the session repository leads elsewhere"), "{}", run.stderr());
+    let (ok, said) = users_git_in(&world, &world.project, &["status", "--porcelain"]);
+    assert!(ok, "{said}");
+    assert_eq!(world.git(&["rev-parse", "main"]), main);
+    // The session is the agent's to mend: with the plant removed, it is read again.
+    let run = world.sh(&[], "rm .git/commondir && git status --porcelain >/dev/null");
+    run.ok();
+    assert!(!run.stderr().contains("leads elsewhere"), "{}", run.stderr());
+    assert_eq!(users_git_listing(&world), before, "the user's .git changed");
 }
 
+/// The exit check's quarantine of a repository planted in the work tree cannot be
+/// blocked by taking the name it moves it to, nor by a read-only parent.
 #[test]
 fn a_quarantine_cannot_be_blocked_by_taking_its_name() {
     require_bwrap!();
     let world = world_with_private_home();
-    let home = world.home.display().to_string();
-    let run =
-        world.sh(&[], &format!("mkdir -p .git/commondir.agent-sandbox-quarantined/x; echo {home} > .git/commondir"));
+    let ran = world.path("ran");
+    let script = format!(
+        "mkdir -p sub/.git.agent-sandbox-quarantined/x && git init -q sub && {} >> sub/.git/config && chmod 555 sub",
+        evil_leaving(&ran)
+    );
+    let run = world.sh(&[], &script);
     run.ok();
-    assert!(!world.path("home/proj/.git/commondir").exists(), "{}", run.stderr());
+    let sub = world.path("home/proj/sub");
+    assert!(!sub.join(".git").exists(), "{}", run.stderr());
+    assert!(quarantined(&sub, ".git"), "{}", run.stderr());
+    let (ok, said) = users_git_in(&world, &world.project, &["status", "--porcelain"]);
+    assert!(ok, "{said}");
 }
 
 #[test]
@@ -173,26 +221,31 @@ fn quarantined(dir: &std::path::Path, name: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// A gitlink planted in the work tree is moved aside; a worktree record rewritten in
+/// `.git` lands in the session, and the user's worktree outside the project keeps its
+/// own record and works, running nothing of the agent's.
 #[test]
-fn a_planted_submodule_gitlink_and_a_rewritten_worktree_link_are_quarantined() {
+fn a_planted_submodule_gitlink_is_quarantined_and_the_users_worktree_link_stays() {
     require_bwrap!();
     let (world, worktree) = world_with_outside_worktree();
+    let evil = evil_leaving(&world.path("ran"));
     let script = format!(
-        "mkdir -p lib .git/evil && cp -r .git/objects .git/refs .git/HEAD .git/evil/ && {EVIL} > .git/evil/config \
+        "mkdir -p lib .git/evil && cp -r .git/objects .git/refs .git/HEAD .git/evil/ && {evil} > .git/evil/config \
          && echo 'gitdir: ../.git/evil' > lib/.git; \
-         echo ../../../evil > .git/worktrees/wt/commondir"
+         mkdir -p .git/worktrees/wt && echo ../../../evil > .git/worktrees/wt/commondir"
     );
     let run = world.sh(&[], &script);
     let err = run.stderr();
     assert!(quarantined(&world.path("home/proj/lib"), ".git"), "{err}");
     assert!(!world.path("home/proj/lib/.git").exists());
-    // The user's worktree outside the project: its rewritten link is moved aside and the
-    // original put back, so the worktree keeps working.
-    assert!(quarantined(&world.path("home/proj/.git/worktrees/wt"), "commondir"), "{err}");
+    assert!(!world.path("home/proj/.git/evil").exists(), "{err}");
+    // The user's worktree outside the project: its record is the user's, untouched.
     assert_eq!(world.read("home/proj/.git/worktrees/wt/commondir"), "../..\n");
-    let out =
-        std::process::Command::new("git").args(["status", "--short"]).current_dir(&worktree).output().expect("git");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!quarantined(&world.path("home/proj/.git/worktrees/wt"), "commondir"), "{err}");
+    let (ok, said) = users_git_in(&world, &worktree, &["status", "--short"]);
+    assert!(ok, "{said}");
+    let (ok, said) = users_git_in(&world, &world.project, &["status", "--short"]);
+    assert!(ok, "{said}");
 }
 
 #[test]
@@ -233,30 +286,30 @@ fn changes_to_existing_nested_git_metadata_are_quarantined() {
     let _ = plain_config;
 }
 
+/// A rebase the agent leaves in progress, with an `exec` line the user's `git rebase
+/// --continue` would run, is the session's: the user's `.git` has none of it, the
+/// user's git finds no rebase to continue, and the next session still has it.
 #[test]
-fn a_rebase_left_in_progress_is_reported() {
+fn a_rebase_left_in_progress_stays_in_the_session() {
     require_bwrap!();
     let world = world_with_private_home();
     world.write("home/proj/a.txt", "a\n");
     world.git(&["add", "a.txt"]);
     world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "a"]);
-    let script = "GIT_SEQUENCE_EDITOR='sh -c \"printf \\\"break\\nexec touch /tmp/x\\n\\\" > \\$0\"' git rebase -q -i HEAD~1 >/dev/null 2>&1; true";
-    let run = world.sh(&[], script);
-    assert!(
-        run.stderr().contains("left an operation in progress") && run.stderr().contains("exec touch /tmp/x"),
-        "{}",
-        run.stderr()
+    let main = world.git(&["rev-parse", "main"]);
+    let ran = world.path("ran").display().to_string();
+    let script = format!(
+        "GIT_SEQUENCE_EDITOR='sh -c \"printf \\\"break\\nexec touch {ran}\\n\\\" > \\$0\"' git rebase -q -i HEAD~1 \
+         >/dev/null 2>&1; cat .git/rebase-merge/git-rebase-todo"
     );
-}
-
-#[test]
-fn worktrees_made_by_git_itself_are_left_alone() {
-    require_bwrap!();
-    let world = world_with_private_home();
-    let run = world.sh(&[], "git worktree add -q -b side side-wt && git -C side-wt log -1 --format=%s");
-    assert_eq!(run.ok(), "init\n");
-    assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
-    assert!(world.path("home/proj/.git/worktrees/side-wt/commondir").exists());
+    let run = world.sh(&[], &script);
+    assert_eq!(run.ok(), format!("exec touch {ran}\n"), "{}", run.stderr());
+    assert!(!world.path("home/proj/.git/rebase-merge").exists());
+    let (ok, said) = users_git_in(&world, &world.project, &["-c", "core.hooksPath=/dev/null", "rebase", "--continue"]);
+    assert!(!ok && said.contains("no rebase in progress"), "{said}");
+    assert_eq!(world.git(&["rev-parse", "main"]), main);
+    let out = world.sh(&[], "git status | head -n1").ok();
+    assert!(out.starts_with("interactive rebase in progress"), "{out}");
 }
 
 #[test]
@@ -326,31 +379,47 @@ fn the_users_other_worktrees_cannot_be_pruned_from_inside() {
     world.sh(&[], "git worktree add -q -b mine inner && git worktree remove inner && echo removed").ok();
 }
 
+/// A worktree record made a repository of its own (no `commondir`: git would read its
+/// config and hooks), and a `.git` file in the work tree naming it: the record lands in
+/// the session. The `.git` file is left, as a worktree added inside writes it
+/// (`gitcare::names_a_worktree_slot`): on the host it leads into the user's `.git`,
+/// where there is no such record, so the user's git there refuses and runs nothing. The
+/// records of the user's own worktree in the project stay the user's: deleting or
+/// rewriting its `commondir` inside changes nothing the user's git reads.
 #[test]
-fn a_worktree_git_directory_that_is_a_repository_of_its_own_is_quarantined() {
+fn a_worktree_git_directory_that_is_a_repository_of_its_own_never_reaches_the_users_git() {
     require_bwrap!();
     let world = world_with_private_home();
+    world.git(&["worktree", "add", "-q", "-b", "inner", "inner"]);
+    let before = users_git_listing(&world);
     let proj = world.project.display().to_string();
-    // A worktree record without `commondir`: git would read its own config and hooks.
+    let evil = evil_leaving(&world.path("ran"));
     let script = format!(
         "mkdir -p .git/worktrees/evil/refs .git/worktrees/evil/objects sub && echo ref: refs/heads/main > .git/worktrees/evil/HEAD \
-         && {EVIL} > .git/worktrees/evil/config && echo {proj}/sub/.git > .git/worktrees/evil/gitdir \
+         && {evil} > .git/worktrees/evil/config && echo {proj}/sub/.git > .git/worktrees/evil/gitdir \
          && echo 'gitdir: {proj}/.git/worktrees/evil' > sub/.git"
     );
     let run = world.sh(&[], &script);
-    assert!(quarantined(&world.path("home/proj/.git/worktrees/evil"), "config"), "{}", run.stderr());
-    assert!(quarantined(&world.path("home/proj/sub"), ".git"), "{}", run.stderr());
-    // A real worktree whose commondir is deleted or rewritten would turn into one as
-    // well: the standard one is put back.
-    world.git(&["worktree", "add", "-q", "-b", "inner", "inner"]);
-    let run = world.sh(&[], "rm .git/worktrees/inner/commondir");
-    assert!(run.stderr().contains("restored"), "{}", run.stderr());
-    assert_eq!(world.read("home/proj/.git/worktrees/inner/commondir"), "../..\n");
-    let run = world.sh(&[], "echo ../../../.. > .git/worktrees/inner/commondir");
-    assert!(quarantined(&world.path("home/proj/.git/worktrees/inner"), "commondir"), "{}", run.stderr());
-    assert_eq!(world.read("home/proj/.git/worktrees/inner/commondir"), "../..\n");
+    assert!(!world.path("home/proj/.git/worktrees/evil").exists(), "{}", run.stderr());
+    let (ok, said) = users_git_in(&world, &world.path("home/proj/sub"), &["status", "--short"]);
+    assert!(!ok && said.contains("not a git repository"), "{said}");
+    let inner = world.path("home/proj/inner");
+    for attack in [
+        "rm .git/worktrees/inner/commondir",
+        "mkdir -p .git/worktrees/inner && echo ../../../.. > .git/worktrees/inner/commondir",
+    ] {
+        let run = world.sh(&[], &format!("{attack}; true"));
+        assert_eq!(world.read("home/proj/.git/worktrees/inner/commondir"), "../..\n", "{attack}: {}", run.stderr());
+        let (ok, said) = users_git_in(&world, &inner, &["status", "--short"]);
+        assert!(ok, "{attack}: {said}");
+    }
+    let (ok, said) = users_git_in(&world, &world.project, &["status", "--short"]);
+    assert!(ok, "{said}");
+    assert_eq!(users_git_listing(&world), before, "the user's .git changed");
 }
 
+/// A worktree the agent adds and then moves with git itself is not taken for a plant:
+/// nothing is moved aside, and it works in the next session.
 #[test]
 fn worktrees_moved_by_git_itself_are_left_alone() {
     require_bwrap!();
@@ -359,12 +428,10 @@ fn worktrees_moved_by_git_itself_are_left_alone() {
     let run = world.sh(&[], "git worktree move side-wt moved-wt");
     run.ok();
     assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
-    let out = std::process::Command::new("git")
-        .args(["log", "-1", "--format=%s"])
-        .current_dir(world.path("home/proj/moved-wt"))
-        .output()
-        .expect("git");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "init\n", "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(world.path("home/proj/moved-wt/.git").is_file(), "{}", run.stderr());
+    let run = world.sh(&[], "git -C moved-wt log -1 --format=%s");
+    assert_eq!(run.ok(), "init\n", "{}", run.stderr());
+    assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
 }
 
 #[test]
@@ -427,23 +494,39 @@ fn repositories_in_dependency_trees_and_secret_directories_are_quarantined_too()
     }
 }
 
+/// A worktree record of the user's swapped for a symlink to a record the agent made
+/// (whose `commondir` names a repository with the agent's config): the swap lands in
+/// the session, whose link the broker refuses to read; the user's worktree outside the
+/// project keeps its own record and runs nothing.
 #[test]
-fn a_worktree_record_swapped_for_a_symlink_is_quarantined() {
+fn a_worktree_record_swapped_for_a_symlink_never_reaches_the_users_worktree() {
     require_bwrap!();
-    let (world, _outside) = world_with_outside_worktree();
-    // Through the symlink, the record's unchanged `commondir` (`../..`) names a
-    // repository the agent made, with its config.
+    let (world, outside) = world_with_outside_worktree();
+    let before = users_git_listing(&world);
+    let evil = evil_leaving(&world.path("ran"));
     let script = format!(
-        "mkdir -p x/y && cp -a .git/worktrees/wt x/y/wt && rm -rf .git/worktrees/wt && ln -s ../../x/y/wt .git/worktrees/wt \
-         && ln -s ../.git/objects x/objects && ln -s ../.git/refs x/refs && {EVIL} > x/config"
+        "mkdir -p x/y/wt .git/worktrees && echo ../.. > x/y/wt/commondir && echo ref: refs/heads/wt > x/y/wt/HEAD \
+         && echo {outside}/.git > x/y/wt/gitdir && rm -rf .git/worktrees/wt && ln -s ../../x/y/wt .git/worktrees/wt \
+         && ln -s ../.git/objects x/objects && ln -s ../.git/refs x/refs && {evil} > x/config",
+        outside = outside.display()
     );
     let run = world.sh(&[], &script);
-    assert!(quarantined(&world.path("home/proj/.git/worktrees"), "wt"), "{}", run.stderr());
-    assert!(!world.path("home/proj/.git/worktrees/wt").exists());
+    run.ok();
+    assert!(run.stderr().contains(".git/worktrees/wt: a link"), "{}", run.stderr());
+    assert_eq!(users_git_listing(&world), before, "the user's .git changed");
+    assert!(world.path("home/proj/.git/worktrees/wt").symlink_metadata().expect("the record").is_dir());
+    let (ok, said) = users_git_in(&world, &outside, &["status", "--short"]);
+    assert!(ok, "{said}");
+    let (ok, said) = users_git_in(&world, &world.project, &["status", "--short"]);
+    assert!(ok, "{said}");
 }
 
+/// A submodule whose name has a slash (`.git/modules/libs/foo`): the agent's config and
+/// hook written into its git directory inside never reach the user's, and the user's
+/// git in the submodule runs nothing; committing in the submodule still works, and the
+/// commit is kept in the user's submodule repository.
 #[test]
-fn a_submodule_named_with_a_slash_keeps_its_config_and_hooks_read_only() {
+fn a_submodule_named_with_a_slash_keeps_the_users_config_and_hooks() {
     require_bwrap!();
     let world = world_with_private_home();
     let sub = world.path("home/sub");
@@ -455,16 +538,31 @@ fn a_submodule_named_with_a_slash_keeps_its_config_and_hooks_read_only() {
         world.git_in(&sub, args);
     }
     world.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", "../sub", "libs/foo"]);
-    assert!(world.path("home/proj/.git/modules/libs/foo/config").is_file());
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "add foo"]);
+    let config = world.read("home/proj/.git/modules/libs/foo/config");
+    let ran = world.path("ran");
+    let hook = format!("printf '#!/bin/sh\\ntouch {}\\n' > .git/modules/libs/foo/hooks/post-checkout", ran.display());
     let run = world.sh(
         &[],
-        &format!("{EVIL} >> .git/modules/libs/foo/config; echo x > .git/modules/libs/foo/hooks/post-checkout"),
+        &format!(
+            "{} >> .git/modules/libs/foo/config; {hook} && chmod +x .git/modules/libs/foo/hooks/post-checkout",
+            evil_leaving(&ran)
+        ),
     );
-    assert!(run.stderr().contains("Read-only file system"), "{}", run.stderr());
-    assert!(!world.read("home/proj/.git/modules/libs/foo/config").contains("fsmonitor"));
-    // Committing in the submodule still works.
-    world.sh(&[], "git -C libs/foo -c user.name=a -c user.email=a@b commit -q --allow-empty -m inner").ok();
-    assert!(!world.path("home/proj/.git/modules/libs/foo/hooks/post-checkout").exists());
+    assert_eq!(world.read("home/proj/.git/modules/libs/foo/config"), config, "{}", run.stderr());
+    assert!(!world.path("home/proj/.git/modules/libs/foo/hooks/post-checkout").exists(), "{}", run.stderr());
+    let foo = world.path("home/proj/libs/foo");
+    let (ok, said) = users_git_in(&world, &foo, &["status", "--short"]);
+    assert!(ok, "{said}");
+    let (ok, said) = users_git_in(&world, &foo, &["checkout", "-q", "--detach"]);
+    assert!(ok, "{said}");
+    // Committing in the submodule still works, and its commit comes home aside.
+    let run = world.sh(&[], "git -C libs/foo -c user.name=a -c user.email=a@b commit -q --allow-empty -m inner && git -C libs/foo rev-parse HEAD");
+    let inner = run.ok().trim().to_owned();
+    assert!(run.stderr().contains("kept in your submodule repository"), "{}", run.stderr());
+    assert_eq!(world.git_in(&foo, &["cat-file", "-t", &inner]).trim(), "commit", "{}", run.stderr());
+    let (ok, said) = users_git_in(&world, &foo, &["status", "--short"]);
+    assert!(ok, "{said}");
 }
 
 #[test]
@@ -479,18 +577,32 @@ fn a_layout_borrowing_objects_through_commondir_is_quarantined() {
     assert!(quarantined(&world.path("home/proj/src"), "HEAD"), "{}", run.stderr());
 }
 
+/// The user has no `.git/hooks`: the agent cannot make one there (the session's hooks
+/// are read-only), and the user's commit on the host runs nothing of the agent's.
 #[test]
-fn hooks_made_where_there_were_none_are_quarantined() {
+fn hooks_cannot_be_made_where_the_user_has_none() {
     require_bwrap!();
     let world = world_with_private_home();
     fs_err::remove_dir_all(world.path("home/proj/.git/hooks")).expect("rm hooks");
-    let run = world.sh(&[], "mkdir .git/hooks && printf '#!/bin/sh\\ntouch /tmp/PWNED\\n' > .git/hooks/pre-commit");
-    assert!(quarantined(&world.path("home/proj/.git"), "hooks"), "{}", run.stderr());
-    assert!(!world.path("home/proj/.git/hooks").exists());
+    let ran = world.path("ran");
+    let run = world.sh(
+        &[],
+        &format!(
+            "mkdir -p .git/hooks; printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+            ran.display()
+        ),
+    );
+    assert_ne!(run.code(), 0, "the session's hooks were writable: {}", run.stderr());
+    assert!(!world.path("home/proj/.git/hooks").exists(), "{}", run.stderr());
+    let (ok, said) = users_git_in(&world, &world.project, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    assert!(ok, "{said}");
 }
 
+/// The user stops a rebase on the host: the agent cannot add commands to its todo list
+/// (the user's `.git` is read-only; a list written inside is the session's), and the
+/// user's `git rebase --continue` runs only the user's own.
 #[test]
-fn new_commands_in_a_rebase_the_user_stopped_are_reported() {
+fn a_rebase_the_user_stopped_gets_no_commands_from_inside() {
     require_bwrap!();
     let world = world_with_private_home();
     world.write("home/proj/a.txt", "a\n");
@@ -505,14 +617,19 @@ fn new_commands_in_a_rebase_the_user_stopped_are_reported() {
         .output()
         .expect("git rebase");
     assert!(world.path("home/proj/.git/rebase-merge").is_dir(), "{}", String::from_utf8_lossy(&out.stderr));
-    let quiet = world.sh(&[], "true");
-    assert!(!quiet.stderr().contains("in progress"), "an untouched rebase is not reported: {}", quiet.stderr());
-    let run = world.sh(&[], "echo 'exec touch /tmp/x' >> .git/rebase-merge/git-rebase-todo");
-    assert!(
-        run.stderr().contains("left an operation in progress") && run.stderr().contains("exec touch /tmp/x"),
-        "{}",
-        run.stderr()
+    let todo = world.read("home/proj/.git/rebase-merge/git-rebase-todo");
+    let ran = world.path("ran");
+    let run = world.sh(
+        &[],
+        &format!(
+            "mkdir -p .git/rebase-merge; echo 'exec touch {}' >> .git/rebase-merge/git-rebase-todo",
+            ran.display()
+        ),
     );
+    assert_eq!(world.read("home/proj/.git/rebase-merge/git-rebase-todo"), todo, "{}", run.stderr());
+    let (ok, said) = users_git_in(&world, &world.project, &["-c", "core.hooksPath=/dev/null", "rebase", "--continue"]);
+    assert!(ok, "{said}");
+    assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "a");
 }
 
 #[test]
@@ -530,6 +647,8 @@ fn an_allow_pattern_matching_dot_git_does_not_hide_planted_repositories() {
     assert!(quarantined(&world.path("home/proj/sub"), ".git"), "{}", run.stderr());
 }
 
+/// The "bare clone + worktrees" layout: a worktree the agent adds is not taken for a
+/// plant, and works inside in this session and the next.
 #[test]
 fn worktrees_of_a_bare_clone_kept_in_the_project_are_left_alone() {
     require_bwrap!();
@@ -548,12 +667,18 @@ fn worktrees_of_a_bare_clone_kept_in_the_project_are_left_alone() {
         .run();
     assert_eq!(run.ok(), "init\n");
     assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
-    let out = std::process::Command::new("git")
-        .args(["status", "--short"])
-        .current_dir(project.join("feature"))
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The worktree's record is the session's; the user's own worktree keeps working and
+    // runs nothing, and the agent's worktree works again in the next session.
+    assert!(!project.join(".bare/worktrees/feature").exists(), "{}", run.stderr());
+    let (ok, said) = users_git_in(&world, &project.join("main"), &["status", "--short"]);
+    assert!(ok, "{said}");
+    let run = world
+        .cmd()
+        .current_dir(&project)
+        .args(["exec", "--", "sh", "-c", "git -C feature status --short && git -C feature log -1 --format=%s"])
+        .run();
+    assert_eq!(run.ok(), "init\n", "{}", run.stderr());
+    assert!(!run.stderr().contains("WARNING"), "{}", run.stderr());
     // A `HEAD` git would not accept makes no repository.
     let run = world.sh(&[], "mkdir -p nr/objects nr/refs && echo 'not a ref' > nr/HEAD");
     assert!(world.path("home/proj/nr/HEAD").exists(), "{}", run.stderr());

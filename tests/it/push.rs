@@ -8,12 +8,12 @@ use std::process::Command;
 use crate::support::{require_bwrap, World};
 
 /// A project with the check `test ! -e BROKEN`, `.husky` protected (a built-in default),
-/// pushed to a bare remote beside it that the sandbox can read but not write.
-/// Pushes from the user's own `.git` inside (`git.sessionRepository` off), whose plants
-/// these tests make; with the session repository, `session_repo::*`.
+/// pushed to a bare remote beside it that the sandbox can read but not write. `.git`
+/// inside is the session repository (the default): a commit comes home through the
+/// checks, a push leaves from the user's repository, and a plant into `.git` lands in
+/// the session (`session_repo::*`).
 fn pushed_world() -> World {
     let world = World::new();
-    world.users_own_git_inside();
     world.write("home/proj/src.txt", "one\n");
     world.write("home/proj/.husky/pre-commit", "npm test\n");
     world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] } }"#);
@@ -34,10 +34,14 @@ fn remote_refs(world: &World) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The user's repository back at `origin/main`, and the agent's session repository
+/// (kept between sessions, with whatever the attack left in it) started afresh.
 fn reset(world: &World) {
+    // Plants into `.git` land in the session repository, never in the user's.
     for leftover in [".git/shallow", ".git/objects/info/alternates", ".git/config.worktree"] {
-        let _ = std::fs::remove_file(world.path(&format!("home/proj/{leftover}")));
+        assert!(!world.path(&format!("home/proj/{leftover}")).exists(), "{leftover} reached the user's .git");
     }
+    world.forget_session();
     world.git(&["checkout", "-qf", "main"]);
     world.git(&["reset", "-q", "--hard", "origin/main"]);
     world.git(&["clean", "-qffdx", "-e", ".agent-sandbox"]);
@@ -90,14 +94,14 @@ fn nothing_unchecked_leaves_through_the_host() {
                      && /tmp/g update-ref refs/heads/borrowed $S && git push -q origin borrowed"),
         ),
         (
-            ".git/objects/info/alternates changed since the sandbox started",
+            ".git/objects/info/alternates: makes git read another repository",
             format!("{own_git}{scratch} --allow-empty -m borrowed && S=$(/tmp/g rev-parse HEAD) && cd - >/dev/null \
                      && echo /tmp/s/.git/objects > .git/objects/info/alternates \
                      && /tmp/g update-ref refs/heads/borrowed $S && git push -q origin borrowed"),
         ),
         // A shallow file that hides the failing commit under a clean one.
         (
-            ".git/shallow changed since the sandbox started",
+            ".git/shallow: makes git read another repository",
             format!("{own_git}{commit_broken} && git rm -q BROKEN && git commit -qm cleanup && git rev-parse HEAD~1 > .git/shallow \
                      && git push -q origin main"),
         ),
@@ -123,7 +127,7 @@ fn nothing_unchecked_leaves_through_the_host() {
         // A per-worktree config (the user enabled them) naming a program the host's git
         // would run.
         (
-            ".git/config.worktree changed since the sandbox started",
+            ".git/config.worktree: makes git read another repository",
             "git commit -q --allow-empty -m x && printf '[core]\\n\\tsshCommand = touch /tmp/pwned\\n' > .git/config.worktree \
              && git push -q origin main"
                 .to_owned(),
@@ -134,6 +138,8 @@ fn nothing_unchecked_leaves_through_the_host() {
         let err = run.stderr();
         assert!(err.contains(expected), "`{attack}`: expected {expected:?} in:\n{err}");
         assert_eq!(remote_refs(&world), before, "`{attack}` changed the remote");
+        let broken = world.git(&["log", "--branches", "--tags", "--format=%s", "--", "BROKEN"]);
+        assert_eq!(broken, "", "`{attack}`: a failing commit came into the user's branches:\n{err}");
         reset(&world);
     }
     let log = world.audit_log();
@@ -328,16 +334,20 @@ fn a_push_over_ssh_uses_the_users_credentials_that_the_sandbox_never_sees() {
     assert!(remote_refs(&world).contains(&world.git(&["rev-parse", "HEAD"]).trim().to_owned()));
     let run =
         sh("cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky \
-                  && git push -q origin main");
+                  && git rev-parse HEAD && git push -q origin main");
     assert!(run.stderr().contains("failed on commit"), "{}", run.stderr());
-    assert!(!remote_refs(&world).contains(&world.git(&["rev-parse", "HEAD"]).trim().to_owned()));
+    let sneaky = run.stdout().trim().to_owned();
+    assert_eq!(sneaky.len(), 40, "{sneaky}{}", run.stderr());
+    assert!(!remote_refs(&world).contains(&sneaky), "{}", run.stderr());
+    assert_ne!(world.git(&["rev-parse", "main"]).trim(), sneaky, "{}", run.stderr());
 }
 
 /// git reads object files without checking their hashes: an agent that swaps the blob
 /// of a failing file for a passing one under the same name, and swaps it back while the
 /// checks run, would have the checks pass on one content and the remote receive the
-/// other. The host copies what it checks and sends into its own mirror, hashing every
-/// object: the swapped object is not taken, and the push is refused. Beside it, the same
+/// other. The broker copies the session's commits into its own mirror, hashing every
+/// object: the swapped object is not taken, the commit does not come home, and the push
+/// is refused. Beside it, the same
 /// push without the swap is refused by the check, and a passing one goes.
 #[test]
 fn an_object_swapped_while_the_checks_run_never_reaches_the_remote() {
@@ -355,10 +365,14 @@ fn an_object_swapped_while_the_checks_run_never_reaches_the_remote() {
                 test \"$(git cat-file -p $B)\" = 'GOOD!'\n\
                 (sleep 1.5; rm -f $F; cp /tmp/real $F) &\n\
                 git push origin main; echo \"push=$?\"; wait";
+    // The broker reads the session through its own hashing copy: the swapped object is
+    // not taken (or, read before the swap, the real one fails the check), so the commit
+    // does not come home and there is nothing of the session's to push.
     let run = world.sh(&[], swap);
     assert!(run.stdout().contains("push=1"), "{}\n{}", run.stdout(), run.stderr());
-    assert!(run.stderr().contains("could not be copied to be checked"), "{}", run.stderr());
+    assert!(run.stderr().contains("main did not come home"), "{}", run.stderr());
     assert_eq!(remote_refs(&world), before, "the swapped commit reached the remote");
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]).trim(), "content check", "{}", run.stderr());
     let run = world.sh(&[], "git push -q origin main; echo \"push=$?\"");
     assert!(run.stdout().contains("push=1") && run.stderr().contains("failed on commit"), "{}", run.stderr());
     assert_eq!(remote_refs(&world), before);
@@ -369,8 +383,8 @@ fn an_object_swapped_while_the_checks_run_never_reaches_the_remote() {
 /// git prints the line of `.git/packed-refs` it cannot parse (`fatal: unexpected line in
 /// .git/packed-refs: …`): an agent that links it to a file of the user's outside the
 /// sandbox, which the host's git would follow, must not see that file's first line in
-/// the push's output. The host reads the project only through the copy into its mirror,
-/// whose messages stay in the audit log; the push is refused.
+/// any output. The link is in the session repository, which the broker refuses to read
+/// (it says which entry, never what it leads to); nothing reaches the remote.
 #[test]
 fn a_link_planted_in_dot_git_shows_the_agent_nothing_of_the_host() {
     require_bwrap!();
@@ -385,9 +399,11 @@ fn a_link_planted_in_dot_git_shows_the_agent_nothing_of_the_host() {
             secret.display()
         ),
     );
-    assert!(run.stdout().contains("push=1"), "{}\n{}", run.stdout(), run.stderr());
+    assert!(run.stderr().contains(".git/packed-refs: a link"), "{}\n{}", run.stdout(), run.stderr());
     assert!(!run.stderr().contains("tok3fa9c1e7"), "the host's file reached the agent:\n{}", run.stderr());
+    assert!(!run.stdout().contains("tok3fa9c1e7"), "the host's file reached the agent:\n{}", run.stdout());
     assert_eq!(remote_refs(&world), before);
+    assert_eq!(world.git(&["status", "--porcelain"]), "");
 }
 
 /// The agent speaks the push protocol itself (its git, with `.git` redirected, could not
@@ -412,15 +428,8 @@ while len(data) >= 5:
         sys.stdout.write(body.decode(errors="replace"))
 "#;
 
-/// A `.git` redirected to another repository of the user's, one the sandbox never
-/// shows (by `commondir`, or by linking `refs` and `objects` there), never has its
-/// history sent: the host refuses the push and says what to remove, and its reader
-/// could not follow the redirection anyway (it sees the project's git directory
-/// alone). The agent's own `git push` of the project's branch works beside it.
-#[test]
-fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
-    require_bwrap!();
-    let world = pushed_world();
+/// A repository of the user's that the sandbox never shows, with its history.
+fn private_repository(world: &World) -> std::path::PathBuf {
     let private = world.path("home/private");
     std::fs::create_dir_all(&private).expect("mkdir");
     world.write("home/private/notes.txt", "PRIVATE history\n");
@@ -431,12 +440,14 @@ fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
     ] {
         world.git_in(&private, args);
     }
-    world.write("raw_push.py", RAW_PUSH);
-    let raw = world.path("raw_push.py");
-    let project = world.path("home/proj");
-    let private_git = private.join(".git");
-    let before = remote_refs(&world);
-    for (name, redirect, restore) in [
+    private.join(".git")
+}
+
+/// The ways the agent redirects the session's `.git` to another repository: by
+/// `commondir`, or by linking `refs` and `objects` there. Each is undone in the same
+/// session, after the push.
+fn redirections(private_git: &std::path::Path) -> [(&'static str, String, String); 2] {
+    [
         (
             "commondir",
             format!("printf '%s\\n' {} > .git/commondir", private_git.display()),
@@ -451,7 +462,71 @@ fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
             ),
             "rm .git/refs .git/objects && mv .git/refs.away .git/refs && mv .git/objects.away .git/objects".to_owned(),
         ),
-    ] {
+    ]
+}
+
+/// Every subject on the remote, every ref.
+fn remote_subjects(world: &World) -> String {
+    let remote = world.path("home/remote.git");
+    world.git_in(&world.root, &["--git-dir", remote.to_str().expect("utf-8"), "log", "--all", "--format=%s"])
+}
+
+/// The agent's `.git` (the session repository) redirected to another repository of the
+/// user's, one the sandbox never shows, and a push asked for in the push protocol
+/// itself: that history is never sent, nor brought into the user's repository (the
+/// broker refuses to read a session that leads elsewhere, and its reader could not
+/// follow the redirection anyway). The agent's own `git push` of the project's branch
+/// works beside it.
+#[test]
+fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
+    require_bwrap!();
+    let world = pushed_world();
+    let private_git = private_repository(&world);
+    let private_head = world.git_in(&private_git, &["rev-parse", "HEAD"]).trim().to_owned();
+    world.write("raw_push.py", RAW_PUSH);
+    let raw = world.path("raw_push.py");
+    let project = world.path("home/proj");
+    for (name, redirect, restore) in redirections(&private_git) {
+        let run = world.sh(
+            &["--ro", raw.to_str().expect("utf-8")],
+            &format!(
+                "{redirect} && python3 {} {} origin main:refs/heads/stolen; {restore}",
+                raw.display(),
+                project.display()
+            ),
+        );
+        let out = run.stdout();
+        assert!(run.stderr().contains("leads elsewhere"), "{name}: {out}\n{}", run.stderr());
+        assert!(!out.contains("PRIVATE") && !run.stderr().contains("PRIVATE"), "{name}: {out}");
+        assert!(!remote_subjects(&world).contains("private"), "{name}: the private history reached the remote");
+        let in_users =
+            Command::new("git").args(["cat-file", "-e", &private_head]).current_dir(&project).output().expect("git");
+        assert!(!in_users.status.success(), "{name}: the private history came into the user's repository");
+    }
+    // The project's own branch still goes out.
+    let before = remote_refs(&world);
+    let run = world.sh(&[], "git commit -q --allow-empty -m mine && git push -q origin main && echo pushed");
+    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
+    assert_ne!(remote_refs(&world), before);
+}
+
+/// The same redirections: the push is refused, saying what to remove, as the sync just
+/// before it was (nothing of the session could be read). Today the host goes on and
+/// pushes the user's own `main` to `stolen` and answers `exit=0`, while the agent's
+/// `main` (the private repository's) is something else: the agent is told a push worked
+/// that did not send what it named.
+#[test]
+#[ignore = "product: a push while the session repository leads elsewhere is carried out from the user's refs \
+            (exit 0) instead of refused"]
+fn a_push_while_the_session_repository_leads_elsewhere_is_refused() {
+    require_bwrap!();
+    let world = pushed_world();
+    let private_git = private_repository(&world);
+    world.write("raw_push.py", RAW_PUSH);
+    let raw = world.path("raw_push.py");
+    let project = world.path("home/proj");
+    let before = remote_refs(&world);
+    for (name, redirect, restore) in redirections(&private_git) {
         let run = world.sh(
             &["--ro", raw.to_str().expect("utf-8")],
             &format!(
@@ -463,13 +538,8 @@ fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
         let out = run.stdout();
         assert!(out.contains("exit=1"), "{name}: {out}\n{}", run.stderr());
         assert!(out.contains("push refused") && out.contains("leads elsewhere"), "{name}: {out}");
-        assert!(!out.contains("PRIVATE"), "{name}: {out}");
-        assert_eq!(remote_refs(&world), before, "{name}: the private history reached the remote");
+        assert_eq!(remote_refs(&world), before, "{name}: the push went out");
     }
-    // The project's own branch still goes out.
-    let run = world.sh(&[], "git commit -q --allow-empty -m mine && git push -q origin main && echo pushed");
-    assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
-    assert_ne!(remote_refs(&world), before);
 }
 
 /// The host runs nothing of the repository's: not the hooks a checkout would run (here
@@ -499,7 +569,10 @@ fn the_host_runs_nothing_the_agent_wrote() {
 }
 
 /// An agent that interrupts its `git push` ends the host's push and its checks (nothing
-/// the repository holds can keep a host process waiting after that).
+/// the repository holds can keep a host process waiting after that). The commit to push
+/// is one the user makes on the host while the session runs, which the agent pushes by
+/// its id: the only checks that run are the push's (a commit made inside would be
+/// checked by the broker's sync, which the push does not own).
 #[test]
 fn an_interrupted_push_ends_on_the_host() {
     require_bwrap!();
@@ -515,17 +588,31 @@ fn an_interrupted_push_ends_on_the_host() {
         "--",
         "sh",
         "-c",
-        "git commit -q --allow-empty -m x; timeout -s INT 3 git push -q origin main; touch .interrupted; sleep 20",
+        "touch .up; while [ ! -s .go ]; do sleep 0.05; done; \
+         timeout -s INT 3 git push -q origin \"$(cat .go):refs/heads/main\"; touch .interrupted; sleep 20",
     ]);
     let mut child = session.cmd.stderr(std::process::Stdio::null()).spawn().expect("exec starts");
+    let wait_for = |marker: &str, secs: u64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while !world.path(&format!("home/proj/{marker}")).exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    wait_for(".up", 15);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-q", "--allow-empty", "-m", "x"]);
+    // Named by its id: the session's `main` is behind the user's, and a push of it would be
+    // refused before any check.
+    fs_err::write(world.path("home/proj/.go"), world.git(&["rev-parse", "main"])).expect("go");
     let running = || {
         let out = Command::new("pgrep").args(["-f", "sleep 31[.]25"]).output().expect("pgrep");
         !out.stdout.is_empty()
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while !world.path("home/proj/.interrupted").exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    let started = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !running() && !world.path("home/proj/.interrupted").exists() && std::time::Instant::now() < started {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert!(running(), "the push's check never ran");
+    wait_for(".interrupted", 15);
     assert!(world.path("home/proj/.interrupted").exists(), "the push did not return when interrupted");
     let gone = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while running() && std::time::Instant::now() < gone {
@@ -536,6 +623,39 @@ fn an_interrupted_push_ends_on_the_host() {
     child.wait().expect("reaped");
     assert!(!still, "the check kept running on the host after the agent interrupted its push");
     assert_eq!(remote_refs(&world), before);
+}
+
+/// The user commits on the host while a session runs, and the agent, which made no
+/// commit, pushes `main`: there was nothing of the session's to bring home, so the agent
+/// is not told that `main` "did not come home (above)" with nothing above it; it is told
+/// what happened (the user's `main` moved on the host). Nothing unchecked leaves either
+/// way.
+#[test]
+#[ignore = "product: a push of a branch the user moved on the host during the session is refused as \
+            `main did not come home (above)`, with nothing above and nothing of the session's to bring home"]
+fn a_push_of_a_branch_the_user_moved_during_the_session_says_why_it_is_refused() {
+    require_bwrap!();
+    let world = pushed_world();
+    let before = remote_refs(&world);
+    let child = world
+        .cmd()
+        .args(["exec", "--", "sh", "-c", "touch .up; while [ ! -e .go ]; do sleep 0.05; done; git push -q origin main"])
+        .cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("exec starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !world.path("home/proj/.up").exists() {
+        assert!(std::time::Instant::now() < deadline, "the session did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    world.git(&["commit", "-q", "--allow-empty", "-m", "host"]);
+    fs_err::write(world.path("home/proj/.go"), "").expect("go");
+    let out = child.wait_with_output().expect("exec ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("main did not come home (above)"), "{err}");
+    assert!(remote_refs(&world) == before || remote_refs(&world).contains(world.git(&["rev-parse", "main"]).trim()));
 }
 
 /// A session killed before it removed its push directory leaves it behind; the next
@@ -572,7 +692,6 @@ fn a_killed_sessions_push_directory_is_removed_at_the_next_start() {
 fn checks_never_run_programs_planted_on_the_users_path_in_the_project() {
     require_bwrap!();
     let world = World::new();
-    world.users_own_git_inside();
     world.write("home/.local/bin/lint", "#!/bin/sh\necho real lint ran >&2\ntest ! -e BROKEN\n");
     world.chmod("home/.local/bin/lint", 0o755);
     world.write(
