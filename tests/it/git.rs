@@ -88,13 +88,22 @@ fn linked_worktrees_commit_while_the_shared_hooks_stay_read_only() {
     assert_eq!(world.git(&["log", "-1", "--format=%s", "wt-branch"]), "in worktree\n");
 }
 
+/// Without `@git`, its project paths (`.agent-precommit`) are ordinary files; the user's git
+/// directory is not: with no session repository it is read-only, whatever the presets.
 #[test]
-fn without_the_git_preset_the_paths_are_ordinary_project_files() {
+fn without_the_git_preset_its_paths_are_ordinary_files_but_the_users_git_stays_read_only() {
     require_bwrap!();
     let world = protected_world();
     world.project_config(r#"{ "filesystem": { "presets": ["!@git"] } }"#);
-    let out = world.sh(&[], "echo '# changed' >> .git/hooks/pre-commit && echo writable").ok();
+    let out = world
+        .sh(
+            &[],
+            "echo '{}' > .agent-precommit/user-context.json && echo writable; \
+             (echo '# changed' >> .git/hooks/pre-commit || touch .git/x) 2>/dev/null && echo GIT-WRITABLE; true",
+        )
+        .ok();
     assert_eq!(out, "writable\n");
+    assert_eq!(world.read("home/proj/.git/hooks/pre-commit"), HOOK);
 }
 
 /// git's own transport through the guard: `git clone` and `git fetch` over http run `git

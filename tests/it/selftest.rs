@@ -98,7 +98,7 @@ fn each_guarantee_broken_on_purpose_fails_its_row() {
             1,
             expected(&[
                 "environment filtered",
-                ".git/hooks and .git/config read-only",
+                // (Without `@git` the user's git directories are still read-only.)
                 "git guard refuses --no-verify and force pushes",
                 "pushes leave through the host"
             ])

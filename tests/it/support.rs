@@ -120,13 +120,6 @@ impl World {
         fs_err::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
 
-    /// The user's config turns the session repository off: `.git` inside is the user's,
-    /// its hooks and config read-only, watched by the exit check (the setup a project
-    /// whose `.git` is a file has, whose checks these tests hold).
-    pub fn users_own_git_inside(&self) {
-        self.write("xdg-config/agent-sandbox/config.jsonc", r#"{ "git": { "sessionRepository": false } }"#);
-    }
-
     /// Removes the project's session repository (the agent's own `.git`, kept between
     /// sessions): the next session starts from the user's repository afresh.
     pub fn forget_session(&self) {

@@ -158,6 +158,20 @@ pub fn protected_paths(root: &Path, configured: &[String], hooks_path: Option<&s
             candidates.push(clean);
         }
     }
+    // A `.git` file names the repository git uses: writable, it could name one the agent
+    // planted in the workspace, which the host's git (an editor's, by itself) would then
+    // use, config and all. So it is read-only, and so are the directories it names when
+    // they lie in the workspace (elsewhere they are not in the container at all).
+    if root.join(".git").symlink_metadata().is_ok_and(|meta| meta.is_file()) {
+        candidates.push(".git".into());
+        if let Some(layout) = gitfacts::layout(root) {
+            for dir in [layout.common_dir, layout.git_dir] {
+                if let Ok(inside) = dir.strip_prefix(root) {
+                    candidates.push(inside.display().to_string());
+                }
+            }
+        }
+    }
     candidates.extend(configured.iter().cloned());
     for raw in candidates {
         let path = clean_relative(&raw)?;

@@ -108,6 +108,16 @@ fn protected_paths_are_only_those_that_exist_and_hooks_path_must() {
     for bad in ["/etc", "../up", "a/../../b", "", "a//b"] {
         assert!(matches!(protected_paths(root.path(), &[bad.into()], None), Err(Error::BadPath(_))), "{bad:?}");
     }
+    // A `.git` file, and the git directory it names inside the workspace, are read-only.
+    let separate = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new("git")
+        .args(["init", "-q", "--separate-git-dir=.repo"])
+        .current_dir(separate.path())
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = protected_paths(&separate.path().canonicalize().expect("real"), &[], None).expect("valid");
+    assert_eq!(got, [".devcontainer", ".git", ".repo"]);
     // Nothing was created in the tree.
     assert!(!root.path().join(".git/hooks").exists() && !root.path().join("tools").exists());
 }

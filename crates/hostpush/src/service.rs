@@ -274,21 +274,17 @@ fn serve(client: UnixStream, request: Request, config: &ServiceConfig, start: &S
     // What the session committed comes home first: pushes leave from the user's
     // repository.
     if let (Some(broker), Ok(())) = (&config.home, &start.prepared) {
-        let said = match broker.sync() {
-            Ok(lines) => lines,
-            Err(refusal) => vec![format!("nothing came home: {}. Instead: {}.", refusal.why, refusal.instead)],
+        let (said, unread) = match broker.sync() {
+            Ok(lines) => (lines, None),
+            Err(refusal) => (Vec::new(), Some(refusal)),
         };
         for line in said {
             let line = format!("agent-sandbox: {}\n", util::terminal_safe(&line));
             let _ = protocol::write_frame(&client, protocol::ERR, line.as_bytes());
         }
-        // A push of a branch whose commits did not come home would send your older tip and
-        // say it worked.
-        if let Some(branch) = broker.not_home(&request.args) {
-            let refusal = Refusal {
-                why: format!("{branch} did not come home (above), so there is nothing of the session's to push"),
-                instead: "fix what the message above says, commit, then push again".into(),
-            };
+        // What the session holds could not be read, or a branch of it did not come home:
+        // a push would send the user's tip and say it worked.
+        if let Some(refusal) = unread.or_else(|| broker.not_home(&request.args)) {
             let _ = protocol::write_frame(&client, protocol::ERR, format!("{refusal}\n").as_bytes());
             let _ = protocol::write_frame(&client, protocol::EXIT, &1i32.to_be_bytes());
             return;

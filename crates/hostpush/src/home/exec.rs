@@ -390,9 +390,10 @@ impl Broker {
 }
 
 impl Broker {
-    /// The first branch or tag a push with `args` (after `push`) would send whose
-    /// session value is not the user's: its commits did not come home.
-    pub fn not_home(&self, args: &[String]) -> Option<String> {
+    /// Why a push with `args` (after `push`) is refused: the first branch or tag it
+    /// would send whose session value is not the user's (its commits did not come home,
+    /// or the user's moved on the host since). `None`: nothing stops it.
+    pub fn not_home(&self, args: &[String]) -> Option<Refusal> {
         let x = &self.exec;
         let session = list_session_refs(&x.session())?;
         let user = user_refs(&x.home).ok()?;
@@ -412,10 +413,28 @@ impl Broker {
                 name => names.extend([format!("refs/heads/{name}"), format!("refs/tags/{name}")]),
             }
         }
-        names
-            .into_iter()
-            .find(|name| session.get(name).is_some_and(|ours| user.get(name) != Some(ours)))
-            .map(|name| name.trim_start_matches("refs/heads/").to_owned())
+        let (name, ours) = names.into_iter().find_map(|name| {
+            let ours = session.get(&name).filter(|ours| user.get(&name) != Some(*ours))?.clone();
+            Some((name, ours))
+        })?;
+        let branch = name.trim_start_matches("refs/heads/").to_owned();
+        // The user's is ahead of the session's: committed on the host meanwhile.
+        if let Some(theirs) = user.get(&name) {
+            if x.home.git(&["merge-base", "--is-ancestor", &ours, theirs], None).is_ok() {
+                return Some(refuse(
+                    format!(
+                        "your {branch} moved on the host during the session (to {}); the session's is behind it and \
+                         has nothing of its own to push",
+                        &theirs[..12.min(theirs.len())]
+                    ),
+                    format!("take it first (`git merge --ff-only {theirs}`), then push again"),
+                ));
+            }
+        }
+        Some(refuse(
+            format!("{branch} did not come home (above), so there is nothing of the session's to push"),
+            "fix what the message above says, commit, then push again",
+        ))
     }
 }
 
@@ -426,7 +445,10 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     if !found.is_empty() {
         return Err(refuse(
             format!("the session repository leads elsewhere, so nothing in it comes home: {}", found.join("; ")),
-            "remove those entries from .git",
+            format!(
+                "remove those entries from .git inside the sandbox (the session repository, {})",
+                session.display()
+            ),
         ));
     }
     // `env`: more of git's environment (`NAME=value `), read by `/usr/bin/env`.
