@@ -41,16 +41,6 @@ fn users_git_in(world: &World, dir: &Path, args: &[&str]) -> (bool, String) {
     (out.status.success(), said)
 }
 
-/// Every file of the user's `.git` with its size and mode, and `HEAD` and `config`.
-fn users_git_listing(world: &World) -> String {
-    let out = std::process::Command::new("sh")
-        .args(["-c", "find . -printf '%p %s %m %y\\n' | sort && cat config HEAD"])
-        .current_dir(world.path("home/proj/.git"))
-        .output()
-        .expect("find");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A project with a linked worktree of its repository at `home/wt`, outside it.
 fn world_with_outside_worktree() -> (World, std::path::PathBuf) {
     let world = world_with_private_home();
@@ -67,13 +57,13 @@ fn a_planted_commondir_grants_nothing_next_time_and_never_reaches_the_users_git(
     require_bwrap!();
     let world = world_with_private_home();
     let home = world.home.display().to_string();
-    let before = users_git_listing(&world);
+    let before = world.users_git_listing();
     let main = world.git(&["rev-parse", "main"]);
     let run = world.sh(&[], &format!("echo {home} > .git/commondir"));
     run.ok();
     assert!(run.stderr().contains("the session repository leads elsewhere"), "{}", run.stderr());
     assert!(run.stderr().contains(".git/commondir"), "{}", run.stderr());
-    assert_eq!(users_git_listing(&world), before, "the user's .git changed");
+    assert_eq!(world.users_git_listing(), before, "the user's .git changed");
     // The next session starts, and what the commondir names is still not shown.
     let run = world.sh(&[], "cat ../private.txt 2>/dev/null; echo end");
     assert_eq!(run.ok(), "end\n", "{}", run.stderr());
@@ -85,7 +75,7 @@ fn a_planted_commondir_grants_nothing_next_time_and_never_reaches_the_users_git(
     let run = world.sh(&[], "rm .git/commondir && git status --porcelain >/dev/null");
     run.ok();
     assert!(!run.stderr().contains("leads elsewhere"), "{}", run.stderr());
-    assert_eq!(users_git_listing(&world), before, "the user's .git changed");
+    assert_eq!(world.users_git_listing(), before, "the user's .git changed");
 }
 
 /// The exit check's quarantine of a repository planted in the work tree cannot be
@@ -391,7 +381,7 @@ fn a_worktree_git_directory_that_is_a_repository_of_its_own_never_reaches_the_us
     require_bwrap!();
     let world = world_with_private_home();
     world.git(&["worktree", "add", "-q", "-b", "inner", "inner"]);
-    let before = users_git_listing(&world);
+    let before = world.users_git_listing();
     let proj = world.project.display().to_string();
     let evil = evil_leaving(&world.path("ran"));
     let script = format!(
@@ -415,7 +405,7 @@ fn a_worktree_git_directory_that_is_a_repository_of_its_own_never_reaches_the_us
     }
     let (ok, said) = users_git_in(&world, &world.project, &["status", "--short"]);
     assert!(ok, "{said}");
-    assert_eq!(users_git_listing(&world), before, "the user's .git changed");
+    assert_eq!(world.users_git_listing(), before, "the user's .git changed");
 }
 
 /// A worktree the agent adds and then moves with git itself is not taken for a plant:
@@ -502,7 +492,7 @@ fn repositories_in_dependency_trees_and_secret_directories_are_quarantined_too()
 fn a_worktree_record_swapped_for_a_symlink_never_reaches_the_users_worktree() {
     require_bwrap!();
     let (world, outside) = world_with_outside_worktree();
-    let before = users_git_listing(&world);
+    let before = world.users_git_listing();
     let evil = evil_leaving(&world.path("ran"));
     let script = format!(
         "mkdir -p x/y/wt .git/worktrees && echo ../.. > x/y/wt/commondir && echo ref: refs/heads/wt > x/y/wt/HEAD \
@@ -513,7 +503,7 @@ fn a_worktree_record_swapped_for_a_symlink_never_reaches_the_users_worktree() {
     let run = world.sh(&[], &script);
     run.ok();
     assert!(run.stderr().contains(".git/worktrees/wt: a link"), "{}", run.stderr());
-    assert_eq!(users_git_listing(&world), before, "the user's .git changed");
+    assert_eq!(world.users_git_listing(), before, "the user's .git changed");
     assert!(world.path("home/proj/.git/worktrees/wt").symlink_metadata().expect("the record").is_dir());
     let (ok, said) = users_git_in(&world, &outside, &["status", "--short"]);
     assert!(ok, "{said}");

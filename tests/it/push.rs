@@ -486,6 +486,7 @@ fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
     world.write("raw_push.py", RAW_PUSH);
     let raw = world.path("raw_push.py");
     let project = world.path("home/proj");
+    let before = remote_refs(&world);
     for (name, redirect, restore) in redirections(&private_git) {
         let run = world.sh(
             &["--ro", raw.to_str().expect("utf-8")],
@@ -496,7 +497,11 @@ fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
             ),
         );
         let out = run.stdout();
-        assert!(run.stderr().contains("leads elsewhere"), "{name}: {out}\n{}", run.stderr());
+        // Refused, saying what to remove, as the sync just before it was: it used to go
+        // out from the user's refs (`exit=0`), not what the agent named.
+        assert!(out.contains("exit=1"), "{name}: {out}\n{}", run.stderr());
+        assert!(out.contains("push refused") && out.contains("leads elsewhere"), "{name}: {out}");
+        assert_eq!(remote_refs(&world), before, "{name}: the push went out");
         assert!(!out.contains("PRIVATE") && !run.stderr().contains("PRIVATE"), "{name}: {out}");
         assert!(!remote_subjects(&world).contains("private"), "{name}: the private history reached the remote");
         let in_users =
@@ -508,36 +513,6 @@ fn a_dot_git_redirected_to_another_repository_never_sends_that_history() {
     let run = world.sh(&[], "git commit -q --allow-empty -m mine && git push -q origin main && echo pushed");
     assert_eq!(run.stdout(), "pushed\n", "{}", run.stderr());
     assert_ne!(remote_refs(&world), before);
-}
-
-/// The same redirections: the push is refused, saying what to remove, as the sync just
-/// before it was (nothing of the session could be read). It used to go on and push the
-/// user's own `main` to `stolen`, answering `exit=0` while the agent's `main` (the
-/// private repository's) was something else: a push told it worked that did not send
-/// what it named.
-#[test]
-fn a_push_while_the_session_repository_leads_elsewhere_is_refused() {
-    require_bwrap!();
-    let world = pushed_world();
-    let private_git = private_repository(&world);
-    world.write("raw_push.py", RAW_PUSH);
-    let raw = world.path("raw_push.py");
-    let project = world.path("home/proj");
-    let before = remote_refs(&world);
-    for (name, redirect, restore) in redirections(&private_git) {
-        let run = world.sh(
-            &["--ro", raw.to_str().expect("utf-8")],
-            &format!(
-                "{redirect} && python3 {} {} origin main:refs/heads/stolen; {restore}",
-                raw.display(),
-                project.display()
-            ),
-        );
-        let out = run.stdout();
-        assert!(out.contains("exit=1"), "{name}: {out}\n{}", run.stderr());
-        assert!(out.contains("push refused") && out.contains("leads elsewhere"), "{name}: {out}");
-        assert_eq!(remote_refs(&world), before, "{name}: the push went out");
-    }
 }
 
 /// The host runs nothing of the repository's: not the hooks a checkout would run (here

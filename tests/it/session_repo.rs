@@ -67,20 +67,12 @@ fn every_plant_in_dot_git_stays_in_the_session() {
         "printf '#!/bin/sh\\ntouch RAN\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout".to_owned(),
         "mkdir -p .git/worktrees/w && echo /tmp > .git/worktrees/w/gitdir && echo ../.. > .git/worktrees/w/commondir".to_owned(),
     ];
-    let listing = |world: &World| {
-        let out = std::process::Command::new("sh")
-            .args(["-c", "find . -printf '%p %s %m %y\\n' | sort && cat config HEAD"])
-            .current_dir(world.path("home/proj/.git"))
-            .output()
-            .expect("find");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
     for plant in plants {
-        let before = listing(&world);
+        let before = world.users_git_listing();
         // Some are refused already (hooks and config are read-only), the rest land in
         // the session.
         world.sh(&[], &plant);
-        assert_eq!(listing(&world), before, "{plant}: the user's .git changed");
+        assert_eq!(world.users_git_listing(), before, "{plant}: the user's .git changed");
         world.git(&["status", "--porcelain"]);
         assert!(!ran.exists(), "{plant}: the user's git ran the agent's command");
         assert!(!world.path("home/proj/RAN").exists(), "{plant}");

@@ -120,6 +120,17 @@ impl World {
         fs_err::set_permissions(self.path(rel), std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
 
+    /// Every file of the project's `.git` (the user's) with its size and mode, then
+    /// `config` and `HEAD`: equal before and after, nothing in it changed.
+    pub fn users_git_listing(&self) -> String {
+        let out = std::process::Command::new("sh")
+            .args(["-c", "find . -printf '%p %s %m %y\\n' | sort && cat config HEAD"])
+            .current_dir(self.path("home/proj/.git"))
+            .output()
+            .expect("find");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Removes the project's session repository (the agent's own `.git`, kept between
     /// sessions): the next session starts from the user's repository afresh.
     pub fn forget_session(&self) {
