@@ -701,6 +701,11 @@ fn without_a_session_repository_the_users_git_is_read_only_inside() {
         }
         assert!(run.stderr().contains(why), "{}", run.stderr());
         assert!(run.stderr().contains("read-only inside"), "{}", run.stderr());
+        // The agent is told too, by the git guard (with `@git`), beside git's own error.
+        let run = world.cmd().current_dir(&world.path(dir)).args(["exec", "--", "git", "commit", "-qm", "y"]).run();
+        assert_ne!(run.code(), 0);
+        let told = run.stderr().contains(".git is read-only in this sandbox: there is no session repository");
+        assert_eq!(told, !config.contains("!@git"), "{}", run.stderr());
         assert_eq!(world.git(&["for-each-ref"]), tips, "{config}");
         assert!(!world.path("home/proj/.git/commondir").exists());
         std::fs::remove_file(world.path(&format!("{dir}/x"))).expect("rm x");
