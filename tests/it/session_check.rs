@@ -400,3 +400,30 @@ fn the_exit_checks_cached_listing_misses_no_plant() {
     assert_eq!(world.read("home/proj/renamed/x/y/lib.rs"), "old\n");
     world.sh(&[], "true").ok();
 }
+
+/// A project whose `.git` is a file naming a git directory the layout does not take (a
+/// separate git directory outside, no worktree record): no rule covers the file, so the
+/// agent pointing it at a repository it planted, with a `core.fsmonitor`, is moved aside
+/// at exit, and the user's git there runs nothing. Beside it, a session that leaves the
+/// file alone keeps it.
+#[test]
+fn a_dot_git_file_pointed_at_a_planted_repository_is_moved_aside() {
+    require_bwrap!();
+    let world = World::new();
+    let proj = world.path("home/proj");
+    std::fs::rename(proj.join(".git"), world.path("home/real.git")).expect("move the repository");
+    let pointer = format!("gitdir: {}\n", world.path("home/real.git").display());
+    fs_err::write(proj.join(".git"), &pointer).expect("write");
+    world.sh(&[], "echo ok > ok").ok();
+    assert_eq!(world.read("home/proj/.git"), pointer, "a session that left it alone");
+    let ran = world.path("ran");
+    let script = format!(
+        "git init -q --bare planted 2>/dev/null || mkdir -p planted; \
+         printf '[core]\n\tfsmonitor = touch {}\n' >> planted/config; echo 'gitdir: planted' > .git",
+        ran.display()
+    );
+    world.sh(&[], &script).ok();
+    assert!(quarantined(&world, "home/proj", ".git"), "the rewritten .git file was left");
+    let _ = std::process::Command::new("git").args(["status"]).current_dir(&proj).output();
+    assert!(!ran.exists(), "the user's git ran the agent's command");
+}

@@ -31,6 +31,12 @@ pub fn diff(watch: &Watch, before: &State, now: &State) -> Vec<Action> {
             "could not be examined (made unreadable inside the sandbox), so git could find a repository behind it",
         ));
     }
+    // The project's `.git` when it is not a directory: a file or link changed, or made a
+    // directory, would lead the user's git to another repository.
+    let dot_git = watch.project_root.join(".git");
+    if then_of(&dot_git) != now_of(&dot_git) || now_of(&dot_git).is_some_and(|content| !content.is_examined()) {
+        actions.push(quarantine(&dot_git, "would change which repository, configuration or hooks git uses"));
+    }
     // A hooks directory (`core.hooksPath`) that did not exist at start (one that did is
     // read-only inside).
     for path in &watch.extra {

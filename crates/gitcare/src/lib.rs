@@ -179,9 +179,14 @@ pub fn observe(watch: &Watch, found: &walk::Found) -> State {
     let nested: BTreeMap<PathBuf, Vec<PathBuf>> =
         found.nested.iter().filter(|path| **path != root.join(".git")).map(entry).collect();
     let bare: BTreeMap<PathBuf, Vec<PathBuf>> = bare_layouts(&found.heads, common).iter().map(entry).collect();
-    // The project's own `.git` (a directory, or a file naming one) is read-only inside,
-    // or the session repository's mount point.
+    // The project's own `.git` directory is read-only inside, or the session repository's
+    // mount point; a `.git` that is a file or a link the layout could not follow (so no
+    // rule covers it) is watched as a work-tree file.
     let mut paths: BTreeSet<PathBuf> = watch.extra.iter().cloned().collect();
+    let dot_git = root.join(".git");
+    if !dot_git.symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
+        paths.insert(dot_git);
+    }
     paths.extend(watch.host_files.iter().cloned());
     let host_copies = host_copies(watch, found);
     paths.extend(host_copies.iter().cloned());
