@@ -375,6 +375,7 @@ fn own_hook_script(hook: &Path, args: &[String], refs: &str) -> String {
 
 /// Runs the hook that was in place before `hooks install`, with git's arguments and
 /// (for pre-push) the refs on stdin; its status is the hook's status.
+///
 /// git ran this shim from a hooks directory: one the guard cannot find, or a chained
 /// hook it cannot read, is refused rather than taken for "no hook of the user's".
 fn chain(repo: &Repo, hook: &str, args: &[OsString], stdin: &[u8]) -> Result<i32, Refusal> {

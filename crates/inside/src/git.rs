@@ -279,7 +279,7 @@ fn guard(real: &Path, options: &GuardOptions, project: Option<&RepoFacts>, args:
             // own error says only "Read-only file system".
             if broker.is_none() && moves && inside.marker().exists() {
                 let dot_git = start.ancestors().map(|dir| dir.join(".git")).find(|dot_git| dot_git.exists());
-                if let Some(dot_git) = dot_git.filter(|dot_git| read_only(dot_git)) {
+                if let Some(dot_git) = dot_git.filter(|dot_git| util::fs::on_read_only_mount(dot_git)) {
                     eprintln!(
                         "agent-sandbox: note: {} is read-only in this sandbox: there is no session repository \
                          (`git.sessionRepository` is off, the @git preset is off, or the repository's layout cannot \
@@ -339,15 +339,6 @@ fn push_elsewhere(socket: Option<&Path>, parsed: &gitguard::Parsed, start: &Path
         Some(socket) => crate::push::forward(socket, start, &parsed.args),
         None => crate::push::verify(start, &parsed.args),
     }
-}
-
-/// Whether `dir` is on a read-only mount (as the sandbox shows it).
-fn read_only(dir: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt as _;
-    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
-    // SAFETY: access(2) reads a NUL-terminated path this frame owns.
-    let denied = unsafe { libc::access(path.as_ptr(), libc::W_OK) } != 0;
-    denied && std::io::Error::last_os_error().raw_os_error() == Some(libc::EROFS)
 }
 
 /// The subcommands that may move a branch, a tag or `HEAD`.

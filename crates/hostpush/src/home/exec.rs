@@ -141,8 +141,7 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
             // With the user's index to copy and no submodule to seed, seeding starts no git:
             // it runs here, writing only the new session from the user's files (never
             // writable inside); else in the view, where the session's alternate is.
-            let index = util::fs::read_regular_nofollow(&x.home.git_dir.join("index"), 1 << 30).ok();
-            match index {
+            match users_index(x) {
                 Some(index) if plan.modules.is_empty() => {
                     plan.index = Some(index);
                     super::seed_with(&fresh, &plan)
@@ -242,9 +241,14 @@ fn take_users_index(x: &ExecHome, session: &Path, listed: &Refs, user: &Refs) {
     if ours.is_none() || ours != theirs {
         return;
     }
-    if let Ok(index) = util::fs::read_regular_nofollow(&x.home.git_dir.join("index"), 1 << 30) {
+    if let Some(index) = users_index(x) {
         let _ = util::fs::atomic_write(&session.join("index"), &index, 0o644);
     }
+}
+
+/// The user's index (their work tree's), as a regular file.
+fn users_index(x: &ExecHome) -> Option<Vec<u8>> {
+    util::fs::read_regular_nofollow(&x.home.git_dir.join("index"), 1 << 30).ok()
 }
 
 /// What the user's config, hooks and info files are now, by their metadata (ctime
