@@ -4,7 +4,9 @@
 
 use std::{ffi::OsString, path::PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use crate::exec::{ExecArgs, PolicyArgs};
+
+use clap::{Parser, Subcommand};
 
 /// Exit code for errors of agent-sandbox itself (the command did not run).
 pub const EXIT_ERROR: i32 = 125;
@@ -241,66 +243,6 @@ enum ConfigCommand {
         #[command(flatten)]
         policy: PolicyArgs,
     },
-}
-
-/// Flags that form the CLI configuration layer.
-#[derive(Args, Clone, Default)]
-pub struct PolicyArgs {
-    /// Run as if started in DIR
-    #[arg(short = 'C', long = "cwd", value_name = "DIR")]
-    pub cwd: Option<PathBuf>,
-    /// An extra config file, applied after the global and project ones
-    #[arg(short = 'c', long = "config", value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Network access: allowlist (only the allowed host names, through a proxy), on or off
-    #[arg(long, value_name = "allowlist|on|off", value_parser = ["allowlist", "on", "off"])]
-    pub network: Option<String>,
-    /// Allow HOST (or *.DOMAIN), on ports 80 and 443 or on :PORT (repeatable)
-    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
-    pub allow_hosts: Vec<String>,
-    /// Make the host's loopback PORT reachable inside as localhost:PORT (repeatable)
-    #[arg(long = "host-port", value_name = "PORT")]
-    pub host_ports: Vec<String>,
-    /// Make PATH visible read-only (repeatable)
-    #[arg(long, value_name = "PATH")]
-    pub ro: Vec<String>,
-    /// Make PATH visible read-write (repeatable)
-    #[arg(long, value_name = "PATH")]
-    pub rw: Vec<String>,
-    /// Hide PATH (repeatable)
-    #[arg(long, value_name = "PATH")]
-    pub exclude: Vec<String>,
-    /// The whole project read-only (a read-only agent; /tmp stays writable)
-    #[arg(long)]
-    pub read_only: bool,
-    /// NAME=VALUE: true (unwrapped), false (deny), @git (built-in preset) or a wrapper script path
-    #[arg(long = "cmd", value_name = "NAME=VALUE", value_parser = command_rule)]
-    pub cmds: Vec<String>,
-}
-
-#[derive(Args)]
-pub struct ExecArgs {
-    #[command(flatten)]
-    pub policy: PolicyArgs,
-    /// Print the bwrap command instead of running it
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Explain each decision on stderr
-    #[arg(long)]
-    pub debug: bool,
-    /// The command and its arguments (after `--` when they start with `-`)
-    #[arg(trailing_var_arg = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
-}
-
-/// `--cmd NAME=VALUE`, checked by clap so that a malformed one is a usage error (exit 2).
-fn command_rule(text: &str) -> Result<String, String> {
-    match text.split_once('=') {
-        Some((name, value)) if !name.is_empty() && !value.is_empty() && !name.contains('/') => Ok(text.to_owned()),
-        _ => Err(format!(
-            "expected NAME=VALUE, e.g. npm=false, git=@git, npm=true or npm=./tools/npm-wrapper (got {text:?})"
-        )),
-    }
 }
 
 /// Commands that change what the host trusts (approvals, hooks) refuse to run inside a
@@ -594,74 +536,11 @@ fn devcontainer_init(
         Some(path) => path,
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
-    if !root.is_dir() {
-        anyhow::bail!("{} is not a directory (give the workspace to set up)", root.display());
-    }
-    let options = devcontainer::Options {
-        base_tag,
-        protected: protected_paths(&root)?,
-        per_workspace_config,
-        force,
-        tool_guard: Some(guard_settings::ToolGuardSettings::from_config(&project_config(&root)?)),
-        local_workspace: std::path::absolute(&root).context("cannot make the workspace's path absolute")?,
-        image_user: image_user(&root),
-        session_git: root.join(".git").symlink_metadata().is_ok_and(|meta| meta.is_dir()),
-        // The previous devcontainer.json goes outside the work tree (nothing untracked
-        // left in the project); without HOME it is not kept (git history holds it).
-        backup_dir: std::env::var_os("HOME")
-            .filter(|home| !home.is_empty())
-            .map(|home| config::approval::state_dir(std::path::Path::new(&home)).join("devcontainer-backups")),
-    };
     let binary = std::env::current_exe().context("cannot find the agent-sandbox binary itself")?;
-    for line in devcontainer::init(&root, &options, &binary)?.lines {
+    for line in dockerbox::workspace::devcontainer_init(&root, base_tag, force, per_workspace_config, &binary)? {
         println!("{line}");
     }
     Ok(0)
-}
-
-/// The user the workspace's image runs the agent as, when its devcontainer.json names
-/// none: `docker image inspect` of the image (or of its Dockerfile's base), read by
-/// `devcontainer::image_user`. `None` when there is nothing to learn or no way to learn
-/// it here (no engine, the image not pulled).
-fn image_user(root: &std::path::Path) -> Option<String> {
-    let read = |rel: &std::path::Path| std::fs::read_to_string(root.join(rel)).ok();
-    let query = devcontainer::image_user::query(&read)?;
-    let config = std::process::Command::new("docker")
-        .args(["image", "inspect", "--format", "{{json .Config}}", &query.image])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned());
-    devcontainer::image_user::decide(&query, config.as_deref())
-}
-
-/// The workspace's protected paths (`devcontainer::protected_paths`), with the project's
-/// `checks.protectedPaths` and git's `core.hooksPath`. Shared by the devcontainer and
-/// the Docker sandbox.
-pub fn protected_paths(root: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    let config = project_config(root)?;
-    let configured: Vec<String> = config.protected_paths.iter().map(|p| p.value.clone()).collect();
-    let hooks_path = std::process::Command::new("git")
-        .arg("config")
-        .arg("--file")
-        .arg(root.join(".git/config"))
-        .args(["--get", "core.hooksPath"])
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .filter(|hooks| !hooks.is_empty());
-    Ok(devcontainer::protected_paths(root, &configured, hooks_path.as_deref())?)
-}
-
-/// The defaults and the project's own file, with no flags and no global file: what a
-/// container built for the project takes from it. Read even before `config allow`:
-/// protected paths only ever add read-only mounts, and `tools.*` only ever deny.
-fn project_config(root: &std::path::Path) -> anyhow::Result<config::Config> {
-    let sources = config::Sources { global_dir: None, project_dir: Some(root.join(".agent-sandbox")), explicit: None };
-    Ok(config::load(&sources, config::Layer::default())?.0)
 }
 
 fn check(quiet: bool, json: bool) -> i32 {

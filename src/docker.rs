@@ -180,7 +180,7 @@ fn branch_target(path: Option<&std::path::Path>, branch: &BranchArg) -> Result<T
 /// git's hooks, config and info, the guard configuration, `core.hooksPath`'s directory,
 /// the project's `checks.protectedPaths`).
 fn start_options(target: &Target, base_tag: &str, build: bool) -> Result<StartOptions> {
-    StartOptions::new(target, base_tag, build, crate::cli::protected_paths(&target.root)?)
+    StartOptions::new(target, base_tag, build, dockerbox::workspace::protected_paths(&target.root)?)
 }
 
 fn report(started: &lifecycle::Started) {
@@ -280,7 +280,7 @@ pub fn show_run(args: ModeArgs) -> Result<i32> {
     let target = branch_target(args.workspace.path.as_deref(), &args.branch)?;
     // The limits' shares are of this engine's totals.
     let engine = Engine::connect()?;
-    let protected = target.existing(crate::cli::protected_paths(&target.root)?);
+    let protected = target.existing(dockerbox::workspace::protected_paths(&target.root)?);
     let plan = target.plan(&args.base.base_tag, &protected, target.limits(&engine)?)?;
     println!("{}", dockerbox::plan::docker_run_line(&plan));
     Ok(0)

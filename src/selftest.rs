@@ -8,7 +8,7 @@ use std::{ffi::OsString, io::Write as _};
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
 
-use crate::cli::PolicyArgs;
+use crate::exec::PolicyArgs;
 
 #[derive(clap::Args)]
 pub struct TestArgs {

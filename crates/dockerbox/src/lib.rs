@@ -10,7 +10,8 @@
 //! `lifecycle` is each command (facts, decision, engine); `engine` is the only module
 //! that talks to Docker (bollard, a current-thread tokio runtime) and carries plans out,
 //! at the [`endpoint::Endpoint`] the docker CLI would use, local or remote (TLS, ssh:
-//! `transport`).
+//! `transport`); `workspace` reads what a container takes from the workspace itself
+//! (its protected paths, `devcontainer init`'s options).
 
 pub mod codex;
 pub mod context;
@@ -20,3 +21,4 @@ pub mod lifecycle;
 pub mod names;
 pub mod plan;
 pub mod transport;
+pub mod workspace;
