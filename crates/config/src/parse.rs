@@ -17,7 +17,7 @@ use crate::{
 
 /// Parses `text` (the contents of `path`) as one configuration layer.
 pub fn parse_layer(text: &str, path: &Path, kind: LayerKind) -> Result<Layer, ConfigError> {
-    let reader = Reader { text, path, kind };
+    let reader = Reader { text, path, kind, line_starts: line_starts(text) };
     let parse_options = ParseOptions {
         allow_loose_object_property_names: false,
         allow_single_quoted_strings: false,
@@ -122,18 +122,30 @@ struct Reader<'a> {
     text: &'a str,
     path: &'a Path,
     kind: LayerKind,
+    /// Where each line starts ([`line_starts`]): every value is located, so looking one
+    /// up must not scan the text from its start.
+    line_starts: Vec<usize>,
+}
+
+/// The byte offset at which each line of `text` starts, counted as jsonc-parser counts
+/// lines for its syntax errors: `\n` and a lone `\r` end a line.
+fn line_starts(text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let ends = bytes
+        .iter()
+        .enumerate()
+        .filter(|&(idx, &byte)| byte == b'\n' || (byte == b'\r' && bytes.get(idx + 1) != Some(&b'\n')));
+    std::iter::once(0).chain(ends.map(|(idx, _)| idx + 1)).collect()
 }
 
 impl Reader<'_> {
     /// 1-based, counted as jsonc-parser counts for its syntax errors (a lone `\r` ends a
     /// line too), so that every position in one file means the same place.
     fn line_column(&self, offset: usize) -> (usize, usize) {
-        let before = &self.text[..offset.min(self.text.len())];
-        let ends_line =
-            |(idx, c): &(usize, char)| *c == '\n' || (*c == '\r' && self.text.as_bytes().get(idx + 1) != Some(&b'\n'));
-        let line = before.char_indices().filter(ends_line).count() + 1;
-        let line_start = before.char_indices().rfind(ends_line).map_or(0, |(idx, _)| idx + 1);
-        (line, before[line_start..].chars().count() + 1)
+        let offset = offset.min(self.text.len());
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let line_start = self.line_starts[line - 1];
+        (line, self.text[line_start..offset].chars().count() + 1)
     }
 
     fn error(&self, node: &impl Ranged, message: String) -> ConfigError {
@@ -156,17 +168,14 @@ impl Reader<'_> {
     }
 
     fn sourced<T>(&self, node: &impl Ranged, value: T) -> Sourced<T> {
-        let (line, column) = self.line_column(node.start());
-        Sourced {
-            value,
-            origin: Origin {
-                layer: self.kind.clone(),
-                location: match self.kind {
-                    LayerKind::Default => Location::Builtin,
-                    _ => Location::File { path: self.path.to_owned(), line, column },
-                },
-            },
-        }
+        let location = match self.kind {
+            LayerKind::Default => Location::Builtin,
+            _ => {
+                let (line, column) = self.line_column(node.start());
+                Location::File { path: self.path.to_owned(), line, column }
+            }
+        };
+        Sourced { value, origin: Origin { layer: self.kind.clone(), location } }
     }
 
     fn object<'v, 'a>(&self, value: &'v Value<'a>, what: &str) -> Result<&'v Object<'a>, ConfigError> {

@@ -70,6 +70,11 @@ fn positions_count_a_lone_carriage_return_as_a_line_break_like_syntax_errors_do(
         layer.ro[0].origin.location,
         Location::File { path: "/p/.agent-sandbox/config.jsonc".into(), line: 3, column: 24 }
     );
+    // Columns count characters, not bytes; a value on the last line, after a `\r\n`.
+    let layer = project("{\r\n\"filesystem\": {\"ro\": [\"é\",\r\n \"ü\", \"b\"]}}").expect("valid");
+    let at = |index: usize| layer.ro[index].origin.location.clone();
+    assert_eq!(at(0), Location::File { path: "/p/.agent-sandbox/config.jsonc".into(), line: 2, column: 23 });
+    assert_eq!(at(2), Location::File { path: "/p/.agent-sandbox/config.jsonc".into(), line: 3, column: 7 });
 }
 
 #[test]

@@ -407,14 +407,11 @@ fn settle(rules: Vec<Rule>, ctx: &Context, notes: &mut Vec<String>) -> Vec<Mount
         }
     }
     let mut mounts: Vec<Mount> = Vec::new();
-    let granted: Vec<(&PathBuf, Access)> = best.iter().map(|(path, rule)| (path, rule.access)).collect();
     for (path, rule) in &best {
         if rule.access == Access::Exclude {
-            let nearest = granted
-                .iter()
-                .filter(|(other, _)| *other != path && path.starts_with(other))
-                .max_by_key(|(other, _)| other.components().count());
-            if !matches!(nearest, Some((_, access)) if *access != Access::Exclude) {
+            // The nearest rule above it: its deepest ancestor that has one.
+            let nearest = path.ancestors().skip(1).find_map(|ancestor| best.get(ancestor));
+            if nearest.is_none_or(|above| above.access == Access::Exclude) {
                 continue;
             }
         }
@@ -465,7 +462,10 @@ fn settle(rules: Vec<Rule>, ctx: &Context, notes: &mut Vec<String>) -> Vec<Mount
 pub fn pin_parents(mounts: &mut Vec<Mount>, targets: &[PathBuf]) {
     // One mount per distinct directory, found with sets: a thousand masks deep in one
     // tree must cost their distinct parents, not a thousand times the depth.
-    let mounted: std::collections::HashSet<&Path> = mounts.iter().map(|mount| mount.path.as_path()).collect();
+    // Each path's mount (the last one of a path mounted twice); the enclosing mount of
+    // a target is then its deepest ancestor found here, one lookup per level.
+    let mounted: std::collections::HashMap<&Path, &Mount> =
+        mounts.iter().map(|mount| (mount.path.as_path(), mount)).collect();
     let mut pinned: std::collections::HashSet<&Path> = std::collections::HashSet::new();
     let mut pins: Vec<PathBuf> = Vec::new();
     for target in targets {
@@ -474,11 +474,7 @@ pub fn pin_parents(mounts: &mut Vec<Mount>, targets: &[PathBuf]) {
         if target.parent().is_some_and(|parent| pinned.contains(parent)) {
             continue;
         }
-        let Some(enclosing) = mounts
-            .iter()
-            .filter(|other| other.path != *target && target.starts_with(&other.path))
-            .max_by_key(|other| other.path.components().count())
-        else {
+        let Some(enclosing) = target.ancestors().skip(1).find_map(|ancestor| mounted.get(ancestor)) else {
             continue;
         };
         if enclosing.access != Access::Rw {
@@ -490,7 +486,7 @@ pub fn pin_parents(mounts: &mut Vec<Mount>, targets: &[PathBuf]) {
             if ancestor == enclosing.path || pinned.contains(ancestor) {
                 break;
             }
-            if !mounted.contains(ancestor) {
+            if !mounted.contains_key(ancestor) {
                 pinned.insert(ancestor);
                 pins.push(ancestor.to_path_buf());
             }

@@ -22,10 +22,13 @@ pub(crate) fn hidden_installations(path_var: Option<&std::ffi::OsStr>, home: &Pa
     let read_only = |dir: &Path| most_specific(dir).is_some_and(|mount| mount.access == policy::Access::Ro);
     let too_wide = [home.to_path_buf(), home.join(".config"), home.join(".local/share"), home.join(".local")];
     let mut found: Vec<PathBuf> = Vec::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
     for dir in std::env::split_paths(path_var.unwrap_or_default()) {
-        if !dir.is_absolute() || !dir.starts_with(home) || !read_only(&dir) {
+        // A directory named twice in PATH (rustup's and pyenv's set-ups do) is read once.
+        if !dir.is_absolute() || !dir.starts_with(home) || seen.contains(&dir) || !read_only(&dir) {
             continue;
         }
+        seen.push(dir.clone());
         let Ok(entries) = std::fs::read_dir(&dir) else { continue };
         for entry in entries.flatten() {
             if !entry.file_type().is_ok_and(|kind| kind.is_symlink()) {
