@@ -169,21 +169,86 @@ pub fn git_exec_dirs(targets: &[PathBuf], mounts: &[Mount], cache_dir: &Path) ->
     git_inodes.extend(dirs.iter().filter_map(|dir| inode(&dir.join("git"))));
     let mut result = Vec::new();
     for dir in dirs {
-        let Ok(listing) = std::fs::read_dir(&dir) else { continue };
-        let mut entries: Vec<(OsString, bool)> = listing
-            .filter_map(Result::ok)
-            .map(|entry| {
-                let name = entry.file_name();
-                // metadata() follows symlinks: a symlink to git has git's inode.
-                let is_git = name == "git" || inode(&entry.path()).is_some_and(|id| git_inodes.contains(&id));
-                (name, is_git)
-            })
-            .collect();
-        entries.sort();
+        let Some(entries) = exec_dir_entries(&dir, &git_inodes, &cache_dir.join("git-exec")) else { continue };
         let stand_in = cache_dir.join("git-exec").join(format!("{:016x}", stand_in_hash(result.len(), &entries)));
         result.push(ExecDir { path: dir, entries, stand_in });
     }
     result
+}
+
+/// The entries of git exec dir `dir`, each with whether it is git (named `git`, or
+/// git's inode: a hard link, or a symlink that resolves to it), sorted; `None` if it
+/// cannot be listed. Telling that takes a `stat` of every entry (about 170 in git's
+/// exec dir), so the answer is kept in `cache` (the host's own cache directory, which
+/// no sandbox shows) under the directory's identity and change times and git's inodes:
+/// adding, removing or renaming an entry changes the directory's times, and a new git
+/// binary changes its inode. (A symlink leading out of the directory is followed only
+/// when the listing is made: the host's package manager relinks such trees, which
+/// changes the directory; the agent cannot write either.)
+fn exec_dir_entries(dir: &Path, git_inodes: &[(u64, u64)], cache: &Path) -> Option<Vec<(OsString, bool)>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let meta = dir.metadata().ok()?;
+    let mut key = format!(
+        "{} {} {}.{} {}.{}",
+        meta.dev(),
+        meta.ino(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    );
+    for (dev, ino) in git_inodes {
+        key.push_str(&format!(" {dev}:{ino}"));
+    }
+    key.push('\n');
+    let name = format!("listing-{:016x}", stand_in_hash(0, &[(dir.as_os_str().to_owned(), false)]));
+    let file = cache.join(name);
+    if let Ok(bytes) = util::fs::read_regular_nofollow(&file, 1 << 20) {
+        if let Some(kept) = bytes.strip_prefix(key.as_bytes()) {
+            // Each entry: `1` (git) or `0`, its name, a NUL.
+            let entries = kept
+                .split(|byte| *byte == 0)
+                .filter(|entry| !entry.is_empty())
+                .map(|entry| (OsStr::from_bytes(&entry[1..]).to_owned(), entry[0] == b'1'));
+            return Some(entries.collect());
+        }
+    }
+    // Listed after the key was taken: a change in between makes the key stale, never
+    // the kept listing.
+    let inode = |path: &Path| path.metadata().ok().map(|meta| (meta.dev(), meta.ino()));
+    let mut entries: Vec<(OsString, bool)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| {
+            let name = entry.file_name();
+            // metadata() follows symlinks: a symlink to git has git's inode.
+            let is_git = name == "git" || inode(&entry.path()).is_some_and(|id| git_inodes.contains(&id));
+            (name, is_git)
+        })
+        .collect();
+    entries.sort();
+    let mut bytes = key.into_bytes();
+    for (name, is_git) in &entries {
+        bytes.push(if *is_git { b'1' } else { b'0' });
+        bytes.extend_from_slice(name.as_bytes());
+        bytes.push(0);
+    }
+    // Kept for the next start when the cache directory can take it, and only once the
+    // directory has been still for two seconds: a change within one tick of the file
+    // system's clock can leave its times as the key read them.
+    let still = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .is_ok_and(|now| now.as_secs() as i64 > meta.ctime().max(meta.mtime()) + 2);
+    if !still {
+        return Some(entries);
+    }
+    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(cache);
+    if let Ok(mut temp) = tempfile::NamedTempFile::new_in(cache) {
+        if std::io::Write::write_all(&mut temp, &bytes).is_ok() {
+            let _ = temp.persist(&file);
+        }
+    }
+    Some(entries)
 }
 
 /// FNV-1a over what a stand-in directory holds: its index (symlink targets name it) and
@@ -258,6 +323,51 @@ fn is_executable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exec_dirs_listing_is_kept_until_the_directory_or_git_changes() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let (dir, cache) = (root.path().join("git-core"), root.path().join("cache"));
+        fs_err::create_dir(&dir).expect("mkdir");
+        fs_err::write(dir.join("git"), "git").expect("write");
+        fs_err::hard_link(dir.join("git"), dir.join("git-add")).expect("link");
+        fs_err::write(dir.join("git-sh-setup"), "sh").expect("write");
+        std::os::unix::fs::symlink("git", dir.join("git-log")).expect("symlink");
+        let git = dir.join("git").metadata().expect("stat");
+        let inodes = [(git.dev(), git.ino())];
+        let names = |entries: Vec<(OsString, bool)>| -> Vec<String> {
+            entries.into_iter().map(|(name, is_git)| format!("{}={is_git}", name.to_string_lossy())).collect()
+        };
+        let expected = ["git=true", "git-add=true", "git-log=true", "git-sh-setup=false"];
+        // Changed just now: listed, not kept (a change in the same clock tick would
+        // leave the key as it is).
+        assert_eq!(names(exec_dir_entries(&dir, &inodes, &cache).expect("listed")), expected);
+        assert!(!cache.exists(), "kept although the directory just changed");
+        std::thread::sleep(std::time::Duration::from_millis(3100));
+        assert_eq!(names(exec_dir_entries(&dir, &inodes, &cache).expect("listed")), expected);
+        let kept: Vec<PathBuf> =
+            fs_err::read_dir(&cache).expect("kept").map(|entry| entry.expect("entry").path()).collect();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        // Kept: a start reads the file, not the directory.
+        let bytes = fs_err::read(&kept[0]).expect("read");
+        let key_end = bytes.iter().position(|byte| *byte == b'\n').expect("key") + 1;
+        fs_err::write(&kept[0], [&bytes[..key_end], b"1git-marker\0"].concat()).expect("write");
+        assert_eq!(names(exec_dir_entries(&dir, &inodes, &cache).expect("listed")), ["git-marker=true"]);
+        // Another git binary: listed again.
+        let other = [(git.dev(), u64::MAX)];
+        assert_eq!(
+            names(exec_dir_entries(&dir, &other, &cache).expect("listed")),
+            ["git=true", "git-add=false", "git-log=false", "git-sh-setup=false"]
+        );
+        // A new hard link changes the directory: listed again.
+        exec_dir_entries(&dir, &inodes, &cache).expect("listed");
+        fs_err::write(&kept[0], [&bytes[..key_end], b"1git-marker\0"].concat()).expect("write");
+        fs_err::hard_link(dir.join("git"), dir.join("git-commit")).expect("link");
+        assert_eq!(
+            names(exec_dir_entries(&dir, &inodes, &cache).expect("listed")),
+            ["git=true", "git-add=true", "git-commit=true", "git-log=true", "git-sh-setup=false"]
+        );
+    }
 
     #[test]
     fn installation_of_finds_the_package_a_script_belongs_to() {

@@ -241,7 +241,7 @@ fn broker(
         top: session_git.session.parent().map(Path::to_path_buf).unwrap_or_default(),
         bwrap: check.bwrap.clone(),
         self_exe: check.self_exe.clone(),
-        git_installation: hostpush::service::git_installation(git),
+        git_installation: std::sync::OnceLock::new(),
         mirror: dir.join("home.git"),
         state: dir.join("home.json"),
         told: runtime.layout().told(),

@@ -38,8 +38,10 @@ pub struct ExecHome {
     pub bwrap: PathBuf,
     /// This binary (`git-home seed` runs in the view).
     pub self_exe: PathBuf,
-    /// Where git is installed outside the system directories (shown in the views).
-    pub git_installation: Vec<PathBuf>,
+    /// Where git is installed outside the system directories (shown in the views):
+    /// learnt (`git --exec-path`) when a view is first needed, which most sessions'
+    /// syncs never are.
+    pub git_installation: std::sync::OnceLock<Vec<PathBuf>>,
     /// The broker's mirror and its state, in the push service's private directory.
     pub mirror: PathBuf,
     pub state: PathBuf,
@@ -66,7 +68,7 @@ impl ExecHome {
     /// A view of `session` (writable or not) and of the user's `.git` where the
     /// sandbox shows it, read-only: the bwrap command line up to `--`.
     fn view(&self, session: &Path, writable: bool) -> Vec<String> {
-        let mut extra = self.git_installation.clone();
+        let mut extra = self.git_installation.get_or_init(|| crate::service::git_installation(&self.home.git)).clone();
         extra.push(self.self_exe.clone());
         let binds = [
             ViewBind { source: session.to_path_buf(), at: session.to_path_buf(), writable },
