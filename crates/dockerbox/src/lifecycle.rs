@@ -337,15 +337,7 @@ fn provision(engine: &Engine, target: &Target, branch: &str, options: &StartOpti
 
 /// The host repository's `origin` URL, read from its config file.
 fn origin_url(root: &Path) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("config")
-        .arg("--file")
-        .arg(root.join(".git/config"))
-        .args(["--get", "remote.origin.url"])
-        .output()
-        .ok()?;
-    let url = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && !url.is_empty()).then_some(url)
+    crate::workspace::repo_config(root, "remote.origin.url")
 }
 
 /// An exclusive `flock` on a file, released when dropped (or when the process dies).

@@ -59,17 +59,22 @@ fn image_user(root: &Path) -> Option<String> {
 pub fn protected_paths(root: &Path) -> Result<Vec<String>> {
     let config = project_config(root)?;
     let configured: Vec<String> = config.protected_paths.iter().map(|p| p.value.clone()).collect();
-    let hooks_path = std::process::Command::new("git")
+    let hooks_path = repo_config(root, "core.hooksPath");
+    Ok(devcontainer::protected_paths(root, &configured, hooks_path.as_deref())?)
+}
+
+/// `key` in the workspace repository's own config file (`.git/config` alone: no
+/// global file, no includes); `None` when unset or empty.
+pub(crate) fn repo_config(root: &Path, key: &str) -> Option<String> {
+    let out = std::process::Command::new("git")
         .arg("config")
         .arg("--file")
         .arg(root.join(".git/config"))
-        .args(["--get", "core.hooksPath"])
+        .args(["--get", key])
         .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .filter(|hooks| !hooks.is_empty());
-    Ok(devcontainer::protected_paths(root, &configured, hooks_path.as_deref())?)
+        .ok()?;
+    let value = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !value.is_empty()).then_some(value)
 }
 
 /// The defaults and the project's own file, with no flags and no global file: what a
