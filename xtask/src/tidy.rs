@@ -30,7 +30,10 @@ const NOT_HOST: &[&str] = &["crates/inside/", "crates/vsandbox/", "crates/vsh/",
 /// safe (ARCHITECTURE.md, "Host-side readers of what the agent wrote").
 const ALLOWED: &[(&str, &str)] = &[
     ("crates/gitfacts/src/lib.rs", "gix at exec's start, after the session check, and ref tips at exit (bounded)"),
-    ("crates/dockerbox/src/lifecycle.rs", "git config --file of the user's .git/config, read-only in containers"),
+    (
+        "crates/dockerbox/src/workspace.rs",
+        "git config --file of the workspace's .git/config (hooksPath, origin), before a container runs",
+    ),
     ("crates/session/src/index.rs", "the index, opened only once open_regular found a plain file"),
     ("crates/hostpush/src/mirror.rs", "git in agent-sandbox's own mirror; the reader runs in the view"),
     ("crates/hostpush/src/service.rs", "the project's remotes at the start; git --exec-path; pushes from the mirror"),
