@@ -144,14 +144,22 @@ impl Runtime {
         fs_err::set_permissions(host.told(), std::fs::Permissions::from_mode(0o644))
     }
 
+    /// Bound under a name of its own and renamed into place once its mode is set: the
+    /// socket never stands at its path before it is ready.
     fn listen(&self, socket: &Path) -> std::io::Result<std::os::unix::net::UnixListener> {
         let host = self.layout();
+        let binding = socket.with_extension("binding");
         fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o700))?;
-        let listener = std::os::unix::net::UnixListener::bind(socket);
+        let listener = std::os::unix::net::UnixListener::bind(&binding).and_then(|listener| {
+            fs_err::set_permissions(&binding, std::fs::Permissions::from_mode(0o600))?;
+            fs_err::rename(&binding, socket)?;
+            Ok(listener)
+        });
+        if listener.is_err() {
+            let _ = std::fs::remove_file(&binding);
+        }
         fs_err::set_permissions(host.root(), std::fs::Permissions::from_mode(0o111))?;
-        let listener = listener?;
-        fs_err::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
-        Ok(listener)
+        listener
     }
 
     /// The directory's layout on the host.
