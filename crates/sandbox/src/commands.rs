@@ -164,7 +164,6 @@ pub fn git_exec_dirs(targets: &[PathBuf], mounts: &[Mount], cache_dir: &Path) ->
             }
         }
     }
-    let inode = |path: &Path| path.metadata().ok().map(|meta| (meta.dev(), meta.ino()));
     let mut git_inodes: Vec<(u64, u64)> = targets.iter().filter_map(|target| inode(target)).collect();
     git_inodes.extend(dirs.iter().filter_map(|dir| inode(&dir.join("git"))));
     let mut result = Vec::new();
@@ -215,7 +214,6 @@ fn exec_dir_entries(dir: &Path, git_inodes: &[(u64, u64)], cache: &Path) -> Opti
     }
     // Listed after the key was taken: a change in between makes the key stale, never
     // the kept listing.
-    let inode = |path: &Path| path.metadata().ok().map(|meta| (meta.dev(), meta.ino()));
     let mut entries: Vec<(OsString, bool)> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
@@ -249,6 +247,11 @@ fn exec_dir_entries(dir: &Path, git_inodes: &[(u64, u64)], cache: &Path) -> Opti
         }
     }
     Some(entries)
+}
+
+/// The device and inode `path` leads to (symlinks followed: a symlink to git has git's).
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    path.metadata().ok().map(|meta| (meta.dev(), meta.ino()))
 }
 
 /// FNV-1a over what a stand-in directory holds: its index (symlink targets name it) and
