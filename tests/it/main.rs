@@ -30,6 +30,7 @@ mod secrets;
 mod selftest;
 mod session_check;
 mod session_repo;
+mod session_sync;
 mod settings;
 mod setups;
 mod support;

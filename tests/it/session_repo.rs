@@ -9,7 +9,7 @@ use std::path::Path;
 use crate::support::{require_bwrap, World};
 
 /// A project whose check fails while a file `BROKEN` exists.
-fn checked_world() -> World {
+pub(crate) fn checked_world() -> World {
     let world = World::new();
     world.project_config(r#"{ "checks": { "commands": ["test ! -e BROKEN"] }, "git": { "sessionRepository": true } }"#);
     world.git(&["add", "-A"]);
@@ -19,7 +19,7 @@ fn checked_world() -> World {
 
 /// The user's git on the host: `git status`, with a `core.fsmonitor` that would leave
 /// `ran` behind had anything put one where it reads it.
-fn users_status(world: &World) -> String {
+pub(crate) fn users_status(world: &World) -> String {
     let status = world.git(&["status", "--porcelain"]);
     assert!(!world.path("ran").exists(), "the user's git ran a command the agent chose");
     status
@@ -287,7 +287,7 @@ fn a_linked_worktree_gets_its_own_git_and_the_users_checkout_stays() {
     assert_eq!(world.git(&["log", "-1", "--format=%s", "feature"]).trim(), "ok", "{}", run.stderr());
     assert_eq!(world.git(&["rev-parse", "main"]), main_before);
     assert_eq!(world.git(&["log", "-1", "--format=%s", "refs/agent-sandbox/waiting/heads/main"]).trim(), "on-main");
-    assert!(run.stderr().contains("your checkout has it checked out"), "{}", run.stderr());
+    assert!(run.stderr().contains("has this branch checked out"), "{}", run.stderr());
     assert_eq!(world.git_in(&wt, &["symbolic-ref", "HEAD"]).trim(), "refs/heads/feature");
     assert_eq!(world.git(&["status", "--porcelain"]), "");
     assert!(!ran.exists());
@@ -295,7 +295,7 @@ fn a_linked_worktree_gets_its_own_git_and_the_users_checkout_stays() {
 
 /// Starts `exec -- sh -c SCRIPT` in the background (its output piped) and returns once
 /// the script has touched `marker` in the project: the sandbox is up.
-fn start_until(world: &World, script: &str, marker: &str) -> std::process::Child {
+pub(crate) fn start_until(world: &World, script: &str, marker: &str) -> std::process::Child {
     use std::process::Stdio;
     let mut cmd = world.cmd();
     cmd.args(["exec", "--", "sh", "-c", script]);
@@ -307,7 +307,7 @@ fn start_until(world: &World, script: &str, marker: &str) -> std::process::Child
 
 /// Waits (at most 20 s) until `marker` exists in the project.
 #[track_caller]
-fn wait_for(world: &World, marker: &str) {
+pub(crate) fn wait_for(world: &World, marker: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !world.path(&format!("home/proj/{marker}")).exists() {
         assert!(std::time::Instant::now() < deadline, "{marker} did not appear within 20 s");
@@ -318,7 +318,7 @@ fn wait_for(world: &World, marker: &str) {
 /// The background `exec`'s output once it ended (killed, and the test failed, if it has
 /// not within 30 s).
 #[track_caller]
-fn ended(child: std::process::Child) -> crate::support::Run {
+pub(crate) fn ended(child: std::process::Child) -> crate::support::Run {
     let pid = child.id();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -335,7 +335,7 @@ fn ended(child: std::process::Child) -> crate::support::Run {
 }
 
 /// The user's git on the host: what `fsck` says is wrong (dangling objects are not).
-fn users_fsck(world: &World) -> String {
+pub(crate) fn users_fsck(world: &World) -> String {
     world.git(&["fsck", "--no-dangling", "--no-progress"])
 }
 
@@ -353,7 +353,7 @@ fn a_branch_the_user_moves_during_a_session_is_kept_and_the_rebased_commit_comes
         i=0; until grep -q 'git rebase' /tmp/told 2>/dev/null || [ $i -ge 300 ]; do \
           git status >/dev/null 2>>/tmp/told; sleep 0.05; i=$((i+1)); done; \
         touch told; while [ ! -e go2 ]; do sleep 0.05; done; \
-        onto=$(sed -n 's/.*`git rebase \\([0-9a-f]*\\)`.*/\\1/p' /tmp/told | head -n1); \
+        onto=$(sed -n 's/.*`git rebase --autostash \\([0-9a-f]*\\)`.*/\\1/p' /tmp/told | head -n1); \
         git rebase -q --autostash \"$onto\" && git status --porcelain=v1 -uno && cat /tmp/told";
     let child = start_until(&world, script, "up");
     // The user's own commit on the host, in the shared work tree.
@@ -370,7 +370,7 @@ fn a_branch_the_user_moves_during_a_session_is_kept_and_the_rebased_commit_comes
     fs_err::write(world.path("home/proj/go2"), "").expect("go2");
     let run = ended(child);
     let out = run.ok();
-    assert!(out.contains(&format!("`git rebase {host}`")), "the agent is told onto what to rebase:\n{out}");
+    assert!(out.contains(&format!("`git rebase --autostash {host}`")), "the agent is told onto what to rebase:\n{out}");
     let said = run.stderr();
     // What the user is told names a ref their git finds.
     let named = said
@@ -544,17 +544,17 @@ fn a_commit_left_waiting_at_a_sessions_end_comes_home_once_rebased_in_the_next()
     fs_err::write(world.path("home/proj/go"), "").expect("go");
     let run = ended(child);
     run.ok();
-    assert!(run.stderr().contains(&format!("`git rebase {host}`")), "{}", run.stderr());
+    assert!(run.stderr().contains(&format!("`git rebase --autostash {host}`")), "{}", run.stderr());
     assert_eq!(world.git(&["rev-parse", "main"]).trim(), host);
     // The next session: its first sync tells the agent again, by the user's commit.
     let script = "git commit -q --allow-empty -m more 2>/dev/null; i=0; \
         until grep -q 'did not come home' /tmp/told 2>/dev/null || [ $i -ge 300 ]; do \
           git status >/dev/null 2>>/tmp/told; sleep 0.05; i=$((i+1)); done; \
-        onto=$(sed -n 's/.*`git rebase \\([0-9a-f]*\\)`.*/\\1/p' /tmp/told | head -n1); cat /tmp/told; \
+        onto=$(sed -n 's/.*`git rebase --autostash \\([0-9a-f]*\\)`.*/\\1/p' /tmp/told | head -n1); cat /tmp/told; \
         git rebase -q --autostash \"$onto\"";
     let run = world.sh(&[], script);
     let out = run.ok();
-    assert!(out.contains(&format!("`git rebase {host}`")), "{out}{}", run.stderr());
+    assert!(out.contains(&format!("`git rebase --autostash {host}`")), "{out}{}", run.stderr());
     assert_eq!(world.git(&["log", "--format=%s", "main"]), "more\nagent\nhost\nconfig\ninit\n", "{}", run.stderr());
     assert_eq!(world.git(&["rev-parse", "main~2"]).trim(), host);
     for marker in ["up", "go"] {

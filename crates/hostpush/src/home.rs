@@ -42,11 +42,16 @@ use runtime_layout::{
 };
 use serde::{Deserialize, Serialize};
 
+use session_repo::sync::{self, Base, Checkouts, Decision, Head};
+
 use crate::{
     mirror::{self, Mirror},
     plan::Refusal,
     verify::{self, CHECK_USER},
 };
+
+mod bring;
+pub(crate) use bring::{bring, other_checkouts, read_head, short, Checkout, MirrorHistory};
 
 /// The broker's working directory: root's, readable by the checks' user.
 pub const STATE_DIR: &str = CONTAINER_BROKER_DIR;
@@ -59,14 +64,14 @@ const TOLD_KEPT: usize = 200;
 /// Where a session tip that could not come home waits, in the user's repository.
 pub const WAITING: &str = "refs/agent-sandbox/waiting/";
 /// Marks the lines about tips the checks refused.
-const REFUSED: &str = "did not come home: its checks refused it";
+pub(crate) const REFUSED: &str = "did not come home: its checks refused it";
 /// Where a tip whose checks failed is kept in the user's repository, for `agent-sandbox
 /// git adopt` (its objects hashed in like any other; no branch of the user's names it).
 pub const REFUSED_REFS: &str = "refs/agent-sandbox/refused/";
 /// Beside it, in the user's `.git`: what the checks said, one file per ref.
 pub const REFUSED_DIR: &str = "agent-sandbox/refused";
 /// Where accepted tips land before the refs move (removed again).
-const INCOMING: &str = "refs/agent-sandbox/incoming/";
+pub(crate) const INCOMING: &str = "refs/agent-sandbox/incoming/";
 const SETPRIV: &str = "/usr/bin/setpriv";
 const IMAGE_BINARY: &str = "/usr/local/bin/agent-sandbox";
 const MAX_FILE: u64 = 1 << 20;
@@ -75,8 +80,7 @@ fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
     Refusal { why: why.into(), instead: instead.into() }
 }
 
-/// Ref name → object name.
-pub type Refs = BTreeMap<String, String>;
+pub use session_repo::Refs;
 
 /// Where the session repository and the work tree are, from the mounts alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,103 +119,27 @@ pub fn layout(mounts: &[util::mounts::Mount]) -> Option<Layout> {
     })
 }
 
-/// What the broker keeps between runs (root's, in [`CONTAINER_HOME_DIR`]).
+/// What the broker keeps between runs: in a container root's, in [`CONTAINER_HOME_DIR`];
+/// for `exec` beside the session repository, which no sandbox shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
-    /// The user's refs when the session started.
-    pub start: Refs,
-    /// The user's refs as the broker last left them.
-    pub known: Refs,
+    /// What the user's repository and the session last agreed on.
+    #[serde(default)]
+    pub base: Base,
     /// Every commit this session brought home.
+    #[serde(default)]
     pub brought: BTreeSet<String>,
     /// Tips whose checks failed, with what the checks said: not checked again.
     #[serde(default)]
     pub failed: BTreeMap<String, String>,
 }
 
-/// What becomes of one ref.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Move the user's ref from `from` (`None`: create it) to `to`.
-    Update { name: String, from: Option<String>, to: String },
-    /// Delete a ref this session created and brought home.
-    Delete { name: String, from: String },
-    /// Left as it is; the session's tip waits under [`WAITING`], for `why`.
-    Wait { name: String, tip: String, why: String },
-}
-
-/// How the session's tip of a branch relates to the user's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lineage {
-    /// The user's tip is in the session's history.
-    FastForward,
-    /// The session's tip is in the user's history: nothing new (the user went on).
-    Behind,
-    /// Not, and every commit it would drop was brought home by this session.
-    RewritesOwn,
-    /// It would drop commits that did not come from this session.
-    RewritesOthers,
-}
-
-/// Per ref of `refs/heads/` and `refs/tags/`: the session's value against the user's
-/// (`user`), given what the broker knows (`state`) and how two tips relate (`lineage`:
-/// user's, session's). `checked_out`: the branches the user's other checkouts have (a
-/// branch sandbox's user, the user's other worktrees), which the session never moves:
-/// their work trees and indexes would no longer match. Pure.
-pub fn decide(
-    state: &State,
-    user: &Refs,
-    session: &Refs,
-    checked_out: &[String],
-    lineage: &dyn Fn(&str, &str) -> Lineage,
-) -> Vec<Decision> {
-    let names: BTreeSet<&String> = user.keys().chain(session.keys()).collect();
-    let mut out = Vec::new();
-    for name in names {
-        let tag = name.starts_with("refs/tags/");
-        if !tag && !name.starts_with("refs/heads/") {
-            continue;
-        }
-        let (ours, theirs) = (session.get(name), user.get(name));
-        if ours == theirs {
-            continue;
-        }
-        let existed = state.start.contains_key(name);
-        let wait = |tip: &String, why: &str| Decision::Wait { name: name.clone(), tip: tip.clone(), why: why.into() };
-        match (ours, theirs) {
-            (Some(ours), None) if existed => out.push(wait(ours, "the branch was deleted outside the container")),
-            (Some(ours), None) => out.push(Decision::Update { name: name.clone(), from: None, to: ours.clone() }),
-            (None, Some(theirs)) => {
-                if !existed && state.known.get(name) == Some(theirs) {
-                    out.push(Decision::Delete { name: name.clone(), from: theirs.clone() });
-                }
-            }
-            (Some(ours), Some(_)) if tag => out.push(wait(ours, "a tag that exists is not moved")),
-            (Some(ours), Some(theirs)) if checked_out.contains(name) => {
-                if lineage(theirs, ours) != Lineage::Behind {
-                    out.push(wait(ours, "your checkout has it checked out: bring work home on another branch"));
-                }
-            }
-            (Some(ours), Some(theirs)) => match lineage(theirs, ours) {
-                Lineage::Behind => {}
-                Lineage::FastForward | Lineage::RewritesOwn => {
-                    out.push(Decision::Update { name: name.clone(), from: Some(theirs.clone()), to: ours.clone() })
-                }
-                Lineage::RewritesOthers if state.known.get(name) != Some(theirs) => out.push(wait(
-                    ours,
-                    &format!("the branch moved outside the container, to {theirs}: `git rebase {theirs}`"),
-                )),
-                // With the way on: a session that started after the user moved the
-                // branch (the tip waited at the end of the last) is told nothing else.
-                Lineage::RewritesOthers => out.push(wait(
-                    ours,
-                    &format!("it would rewrite commits that were not made in this session: `git rebase {theirs}`"),
-                )),
-            },
-            (None, None) => {}
-        }
+impl State {
+    /// A new session's: both sides agree on the user's refs and `HEAD`.
+    pub fn agreed(user: &Refs, head: Option<Head>) -> State {
+        let refs = user.iter().filter(|(name, _)| sync::synced(name)).map(|(n, v)| (n.clone(), v.clone())).collect();
+        State { base: Base { refs, head, created: BTreeSet::new() }, ..State::default() }
     }
-    out
 }
 
 /// `agent-sandbox git-home start`: the exit status. Its failure is also kept in
@@ -398,6 +326,17 @@ impl Home {
     /// git in the user's repository: nothing of the agent's environment, none of the
     /// repository's hooks or fsmonitor.
     pub(crate) fn git(&self, args: &[&str], input: Option<&[u8]>) -> Result<Vec<u8>, Refusal> {
+        run_git(self.command(args), &format!("`git {}` in your repository", args.join(" ")), input)
+    }
+
+    /// [`Home::git`] with `index` as the index (`GIT_INDEX_FILE`).
+    pub(crate) fn git_with_index(&self, args: &[&str], index: &Path) -> Result<Vec<u8>, Refusal> {
+        let mut command = self.command(args);
+        command.env("GIT_INDEX_FILE", index);
+        run_git(command, &format!("`git {}` in your repository", args.join(" ")), None)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(&self.git);
         command
             .args([
@@ -414,7 +353,7 @@ impl Home {
             .current_dir(&self.user_git)
             .env_clear()
             .envs(self.env.iter().map(|(name, value)| (name, value)));
-        run_git(command, &format!("`git {}` in your repository", args.join(" ")), input)
+        command
     }
 
     /// The receive-pack of a push into the user's repository: none of its hooks.
@@ -525,7 +464,6 @@ fn run_start() -> Result<Vec<String>, Refusal> {
         .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
         .map(|(name, sha)| (name.clone(), sha.clone()))
         .collect();
-    write_state(&State { start: refs.clone(), known: refs.clone(), ..State::default() })?;
     let session = &layout.session;
     let meta = session.symlink_metadata().map_err(|err| {
         refuse(format!("{}: {err}", session.display()), "restart the container (the session volume is missing)")
@@ -539,87 +477,173 @@ fn run_start() -> Result<Vec<String>, Refusal> {
         .map_err(|err| refuse(format!("cannot hand {} to the agent's user: {err}", session.display()), "restart"))?;
     let plan = seed_plan(&home, &all)?;
     as_agent(&layout, (uid, gid), &plan)?;
+    write_state(&State::agreed(&refs, read_head(&home.git_dir)))?;
     Ok(vec![format!("the session repository {} starts from your repository's refs", session.display())])
 }
 
-/// A session kept from earlier follows what the user did on the host meanwhile: each
-/// branch or tag of the session that is behind the user's (or missing) moves to the
-/// user's, and the index follows `HEAD`'s branch; anything the session has that the
-/// user has not is left for the broker. Without this the work tree (shared, so already
-/// the user's) would show the user's commits as changes inside.
+/// A session kept from earlier takes what the user did since the last sync ([`start_plan`]).
+/// Without this the work tree (shared, so already the user's) would show the user's
+/// commits as changes inside.
 fn refresh(home: &Home, layout: &Layout, owner: (u32, u32), user: &Refs) -> Result<Vec<String>, Refusal> {
     let kept = format!("the session repository {} is kept from earlier", layout.session.display());
     let Some(session) = list_session_refs(&layout.session) else { return Ok(vec![kept]) };
     if owner.0 == 0 {
         return Ok(vec![kept]);
     }
-    let Some(plan) = refresh_plan(home, &layout.session, &session, user) else { return Ok(vec![kept]) };
-    as_agent(layout, owner, &plan)?;
-    let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
-    Ok(vec![format!("{kept}; {moved} of its branches and tags follow yours")])
+    let mut state = read_state();
+    let Some(start) = start_plan(home, &layout.session, (user, &session), &state) else { return Ok(vec![kept]) };
+    as_agent(layout, owner, &start.plan)?;
+    start.settle(&mut state);
+    write_state(&state)?;
+    Ok(vec![format!("{kept}; {}", start.said())])
 }
 
-/// The seed plan that has a kept session (`session`: its refs) follow the user's
-/// (`user`); `None` when nothing is behind.
-pub(crate) fn refresh_plan(home: &Home, dir: &Path, session: &Refs, user: &Refs) -> Option<SeedPlan> {
-    refresh_plan_with(home, dir, session, user, Vec::new())
+/// What a kept session takes at a start, and how the base then stands.
+pub(crate) struct StartPlan {
+    pub plan: SeedPlan,
+    decisions: Vec<Decision>,
+    head: Option<Head>,
 }
 
-/// [`refresh_plan`], with `more` updates of the caller's.
-pub(crate) fn refresh_plan_with(
-    home: &Home,
-    dir: &Path,
-    session: &Refs,
-    user: &Refs,
-    more: Vec<RefUpdate>,
-) -> Option<SeedPlan> {
-    let is_ancestor = |old: &str, new: &str| home.git(&["merge-base", "--is-ancestor", old, new], None).is_ok();
-    let mut updates = refresh_updates(session, user, &is_ancestor);
-    updates.extend(more);
-    if updates.is_empty() {
-        return None;
+impl StartPlan {
+    /// The base once the session took the plan.
+    pub(crate) fn settle(&self, state: &mut State) {
+        for decision in &self.decisions {
+            state.base.settle(decision);
+        }
+        if let Some(head) = &self.head {
+            state.base.head = Some(head.clone());
+        }
     }
-    let head = util::fs::read_regular_nofollow(&dir.join("HEAD"), 4096).unwrap_or_default();
-    let head = String::from_utf8_lossy(&head).trim().to_owned();
-    let index = head.strip_prefix("ref: ").and_then(|branch| {
-        updates
-            .iter()
-            .find(|update| update.name == branch)
-            .and_then(|update| Some((update.old.clone()?, update.new.clone())))
-    });
-    Some(SeedPlan { refresh: Some(Refresh { updates, index }), ..SeedPlan::for_home(home) })
+
+    pub(crate) fn said(&self) -> String {
+        let moved = self.plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
+        let head = match self.head.as_ref().and_then(Head::branch) {
+            Some(branch) if self.plan.refresh.as_ref().is_some_and(|refresh| refresh.head.is_some()) => {
+                format!(", and it is on {} as you are", short(branch))
+            }
+            _ => String::new(),
+        };
+        format!("{moved} of its branches and tags take what you did since{head}")
+    }
 }
 
-/// One ref a kept session takes from the user's repository.
+/// The user's repository's commits, for a decision made before the session's are read:
+/// what it cannot see counts as no ancestor and nothing of the session's own, so such a
+/// decision never carries anything (it waits for the first sync).
+struct UserHistory<'a> {
+    home: &'a Home,
+    brought: &'a BTreeSet<String>,
+}
+
+impl sync::History for UserHistory<'_> {
+    fn is_ancestor(&self, old: &str, new: &str) -> bool {
+        self.home.git(&["merge-base", "--is-ancestor", old, new], None).is_ok()
+    }
+
+    fn only_own(&self, old: &str, new: &str) -> bool {
+        let range = format!("{new}..{old}");
+        self.home
+            .git(&["rev-list", &range], None)
+            .is_ok_and(|out| String::from_utf8_lossy(&out).lines().all(|sha| self.brought.contains(sha)))
+    }
+
+    fn holds_dropped(&self, dropped: &str, kept: &str, tip: &str) -> bool {
+        bring::holds_dropped(&|args: &[&str]| self.home.git(args, None).ok(), dropped, kept, tip)
+    }
+}
+
+/// At a start, from the files alone: the user's moves since the last sync (a commit, a
+/// reset, a deletion) and `HEAD` (a switch), for the session (at `dir`) to take.
+/// Only what the user alone moved is taken; the rest is the first sync's. `None`:
+/// nothing to take.
+pub(crate) fn start_plan(home: &Home, dir: &Path, (user, session): (&Refs, &Refs), state: &State) -> Option<StartPlan> {
+    let (user_head, session_head) = (read_head(&home.git_dir), read_head(dir));
+    let others = other_checkouts(home);
+    let history = UserHistory { home, brought: &state.brought };
+    // The user's `HEAD` first: the refs are decided for the branch the agent will be on.
+    let carried_head = match (&user_head, &session_head) {
+        (Some(user_head), Some(session_head)) => {
+            match sync::decide_head(state.base.head.as_ref(), user_head, session_head, user, &others) {
+                sync::HeadMove::Carry(head) => Some((session_head.clone(), head)),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let on = carried_head.as_ref().map(|(_, head)| head).or(session_head.as_ref()).and_then(Head::branch);
+    let checkouts = Checkouts { user: user_head.as_ref().and_then(Head::branch), session: on, others: &others };
+    let decisions: Vec<Decision> = session_repo::decide(&state.base, (user, session), &checkouts, &history)
+        .into_iter()
+        .filter(|decision| matches!(decision, Decision::Carry { .. } | Decision::Agree { .. }))
+        .collect();
+    let updates: Vec<RefUpdate> = decisions
+        .iter()
+        .filter_map(|decision| match decision {
+            Decision::Carry { name, from, to, .. } => {
+                Some(RefUpdate { name: name.clone(), old: from.clone(), new: to.clone() })
+            }
+            _ => None,
+        })
+        .collect();
+    if updates.is_empty() && carried_head.is_none() {
+        let agreed = user_head.is_some() && user_head == session_head && state.base.head != user_head;
+        return (!decisions.is_empty() || agreed).then(|| StartPlan {
+            plan: SeedPlan { refresh: Some(Refresh::default()), ..SeedPlan::for_home(home) },
+            decisions,
+            head: user_head.filter(|_| agreed),
+        });
+    }
+    let index = match &carried_head {
+        Some(_) => None,
+        None => on
+            .and_then(|branch| updates.iter().find(|update| update.name == branch))
+            .and_then(|update| Some((update.old.clone()?, update.new.clone()?))),
+    };
+    let head = carried_head.as_ref().map(|(old, new)| (old.clone(), new.clone()));
+    let head_after =
+        carried_head.map(|(_, new)| new).or_else(|| user_head.filter(|user| Some(user) == session_head.as_ref()));
+    Some(StartPlan {
+        plan: SeedPlan { refresh: Some(Refresh { updates, index, head }), ..SeedPlan::for_home(home) },
+        decisions,
+        head: head_after,
+    })
+}
+
+/// One ref the session takes from the user's repository.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RefUpdate {
     pub name: String,
     /// The session's value (`None`: the session has no such ref).
     pub old: Option<String>,
-    pub new: String,
+    /// The user's (`None`: deleted).
+    pub new: Option<String>,
 }
 
-/// What a kept session takes: its refs behind the user's, and the index's move when
-/// `HEAD`'s branch is among them (old, new).
+/// What a kept session takes: refs of the user's, the index's move when `HEAD`'s branch
+/// is among them (old, new), and the user's `HEAD` (the session's as it was, the new).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refresh {
     pub updates: Vec<RefUpdate>,
     pub index: Option<(String, String)>,
+    #[serde(default)]
+    pub head: Option<(Head, Head)>,
 }
 
-/// The user's branches and tags that a kept session lacks or has behind them
-/// (`is_ancestor(session's, user's)`). Pure.
-pub fn refresh_updates(session: &Refs, user: &Refs, is_ancestor: &dyn Fn(&str, &str) -> bool) -> Vec<RefUpdate> {
-    user.iter()
-        .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
-        .filter_map(|(name, new)| match session.get(name) {
-            None => Some(RefUpdate { name: name.clone(), old: None, new: new.clone() }),
-            Some(old) if old != new && !name.starts_with("refs/tags/") && is_ancestor(old, new) => {
-                Some(RefUpdate { name: name.clone(), old: Some(old.clone()), new: new.clone() })
-            }
-            Some(_) => None,
-        })
-        .collect()
+/// The seed plan that has the session (`dir`) take `carries` mid-session (its `HEAD`'s
+/// branch among them: its index moves with it, by a two-way merge); `None`: none.
+pub(crate) fn carry_plan(home: &Home, dir: &Path, carries: &[(Decision, RefUpdate)]) -> Option<SeedPlan> {
+    if carries.is_empty() {
+        return None;
+    }
+    let updates: Vec<RefUpdate> = carries.iter().map(|(_, update)| update.clone()).collect();
+    let head = read_head(dir);
+    let index = head
+        .as_ref()
+        .and_then(Head::branch)
+        .and_then(|branch| updates.iter().find(|update| update.name == branch))
+        .and_then(|update| Some((update.old.clone()?, update.new.clone()?)));
+    Some(SeedPlan { refresh: Some(Refresh { updates, index, head: None }), ..SeedPlan::for_home(home) })
 }
 
 /// Runs `git-home seed` in the session as the agent's user (`owner`), with `plan`.
@@ -977,9 +1001,11 @@ pub(crate) fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
         // Each ref only from the value root saw (a ref the agent moved since stays).
         let mut transaction = String::new();
         for update in &refresh.updates {
-            match &update.old {
-                Some(old) => transaction.push_str(&format!("update {} {} {old}\n", update.name, update.new)),
-                None => transaction.push_str(&format!("create {} {}\n", update.name, update.new)),
+            match (&update.old, &update.new) {
+                (Some(old), Some(new)) => transaction.push_str(&format!("update {} {new} {old}\n", update.name)),
+                (None, Some(new)) => transaction.push_str(&format!("create {} {new}\n", update.name)),
+                (Some(old), None) => transaction.push_str(&format!("delete {} {old}\n", update.name)),
+                (None, None) => {}
             }
         }
         let mut child = Command::new(real_git)
@@ -999,6 +1025,20 @@ pub(crate) fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
         // cannot be, it stays, and `git status` shows the difference.
         if let Some((old, new)) = &refresh.index {
             let _ = git(&["read-tree", "-m", old, new]);
+        }
+        // The user's `HEAD`, only from the value root saw; then the user's index, when
+        // given (the work tree is the user's).
+        if let Some((old, new)) = &refresh.head {
+            let now = std::fs::read_to_string(dir.join("HEAD")).ok().and_then(|text| Head::parse(&text));
+            if now.as_ref() == Some(old) {
+                match new {
+                    Head::Branch(name) => git(&["symbolic-ref", "HEAD", name])?,
+                    Head::Detached(sha) => git(&["update-ref", "--no-deref", "HEAD", sha])?,
+                }
+            }
+        }
+        if let Some(index) = &plan.index {
+            write("index", index, 0o644)?;
         }
         return Ok(());
     }
@@ -1125,17 +1165,26 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     let user = user_refs(&home)?;
     let session = session_refs(&home, &mirror, (&layout.top, &layout.session), &user)?;
     let mut state = read_state();
-    let checked_out = match layout.shared_tree {
-        true => None,
+    // In a branch sandbox the user's checkout is another: its branch never moves.
+    let others: Vec<String> = match layout.shared_tree {
+        true => Vec::new(),
         false => home
             .git(&["symbolic-ref", "-q", "HEAD"], None)
             .ok()
-            .map(|name| String::from_utf8_lossy(&name).trim().to_owned()),
+            .map(|name| String::from_utf8_lossy(&name).trim().to_owned())
+            .into_iter()
+            .collect(),
     };
-    let brought = state.brought.clone();
-    let lineage = |theirs: &str, ours: &str| lineage(&mirror, &brought, theirs, ours);
-    let decisions = decide(&state, &user, &session, checked_out.as_slice(), &lineage);
-    if decisions.is_empty() {
+    let (user_head, session_head) = (read_head(&home.git_dir), read_head(&layout.session));
+    let checkouts = Checkouts {
+        user: user_head.as_ref().and_then(Head::branch).filter(|_| layout.shared_tree),
+        session: session_head.as_ref().and_then(Head::branch),
+        others: &others,
+    };
+    let history = MirrorHistory { mirror: &mirror, brought: &state.brought };
+    let decisions = session_repo::decide(&state.base, (&user, &session), &checkouts, &history);
+    let head_moved = layout.shared_tree && user_head != session_head;
+    if decisions.is_empty() && !head_moved {
         return Ok(Vec::new());
     }
     // The hook guard's git asks the user's repository (not root's) what it has.
@@ -1151,12 +1200,30 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
         Path::new(IMAGE_BINARY),
         Some(&global),
     )?;
-    let brought = bring(&home, &mirror, layout.shared_tree, &decisions, &user, &mut state, &write_state);
+    let checkout = Checkout { shared_tree: layout.shared_tree, others: &others, refresh: None };
+    let brought = bring(&home, &mirror, &checkout, decisions, session_head.as_ref(), &mut state, &write_state);
     util::users::kill_all(uid, Duration::from_secs(10));
     let _ = verify::remove(&work);
     // What root's git made in the user's `.git` (by any path `bring` left by) is the owner's.
     own_home_files();
-    brought
+    let mut outcome = brought?;
+    // What the user moved, the session takes, written as the agent's user.
+    if let Some(plan) = carry_plan(&home, &layout.session, &outcome.carries) {
+        // Never as root in the agent's volume.
+        let owner = layout.session.symlink_metadata().map(|meta| (meta.uid(), meta.gid())).unwrap_or((0, 0));
+        let taken = match owner.0 {
+            0 => Err(refuse("the session repository is root's", "restart the container")),
+            _ => as_agent(&layout, owner, &plan),
+        };
+        match taken {
+            Ok(()) => {
+                outcome.carries.iter().for_each(|(decision, _)| state.base.settle(decision));
+                write_state(&state)?;
+            }
+            Err(refusal) => outcome.told.push(format!("the session did not take the user's moves: {}", refusal.why)),
+        }
+    }
+    Ok(outcome.told)
 }
 
 /// The session's branches and tags, each as the mirror has it. The names are listed
@@ -1326,7 +1393,7 @@ fn packed_refs(path: &Path) -> Option<Refs> {
 }
 
 /// `name` if every part of it is one git's `check-ref-format` takes (and no more).
-fn plain_ref(name: &str) -> Option<&str> {
+pub(crate) fn plain_ref(name: &str) -> Option<&str> {
     let fine = |part: &str| {
         !part.is_empty()
             && !part.starts_with('.')
@@ -1340,299 +1407,6 @@ fn plain_ref(name: &str) -> Option<&str> {
 
 fn object_name(text: &str) -> Option<&str> {
     (matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())).then_some(text)
-}
-
-pub(crate) fn lineage(mirror: &Mirror, brought: &BTreeSet<String>, theirs: &str, ours: &str) -> Lineage {
-    if mirror.git(&["merge-base", "--is-ancestor", theirs, ours]).is_ok() {
-        return Lineage::FastForward;
-    }
-    if mirror.git(&["merge-base", "--is-ancestor", ours, theirs]).is_ok() {
-        return Lineage::Behind;
-    }
-    let range = format!("{ours}..{theirs}");
-    match mirror.git(&["rev-list", &range]) {
-        Ok(out) if String::from_utf8_lossy(&out).lines().all(|sha| brought.contains(sha)) => Lineage::RewritesOwn,
-        _ => Lineage::RewritesOthers,
-    }
-}
-
-/// Sends the tips of `decisions` into the user's repository through the checks (whose
-/// hook and settings the caller has prepared), then moves the refs; `save` keeps the
-/// state once they moved. Returns what to tell the agent.
-pub(crate) fn bring(
-    home: &Home,
-    mirror: &Mirror,
-    shared_tree: bool,
-    decisions: &[Decision],
-    user: &Refs,
-    state: &mut State,
-    save: &dyn Fn(&State) -> Result<(), Refusal>,
-) -> Result<Vec<String>, Refusal> {
-    let tips: Vec<(&str, &str)> = decisions
-        .iter()
-        .filter_map(|decision| match decision {
-            Decision::Update { name, to, .. } => Some((name.as_str(), to.as_str())),
-            Decision::Wait { name, tip, .. } => Some((name.as_str(), tip.as_str())),
-            Decision::Delete { .. } => None,
-        })
-        .collect();
-    let head_branch = home
-        .git(&["symbolic-ref", "-q", "HEAD"], None)
-        .ok()
-        .map(|name| String::from_utf8_lossy(&name).trim().to_owned())
-        .filter(|name| plain_ref(name).is_some());
-    // One push per tip, so that a branch whose checks fail keeps no other from coming
-    // home; a tip that failed before is not checked again.
-    let mut refused_lines = Vec::new();
-    let mut accepted: Vec<(&str, &str)> = Vec::new();
-    for (name, tip) in &tips {
-        let said = match state.failed.get(*tip) {
-            Some(said) => Some(said.clone()),
-            None => {
-                let said = send(home, mirror, (name, tip), head_branch.as_deref())?;
-                if let Some(said) = &said {
-                    keep_refused(home, mirror, (name, tip), said);
-                }
-                said
-            }
-        };
-        match said {
-            None => accepted.push((name, tip)),
-            Some(said) => {
-                state.failed.insert((*tip).to_owned(), said.clone());
-                refused_lines.push(format!(
-                    "{} {REFUSED} (its commits stay in this container's repository; fix what they say and commit \
-                     again; the user can take them with `agent-sandbox git adopt {}`):\n{said}",
-                    short(name),
-                    short(name)
-                ));
-            }
-        }
-    }
-    let accepted_tip = |name: &str| accepted.iter().any(|(accepted, _)| *accepted == name);
-    // The commits that come home with these tips (for the record of what is ours).
-    let mut input = accepted.iter().map(|(_, tip)| format!("{tip}\n")).collect::<String>();
-    input.extend(user.values().map(|sha| format!("^{sha}\n")));
-    let new = match accepted.is_empty() {
-        true => Vec::new(),
-        false => mirror
-            .git_with_input(&["rev-list", "--stdin"], input.as_bytes())
-            .map_err(|failed| refuse(failed.to_string(), "try again"))?,
-    };
-    let head_before = home.git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
-    let mut transaction = String::from("start\n");
-    let mut told = Vec::new();
-    let zero = "0".repeat(40);
-    for decision in decisions {
-        match decision {
-            Decision::Update { name, .. } | Decision::Wait { name, .. } if !accepted_tip(name) => {}
-            Decision::Update { name, from, to } => {
-                transaction.push_str(&format!("update {name} {to} {}\n", from.as_deref().unwrap_or(&zero)));
-                told.push(format!("{} is now {} in your repository", short(name), &to[..12.min(to.len())]));
-            }
-            Decision::Delete { name, from } => {
-                transaction.push_str(&format!("delete {name} {from}\n"));
-                told.push(format!("{} was deleted in your repository", short(name)));
-            }
-            Decision::Wait { name, tip, why } => {
-                // Named as the ref is, `heads/` and all: the user's git is to find it.
-                let waiting = format!("{WAITING}{}", name.trim_start_matches("refs/"));
-                transaction.push_str(&format!("update {waiting} {tip}\n"));
-                told.push(format!("{} did not come home ({why}); it waits as {waiting}", short(name)));
-            }
-        }
-    }
-    for (name, _) in &accepted {
-        transaction.push_str(&format!("delete {INCOMING}{}\n", name.trim_start_matches("refs/")));
-    }
-    transaction.push_str("prepare\ncommit\n");
-    home.git(&["update-ref", "--stdin"], Some(transaction.as_bytes())).map_err(|refusal| {
-        refuse(
-            format!("your repository changed while the commits came in, so no ref moved: {}", refusal.why),
-            "commit again",
-        )
-    })?;
-    state.brought.extend(String::from_utf8_lossy(&new).lines().map(str::to_owned));
-    // What the broker itself set; a ref the user moved stays as last known, so that its
-    // tip keeps waiting for a rebase onto the user's.
-    for decision in decisions {
-        match decision {
-            Decision::Update { name, to, .. } if accepted_tip(name) => {
-                state.known.insert(name.clone(), to.clone());
-            }
-            Decision::Update { .. } => {}
-            Decision::Delete { name, .. } => {
-                state.known.remove(name);
-            }
-            Decision::Wait { .. } => {}
-        }
-    }
-    save(state)?;
-    if shared_tree {
-        follow_head(home, mirror, head_before.as_deref())?;
-    }
-    told.extend(refused_lines);
-    Ok(told)
-}
-
-/// Keeps a refused tip in the user's repository under [`REFUSED_REFS`] (no checks: no
-/// branch of the user's points there) with what the checks said, for `git adopt`.
-/// Best effort: the refusal stands whether or not it could be kept.
-fn keep_refused(home: &Home, mirror: &Mirror, (name, tip): (&str, &str), said: &str) {
-    let rel = name.trim_start_matches("refs/");
-    let refspec = format!("+{tip}:{REFUSED_REFS}{rel}");
-    let receive = format!("{} receive-pack", home.receive_pack());
-    let user_git = home.user_git.display().to_string();
-    let kept = mirror.git(&["push", "--quiet", "--no-verify", "--receive-pack", &receive, &user_git, &refspec]);
-    if kept.is_ok() {
-        let file = home.user_git.join(REFUSED_DIR).join(rel);
-        if let Some(dir) = file.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let _ = util::fs::atomic_write(&file, said.as_bytes(), 0o644);
-    }
-}
-
-/// Pushes the session's `tip` of `name` from the mirror into the user's repository (under
-/// [`INCOMING`]), through the hook guard's checks. `None`: it went in; else what the
-/// checks (or git) said.
-fn send(
-    home: &Home,
-    mirror: &Mirror,
-    (name, tip): (&str, &str),
-    head_branch: Option<&str>,
-) -> Result<Option<String>, Refusal> {
-    // By the mirror's ref name (the session's, just fetched), so that the checks name the
-    // branch; a tip the mirror has under no such name goes by its object name.
-    let current = mirror.git(&["rev-parse", "-q", "--verify", name]).unwrap_or_default();
-    let source = if String::from_utf8_lossy(&current).trim() == tip { name } else { tip };
-    let incoming = format!("{INCOMING}{}", name.trim_start_matches("refs/"));
-    // One left by a sync that never moved the refs (its `exec` killed after the push, or
-    // a ref the user moved meanwhile) would make the push a rewrite of it, which the
-    // hook guard refuses, for this tip and every later one: the branch never came home
-    // again, told as refused by its checks. Only the broker writes there, and nothing
-    // vouches for what is there (the checks ignore `refs/agent-sandbox/`).
-    home.git(&["update-ref", "-d", &incoming], None)?;
-    let refspec = format!("{source}:{incoming}");
-    // The user's repository shows the push only the ref it moves and `HEAD`'s branch:
-    // enough for the pack to hold just the new commits, and a repository of thousands
-    // of refs is not listed and walked for each push.
-    let mut shown = vec![format!("!{INCOMING}"), format!("!{name}")];
-    shown.extend(head_branch.map(|branch| format!("!{branch}")));
-    let receive = format!(
-        "{} -c receive.hideRefs=refs/ {} receive-pack",
-        home.receive_pack(),
-        shown
-            .iter()
-            .map(|entry| format!("-c {}", util::single_quoted(&format!("receive.hideRefs={entry}"))))
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let hooks = home.hooks.display().to_string();
-    let mut command = Command::new(&home.git);
-    command
-        .args(["-c", &format!("core.hooksPath={hooks}"), "--git-dir"])
-        .arg(mirror.path)
-        .args(["push", "--quiet", "--receive-pack", &receive])
-        .arg(&home.user_git)
-        .arg(&refspec)
-        .current_dir(home.work_tree.as_deref().unwrap_or(mirror.path))
-        .env_clear()
-        .envs(mirror.env.iter().map(|(name, value)| (name, value)))
-        .env(crate::service::SETTINGS_VAR, &home.settings)
-        .stdin(Stdio::null());
-    if let Some(global) = &home.global {
-        command.env("GIT_CONFIG_GLOBAL", global);
-    }
-    within_checks_limit(command)
-}
-
-/// How long one tip's checks may take before the broker ends them and counts the tip as
-/// refused: a check runs the session's code, which may never end, and `exec` waits for
-/// the last sync at its end.
-const CHECKS_LIMIT: Duration = Duration::from_secs(600);
-
-/// Runs the push `command` (its own process group, so that the checks it starts end
-/// with it) for at most [`CHECKS_LIMIT`]. `None`: it went in; else what it said.
-fn within_checks_limit(mut command: Command) -> Result<Option<String>, Refusal> {
-    use std::os::unix::process::CommandExt as _;
-    let mut child = command
-        .process_group(0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|err| refuse(format!("cannot run git: {err}"), "check that git runs"))?;
-    let stderr = child.stderr.take();
-    let (sender, said) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut stderr) = stderr {
-            let _ = stderr.read_to_end(&mut bytes);
-        }
-        let _ = sender.send(bytes);
-    });
-    let deadline = std::time::Instant::now() + CHECKS_LIMIT;
-    let status = util::wait_until(&mut child, deadline, Duration::from_millis(20)).ok().flatten();
-    if status.is_none() {
-        // SAFETY: kill(2) on the group of a child this function started and has not
-        // reaped.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-        let _ = child.wait();
-    }
-    // A process that left the group could hold the pipe open: not waited for long.
-    let said = said.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
-    let said = String::from_utf8_lossy(&said).trim().to_owned();
-    Ok(match status {
-        Some(status) if status.success() => None,
-        Some(_) => Some(said),
-        None => Some(format!("its checks did not end within {} s, so they were ended\n{said}", CHECKS_LIMIT.as_secs())),
-    })
-}
-
-/// The branches the user's other checkouts of this repository have (`git worktree
-/// list`, the work tree at `home.work_tree` left out): a session neither moves them nor
-/// switches to them. None without linked worktrees (no process then).
-pub(crate) fn other_checkouts(home: &Home) -> Vec<String> {
-    let Some(ours) = home.work_tree.as_deref() else { return Vec::new() };
-    if !home.user_git.join("worktrees").symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
-        return Vec::new();
-    }
-    let Ok(listing) = home.git(&["worktree", "list", "--porcelain", "-z"], None) else { return Vec::new() };
-    let ours = ours.canonicalize().unwrap_or_else(|_| ours.to_path_buf());
-    let mut out = Vec::new();
-    let mut theirs = false;
-    for field in String::from_utf8_lossy(&listing).split('\0') {
-        if let Some(path) = field.strip_prefix("worktree ") {
-            theirs = Path::new(path).canonicalize().unwrap_or_else(|_| PathBuf::from(path)) != ours;
-        } else if let Some(branch) = field.strip_prefix("branch ").filter(|_| theirs) {
-            out.push(branch.to_owned());
-        }
-    }
-    out
-}
-
-pub(crate) fn short(name: &str) -> &str {
-    name.strip_prefix("refs/heads/").or_else(|| name.strip_prefix("refs/")).unwrap_or(name)
-}
-
-/// The user's `HEAD` follows the session's branch switches (to a branch the user's
-/// repository has and no other checkout of the user's has), and the user's index is
-/// rebuilt from `HEAD` when its commit moved.
-fn follow_head(home: &Home, mirror: &Mirror, before: Option<&[u8]>) -> Result<(), Refusal> {
-    if let Ok(branch) = mirror.git(&["symbolic-ref", "-q", "HEAD"]) {
-        let branch = String::from_utf8_lossy(&branch).trim().to_owned();
-        let current = home.git(&["symbolic-ref", "-q", "HEAD"], None).unwrap_or_default();
-        let exists = home.git(&["rev-parse", "-q", "--verify", &branch], None).is_ok();
-        let switch = String::from_utf8_lossy(&current).trim() != branch && exists;
-        if switch && !other_checkouts(home).contains(&branch) {
-            home.git(&["symbolic-ref", "HEAD", &branch], None)?;
-        }
-    }
-    let after = home.git(&["rev-parse", "-q", "--verify", "HEAD"], None).ok();
-    if after.is_some() && after.as_deref() != before {
-        home.git(&["read-tree", "HEAD"], None)?;
-    }
-    Ok(())
 }
 
 /// What root's git made in the user's repository becomes the repository owner's (as if

@@ -80,6 +80,9 @@ pub trait History {
     /// Every commit reachable from `old` and not from `new` is one the session brought
     /// home: moving a ref from `old` to `new` drops nothing but the session's own.
     fn only_own(&self, old: &str, new: &str) -> bool;
+    /// `tip` holds a commit reachable from `dropped` and not from `kept`: a commit the
+    /// user dropped when moving a ref from `dropped` to `kept`.
+    fn holds_dropped(&self, dropped: &str, kept: &str, tip: &str) -> bool;
 }
 
 /// What becomes of one ref.
@@ -262,7 +265,7 @@ fn decide_one(
         (Some(theirs), Some(ours)) => {
             // The user's move dropped commits (a reset, an amend): the session's tip may
             // still hold them, and bringing it would bring them back.
-            let dropped = base.is_some_and(|base| !history.is_ancestor(base, theirs));
+            let dropped = base.is_some_and(|base| history.holds_dropped(base, theirs, ours));
             if history.is_ancestor(ours, theirs) {
                 // The session's tip is already in the user's history: nothing of its own.
                 Some(carry(None))

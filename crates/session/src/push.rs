@@ -243,7 +243,6 @@ fn broker(
         self_exe: check.self_exe.clone(),
         git_installation: std::sync::OnceLock::new(),
         mirror: dir.join("home.git"),
-        state: dir.join("home.json"),
         told: runtime.layout().told(),
     };
     let said = hostpush::home::exec::prepare(&exec).map_err(|refusal| {

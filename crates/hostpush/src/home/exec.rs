@@ -19,9 +19,11 @@ use std::{
     sync::Mutex,
 };
 
+use session_repo::sync::{Checkouts, Head};
+
 use super::{
-    bring, check_home, decide, lineage, list_session_refs, refresh_plan_with, refuse, run_seed, seed_plan,
-    session_redirections, session_refs, told_after, user_refs, Home, RefUpdate, Refs, State,
+    bring, carry_plan, check_home, list_session_refs, read_head, refuse, run_seed, seed_plan, session_redirections,
+    session_refs, start_plan, told_after, user_refs, Checkout, Home, MirrorHistory, Refs, State,
 };
 use crate::{
     mirror::{self, Mirror, ViewBind},
@@ -42,9 +44,8 @@ pub struct ExecHome {
     /// learnt (`git --exec-path`) when a view is first needed, which most sessions'
     /// syncs never are.
     pub git_installation: std::sync::OnceLock<Vec<PathBuf>>,
-    /// The broker's mirror and its state, in the push service's private directory.
+    /// The broker's mirror, in the push service's private directory.
     pub mirror: PathBuf,
-    pub state: PathBuf,
     /// The told file in the runtime directory, which the git guard inside reads.
     pub told: PathBuf,
 }
@@ -91,17 +92,24 @@ impl ExecHome {
         command
     }
 
-    fn read_state(&self) -> State {
-        util::fs::read_regular_nofollow(&self.state, 64 << 20)
+    /// The broker's state: beside the session repository (no sandbox shows it), kept
+    /// between sessions as the session is.
+    fn state_path(&self) -> PathBuf {
+        self.top.join(STATE)
+    }
+
+    /// `None`: the state is missing or unreadable (a session made by an older version).
+    fn read_state(&self) -> Option<State> {
+        util::fs::read_regular_nofollow(&self.state_path(), 256 << 20)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default()
     }
 
     fn write_state(&self, state: &State) -> Result<(), Refusal> {
         let bytes = serde_json::to_vec(state).expect("a state serializes");
-        util::fs::atomic_write(&self.state, &bytes, 0o600)
-            .map_err(|err| refuse(format!("cannot write {}: {err}", self.state.display()), "try again"))
+        let path = self.state_path();
+        util::fs::atomic_write(&path, &bytes, 0o600)
+            .map_err(|err| refuse(format!("cannot write {}: {err}", path.display()), "try again"))
     }
 }
 
@@ -115,17 +123,15 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
         .mode(0o700)
         .create(&x.top)
         .map_err(|err| refuse(format!("cannot create {}: {err}", x.top.display()), INSTEAD))?;
-    // No broker of another `exec` of the project syncs while this one reads the user's
-    // refs and decides what the session drops: a commit one brought home meanwhile would
-    // look like one the user dropped (`discarded`), and leave the session. When one is
-    // syncing now, nothing is dropped this time (rather than wait for its checks).
+    // No broker of another `exec` of the project syncs while this one reads both sides
+    // and moves the session's refs: when one is syncing now, the session takes the
+    // user's moves at its first sync instead (rather than wait for its checks).
     let quiet = util::fs::lock(&x.top.join(SYNC_LOCK), false).ok().flatten();
     // Read from the files when they are plain (no process to start), else by git.
     let refs = match list_session_refs(&x.home.user_git) {
         Some(refs) => refs,
         None => user_refs(&x.home)?,
     };
-    x.write_state(&State { start: refs.clone(), known: refs.clone(), ..State::default() })?;
     let session = x.session();
     match session.symlink_metadata() {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -153,6 +159,7 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
             }
             std::fs::rename(&fresh, &session)
                 .map_err(|err| refuse(format!("cannot rename {}: {err}", fresh.display()), INSTEAD))?;
+            x.write_state(&State::agreed(&refs, read_head(&x.home.git_dir)))?;
             Ok(format!("the agent's git is its own: {} starts from your repository's refs", session.display()))
         }
         Err(err) => Err(refuse(format!("{}: {err}", session.display()), INSTEAD)),
@@ -166,12 +173,14 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
             }
             let mut said = format!("the agent's git is its own: {} is kept from earlier", session.display());
             let Some(listed) = list_session_refs(&session) else { return Ok(said) };
-            let discarded = if quiet.is_some() { discarded(x, &listed, &refs) } else { Vec::new() };
-            let listed = match refresh_plan_with(&x.home, &session, &listed, &refs, discarded) {
-                Some(plan) => {
-                    run_seed(x.seed_command(&session), &plan, INSTEAD)?;
-                    let moved = plan.refresh.as_ref().map_or(0, |refresh| refresh.updates.len());
-                    said.push_str(&format!("; {moved} of its branches and tags follow yours"));
+            // A session of an older version kept no base: what both have agrees.
+            let mut state = x.read_state().unwrap_or_else(|| State::agreed(&refs, read_head(&x.home.git_dir)));
+            let listed = match start_plan(&x.home, &session, (&refs, &listed), &state).filter(|_| quiet.is_some()) {
+                Some(start) => {
+                    run_seed(x.seed_command(&session), &start.plan, INSTEAD)?;
+                    start.settle(&mut state);
+                    x.write_state(&state)?;
+                    said.push_str(&format!("; {}", start.said()));
                     let Some(listed) = list_session_refs(&session) else { return Ok(said) };
                     listed
                 }
@@ -186,41 +195,6 @@ pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
         }
         Ok(_) => Err(refuse(format!("{} is not a directory", session.display()), INSTEAD)),
     }
-}
-
-/// Every commit the session repository brought home, in any session: the directory the
-/// session lives in, which no sandbox shows.
-fn brought_record(x: &ExecHome) -> PathBuf {
-    x.top.join("brought")
-}
-
-fn read_brought(x: &ExecHome) -> std::collections::BTreeSet<String> {
-    let bytes = util::fs::read_regular_nofollow(&brought_record(x), 256 << 20).unwrap_or_default();
-    String::from_utf8_lossy(&bytes).lines().map(str::to_owned).collect()
-}
-
-/// The session's branches ahead of the user's by commits that all came home earlier:
-/// the user dropped them since (a reset on the host), so the session drops them too,
-/// rather than bring them back at its first sync.
-fn discarded(x: &ExecHome, session: &Refs, user: &Refs) -> Vec<RefUpdate> {
-    let brought = read_brought(x);
-    if brought.is_empty() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for (name, ours) in session.iter().filter(|(name, _)| name.starts_with("refs/heads/")) {
-        let Some(theirs) = user.get(name).filter(|theirs| *theirs != ours) else { continue };
-        let range = format!("{theirs}..{ours}");
-        let Ok(listed) = x.home.git(&["rev-list", &range], None) else { continue };
-        let listed = String::from_utf8_lossy(&listed).into_owned();
-        let dropped = !listed.trim().is_empty()
-            && listed.lines().all(|sha| brought.contains(sha))
-            && x.home.git(&["merge-base", "--is-ancestor", theirs, ours], None).is_ok();
-        if dropped {
-            out.push(RefUpdate { name: name.clone(), old: Some(ours.clone()), new: theirs.clone() });
-        }
-    }
-    out
 }
 
 /// The work tree is the user's between sessions: when the session's `HEAD` is the
@@ -310,6 +284,9 @@ fn renew_own_files(session: &Path, plan: &super::SeedPlan) -> Result<(), Refusal
     }
     Ok(())
 }
+
+/// Beside the session repository (no sandbox shows it): the broker's [`State`].
+const STATE: &str = "sync.json";
 
 /// Beside the session repository (no sandbox shows it): held while one of the project's
 /// brokers syncs.
@@ -485,23 +462,81 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
         .map_err(|err| refuse(format!("cannot write the broker's mirror: {err}"), "try again"))?;
     let user = user_refs(&x.home)?;
     let session_refs = session_refs(&x.home, &mirror, (&x.top, &session), &user)?;
-    let mut state = x.read_state();
-    let brought = state.brought.clone();
-    let lineage = |theirs: &str, ours: &str| lineage(&mirror, &brought, theirs, ours);
-    let decisions = decide(&state, &user, &session_refs, &super::other_checkouts(&x.home), &lineage);
-    if decisions.is_empty() {
+    let mut state = x.read_state().unwrap_or_else(|| State::agreed(&user, read_head(&x.home.git_dir)));
+    let (user_head, session_head) = (read_head(&x.home.git_dir), read_head(&session));
+    let others = super::other_checkouts(&x.home);
+    let checkouts = Checkouts {
+        user: user_head.as_ref().and_then(Head::branch),
+        session: session_head.as_ref().and_then(Head::branch),
+        others: &others,
+    };
+    let history = MirrorHistory { mirror: &mirror, brought: &state.brought };
+    let decisions = session_repo::decide(&state.base, (&user, &session_refs), &checkouts, &history);
+    if decisions.is_empty() && user_head == session_head {
         return Ok(told);
     }
-    let save = |state: &State| {
-        let mut all = read_brought(x);
-        all.extend(state.brought.iter().cloned());
-        let text: String = all.iter().map(|sha| format!("{sha}\n")).collect();
-        util::fs::atomic_write(&brought_record(x), text.as_bytes(), 0o600)
-            .map_err(|err| refuse(format!("cannot record what came home: {err}"), "try again"))?;
-        x.write_state(state)
-    };
-    told.extend(bring(&x.home, &mirror, true, &decisions, &user, &mut state, &save)?);
+    let save = |state: &State| x.write_state(state);
+    let refresh = |index: &Path, paths: &[String]| refresh_index(x, index, paths);
+    let checkout = Checkout { shared_tree: true, others: &others, refresh: Some(&refresh) };
+    let outcome = bring(&x.home, &mirror, &checkout, decisions, session_head.as_ref(), &mut state, &save)?;
+    told.extend(outcome.told);
+    // What the user moved, the session takes, in the view.
+    if let Some(plan) = carry_plan(&x.home, &session, &outcome.carries) {
+        match run_seed(x.seed_command(&session), &plan, INSTEAD) {
+            Ok(()) => {
+                outcome.carries.iter().for_each(|(decision, _)| state.base.settle(decision));
+                x.write_state(&state)?;
+            }
+            Err(refusal) => told.push(format!("the session did not take the user's moves: {}", refusal.why)),
+        }
+    }
     Ok(told)
+}
+
+/// Refreshes the stat data of `paths` in the index at `index` (one the broker moved):
+/// the host's git reads the work tree, which the agent writes, only in a view that
+/// shows it and the user's git directories read-only, and a copy of that index.
+fn refresh_index(x: &ExecHome, index: &Path, paths: &[String]) -> Result<(), String> {
+    let Some(top) = x.home.work_tree.as_deref() else { return Ok(()) };
+    if paths.is_empty() {
+        return Ok(());
+    }
+    // In the push service's private directory; one sync at a time uses it.
+    let dir = x.mirror.with_extension("index");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|err| err.to_string())?;
+    let copy = dir.join("index");
+    std::fs::copy(index, &copy).map_err(|err| err.to_string())?;
+    let mut extra = x.git_installation.get_or_init(|| crate::service::git_installation(&x.home.git)).clone();
+    extra.extend([x.home.user_git.clone(), x.home.git_dir.clone(), top.to_path_buf()]);
+    let binds = [ViewBind { source: dir.clone(), at: dir.clone(), writable: true }];
+    let view = mirror::view_args(&x.bwrap, &mirror::system_entries(), &extra, &binds);
+    let mut command = Command::new(TIMEOUT);
+    command
+        .args(["--kill-after=5", &READER_SECS.to_string()])
+        .args(&view)
+        .arg(&x.home.git)
+        .args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*", "--git-dir"])
+        .arg(&x.home.git_dir)
+        .arg("--work-tree")
+        .arg(top)
+        .args(["add", "--refresh", "--"])
+        .args(paths)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("GIT_INDEX_FILE", &copy)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let status = command.status().map_err(|err| err.to_string());
+    let copied = match status {
+        Ok(status) if status.success() => std::fs::copy(&copy, index).map(|_| ()).map_err(|err| err.to_string()),
+        Ok(status) => Err(format!("git add --refresh: {status}")),
+        Err(err) => Err(err),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    copied
 }
 
 /// Where the commits of the session's submodules are kept in the user's submodule

@@ -30,6 +30,11 @@ impl History for Graph {
         let kept = self.ancestors(new);
         self.ancestors(old).iter().filter(|commit| !kept.contains(*commit)).all(|commit| self.brought.contains(commit))
     }
+
+    fn holds_dropped(&self, dropped: &str, kept: &str, tip: &str) -> bool {
+        let (kept, held) = (self.ancestors(kept), self.ancestors(tip));
+        self.ancestors(dropped).iter().any(|commit| !kept.contains(commit) && held.contains(commit))
+    }
 }
 
 /// a0 ← a1 ← a2 ← a3 (the session's line, a1 brought home); a1 ← u1 (the user's commit)
@@ -92,6 +97,8 @@ fn each_ref_is_decided_from_base_user_and_session() {
         // The user reset it and the agent committed on top of the dropped commit: waits,
         // told how to keep only its own commit.
         (Some("a2"), Some("a1"), Some("a3"), false, "wait refs/heads/main a3: the user dropped commits of this branch (it was reset to a1): keep only the session's later commits with `git rebase --autostash --onto a1 a2`, then sync again"),
+        // ... and once it rebased onto the reset (a2x builds on a1 alone), it comes.
+        (Some("a2"), Some("a1"), Some("a2x"), false, "bring refs/heads/main Some(\"a1\") -> Some(\"a2x\")"),
         // Both committed: waits, told to rebase; once rebased onto the user's, it comes.
         (Some("a1"), Some("u1"), Some("a2"), false, "wait refs/heads/main a2: the branch moved in the user's repository meanwhile, to u1: `git rebase --autostash u1`, then sync again (`git commit` or `git adopt`)"),
         (Some("a1"), Some("u1"), Some("r2"), false, "bring refs/heads/main Some(\"u1\") -> Some(\"r2\")"),
