@@ -207,6 +207,22 @@ enum GitCommand {
         #[arg(short = 'C', value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// List the session repositories `exec` keeps for this project (the current one, and
+    /// any put aside because they belonged to another repository at this path): what of
+    /// each did not reach your repository, and its stash entries
+    Sessions {
+        #[command(subcommand)]
+        command: Option<SessionsCommand>,
+        /// The project (default: the current directory)
+        #[arg(short = 'C', value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// Delete a kept session repository and everything in it (its name from the list)
+    Remove { name: String },
 }
 
 #[derive(Subcommand)]
@@ -341,6 +357,9 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Git(GitCommand::Adopt { branch, yes, dir }) => {
             refuse_inside("`agent-sandbox git adopt`").and_then(|()| git_adopt(&branch, yes, dir))
         }
+        Commands::Git(GitCommand::Sessions { command, dir }) => {
+            refuse_inside("`agent-sandbox git sessions`").and_then(|()| git_sessions(command, dir))
+        }
         Commands::Firewall(command) => firewall(command),
         Commands::Devcontainer(DevcontainerCommand::Init { path, base_tag, force, per_workspace_config }) => {
             devcontainer_init(path, base_tag, force, per_workspace_config)
@@ -417,6 +436,36 @@ fn git_adopt(branch: &str, yes: bool, dir: Option<PathBuf>) -> anyhow::Result<i3
     };
     for line in hostpush::adopt::adopt(&repo, branch, yes).map_err(anyhow::Error::msg)? {
         println!("{line}");
+    }
+    Ok(0)
+}
+
+/// `git sessions`: the kept session repositories of the project, or one removed.
+fn git_sessions(command: Option<SessionsCommand>, dir: Option<PathBuf>) -> anyhow::Result<i32> {
+    use hostpush::home::sessions;
+    let cwd = match dir {
+        Some(dir) => dir,
+        None => std::env::current_dir()?,
+    };
+    let (root, project) = session::project_state(&cwd)?;
+    match command {
+        Some(SessionsCommand::Remove { name }) => {
+            let removed = sessions::remove(&project, &name)
+                .map_err(|refusal| anyhow::anyhow!("{}. Instead: {}", refusal.why, refusal.instead))?;
+            println!("removed {}", removed.display());
+        }
+        None => {
+            let kept = sessions::list(&project);
+            if kept.is_empty() {
+                println!("no session repository is kept for {}", root.display());
+            }
+            let user = hostpush::home::list_session_refs(&root.join(".git")).unwrap_or_default();
+            for kept in &kept {
+                for line in sessions::describe(kept, &user) {
+                    println!("{line}");
+                }
+            }
+        }
     }
     Ok(0)
 }

@@ -136,10 +136,15 @@ fn commits_that_skipped_the_checks_stay_out_of_the_users_branches() {
 fn the_session_repository_is_kept_and_follows_the_users_commits() {
     require_bwrap!();
     let world = checked_world();
-    // An unfinished change stashed in one session is there in the next.
-    world.sh(&[], "echo wip > wip.txt && git add wip.txt && git stash -q").ok();
+    // An unfinished change stashed in one session is there in the next, and in the
+    // user's stash too (the work tree is shared: the stash took it from the user's view).
+    let run = world.sh(&[], "echo wip > wip.txt && git add wip.txt && git stash -q");
+    run.ok();
     assert!(!world.path("home/proj/wip.txt").exists());
-    assert_eq!(world.git(&["stash", "list"]), "", "the stash is the session's, not the user's");
+    assert!(run.stderr().contains("`git stash list` shows it"), "{}", run.stderr());
+    let listed = world.git(&["stash", "list"]);
+    assert!(listed.starts_with("stash@{0}: agent-sandbox, from the session: WIP on main"), "{listed}");
+    assert_eq!(world.git(&["show", "stash@{0}:wip.txt"]), "wip\n");
     // The user commits on the host meanwhile: the next session starts from it, clean.
     world.write("home/proj/host.txt", "host\n");
     world.git(&["add", "host.txt"]);

@@ -105,6 +105,11 @@ fn a_reset_of_the_users_is_never_undone() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let one = world.git(&["rev-parse", "main"]).trim().to_owned();
+    // The broker holds the user's index (as git does) until it has moved it too.
+    while world.path("home/proj/.git/index.lock").exists() {
+        assert!(std::time::Instant::now() < deadline, "the index stays locked");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     world.git(&["reset", "-q", "--keep", "HEAD~1"]);
     fs_err::write(world.path("home/proj/go"), "").expect("go");
     let run = ended(child);
@@ -138,4 +143,48 @@ fn a_branch_the_user_deleted_does_not_come_back() {
     world.sh(&[], "git branch spike2").ok();
     assert_eq!(world.git(&["branch", "--list", "spike2"]).trim(), "spike2");
     assert_eq!(world.git(&["branch", "--list", "spike"]), "");
+}
+
+/// `rm -rf proj && git clone … proj`: the kept session belonged to the old clone. It is
+/// put aside, nothing of it comes into the new clone, the user is told where it is and
+/// `agent-sandbox git sessions` lists what it held (its branches that never came home,
+/// its stash) and removes it. The new clone's session starts from the new clone.
+#[test]
+fn a_clone_made_again_at_the_same_path_gets_a_session_of_its_own() {
+    require_bwrap!();
+    let world = checked_world();
+    let remote = world.bare_origin();
+    world.git(&["push", "-q", "origin", "main"]);
+    // The old clone's session: a branch whose commit fails the checks (it never comes
+    // home), and an unpushed commit that came home.
+    world.sh(&[], "echo ok > ok && git add ok && git commit -qm unpushed").ok();
+    world.sh(
+        &[],
+        "git switch -qc old-work && touch BROKEN && git add BROKEN && git commit -qnm broken; git switch -q main",
+    );
+    let _ = std::fs::remove_file(world.path("home/proj/BROKEN"));
+    let proj = world.path("home/proj");
+    fs_err::remove_dir_all(&proj).expect("rm -rf");
+    let cloned = std::process::Command::new("git")
+        .args(["clone", "-q", remote.to_str().expect("utf-8"), proj.to_str().expect("utf-8")])
+        .status()
+        .expect("git clone");
+    assert!(cloned.success());
+    world.cmd().args(["config", "allow"]).run().ok();
+    let run = world.sh(&[], "git log --format=%s main && git branch --format='%(refname:short)'");
+    let out = run.ok();
+    assert_eq!(out, "config\ninit\nmain\n", "{}", run.stderr());
+    assert!(run.stderr().contains("belonged to another repository"), "{}", run.stderr());
+    assert_eq!(world.git(&["branch", "--format=%(refname:short)"]), "main\n");
+    assert_eq!(users_fsck(&world), "");
+    // What the old session held is listed, and can be removed.
+    let listed = world.cmd().args(["git", "sessions"]).run();
+    let listed = listed.ok();
+    assert!(listed.contains("aside-") && listed.contains("old-work"), "{listed}");
+    let name = listed.split_whitespace().find(|word| word.starts_with("aside-")).expect("an aside session").to_owned();
+    world.cmd().args(["git", "sessions", "remove", &name]).run().ok();
+    assert!(!world.cmd().args(["git", "sessions"]).run().ok().contains(&name));
+    // The legitimate flow beside it: the new clone's session brings commits home.
+    world.sh(&[], "echo new > new.txt && git add new.txt && git commit -qm new").ok();
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]).trim(), "new");
 }

@@ -121,10 +121,12 @@ impl World {
     }
 
     /// Every file of the project's `.git` (the user's) with its size and mode, then
-    /// `config` and `HEAD`: equal before and after, nothing in it changed.
+    /// `config` and `HEAD`: equal before and after, nothing in it changed. The
+    /// repository's identity, which the host writes at the first start, is left out.
     pub fn users_git_listing(&self) -> String {
+        let find = "find . -path ./agent-sandbox/id -prune -o -printf '%p %s %m %y\\n' | grep -v '^\\./agent-sandbox [0-9]* [0-7]* d$' | sort";
         let out = std::process::Command::new("sh")
-            .args(["-c", "find . -printf '%p %s %m %y\\n' | sort && cat config HEAD"])
+            .args(["-c", &format!("{find} && cat config HEAD")])
             .current_dir(self.path("home/proj/.git"))
             .output()
             .expect("find");

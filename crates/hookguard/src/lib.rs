@@ -980,11 +980,12 @@ fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<String>, Refusa
         )
     })?;
     // The tips a broker kept aside in the user's repository (refused or waiting,
-    // `hostpush::home`) are there unchecked: never what the destination vouches for.
+    // `hostpush::home`), and the stash (where a broker puts the session's stash
+    // entries), are there unchecked: never what the destination vouches for.
     Ok(String::from_utf8_lossy(&listing)
         .lines()
         .filter_map(|line| line.split_once(char::is_whitespace))
-        .filter(|(_, name)| !name.trim().starts_with("refs/agent-sandbox/"))
+        .filter(|(_, name)| !name.trim().starts_with("refs/agent-sandbox/") && name.trim() != "refs/stash")
         .map(|(sha, _)| sha.to_owned())
         .collect())
 }

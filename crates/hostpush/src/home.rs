@@ -51,7 +51,7 @@ use crate::{
 };
 
 mod bring;
-pub(crate) use bring::{bring, other_checkouts, read_head, short, Checkout, MirrorHistory};
+pub(crate) use bring::{bring, bring_stashes, new_stashes, other_checkouts, read_head, short, Checkout, MirrorHistory};
 
 /// The broker's working directory: root's, readable by the checks' user.
 pub const STATE_DIR: &str = CONTAINER_BROKER_DIR;
@@ -132,6 +132,9 @@ pub struct State {
     /// Tips whose checks failed, with what the checks said: not checked again.
     #[serde(default)]
     pub failed: BTreeMap<String, String>,
+    /// The session's stash entries already in the user's stash.
+    #[serde(default)]
+    pub stashed: BTreeSet<String>,
 }
 
 impl State {
@@ -1181,11 +1184,16 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
         session: session_head.as_ref().and_then(Head::branch),
         others: &others,
     };
+    let stashed = bring_stashes(&home, &mirror, &layout.session, &mut state);
+    if !stashed.is_empty() {
+        write_state(&state)?;
+        own_home_files();
+    }
     let history = MirrorHistory { mirror: &mirror, brought: &state.brought };
     let decisions = session_repo::decide(&state.base, (&user, &session), &checkouts, &history);
     let head_moved = layout.shared_tree && user_head != session_head;
     if decisions.is_empty() && !head_moved {
-        return Ok(Vec::new());
+        return Ok(stashed);
     }
     // The hook guard's git asks the user's repository (not root's) what it has.
     let global = state_dir.join("gitconfig");
@@ -1207,6 +1215,7 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     // What root's git made in the user's `.git` (by any path `bring` left by) is the owner's.
     own_home_files();
     let mut outcome = brought?;
+    outcome.told.splice(0..0, stashed);
     // What the user moved, the session takes, written as the agent's user.
     if let Some(plan) = carry_plan(&home, &layout.session, &outcome.carries) {
         // Never as root in the agent's volume.
@@ -1437,5 +1446,6 @@ fn own_home_files() {
 }
 
 pub mod exec;
+pub mod sessions;
 #[cfg(test)]
 mod tests;

@@ -29,7 +29,7 @@ use std::{ffi::OsString, path::PathBuf};
 use anyhow::{bail, Context as _, Result};
 
 pub use caches::CACHE_LAYERS;
-pub use stages::facts::{load, Loaded};
+pub use stages::facts::{load, project_state, Loaded};
 
 /// What the user asked for, as plain values (the binary maps its flags onto this).
 #[derive(Debug, Clone, Default)]

@@ -245,8 +245,11 @@ fn broker(
         mirror: dir.join("home.git"),
         told: runtime.layout().told(),
     };
-    let said = hostpush::home::exec::prepare(&exec).map_err(|refusal| {
+    let prepared = hostpush::home::exec::prepare(&exec).map_err(|refusal| {
         anyhow::anyhow!("the agent's git repository could not be made: {}. Instead: {}", refusal.why, refusal.instead)
     })?;
-    Ok((hostpush::home::exec::Broker::new(exec), said))
+    for line in &prepared.notice {
+        eprintln!("agent-sandbox: {line}");
+    }
+    Ok((hostpush::home::exec::Broker::new(exec), prepared.said))
 }

@@ -69,6 +69,9 @@ pub(crate) fn read_head(git_dir: &Path) -> Option<Head> {
     Head::parse(&String::from_utf8_lossy(&bytes))
 }
 
+/// Refreshes the stat data of `paths` in the index at the given path ([`Checkout::refresh`]).
+pub(crate) type Refresh<'a> = dyn Fn(&Path, &[String]) -> Result<(), String> + 'a;
+
 /// Where the broker brings commits: whether the work tree is the user's checkout (its
 /// index and `HEAD` move with the branch), the branches the user's other checkouts
 /// have, and how an index the broker moved gets its files' stat data back.
@@ -77,7 +80,7 @@ pub(crate) struct Checkout<'a> {
     pub others: &'a [String],
     /// Refreshes the stat data of `paths` in the index at `index`, reading the work tree
     /// in a view of it alone (`exec`); `None`: left to the user's next `git status`.
-    pub refresh: Option<&'a dyn Fn(&Path, &[String]) -> Result<(), String>>,
+    pub refresh: Option<&'a Refresh<'a>>,
 }
 
 /// Sends the tips of `decisions` into the user's repository through the checks (whose
@@ -229,6 +232,66 @@ pub(crate) fn bring(
     Ok(outcome)
 }
 
+/// The session's stash entries (from `git stash` inside, which takes the work tree's
+/// changes, the user's included) not yet in the user's stash, oldest first: object name
+/// and message.
+pub(crate) fn new_stashes(session: &Path, state: &State) -> Vec<(String, String)> {
+    let mut entries: Vec<(String, String)> = super::sessions::stash_entries(session)
+        .into_iter()
+        .filter_map(|entry| {
+            let (sha, message) = entry.split_once(' ')?;
+            (!state.stashed.contains(sha)).then(|| (sha.to_owned(), message.to_owned()))
+        })
+        .collect();
+    entries.reverse();
+    entries
+}
+
+/// Brings the session's new stash entries into the user's stash (`git stash list` on the
+/// host shows them): each read into the mirror by the session's reader (every object
+/// hashed), pushed into the user's repository without checks (no branch names it), and
+/// stored there as a stash entry. What to tell.
+pub(crate) fn bring_stashes(home: &Home, mirror: &Mirror, session: &Path, state: &mut State) -> Vec<String> {
+    let mut told = Vec::new();
+    let source = format!("file://{}", session.display());
+    let receive = format!("{} receive-pack", home.receive_pack());
+    let user_git = home.user_git.display().to_string();
+    for (sha, message) in new_stashes(session, state) {
+        let kept = format!("refs/agent-sandbox/stashed/{sha}");
+        let refspec = format!("+{sha}:{kept}");
+        let fetch =
+            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--upload-pack", &mirror.reader, &source];
+        let fetched = mirror.git(&[&fetch[..], &[refspec.as_str()]].concat());
+        let pushed = fetched.and_then(|_| {
+            mirror.git(&["push", "--quiet", "--no-verify", "--receive-pack", &receive, &user_git, &refspec])
+        });
+        let message = format!("agent-sandbox, from the session: {}", util::terminal_safe(&message));
+        let stored = match pushed {
+            Ok(_) => home.git(&["stash", "store", "-m", &message, &sha], None).map_err(|refusal| refusal.why),
+            Err(failed) => Err(failed.last_line().to_owned()),
+        };
+        let _ = home.git(&["update-ref", "-d", &kept], None);
+        match stored {
+            Ok(_) => {
+                state.stashed.insert(sha.clone());
+                told.push(format!(
+                    "the session's stash entry {} (\"{}\") is in the user's stash too: on the host, `git stash list` \
+                     shows it and `git stash apply` takes it back",
+                    &sha[..12.min(sha.len())],
+                    message.trim_start_matches("agent-sandbox, from the session: ")
+                ));
+            }
+            Err(why) => told.push(format!(
+                "the session's stash entry {} could not be put in the user's stash ({}): it stays in the session \
+                 (`agent-sandbox git sessions` lists it)",
+                &sha[..12.min(sha.len())],
+                util::terminal_safe(&why)
+            )),
+        }
+    }
+    told
+}
+
 /// The user's `HEAD` follows the session's switch to a branch, only from where both
 /// last agreed, and with the index moved by a two-way merge; the base records where
 /// both stand. What to tell.
@@ -283,7 +346,7 @@ impl IndexMove {
         home: &Home,
         from: Option<&str>,
         to: &str,
-        refresh: Option<&dyn Fn(&Path, &[String]) -> Result<(), String>>,
+        refresh: Option<&Refresh<'_>>,
     ) -> Result<Result<IndexMove, String>, Refusal> {
         let index = home.git_dir.join("index");
         let lock = home.git_dir.join("index.lock");

@@ -23,7 +23,7 @@ use session_repo::sync::{Checkouts, Head};
 
 use super::{
     bring, carry_plan, check_home, list_session_refs, read_head, refuse, run_seed, seed_plan, session_redirections,
-    session_refs, start_plan, told_after, user_refs, Checkout, Home, MirrorHistory, Refs, State,
+    session_refs, sessions, start_plan, told_after, user_refs, Checkout, Home, MirrorHistory, Refs, State,
 };
 use crate::{
     mirror::{self, Mirror, ViewBind},
@@ -116,13 +116,59 @@ impl ExecHome {
 /// Before the sandbox starts: takes the user's refs as the session's start, and makes
 /// the session repository (a new one from the user's refs, `HEAD`, index, safe config
 /// and hooks) or has a kept one follow what the user did meanwhile. What to say.
-pub fn prepare(x: &ExecHome) -> Result<String, Refusal> {
+pub fn prepare(x: &ExecHome) -> Result<Prepared, Refusal> {
     check_home(&x.home)?;
+    // A kept session of another repository at this path (a re-clone) is never used.
+    let id = sessions::repository_id(&x.home.user_git)?;
+    let aside = match sessions::session_id(&x.top) {
+        Some(theirs) if theirs != id && x.session().symlink_metadata().is_ok() => {
+            if others_running(&x.top) {
+                return Err(refuse(
+                    "the session repository kept for this path belongs to another repository, and an `exec` of that \
+                     one still runs",
+                    "end that session first",
+                ));
+            }
+            Some(sessions::put_aside(&x.top)?)
+        }
+        _ => None,
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&x.top)
         .map_err(|err| refuse(format!("cannot create {}: {err}", x.top.display()), INSTEAD))?;
+    sessions::record_session_id(&x.top, &id)?;
+    let said = prepare_session(x)?;
+    let notice = match aside {
+        Some(aside) => {
+            let kept = sessions::list(aside.parent().unwrap_or(&aside));
+            let lines = kept
+                .iter()
+                .filter(|kept| kept.dir == aside)
+                .flat_map(|kept| sessions::describe(kept, &Refs::new()))
+                .collect::<Vec<_>>()
+                .join("\n");
+            vec![format!(
+                "the session repository kept for this path belonged to another repository (a clone made again at the \
+                 same path?): it is kept aside, and nothing of it comes into this one; `agent-sandbox git sessions` \
+                 lists it, `agent-sandbox git sessions remove NAME` deletes it:\n{lines}"
+            )]
+        }
+        None => Vec::new(),
+    };
+    Ok(Prepared { said, notice })
+}
+
+/// What [`prepare`] did: a line for the debug log, and what the user must read.
+#[derive(Debug)]
+pub struct Prepared {
+    pub said: String,
+    pub notice: Vec<String>,
+}
+
+/// [`prepare`], once the session in `x.top` is this repository's.
+fn prepare_session(x: &ExecHome) -> Result<String, Refusal> {
     // No broker of another `exec` of the project syncs while this one reads both sides
     // and moves the session's refs: when one is syncing now, the session takes the
     // user's moves at its first sync instead (rather than wait for its checks).
@@ -448,9 +494,13 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     };
     // The submodules' commits first: the project's commits that come home may name them.
     let mut told = bring_modules(x, &session, &reader);
-    // Nothing to bring (most commands move no ref): decided from the files alone.
+    // Nothing to bring (most commands move no ref, switch no branch and stash nothing):
+    // decided from the files alone.
+    let (user_head, session_head) = (read_head(&x.home.git_dir), read_head(&session));
     if let (Some(ours), Some(theirs)) = (list_session_refs(&session), list_session_refs(&x.home.user_git)) {
-        if ours == theirs {
+        let state = x.read_state().unwrap_or_default();
+        let follows = user_head != session_head && state.base.head == user_head;
+        if ours == theirs && !follows && super::new_stashes(&session, &state).is_empty() {
             return Ok(told);
         }
     }
@@ -463,7 +513,7 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     let user = user_refs(&x.home)?;
     let session_refs = session_refs(&x.home, &mirror, (&x.top, &session), &user)?;
     let mut state = x.read_state().unwrap_or_else(|| State::agreed(&user, read_head(&x.home.git_dir)));
-    let (user_head, session_head) = (read_head(&x.home.git_dir), read_head(&session));
+    told.extend(super::bring_stashes(&x.home, &mirror, &session, &mut state));
     let others = super::other_checkouts(&x.home);
     let checkouts = Checkouts {
         user: user_head.as_ref().and_then(Head::branch),
@@ -473,6 +523,7 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     let history = MirrorHistory { mirror: &mirror, brought: &state.brought };
     let decisions = session_repo::decide(&state.base, (&user, &session_refs), &checkouts, &history);
     if decisions.is_empty() && user_head == session_head {
+        x.write_state(&state)?;
         return Ok(told);
     }
     let save = |state: &State| x.write_state(state);

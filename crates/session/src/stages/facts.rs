@@ -70,6 +70,16 @@ pub(crate) fn recover(inv: &Invocation) -> Result<()> {
     Ok(())
 }
 
+/// The project at or above `cwd` and its directory in the state directory (its kept
+/// session repositories, the record of its masks), as `exec` finds them.
+pub fn project_state(cwd: &Path) -> Result<(PathBuf, PathBuf)> {
+    let home = home()?;
+    let cwd = cwd.canonicalize().with_context(|| format!("{}: cannot use this directory", cwd.display()))?;
+    let project_root = policy::find_project_root(&cwd, &home)?;
+    let state_dir = config::approval::state_dir(&home);
+    Ok((project_root.clone(), gitcare::session::project_dir(&state_dir, &project_root)))
+}
+
 /// Loads the configuration for `inv`. Before anything reads the repository (gix reads
 /// its configs), a session that never ran its exit check is checked.
 pub fn load(inv: &Invocation) -> Result<Loaded> {
