@@ -196,10 +196,10 @@ enum DevcontainerCommand {
 
 #[derive(Subcommand)]
 enum GitCommand {
-    /// Take a branch a container's broker refused (its checks failed), after seeing why: shows, and with --yes takes it
+    /// Take a branch tip a broker kept (refused by its checks, or waiting because both sides moved the branch), after seeing why: lists them, shows one, and with --yes takes it
     Adopt {
-        /// The branch (its refused tip is refs/agent-sandbox/refused/heads/BRANCH)
-        branch: String,
+        /// The branch (its kept tip is refs/agent-sandbox/refused/heads/BRANCH or refs/agent-sandbox/waiting/heads/BRANCH); without it, every kept tip is listed
+        branch: Option<String>,
         /// Take it (a fast-forward of the branch); without it, only show
         #[arg(long)]
         yes: bool,
@@ -355,7 +355,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
         Commands::Probe { spec } => Ok(inside::probe::run(&spec)),
         Commands::Hooks(command) => refuse_inside("`agent-sandbox hooks`").and_then(|()| hooks(command)),
         Commands::Git(GitCommand::Adopt { branch, yes, dir }) => {
-            refuse_inside("`agent-sandbox git adopt`").and_then(|()| git_adopt(&branch, yes, dir))
+            refuse_inside("`agent-sandbox git adopt`").and_then(|()| git_adopt(branch.as_deref(), yes, dir))
         }
         Commands::Git(GitCommand::Sessions { command, dir }) => {
             refuse_inside("`agent-sandbox git sessions`").and_then(|()| git_sessions(command, dir))
@@ -429,12 +429,16 @@ fn finish(result: anyhow::Result<i32>) -> i32 {
 }
 
 /// `git adopt`: what the checks said and what would come, and with `yes` the branch taken.
-fn git_adopt(branch: &str, yes: bool, dir: Option<PathBuf>) -> anyhow::Result<i32> {
+fn git_adopt(branch: Option<&str>, yes: bool, dir: Option<PathBuf>) -> anyhow::Result<i32> {
     let repo = match dir {
         Some(dir) => dir,
         None => std::env::current_dir()?,
     };
-    for line in hostpush::adopt::adopt(&repo, branch, yes).map_err(anyhow::Error::msg)? {
+    let lines = match branch {
+        Some(branch) => hostpush::adopt::adopt(&repo, branch, yes),
+        None => hostpush::adopt::list(&repo),
+    };
+    for line in lines.map_err(anyhow::Error::msg)? {
         println!("{line}");
     }
     Ok(0)

@@ -34,5 +34,6 @@ mod session_sync;
 mod settings;
 mod setups;
 mod support;
+mod sync_model;
 mod tool_guard;
 mod vsh;

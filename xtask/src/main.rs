@@ -9,6 +9,8 @@
 //!   `bench session`: the same for `exec`'s;
 //!   `bench git`: only the git guard's loops; `bench exec`: all but Docker and the
 //!   virtual sandbox;
+//! - `soak`: the session repository's sync against its model, with many more cases
+//!   than the normal suite (1,000,000 in memory, 2,000 on real repositories);
 //! - `feature`: the Dev Container Feature packaged as a registry artifact by
 //!   `devcontainer features package`, with a static binary inside (`feature.rs`).
 //!
@@ -43,15 +45,39 @@ fn main() -> Result<()> {
         Some("bench") if args.get(1).is_some_and(|arg| arg == "exec") => bench::run_exec_bench(),
         Some("bench") => bench::run_bench().and_then(|()| bench::run_vsandbox_bench()),
         Some("man") => man(),
+        Some("soak") => soak(),
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
         Some("feature") => feature::feature(),
         _ => {
             bail!(
-                "usage: cargo xtask <test|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature>"
+                "usage: cargo xtask <test|soak|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature>"
             )
         }
     }
+}
+
+/// `cargo xtask soak`: the session repository's sync against its model, longer than the
+/// normal suite runs it: 1,000,000 interleavings of the pure decision, 2,000 through the
+/// real broker on real repositories.
+fn soak() -> Result<()> {
+    let root = root();
+    let runs: [(&[&str], &str); 2] = [
+        (&["test", "--locked", "-p", "session-repo", "--", "model"], "1000000"),
+        (&["test", "--locked", "--test", "it", "--", "sync_model"], "2000"),
+    ];
+    for (args, cases) in runs {
+        let status = Command::new("cargo")
+            .args(args)
+            .env("AGENT_SANDBOX_MODEL_CASES", cases)
+            .current_dir(&root)
+            .status()
+            .context("running cargo test")?;
+        if !status.success() {
+            bail!("the model test failed ({cases} cases): see above");
+        }
+    }
+    Ok(())
 }
 
 /// `cargo xtask man`: target/man/agent-sandbox.1, generated from the clap definitions by

@@ -453,7 +453,10 @@ pub(crate) fn write_state(state: &State) -> Result<(), Refusal> {
 
 fn run_start() -> Result<Vec<String>, Refusal> {
     as_root()?;
+    beyond_the_agents_signals();
     let Some(layout) = the_layout()? else { return Ok(Vec::new()) };
+    // A sync that root ended before it could hand its files back left them root's.
+    own_home_files();
     verify::make_root_dir(Path::new(STATE_DIR), 0o755)?;
     let _lock = util::fs::lock(&Path::new(STATE_DIR).join("lock"), true)
         .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "restart the container"))?;
@@ -1106,8 +1109,26 @@ fn born(head: &str, packed_refs: &str) -> bool {
     }
 }
 
+/// The broker runs through the image's sudo rule, which the agent invokes: sudo passes
+/// on the signals it gets, and the agent could end a sync while root's git writes the
+/// user's `.git`, before the files are handed back to their owner. So the broker leaves
+/// the agent's session and process group, and ignores the signals a user can send
+/// (SIGKILL is root's alone). The checks it runs are ended by their own limits.
+fn beyond_the_agents_signals() {
+    // SAFETY: setsid and signal with SIG_IGN have no preconditions; nothing else in this
+    // process handles these signals.
+    unsafe {
+        libc::setsid();
+        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP] {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+    }
+}
+
 fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal> {
     as_root()?;
+    beyond_the_agents_signals();
+    own_home_files();
     let Some(layout) = the_layout()? else {
         if later {
             return Ok(Vec::new());
@@ -1248,6 +1269,34 @@ pub(crate) fn session_refs(
 ) -> Result<Refs, Refusal> {
     let unreadable = |failed: mirror::Failed| {
         let said = failed.last_line().to_owned();
+        let gone = ["missing", "bad object", "not our ref", "unable to read", "did not send all necessary objects"]
+            .iter()
+            .any(|sign| said.contains(sign));
+        if gone {
+            // Objects the session names are in neither repository: its alternate (the
+            // user's objects) no longer has them. Not something `git fsck` on the host
+            // finds: the user's repository is fine.
+            let instead = match home.work_tree {
+                Some(_) => {
+                    "on the host, `agent-sandbox git sessions` shows what it holds, and `agent-sandbox git \
+                            sessions remove home` starts afresh from your repository"
+                }
+                None => {
+                    "on the host, remove the container's session volume (`agent-sandbox-git-…`; `agent-sandbox \
+                         volume` lists the Docker sandbox's) and start the container again: a new session starts \
+                         from your repository"
+                }
+            };
+            return refuse(
+                format!(
+                    "the session repository no longer matches your repository: commits it names are gone from your \
+                     repository's objects (a clone made again at the same path, or objects pruned after a branch was \
+                     deleted) (git: {})",
+                    util::terminal_safe(&said)
+                ),
+                instead,
+            );
+        }
         refuse(
             format!(
                 "cannot read the session's commits: an object one of its branches or tags leads to is not in the \

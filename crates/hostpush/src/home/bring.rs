@@ -201,6 +201,19 @@ pub(crate) fn bring(
             _ => {}
         }
     }
+    // A branch that came home, or that both sides now agree on, waits no more, and what
+    // its checks once refused is resolved.
+    let resolved: Vec<&str> = decisions
+        .iter()
+        .filter_map(|(decision, went_in)| match decision {
+            Decision::Bring { name, .. } | Decision::Agree { name, .. } if *went_in => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    for name in &resolved {
+        let rel = name.trim_start_matches("refs/");
+        transaction.push_str(&format!("delete {WAITING}{rel}\ndelete {REFUSED_REFS}{rel}\n"));
+    }
     transaction.push_str("prepare\ncommit\n");
     let moved = home.git(&["update-ref", "--create-reflog", "--stdin"], Some(transaction.as_bytes()));
     if let Err(refusal) = moved {
@@ -216,6 +229,9 @@ pub(crate) fn bring(
         if let Err(err) = index_move.install() {
             told.push(format!("the user's index could not be moved with the branch ({err}): `git status` shows it"));
         }
+    }
+    for name in &resolved {
+        let _ = std::fs::remove_file(home.user_git.join(REFUSED_DIR).join(name.trim_start_matches("refs/")));
     }
     state.brought.extend(String::from_utf8_lossy(&new).lines().map(str::to_owned));
     for (decision, went_in) in &decisions {
