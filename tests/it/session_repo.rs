@@ -282,13 +282,16 @@ fn a_linked_worktree_gets_its_own_git_and_the_users_checkout_stays() {
     assert_eq!(world.git_in(&wt, &["status", "--porcelain"]), "");
     assert_eq!(world.git(&["status", "--porcelain"]), "");
     assert!(!ran.exists(), "the user's git ran a command the agent chose");
-    // A commit that fails the checks stays out; one on the branch the user's main
-    // checkout has waits, and that checkout does not move.
+    // A commit that fails the checks stays out. The branch the user's main checkout has
+    // cannot be checked out inside, as git refuses it beside the user's; moved anyway
+    // (`update-ref`), it waits, and that checkout does not move.
     let run = exec(
-        "touch BROKEN && git add BROKEN && git commit -qnm sneaky; git checkout -q main && \
-                    git reset -q --hard HEAD && echo m > m && git add m && git commit -qm on-main",
+        "touch BROKEN && git add BROKEN && git commit -qnm sneaky; git checkout -q main; \
+         cp /run/agent-sandbox/bin/git /tmp/g && c=$(/tmp/g commit-tree -p main -m on-main 'main^{tree}') && \
+         /tmp/g update-ref refs/heads/main $c",
     );
     run.ok();
+    assert!(run.stderr().contains("'main' is already used by worktree at"), "{}", run.stderr());
     assert_eq!(world.git(&["log", "-1", "--format=%s", "feature"]).trim(), "ok", "{}", run.stderr());
     assert_eq!(world.git(&["rev-parse", "main"]), main_before);
     assert_eq!(world.git(&["log", "-1", "--format=%s", "refs/agent-sandbox/waiting/heads/main"]).trim(), "on-main");

@@ -51,7 +51,9 @@ use crate::{
 };
 
 mod bring;
-pub(crate) use bring::{bring, bring_stashes, new_stashes, other_checkouts, read_head, short, Checkout, MirrorHistory};
+pub(crate) use bring::{
+    bring, bring_stashes, new_stashes, other_checkout_paths, other_checkouts, read_head, short, Checkout, MirrorHistory,
+};
 
 /// The broker's working directory: root's, readable by the checks' user.
 pub const STATE_DIR: &str = CONTAINER_BROKER_DIR;
@@ -497,7 +499,12 @@ fn refresh(home: &Home, layout: &Layout, owner: (u32, u32), user: &Refs) -> Resu
         return Ok(vec![kept]);
     }
     let mut state = read_state();
-    let Some(start) = start_plan(home, &layout.session, (user, &session), &state) else { return Ok(vec![kept]) };
+    let Some(mut start) = start_plan(home, &layout.session, (user, &session), &state) else { return Ok(vec![kept]) };
+    // The session now on the user's `HEAD` takes the user's index too (the work tree is
+    // the user's), as `exec`'s start does.
+    if start.plan.refresh.as_ref().is_some_and(|refresh| refresh.head.is_some()) {
+        start.plan.index = util::fs::read_regular_nofollow(&home.git_dir.join("index"), 1 << 30).ok();
+    }
     as_agent(layout, owner, &start.plan)?;
     start.settle(&mut state);
     write_state(&state)?;
@@ -565,7 +572,8 @@ impl sync::History for UserHistory<'_> {
 /// nothing to take.
 pub(crate) fn start_plan(home: &Home, dir: &Path, (user, session): (&Refs, &Refs), state: &State) -> Option<StartPlan> {
     let (user_head, session_head) = (read_head(&home.git_dir), read_head(dir));
-    let others = other_checkouts(home);
+    let checkout_paths = other_checkout_paths(home);
+    let others: Vec<String> = checkout_paths.iter().map(|(branch, _)| branch.clone()).collect();
     let history = UserHistory { home, brought: &state.brought };
     // The user's `HEAD` first: the refs are decided for the branch the agent will be on.
     let carried_head = match (&user_head, &session_head) {
@@ -592,10 +600,14 @@ pub(crate) fn start_plan(home: &Home, dir: &Path, (user, session): (&Refs, &Refs
             _ => None,
         })
         .collect();
+    // The user's other checkouts, as stand-in worktree records (made again at each start
+    // that writes the session anyway, and whenever there are any).
+    let checkouts = Some(checkout_paths);
     if updates.is_empty() && carried_head.is_none() {
         let agreed = user_head.is_some() && user_head == session_head && state.base.head != user_head;
-        return (!decisions.is_empty() || agreed).then(|| StartPlan {
-            plan: SeedPlan { refresh: Some(Refresh::default()), ..SeedPlan::for_home(home) },
+        let worktrees = checkouts.as_ref().is_some_and(|paths| !paths.is_empty());
+        return (!decisions.is_empty() || agreed || worktrees).then(|| StartPlan {
+            plan: SeedPlan { refresh: Some(Refresh::default()), checkouts, ..SeedPlan::for_home(home) },
             decisions,
             head: user_head.filter(|_| agreed),
         });
@@ -610,7 +622,7 @@ pub(crate) fn start_plan(home: &Home, dir: &Path, (user, session): (&Refs, &Refs
     let head_after =
         carried_head.map(|(_, new)| new).or_else(|| user_head.filter(|user| Some(user) == session_head.as_ref()));
     Some(StartPlan {
-        plan: SeedPlan { refresh: Some(Refresh { updates, index, head }), ..SeedPlan::for_home(home) },
+        plan: SeedPlan { refresh: Some(Refresh { updates, index, head }), checkouts, ..SeedPlan::for_home(home) },
         decisions,
         head: head_after,
     })
@@ -749,6 +761,12 @@ pub struct SeedPlan {
     /// A new session's index, a copy of the user's (seeded in process, [`seed_with`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<Vec<u8>>,
+    /// The branches the user's other worktrees have checked out, each with its path:
+    /// stand-in worktree records in the session (`worktrees/agent-sandbox-user-…`) make
+    /// the agent's git refuse to check them out, as the user's would. `None`: left as
+    /// they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkouts: Option<Vec<(String, String)>>,
 }
 
 fn container_git() -> String {
@@ -773,6 +791,7 @@ impl SeedPlan {
             git: home.git.display().to_string(),
             user_git: home.user_git_inside.display().to_string(),
             index: None,
+            checkouts: None,
         }
     }
 
@@ -932,7 +951,8 @@ pub(crate) fn seed_plan(home: &Home, all: &Refs) -> Result<SeedPlan, Refusal> {
     // A submodule repository that cannot be read is left out (git inside says so in that
     // submodule); the project's own repository does not depend on it.
     let modules = module_dirs(&user_git.join("modules")).iter().filter_map(|rel| module_plan(home, rel).ok()).collect();
-    Ok(SeedPlan { head, packed_refs, config, hooks, info, modules, ..SeedPlan::for_home(home) })
+    let checkouts = Some(other_checkout_paths(home));
+    Ok(SeedPlan { head, packed_refs, config, hooks, info, modules, checkouts, ..SeedPlan::for_home(home) })
 }
 
 /// A session repository's `config`: git's own core settings, then the user's safe
@@ -1046,6 +1066,7 @@ pub(crate) fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
         if let Some(index) = &plan.index {
             write("index", index, 0o644)?;
         }
+        write_checkouts(dir, plan.checkouts.as_deref())?;
         return Ok(());
     }
     // The layout `git init` makes, written directly (a process per step would cost more
@@ -1072,6 +1093,7 @@ pub(crate) fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
     } else if born(&plan.head, &plan.packed_refs) {
         git(&["read-tree", "HEAD"])?;
     }
+    write_checkouts(dir, plan.checkouts.as_deref())?;
     for module in plan.modules.iter().filter(|module| plain_path(&module.path)) {
         let rel = format!("modules/{}", module.path);
         for sub in ["objects/info", "objects/pack", "refs/heads", "refs/tags", "info", "hooks"] {
@@ -1095,6 +1117,41 @@ pub(crate) fn seed_with(dir: &Path, plan: &SeedPlan) -> Result<(), String> {
             if !out.status.success() {
                 return Err(format!("{rel}: git read-tree HEAD: {}", String::from_utf8_lossy(&out.stderr).trim()));
             }
+        }
+    }
+    Ok(())
+}
+
+/// The prefix of the stand-in worktree records a session gets for the user's other
+/// checkouts.
+const USER_CHECKOUT: &str = "agent-sandbox-user-";
+
+/// Makes the session's stand-in records of the user's other checkouts exactly
+/// `checkouts` (branch, path); `None` leaves them. Runs as the agent's user, or in a
+/// view of the session alone.
+fn write_checkouts(dir: &Path, checkouts: Option<&[(String, String)]>) -> Result<(), String> {
+    let Some(checkouts) = checkouts else { return Ok(()) };
+    let worktrees = dir.join("worktrees");
+    if let Ok(entries) = std::fs::read_dir(&worktrees) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(USER_CHECKOUT) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    for (n, (branch, path)) in checkouts.iter().enumerate() {
+        if plain_ref(branch).is_none() || path.contains('\n') {
+            continue;
+        }
+        let record = worktrees.join(format!("{USER_CHECKOUT}{n}"));
+        std::fs::create_dir_all(&record).map_err(|err| format!("{}: {err}", record.display()))?;
+        for (name, text) in [
+            ("HEAD", format!("ref: {branch}\n")),
+            ("gitdir", format!("{path}/.git\n")),
+            ("commondir", "../..\n".into()),
+        ] {
+            util::fs::atomic_write(&record.join(name), text.as_bytes(), 0o644)
+                .map_err(|err| format!("{}: {err}", record.join(name).display()))?;
         }
     }
     Ok(())

@@ -549,6 +549,11 @@ fn within_checks_limit(mut command: Command) -> Result<Option<String>, Refusal> 
 /// list`, the work tree at `home.work_tree` left out): a session neither moves them nor
 /// switches to them. None without linked worktrees (no process then).
 pub(crate) fn other_checkouts(home: &Home) -> Vec<String> {
+    other_checkout_paths(home).into_iter().map(|(branch, _)| branch).collect()
+}
+
+/// [`other_checkouts`], each with its work tree's path.
+pub(crate) fn other_checkout_paths(home: &Home) -> Vec<(String, String)> {
     let Some(ours) = home.work_tree.as_deref() else { return Vec::new() };
     if !home.user_git.join("worktrees").symlink_metadata().is_ok_and(|meta| meta.is_dir()) {
         return Vec::new();
@@ -556,12 +561,13 @@ pub(crate) fn other_checkouts(home: &Home) -> Vec<String> {
     let Ok(listing) = home.git(&["worktree", "list", "--porcelain", "-z"], None) else { return Vec::new() };
     let ours = ours.canonicalize().unwrap_or_else(|_| ours.to_path_buf());
     let mut out = Vec::new();
-    let mut theirs = false;
+    let mut theirs = None;
     for field in String::from_utf8_lossy(&listing).split('\0') {
         if let Some(path) = field.strip_prefix("worktree ") {
-            theirs = Path::new(path).canonicalize().unwrap_or_else(|_| PathBuf::from(path)) != ours;
-        } else if let Some(branch) = field.strip_prefix("branch ").filter(|_| theirs) {
-            out.push(branch.to_owned());
+            let other = Path::new(path).canonicalize().unwrap_or_else(|_| PathBuf::from(path)) != ours;
+            theirs = other.then(|| path.to_owned());
+        } else if let (Some(branch), Some(path)) = (field.strip_prefix("branch "), &theirs) {
+            out.push((branch.to_owned(), path.clone()));
         }
     }
     out
