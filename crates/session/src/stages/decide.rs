@@ -123,6 +123,15 @@ fn environment(facts: &Facts, scanned: &mut Scanned, debug: &dyn Fn(&str)) -> Re
             crate::claude_state::CONFIG_DIR_VAR
         ));
     }
+    // Gemini CLI and Qwen Code read their system settings where these name them: ours,
+    // whatever the host's environment says.
+    for (name, path) in [
+        ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", runtime_layout::GEMINI_SYSTEM_SETTINGS),
+        ("QWEN_CODE_SYSTEM_SETTINGS_PATH", runtime_layout::QWEN_SYSTEM_SETTINGS),
+    ] {
+        env.retain(|(var, _)| var != name);
+        env.push((name.into(), path.into()));
+    }
     if facts.net_policy.mode == config::Network::Allowlist {
         let proxy_env = netproxy::proxy_env(&runtime_layout::RuntimeLayout::inside().marker());
         env.retain(|(name, _)| !proxy_env.iter().any(|(proxy_name, _)| name == proxy_name));
@@ -166,6 +175,9 @@ pub(crate) struct Guards {
     pub(crate) tool_settings: String,
     pub(crate) claude_managed: String,
     pub(crate) codex_managed: String,
+    /// Gemini CLI's, Qwen Code's and OpenCode's managed files (`runtime_layout::AGENT_MANAGED`
+    /// names, contents).
+    pub(crate) agent_managed: Vec<(&'static str, String)>,
 }
 
 /// The guards' settings. Decided only for a real run (the prepare stage asks), so that
@@ -221,7 +233,54 @@ pub(crate) fn guards(facts: &Facts, scanned: &Scanned, decision: &Decision) -> R
         .as_ref()
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
     let (tool_settings, claude_managed, codex_managed) = tool_guard_files(config)?;
-    Ok(Guards { git_settings, hook_settings, check_env, profile, tool_settings, claude_managed, codex_managed })
+    let agent_managed = agent_managed_files(config)?;
+    Ok(Guards {
+        git_settings,
+        hook_settings,
+        check_env,
+        profile,
+        tool_settings,
+        claude_managed,
+        codex_managed,
+        agent_managed,
+    })
+}
+
+/// `tools.*` as Gemini CLI's, Qwen Code's and OpenCode's own managed configuration
+/// (`toolguard::agents`), each merged into the host's own file when there is one.
+fn agent_managed_files(config: &config::Config) -> Result<Vec<(&'static str, String)>> {
+    let settings = guard_settings::ToolGuardSettings::from_config(config);
+    let disallowed: Vec<toolguard::Rule> = settings
+        .disallowed
+        .iter()
+        .map(|text| toolguard::Rule::parse(text))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let tools = toolguard::agents::Tools { disallowed: &disallowed, read_only: settings.read_only };
+    let mut files = Vec::new();
+    for (name, path) in runtime_layout::AGENT_MANAGED {
+        let existing = host_file(path)?;
+        let plan = match path {
+            runtime_layout::GEMINI_SYSTEM_SETTINGS => toolguard::agents::gemini(&tools, existing.as_deref()),
+            runtime_layout::QWEN_SYSTEM_SETTINGS => toolguard::agents::qwen(&tools, existing.as_deref()),
+            _ => toolguard::agents::opencode(&tools, existing.as_deref()),
+        }
+        .map_err(|why| anyhow::anyhow!("{path}: {why} (the agent would not read it either; fix or remove it)"))?;
+        files.push((name, plan.document.unwrap_or_default()));
+    }
+    Ok(files)
+}
+
+/// The host's own managed file at `path`: one this user cannot read, the agent (running
+/// as this user) could not read either, and ours takes its place.
+fn host_file(path: &str) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if matches!(err.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => {
+            Ok(None)
+        }
+        Err(err) => Err(err).with_context(|| format!("reading {path} (the agent's managed configuration)")),
+    }
 }
 
 /// The tool guard's settings and the agents' managed configuration that runs it before
@@ -230,15 +289,6 @@ pub(crate) fn guards(facts: &Facts, scanned: &Scanned, decision: &Decision) -> R
 fn tool_guard_files(config: &config::Config) -> Result<(String, String, String)> {
     let settings = guard_settings::ToolGuardSettings::from_config(config);
     toolguard::Guard::new(&settings.disallowed, settings.read_only).map_err(anyhow::Error::msg)?;
-    let host_file = |path: &str| match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        // One this user cannot read, the agent (running as this user) could not read
-        // either: ours takes its place.
-        Err(err) if matches!(err.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => {
-            Ok(None)
-        }
-        Err(err) => Err(err).with_context(|| format!("reading {path} (the agent's managed configuration)")),
-    };
     let command = format!("{} tool-guard", runtime_layout::RuntimeLayout::inside().marker().display());
     let claude = toolguard::claude_managed_settings(
         host_file(runtime_layout::CLAUDE_MANAGED_SETTINGS)?.as_deref(),
