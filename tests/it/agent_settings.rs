@@ -87,6 +87,27 @@ fn agents_executable_settings_written_inside_never_reach_the_host_while_credenti
     }
 }
 
+/// A `.env` the agent loads at its start (Gemini CLI's, Qwen Code's): read-only when
+/// present; when absent it is not created (an empty one would hide `~/.env` from the
+/// agent's lookup), so one the session writes is moved aside at exit, with the command
+/// to restore it.
+#[test]
+fn an_agents_dotenv_is_read_only_when_present_and_moved_aside_when_the_session_creates_it() {
+    require_bwrap!();
+    let world = World::new();
+    agent_homes(&world);
+    world.write("home/.gemini/.env", "GEMINI_API_KEY=mine\n");
+    let run = world.sh(&[], "echo NODE_OPTIONS=--require=/tmp/evil.js >> ~/.gemini/.env");
+    assert_ne!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(world.read("home/.gemini/.env"), "GEMINI_API_KEY=mine\n");
+    let run = world
+        .sh(&[], "test ! -e ~/.qwen/.env && echo NODE_OPTIONS=--require=/tmp/evil.js > ~/.qwen/.env && echo written");
+    assert_eq!(run.ok(), "written\n");
+    assert!(world.home.join(".qwen/.env").symlink_metadata().is_err(), "{}", run.stderr());
+    assert_eq!(world.read("home/.qwen/.env.agent-sandbox-moved"), "NODE_OPTIONS=--require=/tmp/evil.js\n");
+    assert!(run.stderr().contains("moved aside to") && run.stderr().contains("to restore it: mv"), "{}", run.stderr());
+}
+
 /// `~/.claude.json` is copied back after the session (Claude Code's login and state),
 /// but the MCP servers and allowed tools the session added keep the host's values.
 #[test]

@@ -55,6 +55,11 @@ pub enum Kind {
     File { empty: &'static str },
     /// A directory: read-only inside, created empty when absent.
     Dir,
+    /// A file whose mere existence changes what the agent reads (a `.env`: its lookup
+    /// stops at the first one it finds): read-only inside when present; when absent it
+    /// is not created (an empty one would hide the next in the lookup), and one the
+    /// session created is moved aside at exit.
+    Watched,
     /// Keys of a state file the agent rewrites all the time (it cannot be read-only):
     /// what the session changes in them is not copied back (`session::claude_state`).
     Keys { keys: &'static [&'static str] },
@@ -91,6 +96,10 @@ const fn file(path: &'static str, empty: &'static str, runs: &'static str, sourc
     Executable { path, kind: Kind::File { empty }, runs, source }
 }
 
+const fn watched(path: &'static str, runs: &'static str, source: &'static str) -> Executable {
+    Executable { path, kind: Kind::Watched, runs, source }
+}
+
 const fn dir(path: &'static str, runs: &'static str, source: &'static str) -> Executable {
     Executable { path, kind: Kind::Dir, runs, source }
 }
@@ -115,6 +124,12 @@ pub const CATALOG: &[Agent] = &[
                 ".claude/settings.json",
                 "{}\n",
                 "hooks, `apiKeyHelper`, `statusLine`, `awsAuthRefresh`, `otelHeadersHelper` commands; tools allowed without asking",
+                CLAUDE_SETTINGS,
+            ),
+            file(
+                ".claude/settings.local.json",
+                "{}\n",
+                "the same as `settings.json` when it runs in the home directory (its local project settings)",
                 CLAUDE_SETTINGS,
             ),
             dir(".claude/commands", "slash commands, with `!` shell lines and `allowed-tools`", "https://docs.anthropic.com/en/docs/claude-code/slash-commands"),
@@ -173,7 +188,10 @@ pub const CATALOG: &[Agent] = &[
         hosts_source: "https://geminicli.com/docs/get-started/authentication",
         host_executed: &[
             file(".gemini/settings.json", "{}\n", "`mcpServers` commands, hooks, `tools.discoveryCommand`/`callCommand`", GEMINI_CONFIG),
+            watched(".gemini/.env", "environment variables it loads (`NODE_OPTIONS` reaches every node it starts)", "https://geminicli.com/docs/get-started/authentication"),
             dir(".gemini/commands", "custom commands, with `!{…}` shell lines", "https://geminicli.com/docs/cli/custom-commands"),
+            dir(".gemini/skills", "skills and their scripts", "https://geminicli.com/docs/cli/skills"),
+            dir(".gemini/agents", "subagents with their own tools", "https://geminicli.com/docs/core/subagents"),
             dir(".gemini/extensions", "extensions: their MCP servers, commands and hooks", "https://geminicli.com/docs/extensions"),
             dir(".gemini/policies", "policy rules (tools allowed without asking)", "https://geminicli.com/docs/core/policy-engine"),
         ],
@@ -247,6 +265,7 @@ pub const CATALOG: &[Agent] = &[
         hosts_source: "https://qwenlm.github.io/qwen-code-docs/en/users/configuration/auth",
         host_executed: &[
             file(".qwen/settings.json", "{}\n", "`mcpServers` commands, hooks, `tools.discoveryCommand`/`callCommand`, tools allowed without asking", QWEN_CONFIG),
+            watched(".qwen/.env", "environment variables it loads (`NODE_OPTIONS` reaches every node it starts)", QWEN_CONFIG),
             dir(".qwen/commands", "custom commands, with `!{…}` shell lines", "https://qwenlm.github.io/qwen-code-docs/en/users/features/commands"),
             dir(".qwen/extensions", "extensions: their MCP servers and commands", "https://qwenlm.github.io/qwen-code-docs/en/users/extension/introduction"),
             dir(".qwen/agents", "subagents with their own tools", "https://qwenlm.github.io/qwen-code-docs/en/users/features/sub-agents"),
@@ -300,7 +319,7 @@ pub fn markdown() -> String {
             .host_executed
             .iter()
             .map(|entry| match entry.kind {
-                Kind::File { .. } => format!("[`~/{}`]({})", entry.path, entry.source),
+                Kind::File { .. } | Kind::Watched => format!("[`~/{}`]({})", entry.path, entry.source),
                 Kind::Dir => format!("[`~/{}/`]({})", entry.path, entry.source),
                 Kind::Keys { keys } => format!("[`~/{}`]({}) keys {}", entry.path, entry.source, code(keys)),
             })
@@ -369,7 +388,7 @@ mod tests {
                 let in_state = agent.state.iter().any(|state| std::path::Path::new(entry.path).starts_with(state));
                 match entry.kind {
                     Kind::Keys { keys } => assert!(!keys.is_empty(), "{}: no keys", entry.path),
-                    Kind::File { .. } | Kind::Dir => {
+                    Kind::File { .. } | Kind::Dir | Kind::Watched => {
                         assert!(in_state, "{}: {} is outside its state directories", agent.name, entry.path)
                     }
                 }

@@ -31,6 +31,9 @@ pub(crate) enum Step {
     /// Absent: create it (a directory, or a file with these bytes), then mount it
     /// read-only.
     Create { path: PathBuf, file: Option<&'static str> },
+    /// Absent, and not to be created (`Kind::Watched`): moved aside at exit if the
+    /// session creates it.
+    Watch(PathBuf),
 }
 
 /// The guard's plan: every host-executed entry whose agent state directory `exists`
@@ -45,9 +48,10 @@ pub(crate) fn plan(
     let mut steps = Vec::new();
     for agent in CATALOG {
         for entry in agent.host_executed {
-            let file = match entry.kind {
-                Kind::File { empty } => Some(empty),
-                Kind::Dir => None,
+            let (file, create) = match entry.kind {
+                Kind::File { empty } => (Some(empty), true),
+                Kind::Dir => (None, true),
+                Kind::Watched => (None, false),
                 // Handled where the file is copied back (`claude_state`).
                 Kind::Keys { .. } => continue,
             };
@@ -63,7 +67,11 @@ pub(crate) fn plan(
             if path.parent().is_some_and(|parent| !present(parent)) {
                 continue;
             }
-            steps.push(if present(&path) { Step::ReadOnly(path) } else { Step::Create { path, file } });
+            steps.push(match (present(&path), create) {
+                (true, _) => Step::ReadOnly(path),
+                (false, true) => Step::Create { path, file },
+                (false, false) => Step::Watch(path),
+            });
         }
     }
     steps
@@ -74,6 +82,8 @@ pub(crate) fn plan(
 #[derive(Debug, Default)]
 pub(crate) struct Created {
     entries: Vec<(PathBuf, Option<&'static str>)>,
+    /// Absent at the start and not created (`Step::Watch`).
+    watched: Vec<PathBuf>,
 }
 
 /// Carries out `steps`: creates the absent entries (never through a link: `O_EXCL`
@@ -86,6 +96,7 @@ pub(crate) fn prepare(steps: &[Step]) -> (Vec<PathBuf>, Created) {
     for step in steps {
         match step {
             Step::ReadOnly(path) => read_only.push(path.clone()),
+            Step::Watch(path) => created.watched.push(path.clone()),
             Step::Create { path, file } => match create(path, *file) {
                 Ok(()) => {
                     created.entries.push((path.clone(), *file));
@@ -122,6 +133,29 @@ fn create(path: &Path, file: Option<&str>) -> Result<()> {
 
 impl Drop for Created {
     fn drop(&mut self) {
+        // One the session created is moved aside (renamed beside itself: `rename` moves
+        // a link as a link, and reads nothing).
+        for path in &self.watched {
+            if path.symlink_metadata().is_err() {
+                continue;
+            }
+            let aside = aside_name(path);
+            match std::fs::rename(path, &aside) {
+                Ok(()) => util::say!(
+                    "agent-sandbox: warning: the session created {}, which the agent loads when it starts outside \
+                     the sandbox: moved aside to {} (inspect it; to restore it: mv {} {})",
+                    path.display(),
+                    aside.display(),
+                    util::single_quoted(&aside.to_string_lossy()),
+                    util::single_quoted(&path.to_string_lossy())
+                ),
+                Err(err) => util::say!(
+                    "agent-sandbox: WARNING: the session created {}, which the agent loads when it starts outside \
+                     the sandbox, and it cannot be moved aside ({err}): remove it before you run the agent",
+                    path.display()
+                ),
+            }
+        }
         // Deepest first: nothing the catalog lists nests today, but a removal must not
         // depend on it.
         for (path, file) in self.entries.iter().rev() {
@@ -140,6 +174,18 @@ impl Drop for Created {
             }
         }
     }
+}
+
+/// `NAME.agent-sandbox-moved` beside `path`, numbered when taken.
+fn aside_name(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut aside = path.with_file_name(format!("{name}.agent-sandbox-moved"));
+    let mut idx = 1;
+    while aside.symlink_metadata().is_ok() {
+        idx += 1;
+        aside = path.with_file_name(format!("{name}.agent-sandbox-moved-{idx}"));
+    }
+    aside
 }
 
 #[cfg(test)]
@@ -164,6 +210,7 @@ mod tests {
             steps,
             [
                 ro("/h/.claude/settings.json"),
+                file("/h/.claude/settings.local.json", "{}\n"),
                 ro("/h/.claude/commands"),
                 dir("/h/.claude/agents"),
                 dir("/h/.claude/skills"),
@@ -201,6 +248,22 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["config.toml", "hooks"]);
+    }
+
+    #[test]
+    fn a_watched_file_is_not_created_and_moved_aside_when_the_session_made_it() {
+        let tree = tempfile::tempdir().expect("tempdir");
+        let env = tree.path().join(".env");
+        let (read_only, created) = prepare(&[Step::Watch(env.clone())]);
+        assert!(read_only.is_empty() && env.symlink_metadata().is_err(), "nothing created");
+        std::fs::write(&env, "NODE_OPTIONS=--require=/tmp/evil.js\n").expect("the session writes it");
+        std::fs::write(tree.path().join(".env.agent-sandbox-moved"), "an earlier one").expect("write");
+        drop(created);
+        assert!(env.symlink_metadata().is_err(), "moved away");
+        assert_eq!(
+            std::fs::read_to_string(tree.path().join(".env.agent-sandbox-moved-2")).expect("moved aside"),
+            "NODE_OPTIONS=--require=/tmp/evil.js\n"
+        );
     }
 
     #[test]
