@@ -79,6 +79,11 @@ pub struct Permissions {
 pub enum Managed {
     /// A managed file users and projects cannot override, mounted read-only at `path`.
     File { path: &'static str },
+    /// The user's own settings file (relative to `$HOME`), shown read-only as a copy
+    /// with the rules merged in: for an agent that ignores its system settings inside a
+    /// sandbox (Gemini CLI reads them only when they and every parent are root's, which
+    /// nothing is inside an unprivileged user namespace).
+    HomeCopy { path: &'static str },
     /// Only command-line flags: nothing agent-sandbox can enforce without wrapping the
     /// agent's command line.
     FlagsOnly { flags: &'static str },
@@ -196,8 +201,8 @@ pub const CATALOG: &[Agent] = &[
             dir(".gemini/policies", "policy rules (tools allowed without asking)", "https://geminicli.com/docs/core/policy-engine"),
         ],
         permissions: Permissions {
-            system: "`tools.exclude` in the system settings file (union with the user's)",
-            managed: Managed::File { path: "/etc/gemini-cli/settings.json" },
+            system: "`tools.exclude` and `mcp.excluded` in its settings (merged as a union with the project's)",
+            managed: Managed::HomeCopy { path: ".gemini/settings.json" },
             source: GEMINI_CONFIG,
         },
     },
@@ -326,6 +331,7 @@ pub fn markdown() -> String {
             .collect();
         let managed = match agent.permissions.managed {
             Managed::File { path } => format!("enforced: `{path}`"),
+            Managed::HomeCopy { path } => format!("enforced: a read-only copy of `~/{path}` with the rules"),
             Managed::FlagsOnly { flags } => format!("not enforced (only the `{flags}` flag)"),
         };
         text.push_str(&format!(
@@ -393,8 +399,16 @@ mod tests {
                     }
                 }
             }
-            if let Managed::File { path } = agent.permissions.managed {
-                assert!(path.starts_with("/etc/"), "{}: {path} is not a system file", agent.name);
+            match agent.permissions.managed {
+                Managed::File { path } => {
+                    assert!(path.starts_with("/etc/"), "{}: {path} is not a system file", agent.name)
+                }
+                Managed::HomeCopy { path } => assert!(
+                    agent.host_executed.iter().any(|entry| entry.path == path),
+                    "{}: {path} is not a guarded file (the copy replaces its read-only mount)",
+                    agent.name
+                ),
+                Managed::FlagsOnly { .. } => {}
             }
         }
     }

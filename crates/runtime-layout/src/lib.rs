@@ -20,10 +20,10 @@
 //!                   mounted read-only as Claude Code's and Codex's managed configuration
 //!                   ([`CLAUDE_MANAGED_SETTINGS`], [`CODEX_REQUIREMENTS`]): the tool
 //!                   guard as their PreToolUse hook
-//! gemini-system-settings.json, qwen-system-settings.json, opencode-managed.json
-//!                   mounted read-only as Gemini CLI's, Qwen Code's and OpenCode's
-//!                   managed configuration ([`AGENT_MANAGED`]): `tools.*` as their own
-//!                   deny rules
+//! qwen-system-settings.json, opencode-managed.json
+//!                   mounted read-only as Qwen Code's and OpenCode's managed
+//!                   configuration ([`AGENT_MANAGED`]): `tools.*` as their own deny
+//!                   rules
 //! bin/<cmd>         mount point for the real executable, or, when it belongs to an
 //!                   installation (npm's `npm-cli.js` requires `../lib/cli.js`), a
 //!                   symlink to it in packages/<cmd>/
@@ -80,20 +80,15 @@ pub const CODEX_MANAGED: &str = "codex-requirements.toml";
 pub const CLAUDE_MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
 /// Where Codex reads its managed requirements on Unix.
 pub const CODEX_REQUIREMENTS: &str = "/etc/codex/requirements.toml";
-/// Where Gemini CLI reads its system settings on Linux (they override the user's and
-/// the project's; `tools.exclude` is merged as a union).
-pub const GEMINI_SYSTEM_SETTINGS: &str = "/etc/gemini-cli/settings.json";
 /// Where Qwen Code reads its system settings on Linux.
 pub const QWEN_SYSTEM_SETTINGS: &str = "/etc/qwen-code/settings.json";
 /// OpenCode's managed config directory's file on Linux (it wins over every other config).
 pub const OPENCODE_MANAGED_CONFIG: &str = "/etc/opencode/opencode.json";
 /// The other agents' managed files (`toolguard::agents`): the name at the runtime
-/// directory's root, and where the agent reads it.
-pub const AGENT_MANAGED: [(&str, &str); 3] = [
-    ("gemini-system-settings.json", GEMINI_SYSTEM_SETTINGS),
-    ("qwen-system-settings.json", QWEN_SYSTEM_SETTINGS),
-    ("opencode-managed.json", OPENCODE_MANAGED_CONFIG),
-];
+/// directory's root, and where the agent reads it. (Gemini CLI's rules go into a copy
+/// of the user's settings instead: `config::agents::Managed::HomeCopy`.)
+pub const AGENT_MANAGED: [(&str, &str); 2] =
+    [("qwen-system-settings.json", QWEN_SYSTEM_SETTINGS), ("opencode-managed.json", OPENCODE_MANAGED_CONFIG)];
 
 const MARKER: &str = "agent-sandbox";
 const AUDIT_FIFO: &str = "audit";

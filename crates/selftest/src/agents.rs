@@ -143,6 +143,10 @@ mod tests {
                 assert!(mounted.contains(&path), "{}: {path} is not mounted", agent.name);
             }
         }
+        assert!(
+            !mounted.iter().any(|path| path.starts_with("/etc/gemini-cli")),
+            "Gemini CLI ignores system settings not owned by root: its rules go into a copy of the user's settings"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! `tools.disallowed` and `tools.readOnly` as the managed configuration of the agents
-//! that do not run the tool guard as a hook: Gemini CLI's system settings
-//! (`tools.exclude`, `mcp.excluded`), Qwen Code's (`permissions.deny`, Claude Code's
-//! syntax) and OpenCode's managed config (`permission`), each mounted read-only where
-//! the agent reads it (`config::agents`), with, per rule, whether that agent's own engine
+//! that do not run the tool guard as a hook: Gemini CLI's settings (`tools.exclude`,
+//! `mcp.excluded`, merged into a copy of the user's own), Qwen Code's system settings
+//! (`permissions.deny`, Claude Code's syntax) and OpenCode's managed config
+//! (`permission`), each mounted read-only where the agent reads it (`config::agents`), with, per rule, whether that agent's own engine
 //! enforces it and why not (`agent-sandbox test` prints it). Copilot CLI takes its deny
 //! rules only as `--deny-tool` flags: nothing is enforced for it. Pure: nothing here
 //! reads files; the host's own managed file comes in as text.
@@ -38,8 +38,9 @@ pub struct Tools<'a> {
 const READ_ONLY: &str = "readOnly";
 
 /// Gemini CLI 0.61: `tools.exclude` denies whole tools in its policy engine (merged as a
-/// union: the user's and the project's settings cannot take one out), `mcp.excluded`
-/// whole MCP servers. A rule with a command, path or domain cannot be said there.
+/// union: the project's settings cannot take one out), `mcp.excluded` whole MCP
+/// servers; `existing` is the user's settings the copy starts from. A rule with a
+/// command, path or domain cannot be said there.
 pub fn gemini(tools: &Tools<'_>, existing: Option<&str>) -> Result<AgentPlan, String> {
     let mut exclude: Vec<String> = Vec::new();
     let mut servers: Vec<String> = Vec::new();
@@ -206,9 +207,12 @@ fn relative(pattern: &str) -> String {
     }
 }
 
+/// The host's (or the user's) file as a JSON object; comments and trailing commas are
+/// allowed (Gemini CLI and Qwen Code read JSONC), and are not kept.
 fn parse_object(existing: Option<&str>) -> Result<Value, String> {
     let value = match existing {
-        Some(text) => serde_json::from_str::<Value>(text).map_err(|err| format!("not JSON: {err}"))?,
+        Some(text) => jsonc_parser::parse_to_serde_value::<Value>(text, &Default::default())
+            .map_err(|err| format!("not JSON: {err}"))?,
         None => json!({}),
     };
     if !value.is_object() {
@@ -362,6 +366,9 @@ mod tests {
     #[test]
     fn a_host_file_that_is_not_an_object_is_an_error() {
         let tools = Tools { disallowed: &[], read_only: true };
+        let with_comments = gemini(&tools, Some("{\n  // mine\n  \"ui\": {\"theme\": \"x\"},\n}")).expect("JSONC");
+        let document: Value = serde_json::from_str(with_comments.document.as_deref().expect("doc")).expect("JSON");
+        assert_eq!(document, json!({"ui": {"theme": "x"}, "tools": {"exclude": ["write_file", "replace"]}}));
         assert_eq!(gemini(&tools, Some("[]")), Err("not a JSON object".into()));
         assert!(qwen(&tools, Some("{")).is_err_and(|err| err.starts_with("not JSON")));
         assert_eq!(

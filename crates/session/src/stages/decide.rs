@@ -59,7 +59,8 @@ pub(crate) fn decide(
         &facts.cache_dir,
         &mut policy.notes,
     )?;
-    let settings_copies = settings::prepare(&policy.copies, &facts.net_policy, &ctx.home, &mut policy.notes);
+    let mut settings_copies = settings::prepare(&policy.copies, &facts.net_policy, &ctx.home, &mut policy.notes);
+    gemini_settings_copy(&scanned.config, &ctx.home, &mut settings_copies);
     for note in &policy.notes {
         debug(note);
     }
@@ -123,15 +124,11 @@ fn environment(facts: &Facts, scanned: &mut Scanned, debug: &dyn Fn(&str)) -> Re
             crate::claude_state::CONFIG_DIR_VAR
         ));
     }
-    // Gemini CLI and Qwen Code read their system settings where these name them: ours,
-    // whatever the host's environment says.
-    for (name, path) in [
-        ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", runtime_layout::GEMINI_SYSTEM_SETTINGS),
-        ("QWEN_CODE_SYSTEM_SETTINGS_PATH", runtime_layout::QWEN_SYSTEM_SETTINGS),
-    ] {
-        env.retain(|(var, _)| var != name);
-        env.push((name.into(), path.into()));
-    }
+    // Qwen Code reads its system settings where this names them: ours, whatever the
+    // host's environment says; Gemini CLI its user settings below `GEMINI_CLI_HOME`:
+    // the home's, where the copy with the rules is.
+    env.retain(|(var, _)| var != "QWEN_CODE_SYSTEM_SETTINGS_PATH" && var != "GEMINI_CLI_HOME");
+    env.push(("QWEN_CODE_SYSTEM_SETTINGS_PATH".into(), runtime_layout::QWEN_SYSTEM_SETTINGS.into()));
     if facts.net_policy.mode == config::Network::Allowlist {
         let proxy_env = netproxy::proxy_env(&runtime_layout::RuntimeLayout::inside().marker());
         env.retain(|(name, _)| !proxy_env.iter().any(|(proxy_name, _)| name == proxy_name));
@@ -246,7 +243,41 @@ pub(crate) fn guards(facts: &Facts, scanned: &Scanned, decision: &Decision) -> R
     })
 }
 
-/// `tools.*` as Gemini CLI's, Qwen Code's and OpenCode's own managed configuration
+/// `tools.*` in Gemini CLI: a read-only copy of the user's `~/.gemini/settings.json`
+/// with `tools.exclude`/`mcp.excluded` merged in, shown where Gemini CLI reads it (it
+/// ignores a system settings file unless it and its parents are root's, which nothing
+/// is inside an unprivileged sandbox). Over the guard's read-only mount of the same
+/// file. Rules that do not parse are left to the guards' check (a real start stops
+/// there); a settings file that is not JSON(C) leaves the rules unenforced, said so.
+fn gemini_settings_copy(config: &config::Config, home: &Path, copies: &mut settings::Copies) {
+    let settings = guard_settings::ToolGuardSettings::from_config(config);
+    if settings.disallowed.is_empty() && !settings.read_only {
+        return;
+    }
+    let Ok(disallowed) =
+        settings.disallowed.iter().map(|text| toolguard::Rule::parse(text)).collect::<Result<Vec<_>, _>>()
+    else {
+        return;
+    };
+    let path = home.join(".gemini/settings.json");
+    // The user's file: read-only inside (the agent guard), read without following a
+    // link and never a special file.
+    let existing =
+        util::fs::read_regular_nofollow(&path, 1 << 20).ok().map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    let tools = toolguard::agents::Tools { disallowed: &disallowed, read_only: settings.read_only };
+    match toolguard::agents::gemini(&tools, existing.as_deref()) {
+        Ok(plan) => {
+            copies.paths.push(path);
+            copies.texts.push(plan.document.unwrap_or_default());
+        }
+        Err(why) => copies.warnings.push(format!(
+            "agent-sandbox: warning: {} is {why}: tools.disallowed and tools.readOnly are not enforced in Gemini CLI",
+            path.display()
+        )),
+    }
+}
+
+/// `tools.*` as Qwen Code's and OpenCode's own managed configuration
 /// (`toolguard::agents`), each merged into the host's own file when there is one.
 fn agent_managed_files(config: &config::Config) -> Result<Vec<(&'static str, String)>> {
     let settings = guard_settings::ToolGuardSettings::from_config(config);
@@ -261,7 +292,6 @@ fn agent_managed_files(config: &config::Config) -> Result<Vec<(&'static str, Str
     for (name, path) in runtime_layout::AGENT_MANAGED {
         let existing = host_file(path)?;
         let plan = match path {
-            runtime_layout::GEMINI_SYSTEM_SETTINGS => toolguard::agents::gemini(&tools, existing.as_deref()),
             runtime_layout::QWEN_SYSTEM_SETTINGS => toolguard::agents::qwen(&tools, existing.as_deref()),
             _ => toolguard::agents::opencode(&tools, existing.as_deref()),
         }
