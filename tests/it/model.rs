@@ -6,7 +6,9 @@
 //! /v1/responses`: `response.created`, `response.output_item.done` with a
 //! `function_call`, `response.completed`), and the OpenAI Chat Completions API the way
 //! Qwen Code calls it (`POST /v1/chat/completions`: `chat.completion.chunk`s with one
-//! `tool_calls` entry, then `[DONE]`). It plays a script of tool calls, one per
+//! `tool_calls` entry, then `[DONE]`), and the Gemini API the way Gemini CLI calls it
+//! (`POST /v1beta/models/M:streamGenerateContent?alt=sse` and `:generateContent`: a
+//! candidate with one `functionCall` part). It plays a script of tool calls, one per
 //! turn of the agent's main loop, then ends the turn; every request is recorded, so a
 //! test asserts what the model was shown (the tool results) rather than what the agent
 //! printed.
@@ -86,17 +88,28 @@ impl ScriptedModel {
     /// request holds them all).
     pub fn tool_results(&self) -> Vec<String> {
         let requests = self.requests();
-        let Some(last) = requests
-            .iter()
-            .filter(|request| is_main_loop(request))
-            .max_by_key(|request| request["messages"].as_array().or(request["input"].as_array()).map_or(0, Vec::len))
-        else {
+        let Some(last) = requests.iter().filter(|request| is_main_loop(request)).max_by_key(|request| {
+            let conversation = request["messages"].as_array().or(request["input"].as_array());
+            conversation.or(request["contents"].as_array()).map_or(0, Vec::len)
+        }) else {
             return Vec::new();
         };
         let mut results = Vec::new();
         for item in last["input"].as_array().into_iter().flatten() {
             if item["type"] == "function_call_output" {
                 results.push(text_of(&item["output"]));
+            }
+        }
+        for content in last["contents"].as_array().into_iter().flatten() {
+            for part in content["parts"].as_array().into_iter().flatten() {
+                let response = &part["functionResponse"]["response"];
+                if !response.is_null() {
+                    results.push(text_of(if response["output"].is_null() {
+                        &response["error"]
+                    } else {
+                        &response["output"]
+                    }));
+                }
             }
         }
         for message in last["messages"].as_array().into_iter().flatten() {
@@ -124,7 +137,14 @@ fn text_of(content: &Value) -> String {
 fn is_main_loop(request: &Value) -> bool {
     request["tools"].as_array().is_some_and(|tools| {
         tools.iter().any(|tool| {
-            tool["name"] == "Bash" || tool["name"] == "exec_command" || tool["function"]["name"] == "run_shell_command"
+            tool["name"] == "Bash"
+                || tool["name"] == "exec_command"
+                || tool["function"]["name"] == "run_shell_command"
+                // Gemini CLI's main loop declares its file tools (its shell tool may be
+                // excluded by the rules under test).
+                || tool["functionDeclarations"]
+                    .as_array()
+                    .is_some_and(|declared| declared.iter().any(|function| function["name"] == "read_file"))
         })
     })
 }
@@ -190,6 +210,24 @@ fn answer_chat(request: &Value, state: &Mutex<State>) -> (u16, &'static str, Vec
     (200, "text/event-stream", stream.into_bytes())
 }
 
+/// The Gemini API's answer for Gemini CLI: a candidate with one `functionCall` part, or
+/// a closing text; one server-sent event when streamed (`alt=sse`).
+fn answer_gemini(request: &Value, state: &Mutex<State>, streamed: bool) -> (u16, &'static str, Vec<u8>) {
+    let part = match next_step(request, state) {
+        Some((_, name, input)) => json!({"functionCall": {"name": name, "args": input}}),
+        None => json!({"text": "done"}),
+    };
+    let response = json!({
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+    });
+    if streamed {
+        (200, "text/event-stream", format!("data: {response}\r\n\r\n").into_bytes())
+    } else {
+        (200, "application/json", response.to_string().into_bytes())
+    }
+}
+
 fn sse(events: &[Value]) -> Vec<u8> {
     let stream: String = events
         .iter()
@@ -235,6 +273,12 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
             answer_responses(&request, state)
         } else if request_line.starts_with("POST ") && request_line.contains("/chat/completions") {
             answer_chat(&request, state)
+        } else if request_line.starts_with("POST ") && request_line.contains(":countTokens") {
+            (200, "application/json", br#"{"totalTokens": 1}"#.to_vec())
+        } else if request_line.starts_with("POST ") && request_line.contains(":streamGenerateContent") {
+            answer_gemini(&request, state, true)
+        } else if request_line.starts_with("POST ") && request_line.contains(":generateContent") {
+            answer_gemini(&request, state, false)
         } else {
             (404, "text/plain", b"not scripted".to_vec())
         };

@@ -25,6 +25,8 @@ pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
 pub const CODEX_VERSION: &str = "0.171.0";
 /// Qwen Code, driven over the OpenAI Chat Completions API.
 pub const QWEN_CODE_VERSION: &str = "0.15.10";
+/// Gemini CLI, driven over the Gemini API.
+pub const GEMINI_CLI_VERSION: &str = "0.61.0";
 
 /// `latest` (the newest release on npm) or an exact version, for both CLIs, instead of
 /// the pinned ones.
@@ -102,6 +104,16 @@ fn codex_prefix() -> Option<PathBuf> {
         .get_or_init(|| {
             let version = wanted("@openai/codex", CODEX_VERSION)?;
             installed("@openai/codex", &version, "codex")
+        })
+        .clone()
+}
+
+fn gemini_prefix() -> Option<PathBuf> {
+    static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PREFIX
+        .get_or_init(|| {
+            let version = wanted("@google/gemini-cli", GEMINI_CLI_VERSION)?;
+            installed("@google/gemini-cli", &version, "gemini")
         })
         .clone()
 }
@@ -609,4 +621,53 @@ fn qwen_code_works_inside_its_own_engine_denies_tools_disallowed_and_its_login_i
         qwen(&["cat", "/etc/qwen-code/settings.json", &format!("{}/.qwen/oauth_creds.json", world.home.display())]);
     let next = next.ok();
     assert!(next.ends_with("qwen-login\n") && next.contains("\"Bash(git push *)\""), "{next}");
+}
+
+/// Gemini CLI inside `exec`, pointed at the scripted model (the Gemini API) on a host
+/// port, with the sign-in method the user chose outside in `~/.gemini/settings.json`:
+/// it runs the project's tests; `Write` from `tools.disallowed` is gone from its tools
+/// (the read-only copy of the user's settings `exec` shows it); its settings stay the
+/// user's while its login file is kept.
+#[test]
+fn gemini_cli_works_inside_its_own_engine_drops_tools_disallowed_and_its_login_is_kept() {
+    require_bwrap!();
+    let Some(prefix) = gemini_prefix() else { return };
+    let world = project();
+    world.write(
+        "xdg-config/agent-sandbox/config.jsonc",
+        &format!(
+            r#"{{ "env": {{ "allow": ["GEMINI_API_KEY"] }}, "tools": {{ "disallowed": ["Write"] }},
+                 "network": {{ "deny": {} }} }}"#,
+            deny_the_world()
+        ),
+    );
+    let settings = "{\n  // chosen at the first run outside\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}\n}\n";
+    world.write("home/.gemini/settings.json", settings);
+    let shell = |command: &str| tool("run_shell_command", json!({ "command": command }));
+    let model = ScriptedModel::start(vec![
+        shell("cat README.md && sh test.sh"),
+        tool("write_file", json!({ "file_path": "notes.txt", "content": "written" })),
+        shell(
+            "echo gemini-login > ~/.gemini/oauth_creds.json && cat ~/.gemini/oauth_creds.json; \
+             echo '{}' > ~/.gemini/settings.json; echo settings=$?",
+        ),
+    ]);
+    let port = model.port.to_string();
+    let mut cmd = world.cmd();
+    cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
+        .env("GEMINI_API_KEY", "scripted-model")
+        .env("GOOGLE_GEMINI_BASE_URL", format!("http://localhost:{port}"))
+        .arg("exec")
+        .args(["--host-port", &port, "--ro"])
+        .arg(&prefix)
+        .args(["--", "gemini", "--yolo", "--skip-trust", "-o", "json", "-p", "Carry out the task."]);
+    let run = cmd.run_within(240);
+    assert_eq!(model.steps_played(), 3, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert!(results[0].contains("hello") && results[0].contains("tests passed"), "{results:#?}");
+    assert!(results[1].contains("not found"), "write_file is not among its tools: {results:#?}");
+    assert!(world.path("home/proj/notes.txt").symlink_metadata().is_err());
+    assert!(results[2].contains("gemini-login") && results[2].contains("Read-only file system"), "{results:#?}");
+    assert_eq!(world.read("home/.gemini/oauth_creds.json"), "gemini-login\n");
+    assert_eq!(world.read("home/.gemini/settings.json"), settings, "the user's settings as they were");
 }
