@@ -214,8 +214,8 @@ pub const CATALOG: &[Agent] = &[
         state: &[".local/share/opencode", ".local/state/opencode", ".config/opencode"],
         state_source: "https://opencode.ai/docs/troubleshooting",
         // OpenCode talks to any provider: Anthropic's and OpenAI's APIs are there for
-        // Claude Code and Codex; models.dev lists the models, opencode.ai is its own.
-        hosts: &["models.dev", "opencode.ai", "api.anthropic.com", "api.openai.com", "openrouter.ai"],
+        // Claude Code and Codex; models.dev and models.opencode.ai list the models, opencode.ai is its own.
+        hosts: &["models.dev", "models.opencode.ai", "opencode.ai", "api.anthropic.com", "api.openai.com", "openrouter.ai"],
         hosts_source: "https://opencode.ai/docs/providers",
         host_executed: &[
             file(".config/opencode/opencode.json", "{}\n", "`mcp` commands, plugins, formatters' and LSP servers' commands", OPENCODE_CONFIG),
