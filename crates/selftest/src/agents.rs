@@ -7,22 +7,22 @@
 use config::agents::{Agent, CATALOG};
 use toolguard::agents::{AgentPlan, Tools, Verdict};
 
-use crate::{not_applicable, Row, Status};
+use crate::{Row, Status};
 
-/// One row per catalogued agent. `installed` says whether the agent's command is on
-/// this machine: a rule an absent agent cannot enforce holds nothing back.
+/// One row per catalogued agent when `tools.*` says anything (none otherwise: there
+/// is nothing to enforce). `installed` says whether the agent's command is on this
+/// machine: a rule an absent agent cannot enforce holds nothing back.
 pub fn rows(config: &config::Config, installed: &dyn Fn(&Agent) -> bool) -> Result<Vec<Row>, String> {
     let settings = guard_settings::ToolGuardSettings::from_config(config);
     let disallowed: Vec<toolguard::Rule> =
         settings.disallowed.iter().map(|text| toolguard::Rule::parse(text)).collect::<Result<_, _>>()?;
     let tools = Tools { disallowed: &disallowed, read_only: settings.read_only };
     let mut rows = Vec::new();
+    if disallowed.is_empty() && !settings.read_only {
+        return Ok(rows);
+    }
     for agent in CATALOG {
         let guarantee = guarantee(agent.name);
-        if disallowed.is_empty() && !settings.read_only {
-            rows.push(not_applicable(guarantee, "no tools.disallowed or tools.readOnly configured"));
-            continue;
-        }
         let plan = match agent.name {
             "Gemini CLI" => toolguard::agents::gemini(&tools, None)?,
             "Qwen Code" => toolguard::agents::qwen(&tools, None)?,
@@ -150,9 +150,8 @@ mod tests {
     }
 
     #[test]
-    fn an_agent_not_installed_or_no_rules_is_not_applicable() {
-        let rows_without = rows(&config("{}"), &|_| true).expect("rows");
-        assert!(rows_without.iter().all(|row| row.status == Status::NotApplicable));
+    fn no_rules_no_rows_and_an_agent_not_installed_is_not_applicable() {
+        assert!(rows(&config("{}"), &|_| true).expect("rows").is_empty(), "nothing to enforce, no rows");
         let config = config(r#"{"tools": {"disallowed": ["Bash"]}}"#);
         let rows = rows(&config, &|_| false).expect("rows");
         assert_eq!(rows[4].status, Status::NotApplicable, "{}", rows[4].probe);
