@@ -2,6 +2,7 @@
 //! shown by an attack that must fail next to the legitimate use that must keep working.
 //! CI runs this suite as root and again as an unprivileged user.
 
+mod agent_settings;
 mod caches;
 mod cli;
 mod commands;

@@ -4,13 +4,17 @@
 //! `content_block_*` with `tool_use` and `input_json_delta`, `message_delta`,
 //! `message_stop`) and the OpenAI Responses API the way Codex calls it (`POST
 //! /v1/responses`: `response.created`, `response.output_item.done` with a
-//! `function_call`, `response.completed`). It plays a script of tool calls, one per
+//! `function_call`, `response.completed`), and the OpenAI Chat Completions API the way
+//! Qwen Code calls it (`POST /v1/chat/completions`: `chat.completion.chunk`s with one
+//! `tool_calls` entry, then `[DONE]`), and the Gemini API the way Gemini CLI calls it
+//! (`POST /v1beta/models/M:streamGenerateContent?alt=sse` and `:generateContent`: a
+//! candidate with one `functionCall` part). It plays a script of tool calls, one per
 //! turn of the agent's main loop, then ends the turn; every request is recorded, so a
 //! test asserts what the model was shown (the tool results) rather than what the agent
 //! printed.
 //!
 //! Requests that are not the main loop (side calls: titles, summaries, anything without
-//! the agent's shell tool, `Bash` or `exec_command`) get a short text answer and do not
+//! the agent's shell tool, `Bash`, `exec_command` or `run_shell_command`) get a short text answer and do not
 //! advance the script.
 
 use std::{
@@ -84,11 +88,10 @@ impl ScriptedModel {
     /// request holds them all).
     pub fn tool_results(&self) -> Vec<String> {
         let requests = self.requests();
-        let Some(last) = requests
-            .iter()
-            .filter(|request| is_main_loop(request))
-            .max_by_key(|request| request["messages"].as_array().or(request["input"].as_array()).map_or(0, Vec::len))
-        else {
+        let Some(last) = requests.iter().filter(|request| is_main_loop(request)).max_by_key(|request| {
+            let conversation = request["messages"].as_array().or(request["input"].as_array());
+            conversation.or(request["contents"].as_array()).map_or(0, Vec::len)
+        }) else {
             return Vec::new();
         };
         let mut results = Vec::new();
@@ -97,8 +100,23 @@ impl ScriptedModel {
                 results.push(text_of(&item["output"]));
             }
         }
+        for content in last["contents"].as_array().into_iter().flatten() {
+            for part in content["parts"].as_array().into_iter().flatten() {
+                let response = &part["functionResponse"]["response"];
+                if !response.is_null() {
+                    results.push(text_of(if response["output"].is_null() {
+                        &response["error"]
+                    } else {
+                        &response["output"]
+                    }));
+                }
+            }
+        }
         for message in last["messages"].as_array().into_iter().flatten() {
-            for block in message["content"].as_array().into_iter().flatten() {
+            if message["role"] == "tool" {
+                results.push(text_of(&message["content"]));
+            }
+            for block in message["content"].as_array().into_iter().flatten().filter(|_| message["role"] != "tool") {
                 if block["type"] == "tool_result" {
                     results.push(text_of(&block["content"]));
                 }
@@ -117,9 +135,18 @@ fn text_of(content: &Value) -> String {
 }
 
 fn is_main_loop(request: &Value) -> bool {
-    request["tools"]
-        .as_array()
-        .is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "Bash" || tool["name"] == "exec_command"))
+    request["tools"].as_array().is_some_and(|tools| {
+        tools.iter().any(|tool| {
+            tool["name"] == "Bash"
+                || tool["name"] == "exec_command"
+                || tool["function"]["name"] == "run_shell_command"
+                // Gemini CLI's main loop declares its file tools (its shell tool may be
+                // excluded by the rules under test).
+                || tool["functionDeclarations"]
+                    .as_array()
+                    .is_some_and(|declared| declared.iter().any(|function| function["name"] == "read_file"))
+        })
+    })
 }
 
 /// The next scripted step for a main-loop request (its call id, tool and input).
@@ -152,6 +179,53 @@ fn answer_responses(request: &Value, state: &Mutex<State>) -> (u16, &'static str
         json!({"type": "response.completed", "response": {"id": "resp_scripted", "usage": usage}}),
     ];
     (200, "text/event-stream", sse(&events))
+}
+
+/// The Chat Completions API's answer for Qwen Code: one `tool_calls` entry (its
+/// arguments as a JSON string), or a closing message; streamed when asked.
+fn answer_chat(request: &Value, state: &Mutex<State>) -> (u16, &'static str, Vec<u8>) {
+    let (message, finish) = match next_step(request, state) {
+        Some((id, name, input)) => (
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": input.to_string()}}
+            ]}),
+            "tool_calls",
+        ),
+        None => (json!({"role": "assistant", "content": "done"}), "stop"),
+    };
+    let usage = json!({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2});
+    let model = request["model"].clone();
+    if request["stream"] != true {
+        let completion = json!({"id": "chat_scripted", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage});
+        return (200, "application/json", completion.to_string().into_bytes());
+    }
+    let chunk = |delta: Value, finish: Value, usage: Value| {
+        json!({"id": "chat_scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": usage})
+    };
+    let chunks = [chunk(message, Value::Null, Value::Null), chunk(json!({}), json!(finish), usage)];
+    let mut stream: String = chunks.iter().map(|chunk| format!("data: {chunk}\n\n")).collect();
+    stream.push_str("data: [DONE]\n\n");
+    (200, "text/event-stream", stream.into_bytes())
+}
+
+/// The Gemini API's answer for Gemini CLI: a candidate with one `functionCall` part, or
+/// a closing text; one server-sent event when streamed (`alt=sse`).
+fn answer_gemini(request: &Value, state: &Mutex<State>, streamed: bool) -> (u16, &'static str, Vec<u8>) {
+    let part = match next_step(request, state) {
+        Some((_, name, input)) => json!({"functionCall": {"name": name, "args": input}}),
+        None => json!({"text": "done"}),
+    };
+    let response = json!({
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2},
+    });
+    if streamed {
+        (200, "text/event-stream", format!("data: {response}\r\n\r\n").into_bytes())
+    } else {
+        (200, "application/json", response.to_string().into_bytes())
+    }
 }
 
 fn sse(events: &[Value]) -> Vec<u8> {
@@ -197,6 +271,14 @@ fn serve(stream: TcpStream, state: &Mutex<State>) {
             answer(&request, state)
         } else if request_line.starts_with("POST ") && request_line.contains("/responses") {
             answer_responses(&request, state)
+        } else if request_line.starts_with("POST ") && request_line.contains("/chat/completions") {
+            answer_chat(&request, state)
+        } else if request_line.starts_with("POST ") && request_line.contains(":countTokens") {
+            (200, "application/json", br#"{"totalTokens": 1}"#.to_vec())
+        } else if request_line.starts_with("POST ") && request_line.contains(":streamGenerateContent") {
+            answer_gemini(&request, state, true)
+        } else if request_line.starts_with("POST ") && request_line.contains(":generateContent") {
+            answer_gemini(&request, state, false)
         } else {
             (404, "text/plain", b"not scripted".to_vec())
         };

@@ -23,6 +23,10 @@ use crate::{
 /// run: [`VERSION_VAR`] set to `latest`.
 pub const CLAUDE_CODE_VERSION: &str = "2.1.332";
 pub const CODEX_VERSION: &str = "0.171.0";
+/// Qwen Code, driven over the OpenAI Chat Completions API.
+pub const QWEN_CODE_VERSION: &str = "0.15.10";
+/// Gemini CLI, driven over the Gemini API.
+pub const GEMINI_CLI_VERSION: &str = "0.61.0";
 
 /// `latest` (the newest release on npm) or an exact version, for both CLIs, instead of
 /// the pinned ones.
@@ -100,6 +104,26 @@ fn codex_prefix() -> Option<PathBuf> {
         .get_or_init(|| {
             let version = wanted("@openai/codex", CODEX_VERSION)?;
             installed("@openai/codex", &version, "codex")
+        })
+        .clone()
+}
+
+fn gemini_prefix() -> Option<PathBuf> {
+    static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PREFIX
+        .get_or_init(|| {
+            let version = wanted("@google/gemini-cli", GEMINI_CLI_VERSION)?;
+            installed("@google/gemini-cli", &version, "gemini")
+        })
+        .clone()
+}
+
+fn qwen_prefix() -> Option<PathBuf> {
+    static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PREFIX
+        .get_or_init(|| {
+            let version = wanted("@qwen-code/qwen-code", QWEN_CODE_VERSION)?;
+            installed("@qwen-code/qwen-code", &version, "qwen")
         })
         .clone()
 }
@@ -278,12 +302,13 @@ fn remote_head(world: &World) -> String {
     world.git_in(&world.root, &["--git-dir", remote.to_str().expect("utf-8"), "rev-parse", "main"]).trim().to_owned()
 }
 
-/// `network.deny` for every name the built-in allowlists hold (`exec`'s defaults and the
-/// Feature's additions), without their ports (a deny entry without a port denies every
-/// port): the agents' own calls home are refused by the proxy instead of leaving the
-/// machine. Read from the two files, so a name added there is denied here too.
+/// `network.deny` for every name the built-in allowlists hold (the agent catalog's
+/// hosts, `exec`'s defaults and the Feature's additions), without their ports (a deny
+/// entry without a port denies every port): the agents' own calls home are refused by
+/// the proxy instead of leaving the machine. Read from the catalog and the two files, so
+/// a name added there is denied here too.
 pub fn deny_the_world() -> String {
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<String> = config::agents::all_hosts().into_iter().map(str::to_owned).collect();
     for text in [
         include_str!("../../crates/config/src/defaults.jsonc"),
         include_str!("../../devcontainer/feature/agent-sandbox/config.jsonc"),
@@ -529,4 +554,120 @@ fn codexs_disallowed_tools_are_denied_and_audited() {
         refused.iter().any(|(who, op, what)| who == "codex" && op == "tool" && what.contains("git push")),
         "{refused:#?}"
     );
+}
+
+/// Qwen Code's shell tool, as the scripted model calls it.
+fn qwen_shell(command: &str) -> crate::model::Step {
+    tool("run_shell_command", json!({ "command": command, "is_background": false, "description": "scripted step" }))
+}
+
+/// Qwen Code inside `exec`, pointed at the scripted model (OpenAI-compatible) on a host
+/// port: it reads, edits and runs the project's tests; its own engine refuses what
+/// `tools.disallowed` names (the system settings `exec` mounts); its settings file the
+/// host runs is read-only while the login it writes is kept for the next session.
+#[test]
+fn qwen_code_works_inside_its_own_engine_denies_tools_disallowed_and_its_login_is_kept() {
+    require_bwrap!();
+    let Some(prefix) = qwen_prefix() else { return };
+    let world = project();
+    world.write(
+        "xdg-config/agent-sandbox/config.jsonc",
+        &format!(
+            r#"{{ "env": {{ "allow": ["OPENAI_API_KEY"] }}, "tools": {{ "disallowed": ["Bash(git push:*)"] }},
+                 "network": {{ "deny": {} }} }}"#,
+            deny_the_world()
+        ),
+    );
+    let model = ScriptedModel::start(vec![
+        qwen_shell("cat README.md && echo 'hello again' >> README.md && sh test.sh"),
+        qwen_shell("git push origin main"),
+        qwen_shell(
+            "echo qwen-login > ~/.qwen/oauth_creds.json && cat ~/.qwen/oauth_creds.json; \
+             echo '{\"mcpServers\": {\"x\": {\"command\": \"touch\"}}}' > ~/.qwen/settings.json; echo settings=$?",
+        ),
+    ]);
+    let port = model.port.to_string();
+    let qwen = |args: &[&str]| {
+        let mut cmd = world.cmd();
+        cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
+            .env("OPENAI_API_KEY", "sk-scripted-model")
+            .env("OPENAI_BASE_URL", format!("http://localhost:{port}/v1"))
+            .env("OPENAI_MODEL", "qwen3-coder-plus")
+            .arg("exec")
+            .args(["--host-port", &port, "--ro"])
+            .arg(&prefix)
+            .arg("--")
+            .args(args);
+        cmd.run_within(240)
+    };
+    let run = qwen(&["qwen", "--yolo", "--auth-type", "openai", "-o", "json", "Carry out the task."]);
+    run.ok();
+    assert_eq!(model.steps_played(), 3, "{}", run.stderr());
+    let results = model.tool_results();
+    assert!(results[0].contains("hello") && results[0].contains("tests passed"), "{results:#?}");
+    assert!(
+        results[1].contains("denied by permission rules") && results[1].contains("Bash(git push *)"),
+        "Qwen Code's own engine refuses it: {results:#?}"
+    );
+    assert!(results[2].contains("qwen-login") && results[2].contains("Read-only file system"), "{results:#?}");
+    assert!(results[2].contains("settings=1"), "{results:#?}");
+    assert_eq!(world.read("home/proj/README.md"), "hello\nhello again\n");
+    // On the host: the login is kept, the settings file never was (created empty to be
+    // mounted, removed again).
+    assert_eq!(world.read("home/.qwen/oauth_creds.json"), "qwen-login\n");
+    assert!(world.home.join(".qwen/settings.json").symlink_metadata().is_err());
+    // The next session starts with it.
+    let next =
+        qwen(&["cat", "/etc/qwen-code/settings.json", &format!("{}/.qwen/oauth_creds.json", world.home.display())]);
+    let next = next.ok();
+    assert!(next.ends_with("qwen-login\n") && next.contains("\"Bash(git push *)\""), "{next}");
+}
+
+/// Gemini CLI inside `exec`, pointed at the scripted model (the Gemini API) on a host
+/// port, with the sign-in method the user chose outside in `~/.gemini/settings.json`:
+/// it runs the project's tests; `Write` from `tools.disallowed` is gone from its tools
+/// (the read-only copy of the user's settings `exec` shows it); its settings stay the
+/// user's while its login file is kept.
+#[test]
+fn gemini_cli_works_inside_its_own_engine_drops_tools_disallowed_and_its_login_is_kept() {
+    require_bwrap!();
+    let Some(prefix) = gemini_prefix() else { return };
+    let world = project();
+    world.write(
+        "xdg-config/agent-sandbox/config.jsonc",
+        &format!(
+            r#"{{ "env": {{ "allow": ["GEMINI_API_KEY"] }}, "tools": {{ "disallowed": ["Write"] }},
+                 "network": {{ "deny": {} }} }}"#,
+            deny_the_world()
+        ),
+    );
+    let settings = "{\n  // chosen at the first run outside\n  \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}\n}\n";
+    world.write("home/.gemini/settings.json", settings);
+    let shell = |command: &str| tool("run_shell_command", json!({ "command": command }));
+    let model = ScriptedModel::start(vec![
+        shell("cat README.md && sh test.sh"),
+        tool("write_file", json!({ "file_path": "notes.txt", "content": "written" })),
+        shell(
+            "echo gemini-login > ~/.gemini/oauth_creds.json && cat ~/.gemini/oauth_creds.json; \
+             echo '{}' > ~/.gemini/settings.json; echo settings=$?",
+        ),
+    ]);
+    let port = model.port.to_string();
+    let mut cmd = world.cmd();
+    cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
+        .env("GEMINI_API_KEY", "scripted-model")
+        .env("GOOGLE_GEMINI_BASE_URL", format!("http://localhost:{port}"))
+        .arg("exec")
+        .args(["--host-port", &port, "--ro"])
+        .arg(&prefix)
+        .args(["--", "gemini", "--yolo", "--skip-trust", "-o", "json", "-p", "Carry out the task."]);
+    let run = cmd.run_within(240);
+    assert_eq!(model.steps_played(), 3, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert!(results[0].contains("hello") && results[0].contains("tests passed"), "{results:#?}");
+    assert!(results[1].contains("not found"), "write_file is not among its tools: {results:#?}");
+    assert!(world.path("home/proj/notes.txt").symlink_metadata().is_err());
+    assert!(results[2].contains("gemini-login") && results[2].contains("Read-only file system"), "{results:#?}");
+    assert_eq!(world.read("home/.gemini/oauth_creds.json"), "gemini-login\n");
+    assert_eq!(world.read("home/.gemini/settings.json"), settings, "the user's settings as they were");
 }

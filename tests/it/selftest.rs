@@ -119,6 +119,36 @@ fn each_guarantee_broken_on_purpose_fails_its_row() {
     );
 }
 
+/// With `tools.*` set, one row per agent says what its own engine enforces: held for
+/// those whose engine says every rule, not applicable for the others when they are not
+/// installed (none is, on the test's PATH).
+#[test]
+fn tools_rules_get_a_row_per_agent() {
+    require_bwrap!();
+    let world = world();
+    world.write("xdg-config/agent-sandbox/config.jsonc", r#"{"tools": {"disallowed": ["Bash(git push:*)"]}}"#);
+    let (code, rows) = results(&world, &[]);
+    let agents: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|(name, _)| name.starts_with("tools.* in "))
+        .map(|(name, result)| (name.as_str(), result.as_str()))
+        .collect();
+    assert_eq!(
+        (code, agents),
+        (
+            0,
+            vec![
+                ("tools.* in Claude Code", "held"),
+                ("tools.* in Codex", "held"),
+                ("tools.* in Gemini CLI", "not applicable"),
+                ("tools.* in OpenCode", "held"),
+                ("tools.* in Copilot CLI", "not applicable"),
+                ("tools.* in Qwen Code", "held"),
+            ]
+        )
+    );
+}
+
 #[test]
 fn what_the_setup_lacks_is_not_applicable() {
     require_bwrap!();

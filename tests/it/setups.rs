@@ -31,9 +31,13 @@ fn a_native_installer_agent_runs_but_its_program_cannot_be_replaced() {
         assert_ne!(run.code(), 0, "{attack}");
     }
     assert_eq!(world.read("home/.local/share/claude/versions/2.0.0"), "#!/bin/sh\necho agent-ran\n");
-    // Its state stays writable and persists.
-    world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", "echo {} > ~/.claude/settings.json"]).run().ok();
-    assert_eq!(world.read("home/.claude/settings.json"), "{}\n");
+    // Its state stays writable and persists; the settings its host process runs do not
+    // (`agent_settings`).
+    let script =
+        "echo '{\"token\": 1}' > ~/.claude/.credentials.json && ! echo {} 2>/dev/null > ~/.claude/settings.json";
+    world.cmd().env("PATH", &path).args(["exec", "--", "sh", "-c", script]).run().ok();
+    assert_eq!(world.read("home/.claude/.credentials.json"), "{\"token\": 1}\n");
+    assert!(world.path("home/.claude/settings.json").symlink_metadata().is_err());
 }
 
 #[test]

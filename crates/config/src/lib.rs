@@ -9,6 +9,7 @@
 //! `exclude`), never by dropping list items, so a later layer cannot silently shrink the
 //! built-in secret patterns.
 
+pub mod agents;
 pub mod approval;
 mod fuzz;
 pub mod host_run;
@@ -382,6 +383,11 @@ pub fn defaults() -> Layer {
     layer
         .host_executed
         .extend(host_run::CATALOG.iter().map(|entry| Sourced { value: entry.path.to_owned(), origin: origin.clone() }));
+    // `network.allow`: the agents' hosts come from their catalog, first (`exec` keeps
+    // the running agent's only: `agents::hosts_for`).
+    let agent_hosts =
+        agents::all_hosts().into_iter().map(|host| Sourced { value: host.to_owned(), origin: origin.clone() });
+    layer.net_allow.splice(0..0, agent_hosts);
     layer
 }
 

@@ -168,20 +168,10 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "agents",
-        summary: "Claude Code and Codex state (read-write), so the agent can log in and keep its settings; \
-                  their programs read-only",
-        // The native installer's versions (`~/.local/bin/claude` points there): a program
-        // the user runs outside the sandbox too, so never the agent's to replace.
-        ro: &[home(".local/share/claude")],
-        rw: &[
-            // `~/.claude.json` lives in `~/.claude` inside (session's claude_state): Claude
-            // Code renames over it, which a single-file mount refuses.
-            home(".claude"),
-            home(".config/claude"),
-            home(".local/state/claude"),
-            home(".codex"),
-            home(".config/codex"),
-        ],
+        summary: "the coding agents' state (read-write), so an agent can log in and keep it; their programs and the \
+                  settings their host process runs read-only (the agent catalog)",
+        ro: &AGENT_PROGRAMS,
+        rw: &AGENT_STATE,
         exclude: &[],
         copies: &[],
         commands: &[],
@@ -258,6 +248,48 @@ pub const PRESETS: &[Preset] = &[
         commands: &[],
     },
 ];
+
+/// `@agents`' read-only paths: every catalogued agent's programs
+/// (`config::agents::CATALOG`), never the agent's to replace: the user runs them
+/// outside the sandbox too.
+pub const AGENT_PROGRAMS: [PresetPath; count_agent_paths(false)] = agent_paths(false);
+/// `@agents`' read-write paths: every catalogued agent's state directories. The files
+/// in them that the agent's host process runs are made read-only by `exec`
+/// (`session::agent_guard`).
+pub const AGENT_STATE: [PresetPath; count_agent_paths(true)] = agent_paths(true);
+
+const fn agent_paths_of(agent: &config::agents::Agent, state: bool) -> &'static [&'static str] {
+    if state {
+        agent.state
+    } else {
+        agent.programs
+    }
+}
+
+const fn count_agent_paths(state: bool) -> usize {
+    let (mut count, mut idx) = (0, 0);
+    while idx < config::agents::CATALOG.len() {
+        count += agent_paths_of(&config::agents::CATALOG[idx], state).len();
+        idx += 1;
+    }
+    count
+}
+
+const fn agent_paths<const N: usize>(state: bool) -> [PresetPath; N] {
+    let mut paths = [home(""); N];
+    let (mut out_idx, mut agent_idx) = (0, 0);
+    while agent_idx < config::agents::CATALOG.len() {
+        let list = agent_paths_of(&config::agents::CATALOG[agent_idx], state);
+        let mut path_idx = 0;
+        while path_idx < list.len() {
+            paths[out_idx] = home(list[path_idx]);
+            out_idx += 1;
+            path_idx += 1;
+        }
+        agent_idx += 1;
+    }
+    paths
+}
 
 /// The names `@all` stands for.
 pub const ALL: &[&str] = &["base", "caches", "settings", "agents", "git", "lint"];

@@ -20,6 +20,10 @@
 //!                   mounted read-only as Claude Code's and Codex's managed configuration
 //!                   ([`CLAUDE_MANAGED_SETTINGS`], [`CODEX_REQUIREMENTS`]): the tool
 //!                   guard as their PreToolUse hook
+//! qwen-system-settings.json, opencode-managed.json
+//!                   mounted read-only as Qwen Code's and OpenCode's managed
+//!                   configuration ([`AGENT_MANAGED`]): `tools.*` as their own deny
+//!                   rules
 //! bin/<cmd>         mount point for the real executable, or, when it belongs to an
 //!                   installation (npm's `npm-cli.js` requires `../lib/cli.js`), a
 //!                   symlink to it in packages/<cmd>/
@@ -76,6 +80,15 @@ pub const CODEX_MANAGED: &str = "codex-requirements.toml";
 pub const CLAUDE_MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
 /// Where Codex reads its managed requirements on Unix.
 pub const CODEX_REQUIREMENTS: &str = "/etc/codex/requirements.toml";
+/// Where Qwen Code reads its system settings on Linux.
+pub const QWEN_SYSTEM_SETTINGS: &str = "/etc/qwen-code/settings.json";
+/// OpenCode's managed config directory's file on Linux (it wins over every other config).
+pub const OPENCODE_MANAGED_CONFIG: &str = "/etc/opencode/opencode.json";
+/// The other agents' managed files (`toolguard::agents`): the name at the runtime
+/// directory's root, and where the agent reads it. (Gemini CLI's rules go into a copy
+/// of the user's settings instead: `config::agents::Managed::HomeCopy`.)
+pub const AGENT_MANAGED: [(&str, &str); 2] =
+    [("qwen-system-settings.json", QWEN_SYSTEM_SETTINGS), ("opencode-managed.json", OPENCODE_MANAGED_CONFIG)];
 
 const MARKER: &str = "agent-sandbox";
 const AUDIT_FIFO: &str = "audit";
@@ -197,6 +210,11 @@ impl RuntimeLayout {
     /// Codex's managed requirements, as mounted at [`CODEX_REQUIREMENTS`].
     pub fn codex_managed(&self) -> PathBuf {
         self.root.join(CODEX_MANAGED)
+    }
+
+    /// One of [`AGENT_MANAGED`]'s files, by its name.
+    pub fn agent_managed(&self, name: &str) -> PathBuf {
+        self.root.join(name)
     }
 
     /// The real executable of wrapped command `name`.

@@ -222,6 +222,9 @@ pub fn bwrap_args(plan: &Plan<'_>) -> Vec<OsString> {
     // whatever is granted there: read-only, in a read-only `/etc`.
     args.bind("--ro-bind", &host.claude_managed(), Path::new(runtime_layout::CLAUDE_MANAGED_SETTINGS));
     args.bind("--ro-bind", &host.codex_managed(), Path::new(runtime_layout::CODEX_REQUIREMENTS));
+    for (name, path) in runtime_layout::AGENT_MANAGED {
+        args.bind("--ro-bind", &host.agent_managed(name), Path::new(path));
+    }
     if plan.network == Network::Allowlist {
         // The resolver inside is the only DNS there is: /etc/hosts names loopback only.
         args.bind("--ro-bind", &host.resolv_conf(), Path::new(RESOLV_CONF));
@@ -552,6 +555,12 @@ mod tests {
             "/tmp/rt/codex-requirements.toml",
             "/etc/codex/requirements.toml",
             "--ro-bind",
+            "/tmp/rt/qwen-system-settings.json",
+            "/etc/qwen-code/settings.json",
+            "--ro-bind",
+            "/tmp/rt/opencode-managed.json",
+            "/etc/opencode/opencode.json",
+            "--ro-bind",
             "/tmp/rt",
             "/run/agent-sandbox",
             "--ro-bind",
@@ -635,6 +644,12 @@ mod tests {
             "--ro-bind",
             "/rt/codex-requirements.toml",
             "/etc/codex/requirements.toml",
+            "--ro-bind",
+            "/rt/qwen-system-settings.json",
+            "/etc/qwen-code/settings.json",
+            "--ro-bind",
+            "/rt/opencode-managed.json",
+            "/etc/opencode/opencode.json",
             "--ro-bind",
             "/rt",
             "/run/agent-sandbox",
@@ -933,6 +948,12 @@ mod tests {
                 "--ro-bind",
                 "/rt/codex-requirements.toml",
                 "/etc/codex/requirements.toml",
+                "--ro-bind",
+                "/rt/qwen-system-settings.json",
+                "/etc/qwen-code/settings.json",
+                "--ro-bind",
+                "/rt/opencode-managed.json",
+                "/etc/opencode/opencode.json",
                 "--ro-bind",
                 "/rt"
             ]

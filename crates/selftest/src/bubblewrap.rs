@@ -189,6 +189,11 @@ pub fn bubblewrap(inv: &session::Invocation, flags: &[OsString]) -> Result<Vec<R
         let _ = std::fs::remove_file(cache.join(CACHE_MARKER));
     }
     rows.push(judge_caches(&caches, &leaked));
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let installed = |agent: &config::agents::Agent| {
+        std::env::split_paths(&path).any(|dir| agent.commands.iter().any(|command| dir.join(command).is_file()))
+    };
+    rows.extend(crate::agents::rows(&loaded.config, &installed).map_err(anyhow::Error::msg)?);
     Ok(rows)
 }
 

@@ -16,6 +16,7 @@
 //!
 //! The binary's `src/selftest.rs` keeps the flags, the dispatch and the printing.
 
+mod agents;
 mod bubblewrap;
 mod container;
 

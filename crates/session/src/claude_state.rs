@@ -4,7 +4,9 @@
 //! would vanish with the scratch home. So inside, Claude Code keeps it in its config
 //! directory instead (`CLAUDE_CONFIG_DIR=~/.claude`, read-write with `@agents`): seeded
 //! from `~/.claude.json` at the start, copied back at the end when the sandbox changed
-//! it and nothing outside did meanwhile.
+//! it and nothing outside did meanwhile, but for the keys Claude Code's host process
+//! runs (`mcpServers`, a project's `allowedTools`: `config::agents`): those keep the
+//! host's values, and the exit says which the session changed.
 
 use std::path::{Path, PathBuf};
 
@@ -87,6 +89,28 @@ impl ClaudeState {
             );
             return;
         }
+        let now = match keep_host_keys(self.host_at_start.as_deref(), &now) {
+            Ok((now, held)) => {
+                if !held.is_empty() {
+                    util::say!(
+                        "agent-sandbox: warning: the session changed {} in Claude Code's state, which Claude Code runs \
+                         outside the sandbox: not copied to {} (the sandbox's version is in {})",
+                        held.join(", "),
+                        self.home_file.display(),
+                        inside.display()
+                    );
+                }
+                now
+            }
+            Err(why) => {
+                util::say!(
+                    "agent-sandbox: warning: the sandbox's {} is {why}: not copied to {}",
+                    inside.display(),
+                    self.home_file.display()
+                );
+                return;
+            }
+        };
         // A dotfiles symlink stays a symlink: write where it leads.
         let target = self.home_file.canonicalize().unwrap_or(self.home_file.clone());
         if let Err(err) = util::fs::atomic_write(&target, &now, 0o600) {
@@ -97,6 +121,65 @@ impl ClaudeState {
             );
         }
     }
+}
+
+/// The guarded keys of `~/.claude.json` (`config::agents`): `name` at the top, or
+/// `projects.*.name` in every project's entry.
+fn guarded_keys() -> &'static [&'static str] {
+    config::agents::CATALOG
+        .iter()
+        .flat_map(|agent| agent.host_executed)
+        .find_map(|entry| match entry.kind {
+            config::agents::Kind::Keys { keys } if entry.path == FILE => Some(keys),
+            _ => None,
+        })
+        .unwrap_or(&[])
+}
+
+/// `inside` (what the session leaves) with every guarded key as it was in `host` (at
+/// the start; absent stays absent), and the keys that differed. Unchanged bytes when
+/// none did. An error when `inside` is not a JSON object.
+fn keep_host_keys(host: Option<&[u8]>, inside: &[u8]) -> Result<(Vec<u8>, Vec<String>), String> {
+    use serde_json::Value;
+    let mut now: Value = serde_json::from_slice(inside).map_err(|err| format!("not JSON ({err})"))?;
+    let Some(now_object) = now.as_object_mut() else { return Err("not a JSON object".into()) };
+    let host: Value = host.and_then(|bytes| serde_json::from_slice(bytes).ok()).unwrap_or(Value::Null);
+    let mut held = Vec::new();
+    let restore = |target: &mut serde_json::Map<String, Value>, key: &str, was: Option<&Value>| -> bool {
+        if target.get(key) == was {
+            return false;
+        }
+        match was {
+            Some(value) => target.insert(key.to_owned(), value.clone()),
+            None => target.remove(key),
+        };
+        true
+    };
+    for spec in guarded_keys() {
+        match spec.strip_prefix("projects.*.") {
+            None => {
+                if restore(now_object, spec, host.get(*spec)) {
+                    held.push((*spec).to_owned());
+                }
+            }
+            Some(key) => {
+                let Some(projects) = now_object.get_mut("projects").and_then(Value::as_object_mut) else { continue };
+                for (project, entry) in projects.iter_mut() {
+                    let Some(entry) = entry.as_object_mut() else { continue };
+                    let was = host.get("projects").and_then(|projects| projects.get(project)).and_then(|p| p.get(key));
+                    if restore(entry, key, was) {
+                        held.push(format!("projects[{project:?}].{key}"));
+                    }
+                }
+            }
+        }
+    }
+    if held.is_empty() {
+        return Ok((inside.to_vec(), held));
+    }
+    let mut bytes = serde_json::to_vec_pretty(&now).map_err(|err| err.to_string())?;
+    bytes.push(b'\n');
+    Ok((bytes, held))
 }
 
 /// Claude Code's state file grows with its history: read it whole.
@@ -115,5 +198,49 @@ fn read_checked(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
         Ok(bytes) => Ok(Some(bytes)),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each guarded key changed by the session keeps the host's value (or stays absent),
+    /// beside the credentials and state that are copied as they are.
+    #[test]
+    fn executable_keys_keep_the_hosts_values_and_the_rest_is_copied() {
+        let host = br#"{"oauthAccount": {"id": 1}, "mcpServers": {"mine": {"command": "mine"}},
+            "projects": {"/p": {"allowedTools": ["Read"], "history": []}}}"#;
+        let inside = br#"{"oauthAccount": {"id": 2}, "numStartups": 5,
+            "mcpServers": {"mine": {"command": "mine"}, "evil": {"command": "sh", "args": ["-c", "touch /tmp/pwned"]}},
+            "projects": {"/p": {"allowedTools": ["Bash"], "history": [1], "enableAllProjectMcpServers": true},
+                         "/q": {"mcpServers": {"x": {"command": "x"}}}}}"#;
+        let (bytes, held) = keep_host_keys(Some(host), inside).expect("JSON");
+        assert_eq!(
+            held,
+            [
+                "mcpServers",
+                "projects[\"/q\"].mcpServers",
+                "projects[\"/p\"].allowedTools",
+                "projects[\"/p\"].enableAllProjectMcpServers"
+            ]
+        );
+        let now: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON");
+        assert_eq!(
+            now,
+            serde_json::json!({
+                "oauthAccount": {"id": 2}, "numStartups": 5,
+                "mcpServers": {"mine": {"command": "mine"}},
+                "projects": {"/p": {"allowedTools": ["Read"], "history": [1]}, "/q": {}}
+            })
+        );
+    }
+
+    #[test]
+    fn unchanged_keys_leave_the_bytes_as_they_are() {
+        let inside = b"{\"numStartups\": 6, \"mcpServers\": {}}";
+        assert_eq!(keep_host_keys(Some(b"{\"mcpServers\": {}}"), inside).expect("JSON"), (inside.to_vec(), Vec::new()));
+        assert_eq!(keep_host_keys(None, b"{\"a\": 1}").expect("JSON"), (b"{\"a\": 1}".to_vec(), Vec::new()));
+        assert_eq!(keep_host_keys(None, b"[1]"), Err("not a JSON object".into()));
     }
 }

@@ -12,6 +12,7 @@
 //! `gitcare::diff`. The gathering reads files an agent may have written, always with
 //! never-blocking reads of regular files only.
 
+mod agent_guard;
 mod caches;
 mod claude_state;
 pub mod index;

@@ -18,6 +18,8 @@
 
 use serde_json::Value;
 
+pub mod agents;
+
 /// The tools that change files: `tools.readOnly` denies them, and a rule naming one
 /// covers all of them.
 pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit", "apply_patch"];

@@ -59,7 +59,8 @@ pub(crate) fn decide(
         &facts.cache_dir,
         &mut policy.notes,
     )?;
-    let settings_copies = settings::prepare(&policy.copies, &facts.net_policy, &ctx.home, &mut policy.notes);
+    let mut settings_copies = settings::prepare(&policy.copies, &facts.net_policy, &ctx.home, &mut policy.notes);
+    gemini_settings_copy(&scanned.config, &ctx.home, &mut settings_copies);
     for note in &policy.notes {
         debug(note);
     }
@@ -123,6 +124,11 @@ fn environment(facts: &Facts, scanned: &mut Scanned, debug: &dyn Fn(&str)) -> Re
             crate::claude_state::CONFIG_DIR_VAR
         ));
     }
+    // Qwen Code reads its system settings where this names them: ours, whatever the
+    // host's environment says; Gemini CLI its user settings below `GEMINI_CLI_HOME`:
+    // the home's, where the copy with the rules is.
+    env.retain(|(var, _)| var != "QWEN_CODE_SYSTEM_SETTINGS_PATH" && var != "GEMINI_CLI_HOME");
+    env.push(("QWEN_CODE_SYSTEM_SETTINGS_PATH".into(), runtime_layout::QWEN_SYSTEM_SETTINGS.into()));
     if facts.net_policy.mode == config::Network::Allowlist {
         let proxy_env = netproxy::proxy_env(&runtime_layout::RuntimeLayout::inside().marker());
         env.retain(|(name, _)| !proxy_env.iter().any(|(proxy_name, _)| name == proxy_name));
@@ -166,6 +172,9 @@ pub(crate) struct Guards {
     pub(crate) tool_settings: String,
     pub(crate) claude_managed: String,
     pub(crate) codex_managed: String,
+    /// Gemini CLI's, Qwen Code's and OpenCode's managed files (`runtime_layout::AGENT_MANAGED`
+    /// names, contents).
+    pub(crate) agent_managed: Vec<(&'static str, String)>,
 }
 
 /// The guards' settings. Decided only for a real run (the prepare stage asks), so that
@@ -221,7 +230,87 @@ pub(crate) fn guards(facts: &Facts, scanned: &Scanned, decision: &Decision) -> R
         .as_ref()
         .map_or(String::new(), |path| format!("export PATH={}\n", util::single_quoted(&path.to_string_lossy())));
     let (tool_settings, claude_managed, codex_managed) = tool_guard_files(config)?;
-    Ok(Guards { git_settings, hook_settings, check_env, profile, tool_settings, claude_managed, codex_managed })
+    let agent_managed = agent_managed_files(config)?;
+    Ok(Guards {
+        git_settings,
+        hook_settings,
+        check_env,
+        profile,
+        tool_settings,
+        claude_managed,
+        codex_managed,
+        agent_managed,
+    })
+}
+
+/// `tools.*` in Gemini CLI: a read-only copy of the user's `~/.gemini/settings.json`
+/// with `tools.exclude`/`mcp.excluded` merged in, shown where Gemini CLI reads it (it
+/// ignores a system settings file unless it and its parents are root's, which nothing
+/// is inside an unprivileged sandbox). Over the guard's read-only mount of the same
+/// file. Rules that do not parse are left to the guards' check (a real start stops
+/// there); a settings file that is not JSON(C) leaves the rules unenforced, said so.
+fn gemini_settings_copy(config: &config::Config, home: &Path, copies: &mut settings::Copies) {
+    let settings = guard_settings::ToolGuardSettings::from_config(config);
+    if settings.disallowed.is_empty() && !settings.read_only {
+        return;
+    }
+    let Ok(disallowed) =
+        settings.disallowed.iter().map(|text| toolguard::Rule::parse(text)).collect::<Result<Vec<_>, _>>()
+    else {
+        return;
+    };
+    let path = home.join(".gemini/settings.json");
+    // The user's file: read-only inside (the agent guard), read without following a
+    // link and never a special file.
+    let existing =
+        util::fs::read_regular_nofollow(&path, 1 << 20).ok().map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    let tools = toolguard::agents::Tools { disallowed: &disallowed, read_only: settings.read_only };
+    match toolguard::agents::gemini(&tools, existing.as_deref()) {
+        Ok(plan) => {
+            copies.paths.push(path);
+            copies.texts.push(plan.document.unwrap_or_default());
+        }
+        Err(why) => copies.warnings.push(format!(
+            "agent-sandbox: warning: {} is {why}: tools.disallowed and tools.readOnly are not enforced in Gemini CLI",
+            path.display()
+        )),
+    }
+}
+
+/// `tools.*` as Qwen Code's and OpenCode's own managed configuration
+/// (`toolguard::agents`), each merged into the host's own file when there is one.
+fn agent_managed_files(config: &config::Config) -> Result<Vec<(&'static str, String)>> {
+    let settings = guard_settings::ToolGuardSettings::from_config(config);
+    let disallowed: Vec<toolguard::Rule> = settings
+        .disallowed
+        .iter()
+        .map(|text| toolguard::Rule::parse(text))
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let tools = toolguard::agents::Tools { disallowed: &disallowed, read_only: settings.read_only };
+    let mut files = Vec::new();
+    for (name, path) in runtime_layout::AGENT_MANAGED {
+        let existing = host_file(path)?;
+        let plan = match path {
+            runtime_layout::QWEN_SYSTEM_SETTINGS => toolguard::agents::qwen(&tools, existing.as_deref()),
+            _ => toolguard::agents::opencode(&tools, existing.as_deref()),
+        }
+        .map_err(|why| anyhow::anyhow!("{path}: {why} (the agent would not read it either; fix or remove it)"))?;
+        files.push((name, plan.document.unwrap_or_default()));
+    }
+    Ok(files)
+}
+
+/// The host's own managed file at `path`: one this user cannot read, the agent (running
+/// as this user) could not read either, and ours takes its place.
+fn host_file(path: &str) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(err) if matches!(err.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => {
+            Ok(None)
+        }
+        Err(err) => Err(err).with_context(|| format!("reading {path} (the agent's managed configuration)")),
+    }
 }
 
 /// The tool guard's settings and the agents' managed configuration that runs it before
@@ -230,15 +319,6 @@ pub(crate) fn guards(facts: &Facts, scanned: &Scanned, decision: &Decision) -> R
 fn tool_guard_files(config: &config::Config) -> Result<(String, String, String)> {
     let settings = guard_settings::ToolGuardSettings::from_config(config);
     toolguard::Guard::new(&settings.disallowed, settings.read_only).map_err(anyhow::Error::msg)?;
-    let host_file = |path: &str| match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        // One this user cannot read, the agent (running as this user) could not read
-        // either: ours takes its place.
-        Err(err) if matches!(err.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => {
-            Ok(None)
-        }
-        Err(err) => Err(err).with_context(|| format!("reading {path} (the agent's managed configuration)")),
-    };
     let command = format!("{} tool-guard", runtime_layout::RuntimeLayout::inside().marker().display());
     let claude = toolguard::claude_managed_settings(
         host_file(runtime_layout::CLAUDE_MANAGED_SETTINGS)?.as_deref(),

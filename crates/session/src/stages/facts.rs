@@ -14,7 +14,7 @@ use std::{
 use anyhow::{bail, Context as _, Result};
 use policy::Context;
 
-use crate::{claude_state, masks, ExecOptions, Invocation};
+use crate::{agent_guard, claude_state, masks, ExecOptions, Invocation};
 
 /// The configuration and the facts of where it runs.
 pub struct Loaded {
@@ -52,6 +52,9 @@ pub(crate) struct Facts {
     pub(crate) watch: gitcare::Watch,
     /// Where the agent's own git repository is, when it has one (`hostpush::home::exec`).
     pub(crate) session_git: Option<sandbox::plan::SessionGit>,
+    /// The agents' host-executed settings the guard created to mount them read-only,
+    /// removed again when this is dropped (`agent_guard`).
+    pub(crate) _agent_guard: agent_guard::Created,
 }
 
 /// A session that never ran its exit check is checked before anything reads the
@@ -160,7 +163,9 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
             eprintln!("agent-sandbox: warning: {problem}");
         }
     }
-    create_agent_state_dir(&ctx.home, options.command)?;
+    let agent = options.command.first().and_then(|command| command.to_str()).and_then(config::agents::for_command);
+    create_agent_state_dir(&ctx.home, agent)?;
+    keep_agent_hosts(&mut config, agent);
     debug(&format!("project root {}, cwd {}", ctx.project_root.display(), ctx.cwd.display()));
     if files.is_empty() {
         debug("config: no config files found, built-in defaults only");
@@ -195,13 +200,57 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
         session_repository: session_git.is_some(),
     };
     config.ro.extend(host_present.iter().map(|path| builtin_path(path)));
-    let facts =
-        Facts { ctx, cache_dir, state_dir, repo, layout, net_policy, claude_state, host_present, watch, session_git };
+    // The agents' host-executed settings: read-only, created first when absent (not for
+    // a dry run, which changes nothing).
+    let agent_guard = if has_preset(&config, "agents") && !options.dry_run {
+        let steps =
+            agent_guard::plan(&ctx.home, &|dir| dir.symlink_metadata().is_ok_and(|meta| meta.is_dir()), &|path| {
+                path.symlink_metadata().is_ok()
+            });
+        let (read_only, created) = agent_guard::prepare(&steps);
+        for path in &read_only {
+            debug(&format!("agents: {} read-only (its host process runs it)", path.display()));
+        }
+        config.ro.extend(read_only.iter().map(|path| builtin_path(path)));
+        created
+    } else {
+        agent_guard::Created::default()
+    };
+    let facts = Facts {
+        ctx,
+        cache_dir,
+        state_dir,
+        repo,
+        layout,
+        net_policy,
+        claude_state,
+        host_present,
+        watch,
+        session_git,
+        _agent_guard: agent_guard,
+    };
     Ok((facts, config))
 }
 
 fn has_git_preset(config: &config::Config) -> bool {
-    policy::presets::expand(&config.presets).is_ok_and(|presets| presets.iter().any(|(preset, _)| preset.name == "git"))
+    has_preset(config, "git")
+}
+
+fn has_preset(config: &config::Config, name: &str) -> bool {
+    policy::presets::expand(&config.presets).is_ok_and(|presets| presets.iter().any(|(preset, _)| preset.name == name))
+}
+
+/// The built-in allowlist has every catalogued agent's hosts: a session running one
+/// agent keeps that agent's only (a shell or a script keeps them all: it may start any
+/// agent). The user's own entries for the same hosts stay.
+fn keep_agent_hosts(config: &mut config::Config, agent: Option<&config::agents::Agent>) {
+    let keep = config::agents::hosts_for(agent);
+    let agent_hosts = config::agents::all_hosts();
+    config.net_allow.retain(|item| {
+        item.origin.layer != config::LayerKind::Default
+            || !agent_hosts.contains(&item.value.as_str())
+            || keep.contains(&item.value.as_str())
+    });
 }
 
 /// Why the user's git directories are read-only inside, and what that means.
@@ -307,16 +356,17 @@ fn refuse_planted_commondir(project_root: &Path) -> Result<()> {
 
 /// An agent's state directory that does not exist yet would live in the scratch home
 /// and vanish with it (and the user's login with it).
-fn create_agent_state_dir(home: &Path, command: &[OsString]) -> Result<()> {
-    let agent_name =
-        command.first().and_then(|cmd| Path::new(cmd).file_name()).map(|name| name.to_string_lossy().into_owned());
-    let state = match agent_name.as_deref() {
-        Some("claude") => Some(".claude"),
-        Some("codex") => Some(".codex"),
-        _ => None,
-    };
-    if let Some(dir) = state.map(|dir| home.join(dir)).filter(|dir| !dir.exists()) {
-        std::fs::DirBuilder::new().mode(0o700).create(&dir).with_context(|| format!("creating {}", dir.display()))?;
+fn create_agent_state_dir(home: &Path, agent: Option<&config::agents::Agent>) -> Result<()> {
+    // Its first state directory is where it logs in (`~/.claude`, `~/.gemini`,
+    // `~/.local/share/opencode`); a directory that does not exist is not mounted.
+    let Some(first) = agent.and_then(|agent| agent.state.first()) else { return Ok(()) };
+    let dir = home.join(first);
+    if dir.symlink_metadata().is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
         eprintln!("agent-sandbox: created {} so that the agent keeps its state", dir.display());
     }
     Ok(())

@@ -164,6 +164,7 @@ fn runtime(
         (runtime_layout::CODEX_MANAGED, guards.codex_managed.as_str()),
         (sandbox::runtime::PROFILE_FILE, guards.profile.as_str()),
     ];
+    files.extend(guards.agent_managed.iter().map(|(name, text)| (*name, text.as_str())));
     if allowlist {
         files.push((runtime_layout::RESOLV_CONF, resolv_conf.as_str()));
         files.push((runtime_layout::HOSTS, hosts.as_str()));
