@@ -151,3 +151,31 @@ fn a_session_reaches_its_own_agents_hosts_only() {
         );
     }
 }
+
+/// A link where an executable setting lives (a symlinked `settings.json`, as a dotfiles
+/// manager leaves it, or one an agent planted in an earlier session) cannot be kept
+/// read-only in place: `exec` refuses to start and says how to fix it, rather than
+/// start with it writable or fail inside bwrap with a message about mount points. The
+/// same setting as a regular file starts and stays read-only.
+#[test]
+fn a_linked_executable_setting_is_refused_with_the_fix() {
+    require_bwrap!();
+    let world = World::new();
+    agent_homes(&world);
+    world.write("home/dotfiles/claude-settings.json", "{}\n");
+    std::os::unix::fs::symlink(
+        world.home.join("dotfiles/claude-settings.json"),
+        world.home.join(".claude/settings.json"),
+    )
+    .expect("symlink");
+    let run = world.sh(&[], "true");
+    assert_ne!(run.code(), 0);
+    assert!(run.stderr().contains(".claude/settings.json is a symbolic link"), "{}", run.stderr());
+    assert!(run.stderr().contains("cp --remove-destination"), "{}", run.stderr());
+    fs_err::remove_file(world.home.join(".claude/settings.json")).expect("rm");
+    world.write("home/.claude/settings.json", "{}\n");
+    let run = world.sh(&[], "echo '{\"hooks\": {}}' > ~/.claude/settings.json");
+    assert_ne!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(world.read("home/.claude/settings.json"), "{}\n");
+    world.sh(&[], "true").ok();
+}

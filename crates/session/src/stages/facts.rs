@@ -207,6 +207,26 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
             agent_guard::plan(&ctx.home, &|dir| dir.symlink_metadata().is_ok_and(|meta| meta.is_dir()), &|path| {
                 path.symlink_metadata().is_ok()
             });
+        // A link there cannot be mounted read-only in its place (a mount follows it), and
+        // inside the directory is writable: the agent could replace the link. Refused
+        // loudly rather than left writable.
+        let linked: Vec<String> = steps
+            .iter()
+            .filter_map(|step| match step {
+                agent_guard::Step::ReadOnly(path) if path.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) => {
+                    Some(path.display().to_string())
+                }
+                _ => None,
+            })
+            .collect();
+        if !linked.is_empty() {
+            bail!(
+                "{} is a symbolic link: its agent's host process runs what it holds, so agent-sandbox keeps it \
+                 read-only inside, and a link in a directory the agent writes can be replaced. Make it a regular file \
+                 or directory (for a file: `cp --remove-destination \"$(readlink -f F)\" F`), then start again",
+                linked.join(", ")
+            );
+        }
         let (read_only, created) = agent_guard::prepare(&steps);
         for path in &read_only {
             debug(&format!("agents: {} read-only (its host process runs it)", path.display()));
