@@ -188,3 +188,49 @@ fn a_clone_made_again_at_the_same_path_gets_a_session_of_its_own() {
     world.sh(&[], "echo new > new.txt && git add new.txt && git commit -qm new").ok();
     assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]).trim(), "new");
 }
+
+/// The agent commits in a submodule, then in the project, and pushes the project: the
+/// push is refused while no remote of the submodule has that commit (a teammate's
+/// `git submodule update` would fail with `not our ref`), told how to push it first;
+/// once the user has pushed the submodule's commit, the project's push goes out.
+#[test]
+fn a_project_push_naming_an_unpublished_submodule_commit_is_refused() {
+    require_bwrap!();
+    let world = checked_world();
+    let lib_remote = world.path("lib.git");
+    let lib_src = world.path("lib");
+    world.git_in(&world.root, &["init", "-q", "--bare", lib_remote.to_str().expect("utf-8")]);
+    world.git_in(&world.root, &["init", "-q", "-b", "main", lib_src.to_str().expect("utf-8")]);
+    world.git_in(&lib_src, &["commit", "-q", "--allow-empty", "-m", "lib"]);
+    world.git_in(&lib_src, &["push", "-q", lib_remote.to_str().expect("utf-8"), "main"]);
+    let remote = world.bare_origin();
+    world.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        lib_remote.to_str().expect("utf-8"),
+        "lib",
+    ]);
+    world.git(&["commit", "-qm", "add lib"]);
+    world.git(&["push", "-q", "origin", "main"]);
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let run = world.sh(
+        &rw,
+        "cd lib && echo x > x && git add x && git commit -qm sub-x && cd .. && git add lib && git commit -qm bump && \
+         git push -q origin main",
+    );
+    assert_ne!(run.code(), 0, "{}", run.stderr());
+    assert!(run.stderr().contains("which no remote of lib has"), "{}", run.stderr());
+    let remote_main = world.git_in(&remote, &["log", "-1", "--format=%s", "main"]);
+    assert_eq!(remote_main.trim(), "add lib", "the push went out");
+    // The user pushes the submodule's commit (kept in their submodule repository), then
+    // the agent's push goes out.
+    let lib = world.path("home/proj/lib");
+    world.git_in(&lib, &["push", "-q", "origin", "refs/agent-sandbox/modules/heads/main:refs/heads/main"]);
+    world.git_in(&lib, &["fetch", "-q", "origin"]);
+    let run = world.sh(&rw, "git push -q origin main");
+    run.ok();
+    assert_eq!(world.git_in(&remote, &["log", "-1", "--format=%s", "main"]).trim(), "bump");
+}

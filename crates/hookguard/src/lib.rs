@@ -860,6 +860,10 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
         .trim()
         .to_owned();
     let dependencies = std::cell::OnceCell::new();
+    // A push the host carries out to a remote publishes; a broker bringing the session's
+    // commits into the user's own repository does not (it says so in the environment
+    // of the push it runs, which the agent does not set).
+    let publishing = repo.host_push && std::env::var_os(hostpush::home::BRINGING_HOME).is_none();
     for update in parse_updates(&stdin) {
         if is_zero(update.local_sha) {
             if repo.settings.allow_branch_deletion {
@@ -916,6 +920,9 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             // A commit made anywhere (a scratch clone fetched and fast-forwarded) must
             // not change what pre-commit protects, the checks among them.
             protected_in_commit(repo, &commit, &protected, update.local_ref)?;
+            if publishing {
+                submodules_published(repo, &commit, update.local_ref)?;
+            }
             if !repo.settings.check_commands.is_empty() {
                 check_commit(repo, &commit, update.local_ref, commit == head, &dependencies, &run_checks)?;
             }
@@ -966,6 +973,70 @@ fn protected_in_commit(repo: &Repo, commit: &str, protected: &[String], local_re
                     &commit[..12.min(commit.len())]
                 ),
                 format!("leave {rule} as it is: drop that change from the commits you push"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A commit published to a remote must not name a submodule commit that no remote of
+/// that submodule has (a teammate's `git submodule update` would then fail with `not
+/// our ref`): each gitlink the commit changes must be reachable from the user's
+/// submodule repository's remote-tracking branches, as `git push
+/// --recurse-submodules=check` asks. The submodule repositories are the user's, in the
+/// project's common directory (`modules/<name>`), which the agent cannot write.
+fn submodules_published(repo: &Repo, commit: &str, local_ref: &str) -> Result<(), Refusal> {
+    let changed = repo.git_ok(&["diff-tree", "-r", "--root", "-m", "--no-commit-id", "-z", commit])?;
+    let mut fields = changed.split(|b| *b == 0).filter(|field| !field.is_empty());
+    let mut gitlinks = Vec::new();
+    while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+        let meta = String::from_utf8_lossy(meta);
+        // `:old_mode new_mode old_sha new_sha status`
+        let parts: Vec<&str> = meta.trim_start_matches(':').split(' ').collect();
+        if parts.len() >= 4 && parts[1] == "160000" {
+            gitlinks.push((String::from_utf8_lossy(path).into_owned(), parts[3].to_owned()));
+        }
+    }
+    if gitlinks.is_empty() {
+        return Ok(());
+    }
+    let Some(layout) = gitfacts::layout(&repo.top) else { return Ok(()) };
+    let names = repo.git_ok(&[
+        "config",
+        "--blob",
+        &format!("{commit}:.gitmodules"),
+        "-z",
+        "--get-regexp",
+        r"^submodule\..*\.path$",
+    ]);
+    let names = names.unwrap_or_default();
+    for (path, sha) in gitlinks {
+        // The submodule's name for this path (`.gitmodules` in the commit), else the path.
+        let name = names
+            .split(|b| *b == 0)
+            .filter_map(|entry| {
+                let entry = String::from_utf8_lossy(entry);
+                let (key, value) = entry.split_once('\n')?;
+                (value == path).then(|| key.trim_start_matches("submodule.").trim_end_matches(".path").to_owned())
+            })
+            .next()
+            .unwrap_or_else(|| path.clone());
+        let module = layout.common_dir.join("modules").join(&name);
+        let module = module.display().to_string();
+        let unpublished = repo.git_ok(&["--git-dir", &module, "rev-list", "-n", "1", &sha, "--not", "--remotes"]);
+        let published = unpublished.is_ok_and(|out| out.iter().all(u8::is_ascii_whitespace));
+        if !published {
+            return Err(refuse(
+                format!(
+                    "commit {} of {local_ref} points submodule {path} at {}, which no remote of {path} has: a \
+                     teammate's `git submodule update` would fail",
+                    &commit[..12.min(commit.len())],
+                    &sha[..12.min(sha.len())]
+                ),
+                format!(
+                    "have that commit pushed first (on the host: `git -C {path} push origin <its branch>`; a commit made \
+                     in the session waits there as refs/agent-sandbox/modules/…), then push again"
+                ),
             ));
         }
     }

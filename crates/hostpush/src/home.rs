@@ -72,6 +72,9 @@ pub(crate) const REFUSED: &str = "did not come home: its checks refused it";
 pub const REFUSED_REFS: &str = "refs/agent-sandbox/refused/";
 /// Beside it, in the user's `.git`: what the checks said, one file per ref.
 pub const REFUSED_DIR: &str = "agent-sandbox/refused";
+/// Set in the environment of the push that brings the session's commits into the user's
+/// repository, for its pre-push hook guard: not a publication (no remote receives it).
+pub const BRINGING_HOME: &str = "AGENT_SANDBOX_BRINGING_HOME";
 /// Where accepted tips land before the refs move (removed again).
 pub(crate) const INCOMING: &str = "refs/agent-sandbox/incoming/";
 const SETPRIV: &str = "/usr/bin/setpriv";

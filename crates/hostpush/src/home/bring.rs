@@ -496,6 +496,8 @@ fn send(
         .env_clear()
         .envs(mirror.env.iter().map(|(name, value)| (name, value)))
         .env(crate::service::SETTINGS_VAR, &home.settings)
+        // Into the user's own repository: not a publication.
+        .env(super::BRINGING_HOME, "1")
         .stdin(Stdio::null());
     if let Some(global) = &home.global {
         command.env("GIT_CONFIG_GLOBAL", global);
