@@ -412,19 +412,21 @@ fn the_layout() -> Result<Option<Layout>, Refusal> {
     Ok(layout(&util::mounts::parse(&mountinfo)))
 }
 
-/// The user's `.git` must lead nowhere else before root's git works in it.
+/// The user's `.git` must lead nowhere else before a broker's git works in it.
 pub(crate) fn check_home(home: &Home) -> Result<(), Refusal> {
     let found = crate::redirect::redirections(&home.user_git, true);
     if found.is_empty() {
         return Ok(());
     }
-    Err(refuse(
-        format!(
-            "your repository's .git leads elsewhere, so the container's broker does not work in it: {}",
-            found.join("; ")
+    // Said in the words of the mode that runs: `exec` has the work tree on the host.
+    let (broker, instead) = match home.work_tree {
+        Some(_) => ("agent-sandbox does not bring commits into it", "remove those entries, then start `exec` again"),
+        None => (
+            "the container's broker does not work in it",
+            "remove those entries on the host, then restart the container",
         ),
-        "remove those entries on the host, then restart the container",
-    ))
+    };
+    Err(refuse(format!("your repository's .git leads elsewhere, so {broker}: {}", found.join("; ")), instead))
 }
 
 /// [`crate::redirect::redirections`] of a session repository, whose one alternate is

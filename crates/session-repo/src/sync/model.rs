@@ -131,6 +131,11 @@ impl History for Objects<'_> {
             .filter(|commit| !kept.contains(commit))
             .all(|commit| self.brought.contains(&id(*commit)))
     }
+
+    fn holds_dropped(&self, dropped: &str, kept: &str, tip: &str) -> bool {
+        let (kept, held) = (self.ancestors(kept), self.ancestors(tip));
+        self.ancestors(dropped).iter().any(|commit| !kept.contains(commit) && held.contains(commit))
+    }
 }
 
 /// git's two-way merge of an index (`read-tree -m old new`): `None` where what is
