@@ -380,13 +380,15 @@ fn a_branch_the_user_moves_during_a_session_is_kept_and_the_rebased_commit_comes
     let out = run.ok();
     assert!(out.contains(&format!("`git rebase --autostash {host}`")), "the agent is told onto what to rebase:\n{out}");
     let said = run.stderr();
-    // What the user is told names a ref their git finds.
+    // What the user is told names the ref it waited as (checked above to be one their
+    // git finds); once the rebased commit came home, nothing waits and the ref is gone.
     let named = said
         .split_whitespace()
         .find(|word| word.starts_with("refs/agent-sandbox/waiting/"))
         .unwrap_or_else(|| panic!("the user is not told where the commit waits:\n{said}"));
-    world.git(&["rev-parse", "--verify", "-q", named.trim_end_matches(['.', ','])]);
+    assert_eq!(named.trim_end_matches(['.', ',']), "refs/agent-sandbox/waiting/heads/main");
     assert!(said.contains("main is now"), "{said}");
+    assert_eq!(world.git(&["for-each-ref", "refs/agent-sandbox/"]), "", "a resolved tip is still kept");
     // A fast-forward of the user's commit: nothing of the user's is lost.
     assert_eq!(world.git(&["log", "--format=%s", "main"]), "agent\nhost\nconfig\ninit\n", "{said}");
     assert_eq!(world.git(&["rev-parse", "main^"]).trim(), host);

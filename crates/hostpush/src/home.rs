@@ -1331,41 +1331,20 @@ pub(crate) fn session_refs(
 ) -> Result<Refs, Refusal> {
     let unreadable = |failed: mirror::Failed| {
         let said = failed.last_line().to_owned();
-        let gone = ["missing", "bad object", "not our ref", "unable to read", "did not send all necessary objects"]
-            .iter()
-            .any(|sign| said.contains(sign));
-        if gone {
-            // Objects the session names are in neither repository: its alternate (the
-            // user's objects) no longer has them. Not something `git fsck` on the host
-            // finds: the user's repository is fine.
-            let instead = match home.work_tree {
-                Some(_) => {
-                    "on the host, `agent-sandbox git sessions` shows what it holds, and `agent-sandbox git \
-                            sessions remove home` starts afresh from your repository"
-                }
-                None => {
-                    "on the host, remove the container's session volume (`agent-sandbox-git-…`; `agent-sandbox \
-                         volume` lists the Docker sandbox's) and start the container again: a new session starts \
-                         from your repository"
-                }
-            };
-            return refuse(
-                format!(
-                    "the session repository no longer matches your repository: commits it names are gone from your \
-                     repository's objects (a clone made again at the same path, or objects pruned after a branch was \
-                     deleted) (git: {})",
-                    util::terminal_safe(&said)
-                ),
-                instead,
-            );
-        }
+        // A session that no longer matches its repository (objects pruned on the host, a
+        // session of an older version kept across a new clone) fails the same way as a
+        // ref planted at an object from elsewhere: both are named, with both fixes.
+        let instead = match home.work_tree {
+            Some(_) => "delete or repair that branch or tag (`git fsck` inside names broken ones), then commit again;                         if your repository was cloned again at this path or pruned, the session no longer matches                         it: on the host, `agent-sandbox git sessions` shows what it holds and `agent-sandbox git                         sessions remove home` starts afresh",
+            None => "delete or repair that branch or tag (`git fsck` inside names broken ones), then commit again;                      if your repository was cloned again or pruned, the session no longer matches it: remove the                      container's session volume (`agent-sandbox-git-…`) on the host and start the container again",
+        };
         refuse(
             format!(
                 "cannot read the session's commits: an object one of its branches or tags leads to is not in the \
                  project's own object store, or a file in .git is not a regular one (git: {})",
                 util::terminal_safe(&said)
             ),
-            "delete or repair that branch or tag (`git fsck` names broken ones), then commit again",
+            instead,
         )
     };
     let Some(listed) = list_session_refs(session_dir) else {

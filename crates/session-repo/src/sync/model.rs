@@ -28,6 +28,16 @@ struct Repo {
     index: Tree,
 }
 
+impl Repo {
+    /// The branch or tag `pick` names among those git would delete (not `HEAD`'s).
+    fn deletable(&self, pick: u8) -> Option<String> {
+        let current = self.head.branch();
+        let names: Vec<&String> =
+            self.refs.keys().filter(|name| synced(name) && Some(name.as_str()) != current).collect();
+        names.get(usize::from(pick) % names.len().max(1)).map(|name| (*name).clone())
+    }
+}
+
 #[derive(Debug, Clone)]
 struct World {
     commits: Vec<Commit>,
@@ -265,15 +275,7 @@ impl World {
                 }
             }
             Action::UserDelete(pick) => {
-                let current = self.user.head.branch().map(str::to_owned);
-                let names: Vec<String> = self
-                    .user
-                    .refs
-                    .keys()
-                    .filter(|name| synced(name) && Some(name.as_str()) != current.as_deref())
-                    .cloned()
-                    .collect();
-                let Some(name) = names.get(usize::from(*pick) % names.len().max(1)).cloned() else { return };
+                let Some(name) = self.user.deletable(*pick) else { return };
                 let value = self.user.refs.remove(&name).expect("listed");
                 self.deleted.insert(name, value);
             }
@@ -321,15 +323,7 @@ impl World {
                 World::move_head(&mut self.session, id(parent));
             }
             Action::AgentDelete(pick) => {
-                let current = self.session.head.branch().map(str::to_owned);
-                let names: Vec<String> = self
-                    .session
-                    .refs
-                    .keys()
-                    .filter(|name| synced(name) && Some(name.as_str()) != current.as_deref())
-                    .cloned()
-                    .collect();
-                let Some(name) = names.get(usize::from(*pick) % names.len().max(1)).cloned() else { return };
+                let Some(name) = self.session.deletable(*pick) else { return };
                 self.session.refs.remove(&name);
             }
             Action::AgentTag(pick) => {
