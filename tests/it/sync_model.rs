@@ -30,6 +30,11 @@ use proptest::prelude::*;
 enum Action {
     UserCommit(u8),
     UserStage(u8),
+    /// Part of a file staged, the rest not (as `git add -p` leaves it).
+    UserStagePart(u8),
+    UserAmend(u8),
+    /// `rm -rf proj && git init proj`: another repository at the same path.
+    Reclone,
     UserSwitch(u8),
     UserNewBranch(u8),
     UserResetKeep,
@@ -41,6 +46,8 @@ enum Action {
     AgentDelete(u8),
     AgentTag(u8),
     AgentStash,
+    /// The agent rebases onto the user's branch of the same name, as it is told to.
+    AgentRebase,
     Sync,
     Start,
 }
@@ -49,6 +56,9 @@ fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         3 => (0u8..4).prop_map(Action::UserCommit),
         2 => (0u8..4).prop_map(Action::UserStage),
+        1 => (0u8..4).prop_map(Action::UserStagePart),
+        1 => (0u8..4).prop_map(Action::UserAmend),
+        1 => Just(Action::Reclone),
         1 => (0u8..4).prop_map(Action::UserSwitch),
         1 => (0u8..3).prop_map(Action::UserNewBranch),
         1 => Just(Action::UserResetKeep),
@@ -60,6 +70,7 @@ fn action() -> impl Strategy<Value = Action> {
         1 => (0u8..4).prop_map(Action::AgentDelete),
         1 => (0u8..3).prop_map(Action::AgentTag),
         1 => Just(Action::AgentStash),
+        1 => Just(Action::AgentRebase),
         4 => Just(Action::Sync),
         1 => Just(Action::Start),
     ]
@@ -75,6 +86,8 @@ struct Case {
     counter: u32,
     /// Branches the user deleted since the last sync.
     deleted: BTreeSet<String>,
+    /// The repository was made again since the last sync.
+    recloned: bool,
 }
 
 const PRE_PUSH: &str = "#!/bin/sh\n\
@@ -111,7 +124,8 @@ impl Case {
         fs_err::write(&hook, PRE_PUSH).expect("hook");
         fs_err::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         fs_err::write(push.join("told"), "").expect("told");
-        let mut case = Case { _dir: dir, proj, top, push, broker: None, counter: 0, deleted: BTreeSet::new() };
+        let mut case =
+            Case { _dir: dir, proj, top, push, broker: None, counter: 0, deleted: BTreeSet::new(), recloned: false };
         case.start();
         case
     }
@@ -198,6 +212,25 @@ impl Case {
                 let name = self.write(*path);
                 let _ = self.user(&["add", &name]);
             }
+            Action::UserStagePart(path) => {
+                let name = self.write(*path);
+                let _ = self.user(&["add", &name]);
+                self.write(*path);
+            }
+            Action::UserAmend(path) => {
+                let name = self.write(*path);
+                let _ = self.user(&["add", &name]);
+                let _ = self.user(&["commit", "-q", "--amend", "-m", "user-amended"]);
+            }
+            Action::Reclone => {
+                fs_err::remove_dir_all(&self.proj).expect("rm -rf");
+                let parent = self.proj.parent().expect("a parent").to_path_buf();
+                git(&parent, &["init", "-q", "-b", "main", self.proj.to_str().expect("utf-8")]).expect("init");
+                let name = self.write(0);
+                git(&self.proj, &["add", &name]).expect("add");
+                git(&self.proj, &["commit", "-qm", "reclone"]).expect("commit");
+                self.recloned = true;
+            }
             Action::UserSwitch(pick) => {
                 if let Some(branch) = self.pick(false, *pick) {
                     let _ = self.user(&["switch", "-q", &branch]);
@@ -249,6 +282,15 @@ impl Case {
             }
             Action::AgentStash => {
                 let _ = self.agent(&["stash", "-q"]);
+            }
+            Action::AgentRebase => {
+                let current = self.agent(&["branch", "--show-current"]).unwrap_or_default();
+                let theirs = self.user(&["rev-parse", "-q", "--verify", &format!("refs/heads/{}", current.trim())]);
+                if let Some(theirs) = theirs {
+                    if self.agent(&["rebase", "-q", "--autostash", theirs.trim()]).is_none() {
+                        let _ = self.agent(&["rebase", "--abort"]);
+                    }
+                }
             }
             Action::Sync => self.sync(),
             Action::Start => self.start(),
@@ -403,10 +445,22 @@ fn the_users_work_survives_any_interleaving_through_the_real_broker() {
             case.act(action);
             if let Some(before) = before {
                 let after = case.snapshot();
-                if let Err(broken) = case.check(&before, &after, &case.deleted) {
-                    return Err(TestCaseError::fail(format!("after {action:?}: {broken}\nactions: {actions:?}")));
+                // After a new repository at the path, a sync of the old session brings
+                // nothing into it; a start makes a new session, and only what comes next is
+                // compared.
+                if case.recloned && matches!(action, Action::Sync) && before.refs != after.refs {
+                    return Err(TestCaseError::fail(format!(
+                        "the old session's refs came into a new repository: {:?} -> {:?}\nactions: {actions:?}",
+                        before.refs, after.refs
+                    )));
+                }
+                if !case.recloned {
+                    if let Err(broken) = case.check(&before, &after, &case.deleted) {
+                        return Err(TestCaseError::fail(format!("after {action:?}: {broken}\nactions: {actions:?}")));
+                    }
                 }
                 case.deleted.clear();
+                case.recloned &= matches!(action, Action::Sync);
             }
         }
         // The last sync of a session, as `exec`'s end.

@@ -469,6 +469,15 @@ impl Broker {
 
 fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     check_home(&x.home)?;
+    // The repository at the path is still the one this session was made for (not a
+    // clone made again while the session ran).
+    if sessions::session_id(&x.top).as_deref() != sessions::existing_id(&x.home.user_git).as_deref() {
+        return Err(refuse(
+            "the repository at this path is not the one this session was made for (was it cloned again?), so \
+             nothing of the session comes into it",
+            "end this session; the next `exec` puts the old session aside and starts a new one",
+        ));
+    }
     let session = x.session();
     let found = session_redirections(&session, &x.home.user_git_inside.join("objects"));
     if !found.is_empty() {

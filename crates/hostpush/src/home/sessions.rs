@@ -55,6 +55,12 @@ pub fn repository_id(user_git: &Path) -> Result<String, Refusal> {
     }
 }
 
+/// The identity of the user's repository at `user_git`, if it has one (never made).
+pub fn existing_id(user_git: &Path) -> Option<String> {
+    let bytes = util::fs::read_regular_nofollow(&user_git.join(REPO_ID), 256).ok()?;
+    Some(String::from_utf8_lossy(&bytes).trim().to_owned())
+}
+
 /// What the session in `top` was made for: `None` when it records nothing (made by an
 /// older version, or not yet).
 pub fn session_id(top: &Path) -> Option<String> {
