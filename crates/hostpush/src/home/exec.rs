@@ -221,7 +221,11 @@ fn prepare_session(x: &ExecHome) -> Result<String, Refusal> {
             let Some(listed) = list_session_refs(&session) else { return Ok(said) };
             // A session of an older version kept no base: what both have agrees.
             let mut state = x.read_state().unwrap_or_else(|| State::agreed(&refs, read_head(&x.home.git_dir)));
-            let listed = match start_plan(&x.home, &session, (&refs, &listed), &state).filter(|_| quiet.is_some()) {
+            // Not while another `exec` of the project runs either: its agent's `HEAD` and
+            // index would move under it (its broker's syncs take the user's refs).
+            let alone = !others_running(&x.top);
+            let start = start_plan(&x.home, &session, (&refs, &listed), &state).filter(|_| quiet.is_some() && alone);
+            let listed = match start {
                 Some(start) => {
                     run_seed(x.seed_command(&session), &start.plan, INSTEAD)?;
                     start.settle(&mut state);
@@ -234,7 +238,7 @@ fn prepare_session(x: &ExecHome) -> Result<String, Refusal> {
             };
             // Not while another `exec` of the project runs: the index is its agent's too,
             // and what it staged would be gone under it.
-            if !others_running(&x.top) {
+            if alone {
                 take_users_index(x, &session, &listed, &refs);
             }
             Ok(said)
