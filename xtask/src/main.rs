@@ -9,6 +9,7 @@
 //!   `bench session`: the same for `exec`'s;
 //!   `bench git`: only the git guard's loops; `bench exec`: all but Docker and the
 //!   virtual sandbox;
+//! - `book`: the book in `docs/` (mdBook, installed once when missing), its links checked;
 //! - `feature`: the Dev Container Feature packaged as a registry artifact by
 //!   `devcontainer features package`, with a static binary inside (`feature.rs`).
 //!
@@ -17,6 +18,7 @@
 mod bench;
 mod bench_home;
 mod bench_network;
+mod book;
 mod docker;
 mod feature;
 #[cfg(test)]
@@ -46,9 +48,10 @@ fn main() -> Result<()> {
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
         Some("feature") => feature::feature(),
+        Some("book") => book::book(),
         _ => {
             bail!(
-                "usage: cargo xtask <test|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature>"
+                "usage: cargo xtask <test|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature|book>"
             )
         }
     }
@@ -278,8 +281,9 @@ fn newest_agents(root: &Path, e2e_env: &[(&str, std::ffi::OsString)], tally: &mu
     Ok(())
 }
 
-/// The gates before any test: formatting as `rustfmt.toml` says, and no clippy warning
-/// in any target (tests, benches, xtask included).
+/// The gates before any test: formatting as `rustfmt.toml` says, no clippy warning in
+/// any target (tests, benches, xtask included), the generated files against their
+/// schemas, and the book built with its links resolving.
 fn gates(root: &Path) -> Result<()> {
     eprintln!("xtask: cargo fmt --check");
     run(Command::new("cargo").args(["fmt", "--all", "--check"]).current_dir(root))
@@ -289,7 +293,9 @@ fn gates(root: &Path) -> Result<()> {
         .args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
         .current_dir(root))
     .context("clippy found warnings (each is an error in CI)")?;
-    schema_check(root)
+    schema_check(root)?;
+    eprintln!("xtask: the book (mdbook build docs), and its internal links");
+    book::book()
 }
 
 /// What `devcontainer init` generates, checked against the devcontainer spec's JSON
