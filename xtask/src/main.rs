@@ -10,6 +10,8 @@
 //!   `bench git`: only the git guard's loops; `bench exec`: all but Docker and the
 //!   virtual sandbox;
 //! - `book`: the book in `docs/` (mdBook, installed once when missing), its links checked;
+//! - `dist`: the packages (tarball, npm, wheel, `.deb`) from one static build (`dist.rs`);
+//!   `dist-test` (root, Docker): each installed from its file in a clean container (`dist_test.rs`);
 //! - `feature`: the Dev Container Feature packaged as a registry artifact by
 //!   `devcontainer features package`, with a static binary inside (`feature.rs`).
 //!
@@ -19,6 +21,8 @@ mod bench;
 mod bench_home;
 mod bench_network;
 mod book;
+mod dist;
+mod dist_test;
 mod docker;
 mod feature;
 #[cfg(test)]
@@ -49,9 +53,11 @@ fn main() -> Result<()> {
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
         Some("feature") => feature::feature(),
         Some("book") => book::book(),
+        Some("dist") => dist::dist(),
+        Some("dist-test") => dist_test::dist_test(),
         _ => {
             bail!(
-                "usage: cargo xtask <test|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature|book>"
+                "usage: cargo xtask <test|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature|dist|dist-test|book>"
             )
         }
     }
