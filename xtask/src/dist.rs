@@ -64,7 +64,8 @@ pub fn dist() -> Result<()> {
     Ok(())
 }
 
-/// Builds the static binary and every package from it; `target/dist/` is made anew.
+/// Builds the static binary and every package from its stripped copy; `target/dist/` is
+/// made anew.
 pub fn build() -> Result<Dist> {
     let root = root();
     let version = package_version(&std::fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?)
@@ -104,6 +105,9 @@ fn generate(binary: &Path, dir: &Path) -> Result<Generated> {
     };
     let copy = dir.join("agent-sandbox");
     std::fs::copy(binary, &copy).context("copying the binary")?;
+    // The symbols are a fifth of the file and nothing at run time needs them (panics
+    // still print their message); the Feature's artifact keeps its own unstripped copy.
+    run(Command::new("strip").arg(&copy)).context("strip (install with: apt-get install -y binutils)")?;
     Ok(Generated {
         binary: copy,
         man: output(&["man"], "agent-sandbox.1")?,
@@ -213,7 +217,7 @@ fn npm(root: &Path, version: &str, generated: &Generated, dir: &Path) -> Result<
         "license": "MIT OR Apache-2.0",
         "os": ["linux"],
         "cpu": ["x64"],
-        "files": ["bin/agent-sandbox"],
+        "files": ["bin/agent-sandbox", "LICENSE-MIT", "LICENSE-APACHE"],
         "preferUnplugged": true,
     });
     let launcher = stage.join("agent-sandbox");
@@ -227,7 +231,7 @@ fn npm(root: &Path, version: &str, generated: &Generated, dir: &Path) -> Result<
         "license": "MIT OR Apache-2.0",
         "bin": { "agent-sandbox": "bin/agent-sandbox.js" },
         "man": ["./man/agent-sandbox.1"],
-        "files": ["bin/agent-sandbox.js", "man/agent-sandbox.1"],
+        "files": ["bin/agent-sandbox.js", "man/agent-sandbox.1", "LICENSE-MIT", "LICENSE-APACHE"],
         "os": ["linux"],
         "engines": { "node": ">=16" },
         "optionalDependencies": { NPM_PLATFORM_PACKAGE: version },
