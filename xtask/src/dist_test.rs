@@ -2,8 +2,9 @@
 //! file in a clean Debian container made from Debian's packages (xtask's bootstrap image:
 //! no Rust, no cargo, no checkout; only the package's file is copied in), the way
 //! README's install section says. Then `agent-sandbox --version`, `agent-sandbox test` and
-//! `agent-sandbox exec -- true` run in it, the package is uninstalled, and no file the
-//! install added may be left. Each install is timed (the target: under 30 s).
+//! `agent-sandbox exec -- true` run in it, in a project that is a git repository, the
+//! package is uninstalled, and no file the install added may be left. Each install is
+//! timed (the target: under 30 s).
 //!
 //! bubblewrap inside a container needs what Docker's defaults take away, and nothing
 //! more ([`SANDBOX_OPTIONS`], found by trying each alone on Docker 20.10): its seccomp
@@ -24,8 +25,9 @@ use anyhow::{bail, Context, Result};
 use crate::{docker::BOOTSTRAP_IMAGE, run};
 
 /// The image of the npm, pip and tarball installs: the bootstrap image with what those
-/// package managers need, and bubblewrap (which only the `.deb` brings by itself).
-const TOOLS_IMAGE: &str = "agent-sandbox-dist-test:bookworm";
+/// package managers need, bubblewrap (which only the `.deb` brings by itself) and git
+/// (for `test`'s rows about the repository).
+const TOOLS_IMAGE: &str = "agent-sandbox-dist-test:bookworm-git";
 
 /// What `docker run` needs for bubblewrap to start inside the container.
 pub const SANDBOX_OPTIONS: &[&str] = &[
@@ -170,7 +172,7 @@ fn tools_image() -> Result<()> {
     }
     let dockerfile = format!(
         "FROM {BOOTSTRAP_IMAGE}\nRUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-         --no-install-recommends bubblewrap nodejs npm pipx ca-certificates && rm -rf /var/lib/apt/lists/*\n"
+         --no-install-recommends bubblewrap git nodejs npm pipx ca-certificates && rm -rf /var/lib/apt/lists/*\n"
     );
     let mut child = Command::new("docker")
         .args(["build", "-q", "-t", TOOLS_IMAGE, "-"])
@@ -237,9 +239,16 @@ fn check_install(install: &Install, version: &str, image: &str, files: &[PathBuf
             .stdout(std::process::Stdio::null()))?;
     }
     if install.name == "deb" {
-        // The package lists apt needs to fetch bubblewrap; not part of the install's time.
-        container.sh("apt-get update -qq")?;
+        // The package lists apt needs to fetch bubblewrap, and git for the project; not part
+        // of the install or its time.
+        container.sh("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git >/dev/null")?;
     }
+    // A project that is a git repository, so that `test` probes the git guard, the
+    // read-only `.git` and the push through the host too.
+    container.sh(
+        "mkdir -p /tmp/project && cd /tmp/project && git init -q && git -c user.name=test -c user.email=test@example.com \
+         commit -q --allow-empty -m start",
+    )?;
     let before = container.paths()?;
     let started = Instant::now();
     for line in install.install {
@@ -257,7 +266,7 @@ fn check_install(install: &Install, version: &str, image: &str, files: &[PathBuf
     if shown.trim() != format!("agent-sandbox {version}") {
         bail!("agent-sandbox --version printed {shown:?}");
     }
-    let test = container.sh("mkdir -p /tmp/project && cd /tmp/project && agent-sandbox test")?;
+    let test = container.sh("cd /tmp/project && agent-sandbox test")?;
     eprintln!("xtask:   agent-sandbox test passed:");
     for line in test.lines() {
         eprintln!("xtask:     {line}");
