@@ -61,7 +61,7 @@ enum Commands {
     /// Install or remove the hook guard in front of a repository's pre-commit and pre-push hooks
     #[command(subcommand)]
     Hooks(HooksCommand),
-    /// Your repository and a container's session repository (see README: Your git inside)
+    /// Your repository and a container's session repository (see the book: Dev containers)
     #[command(subcommand)]
     Git(GitCommand),
     /// The container's egress firewall (run as root through the image's one sudo rule)

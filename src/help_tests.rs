@@ -86,3 +86,40 @@ fn help_of_each_command_shows_only_its_own_flags() {
         assert_eq!(shown, own, "agent-sandbox {} --help:\n{text}", path.join(" "));
     }
 }
+
+/// The book's reference page of commands (`docs/src/reference/help.md`): the `--help` of
+/// the root and of every command a user runs (hidden ones left out), in definition order,
+/// compared with the checked-in page; `UPDATE_SNAPSHOTS=1 cargo test --bin agent-sandbox`
+/// rewrites it.
+#[test]
+fn the_books_command_reference_is_every_commands_help() {
+    fn visible_paths(command: &clap::Command, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        for sub in command.get_subcommands().filter(|sub| !sub.is_hide_set() && sub.get_name() != "help") {
+            let mut path = prefix.to_vec();
+            path.push(sub.get_name().to_owned());
+            out.push(path.clone());
+            visible_paths(sub, &path, out);
+        }
+    }
+    let mut paths = vec![Vec::new()];
+    visible_paths(&Cli::command(), &[], &mut paths);
+    let mut page = String::from(
+        "# Every command's help\n\nWhat `agent-sandbox COMMAND --help` prints, for every command. This page is generated \
+         from the binary's own definitions, and a test fails when the two differ.\n",
+    );
+    for path in &paths {
+        let line = std::iter::once("agent-sandbox").chain(path.iter().map(String::as_str)).collect::<Vec<_>>();
+        page.push_str(&format!("\n## `{}`\n\n```text\n{}\n```\n", line.join(" "), help(path).trim_end()));
+    }
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference/help.md");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        fs_err::write(&file, &page).expect("writing the reference page");
+    } else {
+        let checked_in = fs_err::read_to_string(&file).unwrap_or_default();
+        assert!(
+            page == checked_in,
+            "docs/src/reference/help.md differs from --help; run UPDATE_SNAPSHOTS=1 cargo test --bin agent-sandbox \
+             and review the change"
+        );
+    }
+}

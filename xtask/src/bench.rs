@@ -442,22 +442,14 @@ fn git_bench(bin: &Path, small: &Path, repo: &Path, state: &Path) -> Result<()> 
     Ok(())
 }
 
-/// `cargo xtask bench git`: only the git guard's loops, for the default build and, when
-/// Rust's musl target is installed, again for the static build (the Feature's, see
-/// `feature.rs`): a static binary starts without the dynamic loader, libgcc_s and
+/// `cargo xtask bench git`: only the git guard's loops, for the default build and again
+/// for the static build (the Feature's and the packages', see `feature.rs`): a static binary starts without the dynamic loader, libgcc_s and
 /// their CPU probing, which is most of what a guarded call costs beyond its exec.
 pub fn run_git_bench() -> Result<()> {
     ensure_packages()?;
     let root = root();
     run(Command::new("cargo").args(["build", "--release", "--locked", "--bin", "agent-sandbox"]).current_dir(&root))?;
-    let static_bin = if crate::feature::static_target_installed() {
-        Some(crate::feature::static_binary(&root)?)
-    } else {
-        println!(
-            "git guard, static build: skipped (install Rust's target: rustup target add x86_64-unknown-linux-musl)"
-        );
-        None
-    };
+    let static_bin = Some(crate::feature::static_binary(&root)?);
     let dir = std::env::temp_dir().join(format!("agent-sandbox-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let result = (|| {

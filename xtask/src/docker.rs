@@ -236,6 +236,12 @@ fn engine_answers() -> bool {
         .is_ok_and(|out| out.status.success())
 }
 
+/// As root: the Docker engine and debootstrap installed, the engine started. Idempotent.
+pub fn prepare_engine() -> Result<()> {
+    crate::ensure_debian_packages(&[("dockerd", "docker.io"), ("debootstrap", "debootstrap")])?;
+    start_dockerd()
+}
+
 fn start_dockerd() -> Result<()> {
     if engine_answers() {
         return Ok(());

@@ -3,7 +3,8 @@
 //! (`devcontainer-feature-agent-sandbox.tgz` and `devcontainer-collection.json` in
 //! `target/feature/out/`), with a static agent-sandbox binary inside: a Feature named by
 //! reference (`"ghcr.io/…/agent-sandbox:1": {}`) has no host to copy a binary from, and
-//! a static (musl) one runs on every Debian and Ubuntu release whatever its C library.
+//! a static one (musl, or glibc with `+crt-static`) runs on every Debian and Ubuntu release
+//! whatever its C library.
 //!
 //! The CLI's project layout is staged first, in `target/feature/project/`:
 //! `src/agent-sandbox/` (the Feature's files and the binary) and `test/agent-sandbox/`
@@ -19,8 +20,16 @@ use anyhow::{bail, Context, Result};
 
 use crate::{root, run};
 
-/// The target of the artifact's binary: static, so the image's C library does not matter.
+/// The preferred target of the artifact's binary: static, so the image's C library does
+/// not matter.
 const STATIC_TARGET: &str = "x86_64-unknown-linux-musl";
+
+/// The target of the static binary when rustup has no [`STATIC_TARGET`] (it cannot be
+/// fetched offline): glibc, linked statically with `+crt-static`. Its one dependency on
+/// the system is NSS: glibc's static `getaddrinfo` has the `files` and `dns` modules
+/// built in and loads any other module `/etc/nsswitch.conf` names from the system's own
+/// glibc (user lookups do not go through NSS: `util::users` reads `/etc/passwd`).
+const GNU_TARGET: &str = "x86_64-unknown-linux-gnu";
 
 /// What `package` made.
 pub struct Artifact {
@@ -69,25 +78,31 @@ pub fn package(cli: &Path) -> Result<Artifact> {
 }
 
 /// Whether rustup has Rust's [`STATIC_TARGET`] installed.
-pub(crate) fn static_target_installed() -> bool {
+fn static_target_installed() -> bool {
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
     installed.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).lines().any(|line| line == STATIC_TARGET))
 }
 
-/// The release binary for [`STATIC_TARGET`], checked to be static.
+/// The release binary, static (no program interpreter, no shared library): for
+/// [`STATIC_TARGET`] when rustup has it, else for [`GNU_TARGET`] with `+crt-static`.
+/// With `--target`, the flags reach only the target's code, not build scripts or proc
+/// macros (which the compiler loads, so they cannot be static).
 pub(crate) fn static_binary(root: &Path) -> Result<PathBuf> {
-    if !static_target_installed() {
-        eprintln!("xtask: rustup target add {STATIC_TARGET}");
-        run(Command::new("rustup").args(["target", "add", STATIC_TARGET])).with_context(|| {
-            format!("the Feature's static binary needs Rust's {STATIC_TARGET} target (install with: rustup target add {STATIC_TARGET})")
-        })?;
-    }
-    // ring (rustls, for remote engines) compiles C for the target: musl's gcc wrapper.
-    crate::ensure_debian_packages(&[("x86_64-linux-musl-gcc", "musl-tools")])?;
-    run(Command::new("cargo")
-        .args(["build", "--release", "--locked", "--target", STATIC_TARGET, "--bin", "agent-sandbox"])
-        .current_dir(root))?;
-    let binary = root.join("target").join(STATIC_TARGET).join("release/agent-sandbox");
+    let mut cargo = Command::new("cargo");
+    cargo.args(["build", "--release", "--locked", "--bin", "agent-sandbox", "--target"]).current_dir(root);
+    let target = if static_target_installed() {
+        // ring (rustls, for remote engines) compiles C for the target: musl's gcc wrapper.
+        crate::ensure_debian_packages(&[("x86_64-linux-musl-gcc", "musl-tools")])?;
+        STATIC_TARGET
+    } else {
+        eprintln!(
+            "xtask: no {STATIC_TARGET} target (rustup target add {STATIC_TARGET}): building {GNU_TARGET} with +crt-static"
+        );
+        cargo.env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "-C target-feature=+crt-static");
+        GNU_TARGET
+    };
+    run(cargo.arg(target))?;
+    let binary = root.join("target").join(target).join("release/agent-sandbox");
     let bytes = std::fs::read(&binary).with_context(|| format!("reading {}", binary.display()))?;
     if !is_static_elf(&bytes) {
         bail!("{} is not a static executable (it names a program interpreter)", binary.display());

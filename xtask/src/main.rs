@@ -11,6 +11,9 @@
 //!   virtual sandbox;
 //! - `soak`: the session repository's sync against its model, with many more cases
 //!   than the normal suite (1,000,000 in memory, 2,000 on real repositories);
+//! - `book`: the book in `docs/` (mdBook, installed once when missing), its links checked;
+//! - `dist`: the packages (tarball, npm, wheel, `.deb`) from one static build (`dist.rs`);
+//!   `dist-test` (root, Docker): each installed from its file in a clean container (`dist_test.rs`);
 //! - `feature`: the Dev Container Feature packaged as a registry artifact by
 //!   `devcontainer features package`, with a static binary inside (`feature.rs`).
 //!
@@ -19,6 +22,9 @@
 mod bench;
 mod bench_home;
 mod bench_network;
+mod book;
+mod dist;
+mod dist_test;
 mod docker;
 mod feature;
 #[cfg(test)]
@@ -49,9 +55,12 @@ fn main() -> Result<()> {
         Some("build-base") => docker::build_base(&args[1..]),
         Some("bootstrap-image") => docker::bootstrap_image(&args[1..]),
         Some("feature") => feature::feature(),
+        Some("book") => book::book(),
+        Some("dist") => dist::dist(),
+        Some("dist-test") => dist_test::dist_test(),
         _ => {
             bail!(
-                "usage: cargo xtask <test|soak|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature>"
+                "usage: cargo xtask <test|soak|bench [docker|vsandbox|precommit|network|home|session|git|exec]|man|build-base|bootstrap-image|feature|dist|dist-test|book>"
             )
         }
     }
@@ -304,8 +313,9 @@ fn newest_agents(root: &Path, e2e_env: &[(&str, std::ffi::OsString)], tally: &mu
     Ok(())
 }
 
-/// The gates before any test: formatting as `rustfmt.toml` says, and no clippy warning
-/// in any target (tests, benches, xtask included).
+/// The gates before any test: formatting as `rustfmt.toml` says, no clippy warning in
+/// any target (tests, benches, xtask included), the generated files against their
+/// schemas, and the book built with its links resolving.
 fn gates(root: &Path) -> Result<()> {
     eprintln!("xtask: cargo fmt --check");
     run(Command::new("cargo").args(["fmt", "--all", "--check"]).current_dir(root))
@@ -315,7 +325,9 @@ fn gates(root: &Path) -> Result<()> {
         .args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
         .current_dir(root))
     .context("clippy found warnings (each is an error in CI)")?;
-    schema_check(root)
+    schema_check(root)?;
+    eprintln!("xtask: the book (mdbook build docs), and its internal links");
+    book::book()
 }
 
 /// What `devcontainer init` generates, checked against the devcontainer spec's JSON

@@ -6,7 +6,8 @@
 //! reads its `commondir`.
 //!
 //! And `crates/session` stays a pipeline of short stages: no function there is longer
-//! than [`MAX_FN_LINES`].
+//! than [`MAX_FN_LINES`]; ARCHITECTURE.md stays a map of at most 300 lines; and every
+//! crate whose sources use no `unsafe` forbids it.
 
 /// What counts as running git or opening a repository.
 const GIT_CALLS: &[&str] = &[
@@ -174,6 +175,33 @@ pub fn long_session_functions(root: &std::path::Path) -> Vec<String> {
     long
 }
 
+/// Whether a line of Rust uses `unsafe` as code (a block, a function, an impl, an extern
+/// block or an unsafe attribute), not in a comment.
+pub fn uses_unsafe(line: &str) -> bool {
+    let code = line.split("//").next().unwrap_or("");
+    ["unsafe {", "unsafe fn", "unsafe impl", "unsafe extern", "#[unsafe("].iter().any(|form| code.contains(form))
+}
+
+/// The crates under `crates/` whose sources (tests and examples included) use no
+/// `unsafe` and whose `lib.rs` does not say `#![forbid(unsafe_code)]`.
+pub fn crates_that_should_forbid_unsafe(root: &std::path::Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root.join("crates")) else { return vec!["crates/ unreadable".into()] };
+    let mut missing = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let mut files = Vec::new();
+        collect_rs(&dir, &mut files);
+        let uses =
+            files.iter().any(|file| std::fs::read_to_string(file).is_ok_and(|text| text.lines().any(uses_unsafe)));
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap_or_default();
+        if !uses && !lib.lines().any(|line| line == "#![forbid(unsafe_code)]") {
+            missing.push(dir.strip_prefix(root).unwrap_or(&dir).display().to_string());
+        }
+    }
+    missing.sort();
+    missing
+}
+
 fn collect_rs(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
@@ -201,8 +229,48 @@ mod tests {
             unlisted.join("\n")
         );
         let architecture = std::fs::read_to_string(crate::root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+        let readers = architecture
+            .split("\n## Host-side readers of what the agent wrote\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("ARCHITECTURE.md has the section \"Host-side readers of what the agent wrote\"");
         for (file, _) in ALLOWED {
-            assert!(architecture.contains(&format!("`{file}`")), "ARCHITECTURE.md's list of readers lacks {file}");
+            assert!(
+                readers.lines().any(|line| line.starts_with(&format!("| `{file}` |"))),
+                "ARCHITECTURE.md's table of host-side readers has no row for {file}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_crate_without_unsafe_forbids_it() {
+        let missing = crates_that_should_forbid_unsafe(&crate::root());
+        assert!(
+            missing.is_empty(),
+            "crates whose sources use no unsafe: add #![forbid(unsafe_code)] to their lib.rs, so none creeps in:\n{}",
+            missing.join("\n")
+        );
+    }
+
+    #[test]
+    fn unsafe_is_seen_in_code_not_in_comments() {
+        assert!(uses_unsafe("    unsafe { libc::kill(pid, 9) };"));
+        assert!(uses_unsafe("pub unsafe fn raw() {}"));
+        assert!(uses_unsafe("unsafe impl Send for Thing {}"));
+        assert!(!uses_unsafe("// SAFETY: unsafe { is fine here }"));
+        assert!(!uses_unsafe("#![forbid(unsafe_code)]"));
+        assert!(!uses_unsafe("let unsafe_count = 1;"));
+    }
+
+    /// ARCHITECTURE.md stays a map (bird's eye view, codemap, invariants, boundaries):
+    /// per-file detail goes into the files' `//!` docs.
+    #[test]
+    fn architecture_stays_a_map() {
+        let architecture = std::fs::read_to_string(crate::root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+        let lines = architecture.lines().count();
+        assert!(lines <= 300, "ARCHITECTURE.md has {lines} lines (at most 300: move per-file detail into //! docs)");
+        for section in ["## Bird's eye view", "## Codemap", "## Invariants", "## Boundaries"] {
+            assert!(architecture.lines().any(|line| line == section), "ARCHITECTURE.md lacks {section}");
         }
     }
 

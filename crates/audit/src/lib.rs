@@ -15,6 +15,8 @@
 //! `.2`, …, keeping [`ROTATED_LOGS`]); [`log_files`] lists them oldest first and [`read`]
 //! reads them all, reporting a line that is not an event instead of failing.
 
+#![forbid(unsafe_code)]
+
 use std::{
     io::Write,
     os::unix::fs::{DirBuilderExt, OpenOptionsExt},

@@ -9,7 +9,7 @@
 //! It is pure data and the one source of: the `@agents` preset's paths
 //! (`policy::presets`), the agents' hosts on the default allowlist ([`crate::defaults`]
 //! adds them; `exec` keeps only the running agent's, see [`hosts_for`]), the guard of
-//! their host-executed files and README.md's agent table (checked by a test).
+//! their host-executed files and the agents page's table in the book (`docs/src/guide/agents.md`, checked by a test).
 //!
 //! It lives in `config` because the defaults do, as [`crate::host_run`] does. Paths are
 //! relative to `$HOME`. Left out on purpose: files an agent only reads as text
@@ -109,7 +109,7 @@ const fn dir(path: &'static str, runs: &'static str, source: &'static str) -> Ex
     Executable { path, kind: Kind::Dir, runs, source }
 }
 
-/// Every agent, in the order README.md lists them.
+/// Every agent, in the order the agents page lists them.
 pub const CATALOG: &[Agent] = &[
     Agent {
         name: "Claude Code",
@@ -311,7 +311,7 @@ pub fn hosts_for(agent: Option<&Agent>) -> Vec<&'static str> {
     }
 }
 
-/// The catalog as README.md's table lists it (one row per agent).
+/// The catalog as the agents page's table lists it (one row per agent).
 pub fn markdown() -> String {
     let code = |items: &[&str]| items.iter().map(|item| format!("`{item}`")).collect::<Vec<_>>().join(", ");
     let mut text = String::from(
@@ -461,20 +461,20 @@ mod tests {
         }
     }
 
-    /// README.md's table is this catalog's [`markdown`]: a change to one without the
+    /// The agents page's table is this catalog's [`markdown`]: a change to one without the
     /// other fails here, printing the text to paste.
     #[test]
     fn readme_lists_the_agents() {
-        let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(readme_path).expect("README.md is readable");
+        let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/guide/agents.md");
+        let readme = std::fs::read_to_string(readme_path).expect("docs/src/guide/agents.md is readable");
         let begin = "<!-- agent catalog: generated from crates/config/src/agents.rs -->\n";
         let end = "<!-- end of agent catalog -->";
-        let start = readme.find(begin).expect("README.md has the agent catalog's begin marker") + begin.len();
-        let stop = readme[start..].find(end).expect("README.md has the agent catalog's end marker") + start;
+        let start = readme.find(begin).expect("the agents page has the agent catalog's begin marker") + begin.len();
+        let stop = readme[start..].find(end).expect("the agents page has the agent catalog's end marker") + start;
         assert_eq!(
             readme[start..stop],
             markdown(),
-            "README.md's agent table differs from agents::CATALOG; paste:\n{}",
+            "docs/src/guide/agents.md's agent table differs from agents::CATALOG; paste:\n{}",
             markdown()
         );
     }

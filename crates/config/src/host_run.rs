@@ -242,20 +242,20 @@ mod tests {
         }
     }
 
-    /// README.md's list is this table's [`markdown`]: a change to one without the other
-    /// fails here, printing the text to paste.
+    /// The book's list (`docs/src/guide/inside.md`) is this table's [`markdown`]: a change
+    /// to one without the other fails here, printing the text to paste.
     #[test]
-    fn readme_lists_the_catalog() {
-        let readme_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(readme_path).expect("README.md is readable");
+    fn the_book_lists_the_catalog() {
+        let page_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/guide/inside.md");
+        let readme = std::fs::read_to_string(page_path).expect("docs/src/guide/inside.md is readable");
         let begin = "<!-- host-run catalog: generated from crates/config/src/host_run.rs -->\n";
         let end = "<!-- end of host-run catalog -->";
-        let start = readme.find(begin).expect("README.md has the catalog's begin marker") + begin.len();
-        let stop = readme[start..].find(end).expect("README.md has the catalog's end marker") + start;
+        let start = readme.find(begin).expect("the page has the catalog's begin marker") + begin.len();
+        let stop = readme[start..].find(end).expect("the page has the catalog's end marker") + start;
         assert_eq!(
             readme[start..stop],
             markdown(),
-            "README.md's catalog differs from host_run::CATALOG; paste:\n{}",
+            "docs/src/guide/inside.md's catalog differs from host_run::CATALOG; paste:\n{}",
             markdown()
         );
     }

@@ -9,6 +9,8 @@
 //! `exclude`), never by dropping list items, so a later layer cannot silently shrink the
 //! built-in secret patterns.
 
+#![forbid(unsafe_code)]
+
 pub mod agents;
 pub mod approval;
 mod fuzz;

@@ -387,3 +387,55 @@ fn every_value_key_round_trips_from_file_to_show() {
         }
     }
 }
+
+/// The book's reference of configuration keys (`docs/src/reference/config.md`), generated
+/// from the key tables and the built-in layer, compared with the checked-in page;
+/// `UPDATE_SNAPSHOTS=1 cargo test -p config` rewrites it.
+#[test]
+fn the_books_key_reference_is_the_key_tables() {
+    let config = merge(vec![defaults()]);
+    let code = |text: &str| format!("`{text}`");
+    let mut page = String::from(
+        "# Configuration keys\n\nEvery key a config file (`config.jsonc`) may hold, with its built-in value. This page is \
+         generated from the code's tables of keys, and a test fails when the two differ. What each key does, and how \
+         the layers combine, is in [Configuration](../guide/configuration.md).\n\n## Sections\n\n",
+    );
+    page.push_str(&format!(
+        "The top-level keys: {}. `network` may also be written as the mode alone (`\"network\": \"off\"`).\n",
+        keys::TOP_KEYS.iter().map(|key| code(key)).collect::<Vec<_>>().join(", ")
+    ));
+    let mode = match config.network.value {
+        Network::Allowlist => "allowlist",
+        Network::On => "on",
+        Network::Off => "off",
+    };
+    page.push_str(&format!(
+        "\n`network.mode` is `allowlist`, `on` or `off` (built-in: `{mode}`); `project` is `\"rw\"` or `\"ro\"`.\n"
+    ));
+    page.push_str("\n## Lists\n\nEvery list accumulates across layers: a later layer adds to it, never removes.\n\n");
+    page.push_str("| key | built-in entries |\n|---|---|\n");
+    for key in keys::LIST_KEYS {
+        let entries = (key.config)(&config).iter().map(|item| code(&item.value)).collect::<Vec<_>>();
+        let shown = if entries.is_empty() { "none".to_owned() } else { entries.join(", ") };
+        page.push_str(&format!("| `{}` | {} |\n", key.key, shown.replace('|', "\\|")));
+    }
+    page.push_str("\n## Booleans\n\nA later layer replaces an earlier one.\n\n| key | built-in |\n|---|---|\n");
+    for key in keys::BOOL_KEYS {
+        page.push_str(&format!("| `{}` | `{}` |\n", key.key, (key.config)(&config).value));
+    }
+    page.push_str("\n## Values\n\nA later layer replaces an earlier one.\n\n| key | built-in |\n|---|---|\n");
+    for key in keys::VALUE_KEYS {
+        page.push_str(&format!("| `{}` | `{}` |\n", key.key, (key.config)(&config).value));
+    }
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/src/reference/config.md");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&file, &page).expect("writing the reference page");
+    } else {
+        let checked_in = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            page == checked_in,
+            "docs/src/reference/config.md differs from the key tables; run UPDATE_SNAPSHOTS=1 cargo test -p config and \
+             review the change"
+        );
+    }
+}

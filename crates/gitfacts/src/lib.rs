@@ -10,6 +10,8 @@
 //! [`util::fs::read_regular`] (never blocking on a FIFO), and what is found outside the
 //! project is believed only when git's back-links check out.
 
+#![forbid(unsafe_code)]
+
 use std::{
     os::unix::ffi::OsStrExt,
     path::{Component, Path, PathBuf},

@@ -8,6 +8,8 @@
 //! caller needs for its repository checks. Nothing here runs git or reads files: the
 //! caller hands over the configuration through [`ConfigView`].
 
+#![forbid(unsafe_code)]
+
 mod commands;
 mod config_keys;
 mod fuzz;

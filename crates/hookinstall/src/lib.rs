@@ -8,6 +8,8 @@
 //! what was there. Everything is checked before anything changes, and a failure half way
 //! through an install undoes what it had done.
 
+#![forbid(unsafe_code)]
+
 mod health;
 mod install;
 mod location;

@@ -53,6 +53,8 @@
 //! Nothing here touches the filesystem, except [`detect`], which asks whether the
 //! markers exist.
 
+#![forbid(unsafe_code)]
+
 mod detect;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,10 @@
 //! entries are named by `runtime_layout::RuntimeLayout` (the layout is documented there);
 //! this module creates and removes them.
 //!
+//! Why a host directory bound read-only rather than bwrap's `--ro-bind-data` memfds:
+//! one mount instead of one per file (bwrap's cost grows with its mounts), and it doubles
+//! as the skeleton of mount points for the real binaries of wrapped commands.
+//!
 //! The directories are mode 0111 once populated, so `ls /run/agent-sandbox/bin` fails
 //! inside. That is deterrence only (`/proc/self/mountinfo` still lists the mounts); what
 //! protects the runtime is that it is mounted read-only and `/` is remounted read-only.

@@ -16,6 +16,8 @@
 //!
 //! The binary's `src/selftest.rs` keeps the flags, the dispatch and the printing.
 
+#![forbid(unsafe_code)]
+
 mod agents;
 mod bubblewrap;
 mod container;

@@ -16,6 +16,8 @@
 //! `;`/`&&`/`||`/`|` list on its own, leading variable assignments removed; what a
 //! script or `sh -c` runs is not seen (the kernel-level guards are the hard ones).
 
+#![forbid(unsafe_code)]
+
 use serde_json::Value;
 
 pub mod agents;

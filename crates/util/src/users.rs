@@ -4,14 +4,25 @@
 
 use std::time::{Duration, Instant};
 
-/// The uid and gid of the user `name` in the password database.
+/// The uid and gid of the user `name` in `/etc/passwd`.
+///
+/// Read from the file, not through the C library's `getpwnam`: the users looked up are the
+/// ones an image made with `useradd` (always in `/etc/passwd`), and the release binary is
+/// linked statically, where `getpwnam` would load NSS modules of the system's C library.
 pub fn lookup(name: &str) -> Option<(u32, u32)> {
-    let name = std::ffi::CString::new(name).ok()?;
-    // SAFETY: getpwnam returns a pointer into static storage or null; read at once.
-    unsafe {
-        let entry = libc::getpwnam(name.as_ptr());
-        (!entry.is_null()).then(|| ((*entry).pw_uid, (*entry).pw_gid))
-    }
+    passwd_entry(&std::fs::read_to_string("/etc/passwd").ok()?, name)
+}
+
+/// The uid and gid of `name` in the text of a passwd file (`name:x:uid:gid:…`).
+fn passwd_entry(passwd: &str, name: &str) -> Option<(u32, u32)> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        if fields.next()? != name {
+            return None;
+        }
+        let (_password, uid, gid) = (fields.next()?, fields.next()?, fields.next()?);
+        Some((uid.parse().ok()?, gid.parse().ok()?))
+    })
 }
 
 /// The live processes of `uid` (a zombie, killed and not yet reaped, holds nothing and
@@ -52,5 +63,23 @@ pub fn kill_all(uid: u32, limit: Duration) -> bool {
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passwd_entry;
+
+    #[test]
+    fn a_user_is_found_by_its_whole_name_only() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nagent-sandbox-net:x:998:997::/nonexistent:/usr/sbin/nologin\n\
+                      agent:x:1000:1000:,,,:/home/agent:/bin/bash\n";
+        assert_eq!(passwd_entry(passwd, "root"), Some((0, 0)));
+        assert_eq!(passwd_entry(passwd, "agent-sandbox-net"), Some((998, 997)));
+        assert_eq!(passwd_entry(passwd, "agent"), Some((1000, 1000)));
+        assert_eq!(passwd_entry(passwd, "agent-sandbox"), None, "a prefix of a name");
+        assert_eq!(passwd_entry(passwd, "x"), None, "a field that is not the name");
+        assert_eq!(passwd_entry("broken:x:notanumber:0::/:/bin/sh\n", "broken"), None);
+        assert_eq!(passwd_entry("short:x\n", "short"), None);
     }
 }

@@ -9,6 +9,8 @@
 //! in the history; `read_file`/`write_file` exist for tool protocols (MCP) and are
 //! recorded the same way.
 
+#![forbid(unsafe_code)]
+
 pub mod builtins;
 pub mod curl;
 pub mod extension;

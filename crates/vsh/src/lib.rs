@@ -2,6 +2,8 @@
 //! for scripts) and `mcp` (the same sandbox as MCP tools for agents), and the session
 //! set-up both share. No OS isolation is involved: see crates/vsandbox.
 
+#![forbid(unsafe_code)]
+
 pub mod editor;
 pub mod mcp;
 pub mod repl;

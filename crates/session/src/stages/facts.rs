@@ -202,39 +202,9 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
     config.ro.extend(host_present.iter().map(|path| builtin_path(path)));
     // The agents' host-executed settings: read-only, created first when absent (not for
     // a dry run, which changes nothing).
-    let agent_guard = if has_preset(&config, "agents") && !options.dry_run {
-        let steps =
-            agent_guard::plan(&ctx.home, &|dir| dir.symlink_metadata().is_ok_and(|meta| meta.is_dir()), &|path| {
-                path.symlink_metadata().is_ok()
-            });
-        // A link there cannot be mounted read-only in its place (a mount follows it), and
-        // inside the directory is writable: the agent could replace the link. Refused
-        // loudly rather than left writable.
-        let linked: Vec<String> = steps
-            .iter()
-            .filter_map(|step| match step {
-                agent_guard::Step::ReadOnly(path) if path.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) => {
-                    Some(path.display().to_string())
-                }
-                _ => None,
-            })
-            .collect();
-        if !linked.is_empty() {
-            bail!(
-                "{} is a symbolic link: its agent's host process runs what it holds, so agent-sandbox keeps it \
-                 read-only inside, and a link in a directory the agent writes can be replaced. Make it a regular file \
-                 or directory (for a file: `cp --remove-destination \"$(readlink -f F)\" F`), then start again",
-                linked.join(", ")
-            );
-        }
-        let (read_only, created) = agent_guard::prepare(&steps);
-        for path in &read_only {
-            debug(&format!("agents: {} read-only (its host process runs it)", path.display()));
-        }
-        config.ro.extend(read_only.iter().map(|path| builtin_path(path)));
-        created
-    } else {
-        agent_guard::Created::default()
+    let agent_guard = match has_preset(&config, "agents") && !options.dry_run {
+        true => guard_agents_settings(&ctx.home, &mut config, debug)?,
+        false => agent_guard::Created::default(),
     };
     let facts = Facts {
         ctx,
@@ -250,6 +220,44 @@ pub(crate) fn gather(inv: &Invocation, options: &ExecOptions<'_>) -> Result<(Fac
         _agent_guard: agent_guard,
     };
     Ok((facts, config))
+}
+
+/// The agents' host-executed settings (`agent_guard`): each made read-only in `config`,
+/// created first when absent; what was created, removed again when it is dropped.
+fn guard_agents_settings(
+    home: &Path,
+    config: &mut config::Config,
+    debug: &dyn Fn(&str),
+) -> Result<agent_guard::Created> {
+    let steps = agent_guard::plan(home, &|dir| dir.symlink_metadata().is_ok_and(|meta| meta.is_dir()), &|path| {
+        path.symlink_metadata().is_ok()
+    });
+    // A link there cannot be mounted read-only in its place (a mount follows it), and
+    // inside the directory is writable: the agent could replace the link. Refused loudly
+    // rather than left writable.
+    let linked: Vec<String> = steps
+        .iter()
+        .filter_map(|step| match step {
+            agent_guard::Step::ReadOnly(path) if path.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) => {
+                Some(path.display().to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    if !linked.is_empty() {
+        bail!(
+            "{} is a symbolic link: its agent's host process runs what it holds, so agent-sandbox keeps it read-only \
+             inside, and a link in a directory the agent writes can be replaced. Make it a regular file or directory \
+             (for a file: `cp --remove-destination \"$(readlink -f F)\" F`), then start again",
+            linked.join(", ")
+        );
+    }
+    let (read_only, created) = agent_guard::prepare(&steps);
+    for path in &read_only {
+        debug(&format!("agents: {} read-only (its host process runs it)", path.display()));
+    }
+    config.ro.extend(read_only.iter().map(|path| builtin_path(path)));
+    Ok(created)
 }
 
 fn has_git_preset(config: &config::Config) -> bool {

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The checks every scenario of `devcontainer features test` runs inside the container,
 # as its remote user: the rails the Feature promises, each an attack that must fail
-# beside the legitimate use that must keep working (README: "Beyond one machine").
+# beside the legitimate use that must keep working (the book: "Beyond one machine").
 # scenarios.json (plain JSON: tests/it/devcontainer/feature.rs edits a copy) names the
 # images `cargo xtask test` makes without a registry: Debian 12 bootstrapped, Ubuntu
 # 22.04 bootstrapped (an older C library than Debian's: the static binary must not care;
