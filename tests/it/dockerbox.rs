@@ -431,7 +431,7 @@ fn branch_sandboxes_started_at_once_share_the_shelf_and_bring_work_home() {
         echo one > one.txt && git add one.txt && git commit -qm "work on one" 2>/tmp/commit && settle /tmp/commit
         echo "home=$(grep -m1 -c 'feat/one is now' /tmp/commit)"
         /usr/libexec/agent-sandbox/git update-ref refs/heads/main HEAD && git branch -q also 2>/tmp/main && settle /tmp/main
-        echo "main_waits=$(grep -m1 -c 'main did not come home (your checkout has it checked out' /tmp/main)"
+        echo "main_waits=$(grep -m1 -c 'main did not come home (another checkout of the user.s has this branch checked out' /tmp/main)"
         (echo x >> /workspace/proj/.git/config) 2>/dev/null; echo "host_git_write=$?"
         (echo /tmp > /workspace/proj/.git/commondir) 2>/dev/null; echo "host_commondir=$?"
         git push -q host HEAD:refs/heads/pushed >/dev/null 2>&1; echo "push_host=$?"

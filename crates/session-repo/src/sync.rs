@@ -147,6 +147,11 @@ pub fn synced(name: &str) -> bool {
     name.starts_with("refs/heads/") || name.starts_with("refs/tags/")
 }
 
+/// Why a branch another checkout of the user's has does not move.
+const CHECKED_OUT: &str = "another checkout of the user's has this branch checked out (a linked worktree, or the \
+                           checkout beside a branch sandbox): bring work home on another branch (`git switch -c \
+                           <new-name>`)";
+
 fn short(sha: &str) -> &str {
     &sha[..12.min(sha.len())]
 }
@@ -224,12 +229,7 @@ fn decide_one(
                  session made, once its commits are on another branch): it is back in the session"
                     .into(),
             )),
-            (_, Some(ours)) if checked_out => wait(
-                ours,
-                "another checkout of the user's (a linked worktree) has this branch checked out: bring work home \
-                 on another branch (`git switch -c <new-name>`)"
-                    .into(),
-            ),
+            (_, Some(ours)) if checked_out => wait(ours, CHECKED_OUT.into()),
             (None, Some(_)) => bring(),
             (Some(_), Some(ours)) if tag => {
                 wait(ours, "a tag that exists in the user's repository is not moved".into())
@@ -256,12 +256,7 @@ fn decide_one(
                 .into(),
         )),
         (Some(_), Some(ours)) if tag => Some(wait(ours, "the tag moved in the user's repository meanwhile".into())),
-        (Some(_), Some(ours)) if checked_out => Some(wait(
-            ours,
-            "another checkout of the user's (a linked worktree) has this branch checked out: bring work home on \
-             another branch (`git switch -c <new-name>`)"
-                .into(),
-        )),
+        (Some(_), Some(ours)) if checked_out => Some(wait(ours, CHECKED_OUT.into())),
         (Some(theirs), Some(ours)) => {
             // The user's move dropped commits (a reset, an amend): the session's tip may
             // still hold them, and bringing it would bring them back.

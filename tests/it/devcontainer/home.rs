@@ -240,7 +240,7 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     let (got, all) = dc.exec(&format!(
         "cd /workspaces/home\n\
          echo again >> README && git add README && {commit} -m 'meanwhile' 2>/tmp/commit; say commit $?\n\
-         settle /tmp/commit; say waits \"$(grep -m1 -c 'did not come home (the branch moved outside the container, to {users}' /tmp/commit)\"\n\
+         settle /tmp/commit; say waits \"$(grep -m1 -c 'did not come home (the branch moved in the user.s repository meanwhile, to .*git rebase --autostash {users}' /tmp/commit)\"\n\
          rm HOST\n\
          git -c user.name=a -c user.email=a@x.invalid rebase -q {users} 2>/tmp/rebase; say rebase $?\n\
          settle /tmp/rebase\n\

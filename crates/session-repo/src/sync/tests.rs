@@ -114,7 +114,7 @@ fn each_ref_is_decided_from_base_user_and_session() {
         // A new branch of the agent's comes home.
         (None, None, Some("a2"), false, "bring refs/heads/main None -> Some(\"a2\")"),
         // A branch another checkout of the user's has: never moved.
-        (Some("a1"), Some("a1"), Some("a2"), true, "wait refs/heads/main a2: another checkout of the user's (a linked worktree) has this branch checked out: bring work home on another branch (`git switch -c <new-name>`)"),
+        (Some("a1"), Some("a1"), Some("a2"), true, "wait refs/heads/main a2: another checkout of the user's has this branch checked out (a linked worktree, or the checkout beside a branch sandbox): bring work home on another branch (`git switch -c <new-name>`)"),
     ];
     let history = graph();
     for (base, user, session, checked_out, expected) in cases {
