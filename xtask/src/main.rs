@@ -287,9 +287,10 @@ fn disk_check(root: &Path) {
     }
 }
 
-/// The real agents' tests against the newest Claude Code and Codex on npm: a row that
-/// says what broke without failing the run (the pinned versions are the ones that must
-/// pass). Its test counts are not added to the total.
+/// The real agents' tests against the newest release on npm of each driven agent (Claude
+/// Code, Codex, Qwen Code, Gemini CLI): a row that says what broke without failing the
+/// run (the pinned versions are the ones that must pass). Its test counts are not added
+/// to the total.
 fn newest_agents(root: &Path, e2e_env: &[(&str, std::ffi::OsString)], tally: &mut Tally) -> Result<()> {
     eprintln!("xtask: the real agents' tests against their newest releases (does not fail the run)");
     let started = std::time::Instant::now();
@@ -309,7 +310,7 @@ fn newest_agents(root: &Path, e2e_env: &[(&str, std::ffi::OsString)], tally: &mu
             row.failed, row.passed
         )
     };
-    tally.phase("newest Claude Code and Codex (not blocking)", started.elapsed(), &outcome);
+    tally.phase("newest agent releases (not blocking)", started.elapsed(), &outcome);
     Ok(())
 }
 
