@@ -54,23 +54,28 @@ fn mdbook() -> Result<PathBuf> {
     Ok(installed)
 }
 
-/// The Markdown files of the book (`docs/src/`), sorted.
-fn pages(root: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+/// The files below `dir` whose extension is `ext`, sorted.
+fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|ext| ext == "md") {
+                walk(&path, ext, out);
+            } else if path.extension().is_some_and(|found| found == ext) {
                 out.push(path);
             }
         }
     }
     let mut out = Vec::new();
-    walk(&root.join("docs/src"), &mut out);
+    walk(dir, ext, &mut out);
     out.sort();
     out
+}
+
+/// The Markdown files of the book (`docs/src/`), sorted.
+fn pages(root: &Path) -> Vec<PathBuf> {
+    files_with(&root.join("docs/src"), "md")
 }
 
 /// The text of `markdown` outside fenced code blocks, line by line (with line numbers).
@@ -164,20 +169,7 @@ pub fn broken_links(root: &Path) -> Vec<String> {
 /// element of its page with that `id`, as `page: href`: the rendered book's own ids, so
 /// this holds whatever rules mdBook uses to name headings.
 pub fn broken_html_links(book: &Path) -> Vec<String> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|ext| ext == "html") {
-                out.push(path);
-            }
-        }
-    }
-    let mut pages = Vec::new();
-    walk(book, &mut pages);
-    pages.sort();
+    let pages = files_with(book, "html");
     let mut broken = Vec::new();
     for page in &pages {
         let Ok(html) = std::fs::read_to_string(page) else { continue };
