@@ -1292,7 +1292,7 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
         Some(&global),
     )?;
     let checkout = Checkout { shared_tree: layout.shared_tree, others: &others, refresh: None };
-    let brought = bring(&home, &mirror, &checkout, decisions, session_head.as_ref(), &mut state, &write_state);
+    let brought = bring(&home, &mirror, &checkout, decisions, (&user, session_head.as_ref()), &mut state, &write_state);
     util::users::kill_all(uid, Duration::from_secs(10));
     let _ = verify::remove(&work);
     // What root's git made in the user's `.git` (by any path `bring` left by) is the owner's.

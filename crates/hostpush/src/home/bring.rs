@@ -15,7 +15,7 @@ use std::{
 
 use session_repo::sync::{decide_head, Decision, Head, HeadMove, History};
 
-use super::{plain_ref, refuse, Home, RefUpdate, State, INCOMING, REFUSED, REFUSED_DIR, REFUSED_REFS, WAITING};
+use super::{plain_ref, refuse, Home, RefUpdate, Refs, State, INCOMING, REFUSED, REFUSED_DIR, REFUSED_REFS, WAITING};
 use crate::{mirror::Mirror, plan::Refusal};
 
 /// The commits as the broker's mirror has them (the session's fetched, the user's as
@@ -85,19 +85,18 @@ pub(crate) struct Checkout<'a> {
 
 /// Sends the tips of `decisions` into the user's repository through the checks (whose
 /// hook and settings the caller has prepared), moves the refs and, with a shared work
-/// tree, the index and `HEAD`; `save` keeps the state once they moved. `session_head`:
-/// the session's `HEAD` when the decisions were made.
+/// tree, the index and `HEAD`; `save` keeps the state once they moved. `user` and
+/// `session_head`: the user's refs and the session's `HEAD` the decisions were made from.
 pub(crate) fn bring(
     home: &Home,
     mirror: &Mirror,
     checkout: &Checkout,
 
     decisions: Vec<Decision>,
-    session_head: Option<&Head>,
+    (user, session_head): (&Refs, Option<&Head>),
     state: &mut State,
     save: &dyn Fn(&State) -> Result<(), Refusal>,
 ) -> Result<Outcome, Refusal> {
-    let user = super::user_refs(home)?;
     let user_head = read_head(&home.git_dir);
     let head_branch = user_head.as_ref().and_then(Head::branch).filter(|name| plain_ref(name).is_some());
     let mut outcome = Outcome::default();

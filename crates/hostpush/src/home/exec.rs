@@ -542,7 +542,7 @@ fn sync(x: &ExecHome) -> Result<Vec<String>, Refusal> {
     let save = |state: &State| x.write_state(state);
     let refresh = |index: &Path, paths: &[String]| refresh_index(x, index, paths);
     let checkout = Checkout { shared_tree: true, others: &others, refresh: Some(&refresh) };
-    let outcome = bring(&x.home, &mirror, &checkout, decisions, session_head.as_ref(), &mut state, &save)?;
+    let outcome = bring(&x.home, &mirror, &checkout, decisions, (&user, session_head.as_ref()), &mut state, &save)?;
     told.extend(outcome.told);
     // What the user moved, the session takes, in the view.
     if let Some(plan) = carry_plan(&x.home, &session, &outcome.carries) {

@@ -68,7 +68,12 @@ pub fn session_id(top: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).trim().to_owned())
 }
 
+/// Records that the session in `top` belongs to `id` (written only when it says otherwise:
+/// a start writes nothing it need not).
 pub fn record_session_id(top: &Path, id: &str) -> Result<(), Refusal> {
+    if session_id(top).as_deref() == Some(id) {
+        return Ok(());
+    }
     let path = top.join(SESSION_ID);
     util::fs::atomic_write(&path, format!("{id}\n").as_bytes(), 0o600)
         .map_err(|err| refuse(format!("cannot write {}: {err}", path.display()), "try again"))
