@@ -44,6 +44,11 @@ fn what_the_user_stages_during_a_session_stays_staged() {
         assert!(std::time::Instant::now() < deadline, "the agent's commit did not come home");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // The broker holds the user's index (as git does) until it has moved it too.
+    while world.path("home/proj/.git/index.lock").exists() {
+        assert!(std::time::Instant::now() < deadline, "the index stays locked");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert_eq!(world.git(&["rev-parse", ":notes.txt"]).trim(), staged, "the staged version is gone");
     assert_eq!(world.git(&["diff", "--cached", "--name-only"]).trim(), "notes.txt");
     assert_eq!(world.git(&["rev-parse", ":agent.txt"]).trim(), world.git(&["rev-parse", "main:agent.txt"]).trim());

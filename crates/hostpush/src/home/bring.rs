@@ -201,17 +201,33 @@ pub(crate) fn bring(
         }
     }
     // A branch that came home, or that both sides now agree on, waits no more, and what
-    // its checks once refused is resolved.
-    let resolved: Vec<&str> = decisions
-        .iter()
-        .filter_map(|(decision, went_in)| match decision {
-            Decision::Bring { name, .. } | Decision::Agree { name, .. } if *went_in => Some(name.as_str()),
-            _ => None,
-        })
-        .collect();
-    for name in &resolved {
+    // its checks once refused is resolved: its kept tips go. One the new value does not
+    // contain (the agent rebased it, or went another way) is kept as
+    // `refs/agent-sandbox/resolved/…`, which `git adopt` does not list: nothing the user
+    // could name is dropped.
+    let kept = super::parse_refs(
+        &home.git(&["for-each-ref", "--format=%(objectname) %(refname)", WAITING, REFUSED_REFS], None)?,
+    );
+    let mut resolved: Vec<String> = Vec::new();
+    for (decision, went_in) in &decisions {
+        let (name, value) = match decision {
+            Decision::Bring { name, to: Some(value), .. } | Decision::Agree { name, value: Some(value) }
+                if *went_in =>
+            {
+                (name, value)
+            }
+            _ => continue,
+        };
         let rel = name.trim_start_matches("refs/");
-        transaction.push_str(&format!("delete {WAITING}{rel}\ndelete {REFUSED_REFS}{rel}\n"));
+        for kept_name in [format!("{WAITING}{rel}"), format!("{REFUSED_REFS}{rel}")] {
+            let Some(tip) = kept.get(&kept_name) else { continue };
+            if tip != value && mirror.git(&["merge-base", "--is-ancestor", tip, value]).is_err() {
+                let superseded = kept_name.replacen("refs/agent-sandbox/", RESOLVED, 1);
+                transaction.push_str(&format!("update {superseded} {tip}\n"));
+            }
+            transaction.push_str(&format!("delete {kept_name} {tip}\n"));
+            resolved.push(kept_name);
+        }
     }
     transaction.push_str("prepare\ncommit\n");
     let moved = home.git(&["update-ref", "--create-reflog", "--stdin"], Some(transaction.as_bytes()));
@@ -229,8 +245,8 @@ pub(crate) fn bring(
             told.push(format!("the user's index could not be moved with the branch ({err}): `git status` shows it"));
         }
     }
-    for name in &resolved {
-        let _ = std::fs::remove_file(home.user_git.join(REFUSED_DIR).join(name.trim_start_matches("refs/")));
+    for kept_name in resolved.iter().filter_map(|name| name.strip_prefix(REFUSED_REFS)) {
+        let _ = std::fs::remove_file(home.user_git.join(REFUSED_DIR).join(kept_name));
     }
     state.brought.extend(String::from_utf8_lossy(&new).lines().map(str::to_owned));
     for (decision, went_in) in &decisions {
@@ -351,6 +367,10 @@ pub(crate) struct IndexMove {
     index: PathBuf,
 }
 
+/// Where a kept tip that its branch's new value does not contain goes once resolved
+/// (`resolved/waiting/heads/main`), its reflog keeping each earlier one.
+const RESOLVED: &str = "refs/agent-sandbox/resolved/";
+
 /// Where the moved index is written, beside the user's.
 const NEW_INDEX: &str = "agent-sandbox-index.new";
 
@@ -436,7 +456,8 @@ impl IndexMove {
 fn keep_refused(home: &Home, mirror: &Mirror, (name, tip): (&str, &str), said: &str) {
     let rel = name.trim_start_matches("refs/");
     let refspec = format!("+{tip}:{REFUSED_REFS}{rel}");
-    let receive = format!("{} receive-pack", home.receive_pack());
+    // With a reflog: a tip refused before, which this one replaces, stays nameable.
+    let receive = format!("{} -c core.logAllRefUpdates=always receive-pack", home.receive_pack());
     let user_git = home.user_git.display().to_string();
     let kept = mirror.git(&["push", "--quiet", "--no-verify", "--receive-pack", &receive, &user_git, &refspec]);
     if kept.is_ok() {
