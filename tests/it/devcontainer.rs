@@ -29,6 +29,7 @@ use crate::support::BIN;
 mod feature;
 mod home;
 mod sudo;
+mod sync;
 
 /// The plain Debian image `cargo xtask test` bootstraps (no agent-sandbox in it).
 pub(crate) const PLAIN_IMAGE: &str = "agent-sandbox-bootstrap:bookworm";
@@ -183,6 +184,11 @@ impl Devcontainer<'_> {
 
     pub(crate) fn container(&self) -> String {
         docker(&["ps", "-q", "--filter", &format!("label=devcontainer.local_folder={}", self.repo.display())])
+    }
+
+    /// The container, running or not.
+    pub(crate) fn container_any(&self) -> String {
+        docker(&["ps", "-aq", "--filter", &format!("label=devcontainer.local_folder={}", self.repo.display())])
     }
 
     /// Runs `script` as the remote user; its `key=value` lines, and the whole output.
@@ -501,6 +507,21 @@ fn devcontainers_from_init_hold_every_guard_and_fail_closed() {
     // A secret in the environment of whoever brings the container up stays outside.
     let (ok, up_text) = template.up(&[("AGENT_SANDBOX_E2E_HOST_SECRET", "s3cret-from-the-host")]);
     assert!(ok, "devcontainer up:\n{up_text}");
+    // The entrypoint is PID 1 (the generated file's "overrideCommand": false): closing
+    // the window (`docker stop`) first brings home a commit no broker ran for yet (made
+    // with the real git, which starts none); the command it stays above is the image's.
+    let real = "/usr/libexec/agent-sandbox/git -c user.name=a -c user.email=a@b.invalid";
+    let (got, all) = template.exec(&format!(
+        "agent-sandbox firewall wait >/dev/null\n\
+         say pid1 \"$(tr '\\0' ' ' </proc/1/cmdline)\"\n\
+         echo last >> README && {real} add README && {real} commit -q --no-verify -m last; say commit $?\n\
+         say head \"$(git rev-parse HEAD)\""
+    ));
+    let pid1 = "/bin/sh /usr/local/share/agent-sandbox/entrypoint.sh sleep infinity ";
+    check("template, PID 1", &got, &[("pid1", pid1), ("commit", "0")], &all);
+    docker_ok(&["stop", &template.container_any()]);
+    assert_eq!(home::host_git(&template.repo, &["rev-parse", "main"]), got["head"], "closing lost a commit: {all}");
+    docker_ok(&["start", &template.container_any()]);
     let script = format!(
         r#"
         say user "$(id -un)"

@@ -727,6 +727,9 @@ fn document(context: &Context) -> String {
   // The guard rails: the git guard, the marker, and the firewall applied as root at
   // every start (docker restart included), closed when it cannot be applied.
   "features": {{ {feature}: {{}} }},
+  // The image's entrypoint stays PID 1 (the Dockerfile's command runs under it): when
+  // the container stops, it brings the agent's last commits home first.
+  "overrideCommand": false,
   "workspaceMount": "source=${{localWorkspaceFolder}},target={WORKSPACE},type=bind",
   "workspaceFolder": "{WORKSPACE}",
   // The agent works as this unprivileged user; sudo allows only the firewall.

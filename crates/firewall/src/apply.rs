@@ -85,7 +85,7 @@ pub fn health() -> Health {
     else {
         return Health::NotApplied;
     };
-    if state["boot"].as_str() != Some(boot_id().as_str()) {
+    if state["boot"].as_str() != Some(util::boot_id().as_str()) {
         return Health::NotApplied;
     }
     let reason = state["reason"].as_str().unwrap_or("unknown").to_owned();
@@ -99,15 +99,6 @@ pub fn health() -> Health {
         Some("open") => Health::Open(reason),
         _ => Health::NotApplied,
     }
-}
-
-/// Identifies this start of the container: PID 1's start time (a restart gives a new
-/// PID namespace and a new PID 1), so a state file from an earlier start is not trusted.
-fn boot_id() -> String {
-    let stat = std::fs::read_to_string("/proc/1/stat").unwrap_or_default();
-    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
-    // Fields after the name start at field 3 (state); starttime is field 22.
-    after_name.split_whitespace().nth(19).unwrap_or("unknown").to_owned()
 }
 
 /// Loads the policy from `dirs` and applies it; on any failure closes egress (loopback
@@ -188,7 +179,7 @@ fn write_outcome(state: &str, reason: &str) {
         "version": 3,
         "state": state,
         "reason": reason,
-        "boot": boot_id(),
+        "boot": util::boot_id(),
         "appliedAt": now(),
     }));
 }
@@ -458,7 +449,7 @@ fn write_state(policy: &Policy, upstream: &[IpAddr], report: &Report) {
         "version": 3,
         "state": state,
         "reason": reason,
-        "boot": boot_id(),
+        "boot": util::boot_id(),
         "appliedAt": now(),
         "mode": policy.net.mode.as_str(),
         "sources": policy.sources().collect::<Vec<_>>(),

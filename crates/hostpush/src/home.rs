@@ -37,8 +37,8 @@ use std::{
 };
 
 use runtime_layout::{
-    CONTAINER_BROKER_DIR, CONTAINER_BROKER_TOLD, CONTAINER_HOME_DIR, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT,
-    CONTAINER_REPO_SHELF, CONTAINER_USER_GIT, CONTAINER_USER_OBJECTS,
+    CONTAINER_BROKER_DIR, CONTAINER_BROKER_TOLD, CONTAINER_HOME_GIT, CONTAINER_REAL_GIT, CONTAINER_REPO_SHELF,
+    CONTAINER_USER_GIT, CONTAINER_USER_OBJECTS,
 };
 use serde::{Deserialize, Serialize};
 
@@ -96,6 +96,8 @@ pub struct Layout {
     /// follows the session's and the index is rebuilt. In a branch sandbox the session
     /// is the shelf, whose worktrees are not the user's checkout.
     pub shared_tree: bool,
+    /// Where the broker keeps this session's [`State`] ([`state_path`]).
+    pub state: PathBuf,
 }
 
 /// The layout the mounts show. The user's work tree is the mount of the directory
@@ -115,17 +117,44 @@ pub fn layout(mounts: &[util::mounts::Mount]) -> Option<Layout> {
         mounts.iter().any(|other| other.point == git && other.id != home.id)
     });
     if let Some(mount) = bind {
-        return Some(Layout { top: mount.point.clone(), session: mount.point.join(".git"), shared_tree: true });
+        let session = mount.point.join(".git");
+        let state = state_path(mounts, &session);
+        return Some(Layout { top: mount.point.clone(), session, shared_tree: true, state });
     }
     let shelf = mounts.iter().any(|mount| mount.point == Path::new(CONTAINER_REPO_SHELF));
     (shelf && trees.iter().any(|mount| mount.read_only)).then(|| {
         let top = Path::new(CONTAINER_REPO_SHELF).join("repo");
-        Layout { session: top.join(".git"), top, shared_tree: false }
+        let session = top.join(".git");
+        Layout { state: state_path(mounts, &session), session, top, shared_tree: false }
     })
 }
 
-/// What the broker keeps between runs: in a container root's, in [`CONTAINER_HOME_DIR`];
-/// for `exec` beside the session repository, which no sandbox shows.
+/// In the user's `.git`, the directory of the container brokers' [`State`]s.
+pub const CONTAINER_STATES: &str = "agent-sandbox/containers";
+
+/// Where a container's broker keeps its [`State`]: in the user's `.git`, which the agent
+/// never reaches. It outlives the container (a rebuild keeps the base, so a branch the
+/// user deleted stays deleted) and goes with the repository (a re-clone at the same path
+/// has none, so a session kept there is known to be another repository's). One per
+/// session repository, named by where that comes from (its volume, as the mounts say).
+fn state_path(mounts: &[util::mounts::Mount], session: &Path) -> PathBuf {
+    let from = mounts
+        .iter()
+        .filter(|mount| session.starts_with(&mount.point))
+        .max_by_key(|mount| mount.point.as_os_str().len());
+    let source = match from {
+        Some(mount) => match session.strip_prefix(&mount.point) {
+            Ok(rest) if !rest.as_os_str().is_empty() => mount.root.join(rest),
+            _ => mount.root.clone(),
+        },
+        None => session.to_path_buf(),
+    };
+    let key = util::fnv1a(source.as_os_str().as_encoded_bytes());
+    Path::new(CONTAINER_HOME_GIT).join(CONTAINER_STATES).join(format!("{key:016x}.json"))
+}
+
+/// What the broker keeps between runs: in a container in the user's `.git`
+/// ([`state_path`]); for `exec` beside the session repository, which no sandbox shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
     /// What the user's repository and the session last agreed on.
@@ -252,11 +281,19 @@ fn record_told(lines: &[String]) {
     let _ = verify::write_root_file(path, told_after(path, lines).as_bytes(), 0o644);
 }
 
-/// The told file at `path` with `lines` appended, numbered on from its last.
+/// The told file at `path` with `lines` appended, numbered on from its last. A line
+/// already told is not told again: every sync judges the same waiting tip the same way,
+/// and the agent hears it once (its commit names are in it, so a new situation reads anew).
 pub(crate) fn told_after(path: &Path, lines: &[String]) -> String {
     let mut told = util::fs::read_regular_nofollow(path, 4 << 20).map(|bytes| parse_told(&bytes)).unwrap_or_default();
     let last = told.last().map_or(0, |last| last.seq);
-    told.extend((last + 1..).zip(lines).map(|(seq, text)| Told { seq, text: text.clone() }));
+    let mut new: Vec<&String> = Vec::new();
+    for line in lines {
+        if !told.iter().any(|told| &told.text == line) && !new.contains(&line) {
+            new.push(line);
+        }
+    }
+    told.extend((last + 1..).zip(new).map(|(seq, text)| Told { seq, text: text.clone() }));
     let skip = told.len().saturating_sub(TOLD_KEPT);
     told[skip..].iter().map(|told| format!("{}\n", serde_json::to_string(told).expect("a line serializes"))).collect()
 }
@@ -442,31 +479,41 @@ pub fn session_redirections(session: &Path, objects: &Path) -> Vec<String> {
         .collect()
 }
 
-fn state_path() -> PathBuf {
-    Path::new(CONTAINER_HOME_DIR).join("state.json")
+/// The broker's state kept at `path`: `None` when there is none (or it does not parse).
+fn read_state(path: &Path) -> Option<State> {
+    let bytes = util::fs::read_regular_nofollow(path, 64 << 20).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
-fn read_state() -> State {
-    util::fs::read_regular_nofollow(&state_path(), 64 << 20)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default()
-}
-
-pub(crate) fn write_state(state: &State) -> Result<(), Refusal> {
+pub(crate) fn write_state(path: &Path, state: &State) -> Result<(), Refusal> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|err| refuse(format!("cannot make {}: {err}", dir.display()), "check that .git is writable"))?;
+    }
     let bytes = serde_json::to_vec(state).expect("a state serializes");
-    verify::write_root_file(&state_path(), &bytes, 0o600)
+    verify::write_root_file(path, &bytes, 0o600)
 }
+
+/// Where `git-home start` records the container start it ran at ([`util::boot_id`]): a
+/// second start in the same run of the container (the agent may run it through sudo) is
+/// a no-op, and the entrypoint, given PID 1, knows the guard rails are up.
+pub const STARTED: &str = "/var/lib/agent-sandbox/broker/started";
 
 fn run_start() -> Result<Vec<String>, Refusal> {
     as_root()?;
     beyond_the_agents_signals();
-    let Some(layout) = the_layout()? else { return Ok(Vec::new()) };
-    // A sync that root ended before it could hand its files back left them root's.
-    own_home_files();
     verify::make_root_dir(Path::new(STATE_DIR), 0o755)?;
     let _lock = util::fs::lock(&Path::new(STATE_DIR).join("lock"), true)
         .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "restart the container"))?;
+    let boot = util::boot_id();
+    let started = util::fs::read_regular_nofollow(Path::new(STARTED), 256).unwrap_or_default();
+    if String::from_utf8_lossy(&started).trim() == boot {
+        return Ok(vec!["the session repository was made at this container's start: nothing to do".into()]);
+    }
+    verify::write_root_file(Path::new(STARTED), format!("{boot}\n").as_bytes(), 0o644)?;
+    let Some(layout) = the_layout()? else { return Ok(Vec::new()) };
+    // A sync that root ended before it could hand its files back left them root's.
+    own_home_files();
     let home = Home::container();
     check_home(&home)?;
     // One listing of every ref: the branches and tags are the session's start, all of
@@ -482,28 +529,95 @@ fn run_start() -> Result<Vec<String>, Refusal> {
         refuse(format!("{}: {err}", session.display()), "restart the container (the session volume is missing)")
     })?;
     let empty = std::fs::read_dir(session).map(|mut entries| entries.next().is_none()).unwrap_or(false);
-    if !(meta.is_dir() && meta.uid() == 0 && empty) {
-        return refresh(&home, &layout, (meta.uid(), meta.gid()), &refs);
+    let fresh = meta.is_dir() && meta.uid() == 0 && empty;
+    let mut said = Vec::new();
+    if !fresh {
+        match read_state(&layout.state) {
+            Some(state) => {
+                let said = refresh(&home, &layout, (meta.uid(), meta.gid()), &refs, state)?;
+                own_home_files();
+                return Ok(said);
+            }
+            // Kept in the volume, but not from this repository (a re-clone at the same
+            // path) or from before the broker kept its state with the repository.
+            None => said.push(put_aside_in_volume(&layout, (meta.uid(), meta.gid()))?),
+        }
     }
     let (uid, gid) = agent_user(&layout.top)?;
     std::os::unix::fs::chown(session, Some(uid), Some(gid))
         .map_err(|err| refuse(format!("cannot hand {} to the agent's user: {err}", session.display()), "restart"))?;
     let plan = seed_plan(&home, &all)?;
     as_agent(&layout, (uid, gid), &plan)?;
-    write_state(&State::agreed(&refs, read_head(&home.git_dir)))?;
-    Ok(vec![format!("the session repository {} starts from your repository's refs", session.display())])
+    write_state(&layout.state, &State::agreed(&refs, read_head(&home.git_dir)))?;
+    own_home_files();
+    said.push(format!("the session repository {} starts from your repository's refs", session.display()));
+    Ok(said)
+}
+
+/// The prefix of a session put aside inside its own volume (the volume is the session's
+/// `.git` and cannot be renamed from inside).
+pub const ASIDE_IN_VOLUME: &str = "agent-sandbox-aside-";
+
+/// Moves everything in the session directory into `agent-sandbox-aside-<stamp>` inside
+/// it (as the volume's owner sees it: renames only, nothing followed); what to tell.
+fn put_aside_in_volume(layout: &Layout, (uid, gid): (u32, u32)) -> Result<String, Refusal> {
+    let session = &layout.session;
+    let kept = list_session_refs(session).unwrap_or_default();
+    let stashes = sessions::stash_entries(session);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_secs())
+        .unwrap_or_default();
+    let name = format!("{ASIDE_IN_VOLUME}{stamp}");
+    let aside = session.join(&name);
+    let failed = |err: std::io::Error| {
+        refuse(
+            format!("cannot put the kept session repository aside in {}: {err}", aside.display()),
+            "remove the session volume (docker volume rm) and restart the container",
+        )
+    };
+    std::fs::create_dir(&aside).map_err(failed)?;
+    let entries: Vec<_> =
+        std::fs::read_dir(session).map_err(failed)?.flatten().map(|entry| entry.file_name()).collect();
+    for entry in entries {
+        let keep = entry.to_str().is_some_and(|entry| entry.starts_with(ASIDE_IN_VOLUME));
+        if !keep {
+            std::fs::rename(session.join(&entry), aside.join(&entry)).map_err(failed)?;
+        }
+    }
+    std::os::unix::fs::lchown(&aside, Some(uid), Some(gid)).map_err(failed)?;
+    let mut told = format!(
+        "the session repository kept in {} was not made from this repository (a new clone at the same path?), so \
+         a new one starts: the old one is kept as {}",
+        session.display(),
+        aside.display()
+    );
+    let branches: Vec<&str> = kept.keys().map(|name| short(name)).collect();
+    if !branches.is_empty() {
+        told.push_str(&format!("; its branches and tags: {}", branches.join(", ")));
+    }
+    if !stashes.is_empty() {
+        told.push_str(&format!("; {} stash entries (git --git-dir={} stash list)", stashes.len(), aside.display()));
+    }
+    told.push_str(&format!("; when nothing in it is needed: rm -rf {}", aside.display()));
+    Ok(told)
 }
 
 /// A session kept from earlier takes what the user did since the last sync ([`start_plan`]).
 /// Without this the work tree (shared, so already the user's) would show the user's
 /// commits as changes inside.
-fn refresh(home: &Home, layout: &Layout, owner: (u32, u32), user: &Refs) -> Result<Vec<String>, Refusal> {
+fn refresh(
+    home: &Home,
+    layout: &Layout,
+    owner: (u32, u32),
+    user: &Refs,
+    mut state: State,
+) -> Result<Vec<String>, Refusal> {
     let kept = format!("the session repository {} is kept from earlier", layout.session.display());
     let Some(session) = list_session_refs(&layout.session) else { return Ok(vec![kept]) };
     if owner.0 == 0 {
         return Ok(vec![kept]);
     }
-    let mut state = read_state();
     let Some(mut start) = start_plan(home, &layout.session, (user, &session), &state) else { return Ok(vec![kept]) };
     // The session now on the user's `HEAD` takes the user's index too (the work tree is
     // the user's), as `exec`'s start does.
@@ -512,7 +626,7 @@ fn refresh(home: &Home, layout: &Layout, owner: (u32, u32), user: &Refs) -> Resu
     }
     as_agent(layout, owner, &start.plan)?;
     start.settle(&mut state);
-    write_state(&state)?;
+    write_state(&layout.state, &state)?;
     Ok(vec![format!("{kept}; {}", start.said())])
 }
 
@@ -1250,7 +1364,17 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     verify::write_root_file(&mirror_dir.join("objects/info/alternates"), alternates.as_bytes(), 0o644)?;
     let user = user_refs(&home)?;
     let session = session_refs(&home, &mirror, (&layout.top, &layout.session), &user)?;
-    let mut state = read_state();
+    // Without the base there is nothing to tell the user's moves from the session's: a
+    // start makes one, and until then nothing moves.
+    let mut state = read_state(&layout.state).ok_or_else(|| {
+        refuse(
+            format!(
+                "the broker has no record of what the session last agreed with your repository ({})",
+                layout.state.display()
+            ),
+            "restart the container (its start makes the record, putting a session of another repository aside)",
+        )
+    })?;
     // In a branch sandbox the user's checkout is another: its branch never moves.
     let others: Vec<String> = match layout.shared_tree {
         true => Vec::new(),
@@ -1269,7 +1393,7 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     };
     let stashed = bring_stashes(&home, &mirror, &layout.session, &mut state);
     if !stashed.is_empty() {
-        write_state(&state)?;
+        write_state(&layout.state, &state)?;
         own_home_files();
     }
     let history = MirrorHistory { mirror: &mirror, brought: &state.brought };
@@ -1291,8 +1415,11 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
         Path::new(IMAGE_BINARY),
         Some(&global),
     )?;
-    let checkout = Checkout { shared_tree: layout.shared_tree, others: &others, refresh: None };
-    let brought = bring(&home, &mirror, &checkout, decisions, (&user, session_head.as_ref()), &mut state, &write_state);
+    let refresh = |index: &Path, paths: &[String]| refresh_index_as((uid, gid), &layout.top, index, paths);
+    let checkout = Checkout { shared_tree: layout.shared_tree, others: &others, refresh: Some(&refresh) };
+    let brought = bring(&home, &mirror, &checkout, decisions, (&user, session_head.as_ref()), &mut state, &|state| {
+        write_state(&layout.state, state)
+    });
     util::users::kill_all(uid, Duration::from_secs(10));
     let _ = verify::remove(&work);
     // What root's git made in the user's `.git` (by any path `bring` left by) is the owner's.
@@ -1310,12 +1437,67 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
         match taken {
             Ok(()) => {
                 outcome.carries.iter().for_each(|(decision, _)| state.base.settle(decision));
-                write_state(&state)?;
+                write_state(&layout.state, &state)?;
+                own_home_files();
             }
             Err(refusal) => outcome.told.push(format!("the session did not take the user's moves: {}", refusal.why)),
         }
     }
     Ok(outcome.told)
+}
+
+/// Refreshes the stat data of `paths` in the index at `index` (one the broker moved), as
+/// the checks' user: it reads the work tree (the agent's to write) with a copy of the
+/// index, an empty git directory and no configuration (no filter, no fsmonitor runs),
+/// and nothing of the user's; bounded in time. Root takes the index back without
+/// following a link. Without it, the user's next `git reset --keep` takes the moved
+/// files for changed ones.
+fn refresh_index_as((uid, gid): (u32, u32), top: &Path, index: &Path, paths: &[String]) -> Result<(), String> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = Path::new(STATE_DIR).join("refresh");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|err| err.to_string())?;
+    let copy = dir.join("index");
+    let git_dir = dir.join("git");
+    let bytes = util::fs::read_regular_nofollow(index, 1 << 30).map_err(|err| err.to_string())?;
+    util::fs::atomic_write(&copy, &bytes, 0o600).map_err(|err| err.to_string())?;
+    for made in [&dir, &copy] {
+        std::os::unix::fs::lchown(made, Some(uid), Some(gid)).map_err(|err| err.to_string())?;
+    }
+    let as_checks = |args: &[&std::ffi::OsStr]| {
+        Command::new(SETPRIV)
+            .args([format!("--reuid={uid}"), format!("--regid={gid}")])
+            .args(["--clear-groups", "--no-new-privs", "/usr/bin/timeout", "--kill-after=5", "30", CONTAINER_REAL_GIT])
+            .args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "safe.directory=*"])
+            .args(args)
+            .current_dir("/")
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", "/nonexistent")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_INDEX_FILE", &copy)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|err| err.to_string())
+            .and_then(|status| status.success().then_some(()).ok_or_else(|| format!("git: {status}")))
+    };
+    let result = as_checks(&["init".as_ref(), "-q".as_ref(), "--bare".as_ref(), git_dir.as_os_str()])
+        .and_then(|()| {
+            let mut args: Vec<&std::ffi::OsStr> =
+                vec!["--git-dir".as_ref(), git_dir.as_os_str(), "--work-tree".as_ref()];
+            args.extend([top.as_os_str(), "add".as_ref(), "--refresh".as_ref(), "--".as_ref()]);
+            args.extend(paths.iter().map(std::ffi::OsStr::new));
+            as_checks(&args)
+        })
+        .and_then(|()| util::fs::read_regular_nofollow(&copy, 1 << 30).map_err(|err| err.to_string()))
+        .and_then(|bytes| util::fs::atomic_write(index, &bytes, 0o644).map_err(|err| err.to_string()));
+    let _ = std::fs::remove_dir_all(&dir);
+    result
 }
 
 /// The session's branches and tags, each as the mirror has it. The names are listed

@@ -95,6 +95,15 @@ impl Fnv1a {
     }
 }
 
+/// Identifies this start of a container: PID 1's start time (a restart gives a new PID
+/// namespace and a new PID 1), so that a record from an earlier start is not trusted.
+pub fn boot_id() -> String {
+    let stat = std::fs::read_to_string("/proc/1/stat").unwrap_or_default();
+    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+    // Fields after the name start at field 3 (state); starttime is field 22.
+    after_name.split_whitespace().nth(19).unwrap_or("unknown").to_owned()
+}
+
 /// FNV-1a of `bytes` (see [`Fnv1a`]).
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut hash = Fnv1a::default();

@@ -15,7 +15,7 @@ use super::{check, chown_for_container, docker, docker_ok, git, Cleanup, Devcont
 
 /// The host's git in the user's repository (root's, in a repository the container's
 /// user owns).
-fn host_git(repo: &Path, args: &[&str]) -> String {
+pub(crate) fn host_git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git").args(["-c", "safe.directory=*"]).args(args).current_dir(repo).output().expect("git");
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()

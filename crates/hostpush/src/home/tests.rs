@@ -14,8 +14,23 @@ fn the_layout_is_read_from_the_mounts() {
 33 22 8:1 /home/u/p/.git/objects /var/lib/agent-sandbox/user-objects ro,relatime - ext4 /dev/sda1 rw
 34 22 8:2 /home/u/p /elsewhere rw,relatime - ext4 /dev/sdb1 rw";
     let got = layout(&util::mounts::parse(mountinfo));
-    let bind = Layout { top: "/workspaces/p".into(), session: "/workspaces/p/.git".into(), shared_tree: true };
+    let state = |source: &str| {
+        Path::new(CONTAINER_HOME_GIT)
+            .join(CONTAINER_STATES)
+            .join(format!("{:016x}.json", util::fnv1a(source.as_bytes())))
+    };
+    let bind = Layout {
+        top: "/workspaces/p".into(),
+        session: "/workspaces/p/.git".into(),
+        shared_tree: true,
+        state: state("/var/lib/docker/volumes/agent-sandbox-git-1/_data"),
+    };
     assert_eq!(got, Some(bind));
+    // The state is named by the session's volume: another volume at the same path (a
+    // re-created container) is another session.
+    let other = mountinfo.replace("agent-sandbox-git-1", "agent-sandbox-git-2");
+    let other = layout(&util::mounts::parse(&other)).expect("a layout");
+    assert_eq!(other.state, state("/var/lib/docker/volumes/agent-sandbox-git-2/_data"));
     let without_session = mountinfo.lines().filter(|line| !line.starts_with("31 ")).collect::<Vec<_>>().join("\n");
     assert_eq!(layout(&util::mounts::parse(&without_session)), None);
     let without_home = mountinfo.lines().filter(|line| !line.starts_with("32 ")).collect::<Vec<_>>().join("\n");
@@ -27,7 +42,12 @@ fn the_layout_is_read_from_the_mounts() {
 32 22 8:1 /home/u/p/.git /var/lib/agent-sandbox/home/git rw,relatime - ext4 /dev/sda1 rw
 35 22 8:1 /var/lib/docker/volumes/agent-sbx-repo-1/_data /repo-shelf rw,relatime - ext4 /dev/sda1 rw";
     let got = layout(&util::mounts::parse(branch));
-    let shelf = Layout { top: "/repo-shelf/repo".into(), session: "/repo-shelf/repo/.git".into(), shared_tree: false };
+    let shelf = Layout {
+        top: "/repo-shelf/repo".into(),
+        session: "/repo-shelf/repo/.git".into(),
+        shared_tree: false,
+        state: state("/var/lib/docker/volumes/agent-sbx-repo-1/_data/repo/.git"),
+    };
     assert_eq!(got, Some(shelf));
     assert_eq!(layout(&util::mounts::parse(&branch.replace(" ro,relatime", " rw,relatime"))), None);
 }
@@ -123,4 +143,18 @@ fn the_session_config_reads_back_as_written() {
         }
     }
     assert_eq!(listed[4..], want[..]);
+}
+
+/// A line already told is not told again (each sync judges a waiting tip the same way);
+/// a new one is numbered on from the last.
+#[test]
+fn a_line_is_told_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("told");
+    let waits = "main did not come home (moved meanwhile): abc".to_owned();
+    std::fs::write(&path, told_after(&path, &[waits.clone(), waits.clone()])).expect("write");
+    std::fs::write(&path, told_after(&path, &[waits.clone(), "main is now def".into()])).expect("write");
+    let told = parse_told(&std::fs::read(&path).expect("read"));
+    let texts: Vec<(u64, &str)> = told.iter().map(|told| (told.seq, told.text.as_str())).collect();
+    assert_eq!(texts, [(1, waits.as_str()), (2, "main is now def")]);
 }
