@@ -1517,8 +1517,17 @@ pub(crate) fn session_refs(
         // session of an older version kept across a new clone) fails the same way as a
         // ref planted at an object from elsewhere: both are named, with both fixes.
         let instead = match home.work_tree {
-            Some(_) => "delete or repair that branch or tag (`git fsck` inside names broken ones), then commit again;                         if your repository was cloned again at this path or pruned, the session no longer matches                         it: on the host, `agent-sandbox git sessions` shows what it holds and `agent-sandbox git                         sessions remove home` starts afresh",
-            None => "delete or repair that branch or tag (`git fsck` inside names broken ones), then commit again;                      if your repository was cloned again or pruned, the session no longer matches it: remove the                      container's session volume (`agent-sandbox-git-…`) on the host and start the container again",
+            Some(_) => {
+                "delete or repair that branch or tag (`git fsck` inside names broken ones), then commit \
+                       again; if your repository was cloned again at this path or pruned, the session no longer \
+                       matches it: on the host, `agent-sandbox git sessions` shows what it holds and `agent-sandbox \
+                       git sessions remove home` starts afresh"
+            }
+            None => {
+                "delete or repair that branch or tag (`git fsck` inside names broken ones), then commit \
+                    again; if your repository was pruned on the host, the session no longer matches it: remove the \
+                    container's session volume (`agent-sandbox-git-…`) on the host and start the container again"
+            }
         };
         refuse(
             format!(

@@ -368,8 +368,10 @@ fn moves_refs(parsed: &gitguard::Parsed) -> bool {
 /// In a container with a session repository (`hostpush::home`): git, then the broker
 /// (root, through the image's sudo rule) in the background, which brings what the
 /// command committed into the user's repository through the checks within about a
-/// second. Git's status is the command's; what the broker says is shown at the next git
-/// command ([`show_told`]), so that a loop of commits does not wait for the checks.
+/// second. Git's status is the command's; what the broker says is shown after it, in a
+/// container once the sync ends within [`TOLD_WAIT`] (else, and under `exec`, whose
+/// broker gathers a burst of commands into one sync, at the next git command:
+/// [`show_told`]), so that a loop of commits does not wait long for the checks.
 fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String], broker: &Broker) -> i32 {
     let mut command = Command::new(real);
     command.arg0("git").args(args);
@@ -384,7 +386,13 @@ fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String], bro
         }
     };
     let asked = match broker {
-        Broker::Container => bring_home_later(),
+        Broker::Container => bring_home_later().map(|mut sync| {
+            let deadline = std::time::Instant::now() + TOLD_WAIT;
+            while matches!(sync.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            show_told(broker);
+        }),
         Broker::Exec { socket, cwd } => crate::push::ask_home(socket, cwd),
     };
     if let Err(err) = asked {
@@ -412,8 +420,8 @@ impl Broker {
 }
 
 /// Starts `git-home sync` detached (its own session, so sudo sees no terminal), with
-/// [`hostpush::home::LATER`] already in its stdin; not waited for.
-fn bring_home_later() -> std::io::Result<()> {
+/// [`hostpush::home::LATER`] already in its stdin.
+fn bring_home_later() -> std::io::Result<std::process::Child> {
     use std::io::Write as _;
     let (reader, mut writer) = std::io::pipe()?;
     writer.write_all(hostpush::home::LATER)?;
@@ -431,8 +439,13 @@ fn bring_home_later() -> std::io::Result<()> {
             Ok(())
         });
     }
-    command.spawn().map(drop)
+    command.spawn()
 }
+
+/// How long a git command waits for the sync it started before it ends: what the broker
+/// says about it then comes right after the command's own output, not at the next git
+/// command; a sync the checks make longer is not waited for (its lines come next time).
+const TOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Shows the lines the broker told since this user last saw them (the last number seen
 /// is kept in `~/.cache/agent-sandbox/broker-told`). Never fails the git command.
