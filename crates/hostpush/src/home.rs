@@ -1728,5 +1728,6 @@ fn own_home_files() {
 
 pub mod exec;
 pub mod sessions;
+pub mod summary;
 #[cfg(test)]
 mod tests;

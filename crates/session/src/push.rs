@@ -110,18 +110,16 @@ pub(crate) struct PushService {
 
 impl PushService {
     /// Brings what the session committed home once more (the command has ended), then
-    /// tells the user everything the broker told this session: what came home, and
-    /// what did not and why.
+    /// tells the user, in one short summary, what came home, what waits and why, what
+    /// was stashed, and the commands to act on each.
     pub(crate) fn bring_home(&self) {
         let Some(broker) = &self.broker else { return };
         let _ = broker.last_sync();
         let told = util::fs::read_regular_nofollow(&broker.exec.told, 4 << 20).unwrap_or_default();
-        // Each sync tells again what still did not come home: said once here.
-        let mut said = std::collections::HashSet::new();
-        for told in hostpush::home::parse_told(&told) {
-            if said.insert(told.text.clone()) {
-                util::say!("agent-sandbox: {}", util::terminal_safe(&told.text));
-            }
+        let told: Vec<String> = hostpush::home::parse_told(&told).into_iter().map(|told| told.text).collect();
+        let kept = broker.exec.home.work_tree.as_deref().and_then(|top| hostpush::adopt::list(top).ok());
+        for line in hostpush::home::summary::summary(&told, &kept.unwrap_or_default()) {
+            util::say!("agent-sandbox: {}", util::terminal_safe(&line));
         }
     }
 }
