@@ -494,6 +494,18 @@ pub(crate) fn write_state(path: &Path, state: &State) -> Result<(), Refusal> {
     verify::write_root_file(path, &bytes, 0o600)
 }
 
+/// Holds the lock of the session's state (beside it in the user's `.git`) while it
+/// lives: the branch sandboxes of one repository share their shelf, so their brokers,
+/// each in its own container, take turns on its one base.
+fn lock_state(layout: &Layout) -> Result<std::fs::File, Refusal> {
+    let path = layout.state.with_extension("lock");
+    let failed = |err: std::io::Error| refuse(format!("cannot lock {}: {err}", path.display()), "try again");
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    util::fs::lock(&path, true).map_err(failed)?.ok_or_else(|| failed(std::io::ErrorKind::WouldBlock.into()))
+}
+
 /// Where `git-home start` records the container start it ran at ([`util::boot_id`]): a
 /// second start in the same run of the container (the agent may run it through sudo) is
 /// a no-op, and the entrypoint, given PID 1, knows the guard rails are up.
@@ -514,6 +526,7 @@ fn run_start() -> Result<Vec<String>, Refusal> {
     let Some(layout) = the_layout()? else { return Ok(Vec::new()) };
     // A sync that root ended before it could hand its files back left them root's.
     own_home_files();
+    let _state = lock_state(&layout)?;
     let home = Home::container();
     check_home(&home)?;
     // One listing of every ref: the branches and tags are the session's start, all of
@@ -532,7 +545,13 @@ fn run_start() -> Result<Vec<String>, Refusal> {
     let fresh = meta.is_dir() && meta.uid() == 0 && empty;
     let mut said = Vec::new();
     if !fresh {
-        match read_state(&layout.state) {
+        let kept = match read_state(&layout.state) {
+            // The shelf of branch sandboxes is provisioned as a clone of the user's
+            // repository, not seeded here: at its first start there is no record yet.
+            None if !layout.shared_tree => Some(State::default()),
+            kept => kept,
+        };
+        match kept {
             Some(state) => {
                 let said = refresh(&home, &layout, (meta.uid(), meta.gid()), &refs, state)?;
                 own_home_files();
@@ -1327,6 +1346,7 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     let Some(queue) = lock("queue", !later)? else { return Ok(Vec::new()) };
     let _lock = lock("lock", true)?;
     drop(queue);
+    let _state = lock_state(&layout)?;
     // The push verifier runs as the checks' user too, and each ends that user's
     // processes before it starts: one at a time.
     let push_dir = Path::new(verify::STATE_DIR);
