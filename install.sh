@@ -70,7 +70,14 @@ say "installed $bin"
 
 case ":${PATH:-}:" in
     *":$prefix/bin:"*) ;;
-    *) say "add $prefix/bin to your PATH: echo 'export PATH=\"\$HOME/.local/bin:\$PATH\"' >> ~/.profile (then log in again)" ;;
+    *)
+        if [ "$prefix/bin" = "$HOME/.local/bin" ] && grep -qs '\.local/bin' "$HOME/.profile"; then
+            # Debian's and Ubuntu's stock ~/.profile add it when it exists at login.
+            say "$prefix/bin is not on your PATH yet: your ~/.profile adds it at your next login (or run: export PATH=\"$prefix/bin:\$PATH\")"
+        else
+            say "add $prefix/bin to your PATH: echo 'export PATH=\"$prefix/bin:\$PATH\"' >> ~/.profile (then log in again)"
+        fi
+        ;;
 esac
 
 if [ -n "$missing" ]; then

@@ -39,6 +39,21 @@ fn install_sh_installs_the_binary_and_proves_a_sandbox_starts() {
         .expect("sh");
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(again.status.success() && !err.contains("to your PATH"), "{err}");
+    // Debian's stock ~/.profile adds ~/.local/bin when it exists at login: the advice is
+    // to log in again, not to add a second line.
+    let stock = "if [ -d \"$HOME/.local/bin\" ] ; then\n    PATH=\"$HOME/.local/bin:$PATH\"\nfi\n";
+    fs_err::write(world.home.join(".profile"), stock).expect("profile");
+    let stocked = Command::new("sh")
+        .arg(install_sh())
+        .env_clear()
+        .env("HOME", &world.home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("AGENT_SANDBOX_BIN", &*BIN)
+        .output()
+        .expect("sh");
+    let err = String::from_utf8_lossy(&stocked.stderr);
+    assert!(stocked.status.success() && err.contains("your ~/.profile adds it at your next login"), "{err}");
+    assert!(!err.contains(">> ~/.profile"), "{err}");
 }
 
 #[test]

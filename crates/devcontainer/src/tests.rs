@@ -105,6 +105,11 @@ fn protected_paths_are_only_those_that_exist_and_hooks_path_must() {
     );
     assert_eq!(protected_paths(root.path(), &[], Some("/usr/share/hooks")).expect("outside").len(), 4);
     assert!(matches!(protected_paths(root.path(), &[], Some(".hooks")), Err(Error::MissingHooksPath(_))));
+    // husky's hooks path, `.husky/_`, is git-ignored (a fresh clone lacks it until `npm
+    // install`): read-only with `.husky`, never a mount of its own.
+    fs_err::create_dir_all(root.path().join(".husky/_")).expect("mkdir");
+    let got = protected_paths(root.path(), &[], Some(".husky/_")).expect("valid");
+    assert!(got.contains(&".husky".to_owned()) && !got.iter().any(|path| path == ".husky/_"), "{got:?}");
     for bad in ["/etc", "../up", "a/../../b", "", "a//b"] {
         assert!(matches!(protected_paths(root.path(), &[bad.into()], None), Err(Error::BadPath(_))), "{bad:?}");
     }
