@@ -53,12 +53,14 @@ pub fn run(spec: &str) -> i32 {
         status.lines().find_map(|line| line.strip_prefix(name)).map(str::trim).unwrap_or_default().to_owned()
     };
     let git = spec["git"].as_str().map(Path::new).map(|root| {
+        let answered = answered_by_host(root);
         json!({
             "configWritable": writable(&root.join(".git/config")),
             "hooksWritable": creatable(&root.join(".git/hooks")),
             "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
             "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
-            "pushAnsweredByHost": answered_by_host(root),
+            "pushAnsweredByHost": answered.is_ok(),
+            "pushRefusedOtherwise": answered.err().flatten(),
         })
     });
     // Last, after the slower probes: what the allowlist's proxy and resolver answer.
@@ -191,13 +193,15 @@ pub fn container(spec: &Value) -> Value {
         })
         .collect();
     let git = work_tree.as_deref().map(|root| {
+        let answered = answered_by_host(root);
         json!({
             "root": root,
             "configWritable": writable(&root.join(".git/config")),
             "hooksWritable": creatable(&root.join(".git/hooks")),
             "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
             "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
-            "pushAnsweredByHost": answered_by_host(root),
+            "pushAnsweredByHost": answered.is_ok(),
+            "pushRefusedOtherwise": answered.err().flatten(),
             "pushCredentials": push_credentials(root),
             "session": session.then(|| session_facts(root)),
         })
@@ -372,17 +376,22 @@ fn refused(root: &Path, args: &[&str]) -> bool {
 }
 
 /// Whether `git push` is answered by the host's push service: a dry run to a remote
-/// that is not configured is refused there, by the service's own words.
-fn answered_by_host(root: &Path) -> bool {
+/// that is not configured is refused there, by the service's own words. `Err(Some)`:
+/// the push was refused for another reason, in these words (a session repository
+/// that no longer matches its repository refuses every push, and says why).
+fn answered_by_host(root: &Path) -> Result<(), Option<String>> {
     let out = std::process::Command::new("git")
         .args(["push", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"])
         .current_dir(root)
         .stdin(std::process::Stdio::null())
-        .output();
-    out.is_ok_and(|out| {
-        let err = String::from_utf8_lossy(&out.stderr);
-        err.contains("agent-sandbox: push refused:") && err.contains("the host pushes only to those")
-    })
+        .output()
+        .map_err(|_| None)?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("agent-sandbox: push refused:") && err.contains("the host pushes only to those") {
+        return Ok(());
+    }
+    let refusal = err.find("agent-sandbox: push refused:").map(|at| err[at..].trim().to_owned());
+    Err(refusal)
 }
 
 /// What would let the agent's own git push past root's verifier in a container: an

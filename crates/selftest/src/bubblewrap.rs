@@ -400,12 +400,19 @@ fn judge_git(git: &Value, git_preset: bool) -> Vec<Row> {
             "ran git commit --no-verify and git push --force (both --dry-run) inside".into(),
             "git is not the guard inside: set commands.git to \"@git\" and keep the @git preset".into(),
         ));
+        // A push the host refused for another reason reached it: what it said is the fix
+        // (a session repository that no longer matches its repository says so there).
+        let fix = match git["pushRefusedOtherwise"].as_str() {
+            Some(said) => format!("the host's push service answered, but refused for another reason: {said}"),
+            None => "git push does not reach the host's push service: set commands.git to \"@git\" and keep the @git \
+                     preset"
+                .into(),
+        };
         rows.push(row(
             "pushes leave through the host",
             git["pushAnsweredByHost"] == true,
             "ran git push --dry-run to a remote that is not configured: the host's push service must refuse it".into(),
-            "git push does not reach the host's push service: set commands.git to \"@git\" and keep the @git preset"
-                .into(),
+            fix,
         ));
     }
     rows
@@ -415,6 +422,28 @@ fn judge_git(git: &Value, git_preset: bool) -> Vec<Row> {
 mod tests {
     use super::*;
     use crate::Status;
+
+    /// A push the host refused for another reason reached it: the row's fix is what the
+    /// host said (a session that no longer matches its repository), not `commands.git`.
+    #[test]
+    fn a_push_the_host_refused_otherwise_names_the_hosts_reason() {
+        let git = |otherwise: Value| {
+            json!({ "configWritable": false, "hooksWritable": false, "noVerifyRefused": true,
+                    "forcePushRefused": true, "pushAnsweredByHost": false, "pushRefusedOtherwise": otherwise })
+        };
+        let fix = |otherwise: Value| {
+            let rows = judge_git(&git(otherwise), true);
+            let row = rows.into_iter().find(|row| row.guarantee == "pushes leave through the host").expect("the row");
+            row.fix.unwrap_or_default()
+        };
+        let said = "agent-sandbox: push refused: cannot read the session's commits. Instead: `agent-sandbox git \
+                    sessions remove home` starts afresh.";
+        assert_eq!(
+            fix(json!(said)),
+            format!("the host's push service answered, but refused for another reason: {said}")
+        );
+        assert!(fix(Value::Null).contains("set commands.git to \"@git\""));
+    }
 
     /// Allowlist mode: held only when the proxy answers 403 for both, the name has no
     /// address, the raw address no route and the host's loopback is out of reach; each
