@@ -184,11 +184,19 @@ pub fn decide(
         .filter_map(|name| {
             let sides = (base.refs.get(name), user.get(name), session.get(name));
             // A branch the session made may be deleted once its commits are on another
-            // branch of the user's (its reflog goes with it), and while the user does not
-            // have it checked out.
-            let merged = sides.1.is_some_and(|tip| {
-                user.iter().any(|(other, value)| other != name && synced(other) && history.is_ancestor(tip, value))
-            });
+            // branch of the user's that stays (its reflog goes with it), and while the user
+            // does not have it checked out. The other branch stays with its commits whatever
+            // this sync decides for it: both sides' values hold them, or it is the user's
+            // new one, which the session takes. (Two such branches the agent deleted at
+            // once each hold the other's commits, and both went.)
+            let holds = |value: Option<&String>, tip: &str| value.is_some_and(|value| history.is_ancestor(tip, value));
+            let stays_with = |other: &String, tip: &str| match session.get(other) {
+                Some(ours) => holds(user.get(other), tip) && holds(Some(ours), tip),
+                None => !base.refs.contains_key(other) && holds(user.get(other), tip),
+            };
+            let merged = sides
+                .1
+                .is_some_and(|tip| user.keys().any(|other| other != name && synced(other) && stays_with(other, tip)));
             let deletable = base.created.contains(name) && merged && checkouts.user != Some(name.as_str());
             let decision = decide_one(name, sides, deletable, checkouts.others.contains(name), history);
             match decision {

@@ -538,3 +538,34 @@ proptest! {
         }
     }
 }
+
+/// Found by the soak (1 in 300,000): the agent deletes two branches it made, each
+/// holding the other's commits; each deletion alone was allowed, and together they left
+/// the commit the user had been brought unreachable.
+#[test]
+fn two_branches_deleted_at_once_keep_their_commits_nameable() {
+    use Action::*;
+    let actions = [
+        UserNewBranch(0),
+        AgentNewBranch(2),
+        AgentCommit(0, false),
+        AgentNewBranch(0),
+        Sync,
+        AgentSwitch(2),
+        AgentDelete(0),
+        AgentDelete(2),
+        Sync,
+    ];
+    let mut world = World::new();
+    for action in &actions {
+        let before = world.clone();
+        world.act(action);
+        if matches!(action, Action::Sync) {
+            check_sync(&before, &world).unwrap_or_else(|broken| panic!("after {action:?}: {broken}"));
+        }
+    }
+    // Neither stays deleted: each was the other's only keeper. Both are the user's still,
+    // and back in the session (said why); the agent deletes them one at a time.
+    let made = |refs: &Refs| refs.keys().filter(|name| name.starts_with("refs/heads/b")).count();
+    assert_eq!((made(&world.user.refs), made(&world.session.refs)), (2, 2));
+}
