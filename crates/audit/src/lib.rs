@@ -92,11 +92,11 @@ impl Event {
 
 /// `$XDG_STATE_HOME/agent-sandbox/audit.jsonl`, or under `~/.local/state`.
 pub fn default_path() -> Option<PathBuf> {
-    let state = match std::env::var_os("XDG_STATE_HOME").filter(|dir| !dir.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME")?).join(".local/state"),
-    };
-    Some(state.join("agent-sandbox/audit.jsonl"))
+    let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_default());
+    if home.as_os_str().is_empty() && std::env::var_os("XDG_STATE_HOME").filter(|dir| !dir.is_empty()).is_none() {
+        return None;
+    }
+    Some(util::dirs::state(&home).join("audit.jsonl"))
 }
 
 static SESSION: OnceLock<String> = OnceLock::new();

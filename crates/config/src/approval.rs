@@ -12,7 +12,7 @@ use std::{
 /// agent-sandbox's state directory: `$XDG_STATE_HOME/agent-sandbox`, else
 /// `<home>/.local/state/agent-sandbox`.
 pub fn state_dir(home: &Path) -> PathBuf {
-    crate::xdg_dir(home, "XDG_STATE_HOME", ".local/state")
+    util::dirs::state(home)
 }
 
 /// Where the allowed copy of `config` is kept.

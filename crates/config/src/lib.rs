@@ -326,10 +326,7 @@ pub fn global_dir(home: &Path) -> PathBuf {
 /// agent-sandbox's directory under the XDG base directory `var` names, else under
 /// `<home>/<fallback>` (an empty variable counts as unset, as the spec says).
 pub fn xdg_dir(home: &Path, var: &str, fallback: &str) -> PathBuf {
-    match std::env::var_os(var).filter(|dir| !dir.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("agent-sandbox"),
-        None => home.join(fallback).join("agent-sandbox"),
-    }
+    util::dirs::xdg(home, var, fallback)
 }
 
 /// The configuration as a guard that has no snapshot from `exec` reads it outside any

@@ -448,7 +448,7 @@ fn bring_home_later() -> std::io::Result<std::process::Child> {
 const TOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Shows the lines the broker told since this user last saw them (the last number seen
-/// is kept in `~/.cache/agent-sandbox/broker-told`). Never fails the git command.
+/// is kept in the cache directory's `broker-told`). Never fails the git command.
 fn show_told(broker: &Broker) {
     // Root (the broker's own git calls) and a user without a home (the checks' user)
     // are told nothing, and read nothing for it.
@@ -460,7 +460,7 @@ fn show_told(broker: &Broker) {
     let Ok(bytes) = util::fs::read_regular_nofollow(&broker.told(), 4 << 20) else {
         return;
     };
-    let seen_file = Path::new(&home).join(".cache/agent-sandbox/broker-told");
+    let seen_file = util::dirs::cache(Path::new(&home)).join("broker-told");
     let seen: u64 = util::fs::read_regular_nofollow(&seen_file, 64)
         .ok()
         .and_then(|bytes| String::from_utf8_lossy(&bytes).trim().parse().ok())

@@ -3,6 +3,7 @@
 //! file that an agent may have replaced by something else (a FIFO, a device, a symlink)
 //! without ever blocking on it.
 
+pub mod dirs;
 pub mod fs;
 pub mod fuzzing;
 pub mod mounts;

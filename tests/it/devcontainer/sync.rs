@@ -148,14 +148,14 @@ fn the_users_moves_on_the_host_are_never_undone_in_a_container() {
     remove_container(&dc);
     let (ok, up) = dc.up(&[]);
     assert!(ok, "up again:\n{up}");
-    let (got, all) = dc.exec(&format!(
+    let (got, all) = dc.exec(
         "cd /workspaces/sync\nagent-sandbox firewall wait >/dev/null\n\
          say spike \"$(git branch --list spike)\"\n\
          say again \"$(sudo -n /usr/local/bin/agent-sandbox git-home start 2>&1 | grep -c 'nothing to do')\"\n\
          settle /tmp/s; say spike_after \"$(git branch --list spike)\"\n\
          git branch spike2; settle /tmp/s\n\
-         echo wip >> README && git stash -q; say stash $?; settle /tmp/s"
-    ));
+         echo wip >> README && git stash -q; say stash $?; settle /tmp/s",
+    );
     let want = [("spike", ""), ("again", "1"), ("spike_after", ""), ("stash", "0")];
     check("a deleted branch, a new container", &got, &want, &all);
     assert_eq!(host_git(&dc.repo, &["branch", "--list", "spike"]), "", "the deleted branch came back: {all}");
