@@ -135,6 +135,9 @@ pub fn exec(inv: &Invocation, options: &ExecOptions<'_>) -> Result<Outcome> {
     }
     let services = stages::services::start(&facts, &scanned, &decision, &mut prepared, &cache_layers, debug)?;
     timer.end("services");
+    if let Some(took) = services.home_took() {
+        timer.carve("session-repo", took);
+    }
     debug(&timer.line());
     let code = stages::run::run(&decision, &prepared, &services, &cache_layers);
     let mut timer = stages::Stages::start();

@@ -102,6 +102,9 @@ const PUSH_MIRROR: &str = "mirror.git";
 pub(crate) struct PushService {
     /// What making the session repository said, and what it cost (for `--debug`).
     pub(crate) said: Option<String>,
+    /// What making or refreshing the session repository took (the stage table's
+    /// `session-repo`, carved out of `services`).
+    pub(crate) home_took: Option<std::time::Duration>,
     broker: Option<std::sync::Arc<hostpush::home::exec::Broker>>,
     _service: hostpush::service::Service,
     _lock: std::fs::File,
@@ -175,17 +178,18 @@ pub(crate) fn start_push_service(
         .map(|(name, value)| if name == "PATH" { (name, host_path_var.clone()) } else { (name, value) })
         .collect();
     let started = std::time::Instant::now();
-    let (broker, said) = match (session_git, &git) {
+    let (broker, said, home_took) = match (session_git, &git) {
         (Some(session_git), Some(git)) => {
             let (broker, said) = broker(session_git, git, &check, &path, runtime, &env)?;
-            let said = format!("{said} ({} ms)", started.elapsed().as_millis());
-            (Some(std::sync::Arc::new(broker)), Some(said))
+            let took = started.elapsed();
+            let said = format!("{said} ({} ms)", took.as_millis());
+            (Some(std::sync::Arc::new(broker)), Some(said), Some(took))
         }
         (Some(_), None) => anyhow::bail!(
             "no git on a PATH entry outside the project and every writable grant: the agent's git repository is made \
              and its commits are brought home with such a git only"
         ),
-        (None, _) => (None, None),
+        (None, _) => (None, None, None),
     };
     let service = hostpush::service::start(
         listener,
@@ -210,7 +214,7 @@ pub(crate) fn start_push_service(
                 .to_owned()),
         }),
     );
-    Ok(PushService { said, broker, _service: service, _lock: lock, _dir: dir })
+    Ok(PushService { said, home_took, broker, _service: service, _lock: lock, _dir: dir })
 }
 
 /// The session repository's broker (`hostpush::home::exec`), its repository made or

@@ -22,6 +22,13 @@ pub(crate) struct Services {
     pub(crate) overlays: Option<sandbox::caches::Prepared>,
 }
 
+impl Services {
+    /// What making or refreshing the session repository took at this start.
+    pub(crate) fn home_took(&self) -> Option<std::time::Duration> {
+        self.push.as_ref()?.home_took
+    }
+}
+
 pub(crate) fn start(
     facts: &Facts,
     scanned: &Scanned,
