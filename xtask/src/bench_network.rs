@@ -39,6 +39,21 @@ pub fn run_network_bench() -> Result<()> {
     result
 }
 
+/// `agent-sandbox config allow` in `project`, with the bench's home.
+fn allow_config(bin: &std::path::Path, dir: &std::path::Path, project: &std::path::Path) -> Result<()> {
+    let allow = Command::new(bin)
+        .args(["config", "allow"])
+        .current_dir(project)
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .output()?;
+    if !allow.status.success() {
+        bail!("config allow failed: {}", String::from_utf8_lossy(&allow.stderr));
+    }
+    Ok(())
+}
+
 fn bench_in(bin: &std::path::Path, dir: &std::path::Path) -> Result<()> {
     let port = serve()?;
     let project = dir.join("home/proj");
@@ -65,16 +80,7 @@ fn bench_in(bin: &std::path::Path, dir: &std::path::Path) -> Result<()> {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     };
-    let allow = Command::new(bin)
-        .args(["config", "allow"])
-        .current_dir(&project)
-        .env("HOME", dir.join("home"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .output()?;
-    if !allow.status.success() {
-        bail!("config allow failed: {}", String::from_utf8_lossy(&allow.stderr));
-    }
+    allow_config(bin, dir, &project)?;
     let big = |host: &str| format!("curl -sS -o /dev/null -w '%{{time_total}}\\n' http://{host}:{port}/big");
     let small = |host: &str, flags: &str| {
         format!(

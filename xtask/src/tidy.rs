@@ -87,9 +87,49 @@ pub fn unlisted_git_calls(root: &std::path::Path) -> Vec<String> {
     unlisted
 }
 
-/// The longest a function in `crates/session` may be, from its `fn` line to its closing
-/// brace: `exec` is a pipeline of named stages, each a few short functions.
+/// The longest a function may be, from its `fn` line to its closing brace: `exec` is a
+/// pipeline of named stages, each a few short functions, and the rest of the code
+/// follows, but for the functions [`LONG_ALLOWED`] names.
 pub const MAX_FN_LINES: usize = 80;
+
+/// The functions over [`MAX_FN_LINES`] when the rule reached every crate (file:name):
+/// each is split when next touched, and the list only shrinks.
+pub const LONG_ALLOWED: &[&str] = &[
+    "crates/config/src/parse.rs:parse_layer",
+    "crates/devcontainer/src/lib.rs:plan",
+    "crates/devcontainer/src/risks.rs:risks",
+    "crates/dockerbox/src/engine.rs:exec",
+    "crates/dockerbox/src/plan.rs:plan",
+    "crates/firewall/src/serve.rs:start",
+    "crates/gitguard/src/commands.rs:push",
+    "crates/gitguard/src/global.rs:handle_options",
+    "crates/hookguard/src/lib.rs:scan_staged",
+    "crates/hookguard/src/lib.rs:pre_push",
+    "crates/hookguard/src/lib.rs:check_commit",
+    "crates/hookinstall/src/install.rs:uninstall",
+    "crates/hostpush/src/home/bring.rs:bring",
+    "crates/hostpush/src/home/exec.rs:sync",
+    "crates/hostpush/src/home/exec.rs:bring_modules",
+    "crates/hostpush/src/home.rs:seed_with",
+    "crates/hostpush/src/home.rs:run_sync",
+    "crates/hostpush/src/plan.rs:plan",
+    "crates/hostpush/src/verify.rs:verify",
+    "crates/inside/src/git.rs:guard",
+    "crates/policy/src/lib.rs:resolve",
+    "crates/policy/src/settings.rs:redact",
+    "crates/sandbox/src/commands.rs:wrap",
+    "crates/sandbox/src/plan.rs:bwrap_args",
+    "crates/sandbox/src/run.rs:run",
+    "crates/secrets/src/scan.rs:list",
+    "crates/session-repo/src/sync.rs:decide_one",
+    "crates/vsandbox/src/builtins.rs:grep",
+    "crates/vsandbox/src/curl.rs:request",
+    "crates/vsandbox/src/parse.rs:lex",
+    "src/cli.rs:main",
+    "xtask/src/bench.rs:bench_in",
+    "xtask/src/bench.rs:docker_bench",
+    "xtask/src/bench_home.rs:session_bench",
+];
 
 /// The functions of `text` (a file's code before its tests module: a table test is as
 /// long as its table) longer than `limit` lines, as `line: name (n lines)`.
@@ -160,11 +200,18 @@ fn body_end(lines: &[&str]) -> Option<usize> {
     None
 }
 
-/// Every function in `crates/session/src` longer than [`MAX_FN_LINES`], as
+/// Every function in the workspace's sources (`crates/*/src`, `src`, `xtask/src`; not
+/// `tests/`, where a table is as long as it is) longer than [`MAX_FN_LINES`], as
 /// `file:line: name (n lines)`.
-pub fn long_session_functions(root: &std::path::Path) -> Vec<String> {
+pub fn long_functions_in(root: &std::path::Path) -> Vec<String> {
     let mut files = Vec::new();
-    collect_rs(&root.join("crates/session/src"), &mut files);
+    if let Ok(crates) = std::fs::read_dir(root.join("crates")) {
+        for krate in crates.flatten() {
+            collect_rs(&krate.path().join("src"), &mut files);
+        }
+    }
+    collect_rs(&root.join("src"), &mut files);
+    collect_rs(&root.join("xtask/src"), &mut files);
     files.sort();
     let mut long = Vec::new();
     for file in files {
@@ -291,14 +338,25 @@ mod tests {
     }
 
     #[test]
-    fn session_functions_are_short() {
-        let long = long_session_functions(&crate::root());
+    fn functions_are_short() {
+        let long = long_functions_in(&crate::root());
+        let key = |found: &String| {
+            let (file, rest) = found.split_once(':').unwrap_or_default();
+            let name = rest.split_once(": ").map_or("", |(_, rest)| rest.split(' ').next().unwrap_or(""));
+            format!("{file}:{name}")
+        };
+        let unlisted: Vec<&String> = long.iter().filter(|found| !LONG_ALLOWED.contains(&key(found).as_str())).collect();
         assert!(
-            long.is_empty(),
-            "functions in crates/session longer than {MAX_FN_LINES} lines: split each into named steps (the stages \
-             in crates/session/src/stages/ show the shape):\n{}",
-            long.join("\n")
+            unlisted.is_empty(),
+            "functions longer than {MAX_FN_LINES} lines: split each into named steps (the stages in \
+             crates/session/src/stages/ show the shape):\n{}",
+            unlisted.iter().map(|found| found.as_str()).collect::<Vec<_>>().join("\n")
         );
+        let stale: Vec<&&str> =
+            LONG_ALLOWED.iter().filter(|allowed| !long.iter().any(|found| key(found) == **allowed)).collect();
+        assert!(stale.is_empty(), "no longer long, so off the list: {stale:?}");
+        assert!(LONG_ALLOWED.len() < 35, "the list only shrinks");
+        assert!(!LONG_ALLOWED.iter().any(|allowed| allowed.starts_with("crates/session/")), "crates/session has none");
     }
 
     #[test]

@@ -24,61 +24,7 @@ pub(crate) fn install(start: &Path, agent_sandbox: &Path, force: bool) -> Result
     }
 
     for &hook in HOOKS {
-        let found = inspect(&dir, hook)?;
-        let shim = shim::render(hook, agent_sandbox)?;
-        let (path, chained) = (found.path, found.chained);
-        let record = match found.current {
-            Current::Shim { contents, mode } if force => {
-                actions.push(format!("{hook}: rewrote the guard shim {} (--force)", path.display()));
-                steps.push(Step::WriteShim { path, text: shim.clone(), previous: Some((contents, mode)) });
-                HookRecord { chained: found.chained_exists, shim }
-            }
-            Current::Shim { contents, .. } => {
-                actions
-                    .push(format!("{hook}: the guard shim {} is already installed; nothing changed", path.display()));
-                let recorded = old_state.as_ref().and_then(|state| state.hooks.get(hook));
-                recorded.cloned().unwrap_or_else(|| HookRecord {
-                    chained: found.chained_exists,
-                    shim: String::from_utf8_lossy(&contents).into_owned(),
-                })
-            }
-            // Not ours, and the place for the chained original is taken: never clobber
-            // either, whatever `force` says. The usual cause is husky (v9): it keeps its
-            // generated hooks in `.husky/_`, which `core.hooksPath` names, so that is where
-            // the shims go, chaining husky's `_/pre-commit`; but its `prepare` script
-            // (`npm install`) rewrites every file in `.husky/_`, the shims included, after
-            // which `hooks install` must be run again and lands here, since the old
-            // `pre-commit.agent-sandbox-chained` is still there.
-            // ...unless the hook there is byte- and mode-identical to the kept copy: husky
-            // regenerated it, so the copy already holds it and the shim goes back in front.
-            Current::Other if found.chained_exists && same_file(&path, &chained)? => {
-                actions.push(format!(
-                    "{hook}: {} was regenerated identical to the hook kept at {} (as husky does on `npm install`); \
-                     put the guard shim back in front of it",
-                    path.display(),
-                    chained.display()
-                ));
-                let previous = read(&path)?;
-                let mode = lstat(&path)?.map_or(0o755, |meta| meta.permissions().mode());
-                steps.push(Step::WriteShim { path, text: shim.clone(), previous: Some((previous, mode)) });
-                HookRecord { chained: true, shim }
-            }
-            _ if found.chained_exists => return Err(InstallError::ChainedExists { hook: path, chained }),
-            Current::Other => {
-                actions.push(format!(
-                    "{hook}: moved the existing hook to {} and put the guard shim in its place",
-                    chained.display()
-                ));
-                steps.push(Step::Chain { path: path.clone(), chained });
-                steps.push(Step::WriteShim { path, text: shim.clone(), previous: None });
-                HookRecord { chained: true, shim }
-            }
-            Current::Missing => {
-                actions.push(format!("{hook}: no hook was there; installed the guard shim {}", path.display()));
-                steps.push(Step::WriteShim { path, text: shim.clone(), previous: None });
-                HookRecord { chained: false, shim }
-            }
-        };
+        let record = plan_hook(hook, &dir, agent_sandbox, (force, old_state.as_ref()), (&mut steps, &mut actions))?;
         new_state.hooks.insert(hook.to_string(), record);
     }
 
@@ -92,6 +38,71 @@ pub(crate) fn install(start: &Path, agent_sandbox: &Path, force: bool) -> Result
     }
     run_with_undo(steps)?;
     Ok(Report { hooks_dir: dir, actions })
+}
+
+/// The steps that put the guard shim in front of `hook` in `dir`, and the record of it.
+fn plan_hook(
+    hook: &str,
+    dir: &Path,
+    agent_sandbox: &Path,
+    (force, old_state): (bool, Option<&State>),
+    (steps, actions): (&mut Vec<Step>, &mut Vec<String>),
+) -> Result<HookRecord, InstallError> {
+    let found = inspect(dir, hook)?;
+    let shim = shim::render(hook, agent_sandbox)?;
+    let (path, chained) = (found.path, found.chained);
+    let record = match found.current {
+        Current::Shim { contents, mode } if force => {
+            actions.push(format!("{hook}: rewrote the guard shim {} (--force)", path.display()));
+            steps.push(Step::WriteShim { path, text: shim.clone(), previous: Some((contents, mode)) });
+            HookRecord { chained: found.chained_exists, shim }
+        }
+        Current::Shim { contents, .. } => {
+            actions.push(format!("{hook}: the guard shim {} is already installed; nothing changed", path.display()));
+            let recorded = old_state.and_then(|state| state.hooks.get(hook));
+            recorded.cloned().unwrap_or_else(|| HookRecord {
+                chained: found.chained_exists,
+                shim: String::from_utf8_lossy(&contents).into_owned(),
+            })
+        }
+        // Not ours, and the place for the chained original is taken: never clobber
+        // either, whatever `force` says. The usual cause is husky (v9): it keeps its
+        // generated hooks in `.husky/_`, which `core.hooksPath` names, so that is where
+        // the shims go, chaining husky's `_/pre-commit`; but its `prepare` script
+        // (`npm install`) rewrites every file in `.husky/_`, the shims included, after
+        // which `hooks install` must be run again and lands here, since the old
+        // `pre-commit.agent-sandbox-chained` is still there.
+        // ...unless the hook there is byte- and mode-identical to the kept copy: husky
+        // regenerated it, so the copy already holds it and the shim goes back in front.
+        Current::Other if found.chained_exists && same_file(&path, &chained)? => {
+            actions.push(format!(
+                "{hook}: {} was regenerated identical to the hook kept at {} (as husky does on `npm install`); \
+                 put the guard shim back in front of it",
+                path.display(),
+                chained.display()
+            ));
+            let previous = read(&path)?;
+            let mode = lstat(&path)?.map_or(0o755, |meta| meta.permissions().mode());
+            steps.push(Step::WriteShim { path, text: shim.clone(), previous: Some((previous, mode)) });
+            HookRecord { chained: true, shim }
+        }
+        _ if found.chained_exists => return Err(InstallError::ChainedExists { hook: path, chained }),
+        Current::Other => {
+            actions.push(format!(
+                "{hook}: moved the existing hook to {} and put the guard shim in its place",
+                chained.display()
+            ));
+            steps.push(Step::Chain { path: path.clone(), chained });
+            steps.push(Step::WriteShim { path, text: shim.clone(), previous: None });
+            HookRecord { chained: true, shim }
+        }
+        Current::Missing => {
+            actions.push(format!("{hook}: no hook was there; installed the guard shim {}", path.display()));
+            steps.push(Step::WriteShim { path, text: shim.clone(), previous: None });
+            HookRecord { chained: false, shim }
+        }
+    };
+    Ok(record)
 }
 
 pub(crate) fn uninstall(start: &Path) -> Result<Report, InstallError> {

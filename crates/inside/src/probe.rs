@@ -192,20 +192,7 @@ pub fn container(spec: &Value) -> Value {
             json!({ "path": path, "writable": changeable, "unpinned": unpinned })
         })
         .collect();
-    let git = work_tree.as_deref().map(|root| {
-        let answered = answered_by_host(root);
-        json!({
-            "root": root,
-            "configWritable": writable(&root.join(".git/config")),
-            "hooksWritable": creatable(&root.join(".git/hooks")),
-            "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
-            "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
-            "pushAnsweredByHost": answered.is_ok(),
-            "pushRefusedOtherwise": answered.err().flatten(),
-            "pushCredentials": push_credentials(root),
-            "session": session.then(|| session_facts(root)),
-        })
-    });
+    let git = work_tree.as_deref().map(|root| container_git(root, session));
     // The marker the Feature makes (`runtime_layout::detect` looks for it).
     let marker = Path::new("/.agent-sandbox");
     let refusal =
@@ -238,6 +225,22 @@ pub fn container(spec: &Value) -> Value {
         "routes": routes,
         "managed": managed,
         "sudo": sudo(),
+    })
+}
+
+/// The repository's facts in a container: its metadata, the guard, and where pushes go.
+fn container_git(root: &Path, session: bool) -> Value {
+    let answered = answered_by_host(root);
+    json!({
+        "root": root,
+        "configWritable": writable(&root.join(".git/config")),
+        "hooksWritable": creatable(&root.join(".git/hooks")),
+        "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
+        "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
+        "pushAnsweredByHost": answered.is_ok(),
+        "pushRefusedOtherwise": answered.err().flatten(),
+        "pushCredentials": push_credentials(root),
+        "session": session.then(|| session_facts(root)),
     })
 }
 

@@ -84,31 +84,7 @@ impl Runtime {
             fs_err::create_dir(sub)?;
         }
         for command in commands {
-            for index in 0..command.exec_dirs.len() {
-                fs_err::create_dir_all(host.git_exec_real(index))?;
-            }
-            let name = &command.name;
-            match (&command.real, &command.package) {
-                (Some(real), Some(package)) => {
-                    fs_err::create_dir(host.package(name))?;
-                    let relative = real.strip_prefix(package).unwrap_or(real);
-                    fs_err::os::unix::fs::symlink(inside.package(name).join(relative), host.bin(name))?;
-                }
-                (Some(_), None) => fs_err::write(host.bin(name), "")?,
-                (None, _) => {}
-            }
-            if command.wrapper.is_some() {
-                fs_err::write(host.wrapper(name), "")?;
-            }
-            match &command.rule {
-                CommandRule::Preset(preset) => fs_err::write(host.preset(name), preset)?,
-                CommandRule::Deny => fs_err::write(host.preset(name), "deny")?,
-                CommandRule::Allow | CommandRule::Wrapper(_) => {}
-            }
-            let shim = host.shim(name);
-            let launcher = inside.marker();
-            fs_err::write(&shim, format!("#!/bin/sh\nexec {} multicall {name} \"$@\"\n", launcher.display()))?;
-            fs_err::set_permissions(&shim, std::fs::Permissions::from_mode(0o555))?;
+            write_command(&host, &inside, command)?;
         }
         fs_err::set_permissions(host.empty_file(), std::fs::Permissions::from_mode(0o444))?;
         fs_err::set_permissions(host.audit_fifo(), std::fs::Permissions::from_mode(0o600))?;
@@ -203,6 +179,37 @@ fn make_fifo(path: &Path) -> std::io::Result<()> {
     if unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(())
+}
+
+/// A wrapped command's files in the runtime directory: its real program (or package),
+/// wrapper, rule and the shim that runs the guard for it.
+fn write_command(host: &RuntimeLayout, inside: &RuntimeLayout, command: &WrappedCommand) -> std::io::Result<()> {
+    for index in 0..command.exec_dirs.len() {
+        fs_err::create_dir_all(host.git_exec_real(index))?;
+    }
+    let name = &command.name;
+    match (&command.real, &command.package) {
+        (Some(real), Some(package)) => {
+            fs_err::create_dir(host.package(name))?;
+            let relative = real.strip_prefix(package).unwrap_or(real);
+            fs_err::os::unix::fs::symlink(inside.package(name).join(relative), host.bin(name))?;
+        }
+        (Some(_), None) => fs_err::write(host.bin(name), "")?,
+        (None, _) => {}
+    }
+    if command.wrapper.is_some() {
+        fs_err::write(host.wrapper(name), "")?;
+    }
+    match &command.rule {
+        CommandRule::Preset(preset) => fs_err::write(host.preset(name), preset)?,
+        CommandRule::Deny => fs_err::write(host.preset(name), "deny")?,
+        CommandRule::Allow | CommandRule::Wrapper(_) => {}
+    }
+    let shim = host.shim(name);
+    let launcher = inside.marker();
+    fs_err::write(&shim, format!("#!/bin/sh\nexec {} multicall {name} \"$@\"\n", launcher.display()))?;
+    fs_err::set_permissions(&shim, std::fs::Permissions::from_mode(0o555))?;
     Ok(())
 }
 

@@ -227,6 +227,22 @@ impl World {
 
     fn act(&mut self, action: &Action) {
         match action {
+            Action::Sync => self.sync(false),
+            Action::Start => self.sync(true),
+            Action::AgentCommit(..)
+            | Action::AgentAmend(_)
+            | Action::AgentNewBranch(_)
+            | Action::AgentSwitch(_)
+            | Action::AgentReset
+            | Action::AgentDelete(_)
+            | Action::AgentTag(_) => self.agent_acts(action),
+            _ => self.user_acts(action),
+        }
+    }
+
+    /// The user's action on the host.
+    fn user_acts(&mut self, action: &Action) {
+        match action {
             Action::UserCommit(path) | Action::UserAmend(path) => {
                 let Some(head) = self.user.head.commit(&self.user.refs).map(index_of) else { return };
                 let blob = self.next_blob();
@@ -290,6 +306,13 @@ impl World {
                 self.deleted.clear();
                 self.identity += 1;
             }
+            _ => {}
+        }
+    }
+
+    /// The agent's action inside.
+    fn agent_acts(&mut self, action: &Action) {
+        match action {
             Action::AgentCommit(path, _) | Action::AgentAmend(path) => {
                 let fails = matches!(action, Action::AgentCommit(_, true));
                 let Some(head) = self.session.head.commit(&self.session.refs).map(index_of) else { return };
@@ -330,8 +353,7 @@ impl World {
                 let Some(head) = self.session.head.commit(&self.session.refs).map(str::to_owned) else { return };
                 self.session.refs.entry(format!("refs/tags/t{pick}")).or_insert(head);
             }
-            Action::Sync => self.sync(false),
-            Action::Start => self.sync(true),
+            _ => {}
         }
     }
 
@@ -364,41 +386,7 @@ impl World {
         let user_branch = self.user.head.branch().map(str::to_owned);
         let checkouts = Checkouts { user: user_branch.as_deref(), session: session_head.as_deref(), others: &[] };
         let decisions = decide(&self.base, (&self.user.refs, &self.session.refs), &checkouts, &self.objects());
-        for decision in decisions {
-            let decision = match decision {
-                Decision::Bring { name, from, to: Some(to) } => {
-                    // The checks: every commit that would come home passes.
-                    let mut new = self.objects().ancestors(&to);
-                    for value in self.user.refs.values() {
-                        for commit in self.objects().ancestors(value) {
-                            new.remove(&commit);
-                        }
-                    }
-                    if new.iter().any(|commit| self.commits[*commit].fails) {
-                        self.reflog.extend(self.kept.insert(format!("refused/{name}"), to));
-                        continue;
-                    }
-                    // The user's checked-out branch: its index moves by a two-way merge,
-                    // or the branch does not move.
-                    if user_branch.as_deref() == Some(name.as_str()) {
-                        let (old, will) = (self.tree(from.as_deref()), self.tree(Some(&to)));
-                        match two_way(&self.user.index, &old, &will) {
-                            Some(index) => self.user.index = index,
-                            None => {
-                                let why = "staged changes conflict".to_owned();
-                                let wait = Decision::Wait { name: name.clone(), tip: to.clone(), why };
-                                self.apply(&wait);
-                                continue;
-                            }
-                        }
-                    }
-                    self.brought.extend(new.into_iter().map(id));
-                    Decision::Bring { name, from, to: Some(to) }
-                }
-                decision => decision,
-            };
-            self.apply(&decision);
-        }
+        self.take(decisions, user_branch.as_deref());
         let user_head = self.user.head.clone();
         let session_head = self.session.head.clone();
         match decide_head(self.base.head.as_ref(), &user_head, &session_head, &self.user.refs, &[]) {
@@ -417,6 +405,46 @@ impl World {
             HeadMove::Carry(_) => {}
         }
         self.deleted.clear();
+    }
+
+    /// Carries out the decisions as the broker does: what would come home passes the
+    /// checks, and the user's checked-out branch moves only with its index.
+    fn take(&mut self, decisions: Vec<Decision>, user_branch: Option<&str>) {
+        for decision in decisions {
+            let decision = match decision {
+                Decision::Bring { name, from, to: Some(to) } => {
+                    // The checks: every commit that would come home passes.
+                    let mut new = self.objects().ancestors(&to);
+                    for value in self.user.refs.values() {
+                        for commit in self.objects().ancestors(value) {
+                            new.remove(&commit);
+                        }
+                    }
+                    if new.iter().any(|commit| self.commits[*commit].fails) {
+                        self.reflog.extend(self.kept.insert(format!("refused/{name}"), to));
+                        continue;
+                    }
+                    // The user's checked-out branch: its index moves by a two-way merge,
+                    // or the branch does not move.
+                    if user_branch == Some(name.as_str()) {
+                        let (old, will) = (self.tree(from.as_deref()), self.tree(Some(&to)));
+                        match two_way(&self.user.index, &old, &will) {
+                            Some(index) => self.user.index = index,
+                            None => {
+                                let why = "staged changes conflict".to_owned();
+                                let wait = Decision::Wait { name: name.clone(), tip: to.clone(), why };
+                                self.apply(&wait);
+                                continue;
+                            }
+                        }
+                    }
+                    self.brought.extend(new.into_iter().map(id));
+                    Decision::Bring { name, from, to: Some(to) }
+                }
+                decision => decision,
+            };
+            self.apply(&decision);
+        }
     }
 
     fn apply(&mut self, decision: &Decision) {
