@@ -147,24 +147,8 @@ pub fn apply_or_close(dirs: &[&Path], starting: bool) -> Result<Report, Error> {
 /// Taken for the whole of an apply (root-owned, in a root-owned directory).
 const APPLY_LOCK: &str = "/var/lib/agent-sandbox/apply.lock";
 
-/// The signals a terminal or `sudo` can deliver, blocked for an apply and unblocked
-/// again in the proxy's process.
-pub(crate) fn blocked_set() -> libc::sigset_t {
-    // SAFETY: sigset manipulation on a set this frame owns.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for signal in
-            [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
-        {
-            libc::sigaddset(&mut set, signal);
-        }
-        set
-    }
-}
-
 fn block_signals() {
-    let set = blocked_set();
+    let set = crate::serve::blocked_set();
     // SAFETY: sigprocmask on this thread (the only one at this point) with a valid set.
     unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }

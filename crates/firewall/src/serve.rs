@@ -134,7 +134,7 @@ pub fn start(uid: u32, gid: u32, upstream: &[IpAddr], policy: &crate::Policy) ->
         command.arg("--upstream").arg(server.to_string());
     }
     let fds = [unix.as_raw_fd(), tcp.as_raw_fd(), udp.as_raw_fd()];
-    let unblock = crate::apply::blocked_set();
+    let unblock = blocked_set();
     command
         .env_clear()
         .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
@@ -213,9 +213,25 @@ pub fn serve(args: &[OsString]) -> Result<(), Error> {
         refused: Default::default(),
     };
     let _proxy = netproxy::start(unix, RuntimeLayout::inside().net_socket(), config);
-    inside::net::hand_over(&[(tcp, PROXY_PORT.to_string())])
+    inside::handover::hand_over(&[(tcp, PROXY_PORT.to_string())])
         .map_err(|err| Error::Proxy(format!("cannot hand the proxy port to the proxy: {err}")))?;
     eprintln!("agent-sandbox: proxy and resolver serving");
     inside::resolver::serve(udp);
     Ok(())
+}
+
+/// The signals a terminal or `sudo` can deliver, blocked for an apply and unblocked
+/// again in the proxy's process.
+pub(crate) fn blocked_set() -> libc::sigset_t {
+    // SAFETY: sigset manipulation on a set this frame owns.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in
+            [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU]
+        {
+            libc::sigaddset(&mut set, signal);
+        }
+        set
+    }
 }

@@ -21,6 +21,7 @@
 
 pub mod dns;
 mod git;
+pub mod handover;
 pub mod masks;
 pub mod multicall;
 pub mod net;

@@ -106,7 +106,7 @@ impl Resolver {
                 TcpListener::bind((addr, port)).map_err(|err| format!("listening on {addr}:{port}: {err}"))?;
             listeners.push((listener, format!("{name}:{port}")));
         }
-        crate::net::hand_over(&listeners)?;
+        crate::handover::hand_over(&listeners)?;
         self.allowed.insert(name.to_owned(), addr);
         Ok(Some(addr))
     }

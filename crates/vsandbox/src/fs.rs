@@ -67,18 +67,8 @@ pub enum FsError {
     Storage(String),
 }
 
-/// File or directory, with what `ls -l` and `stat` need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metadata {
-    File { size: u64 },
-    Dir { entries: usize },
-}
-
-impl Metadata {
-    pub fn is_dir(self) -> bool {
-        matches!(self, Metadata::Dir { .. })
-    }
-}
+/// File or directory, with what `ls -l` and `stat` need (the store's own, below this).
+pub use crate::store::Metadata;
 
 /// Current usage against the limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,12 +13,23 @@
 
 use std::{borrow::Cow, collections::BTreeMap};
 
-use crate::fs::Metadata;
-
 /// A store's own failure (I/O, a damaged file), worded for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct StoreError(pub String);
+
+/// File or directory, with what `ls -l` and `stat` need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metadata {
+    File { size: u64 },
+    Dir { entries: usize },
+}
+
+impl Metadata {
+    pub fn is_dir(self) -> bool {
+        matches!(self, Metadata::Dir { .. })
+    }
+}
 
 /// The tree behind a [`crate::FileSystem`]. Mutations are kept until [`Store::commit`]
 /// (a store may keep them earlier) and undone back to the state at [`Store::begin`] by

@@ -26,7 +26,7 @@ use rustyline::{
 use vsandbox::Sandbox;
 
 use crate::{
-    repl::{exit_request, print_result, ExitRequest},
+    line::{exit_request, print_result, ExitRequest},
     session::SessionOptions,
 };
 

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod editor;
+mod line;
 pub mod mcp;
 pub mod repl;
 pub mod session;

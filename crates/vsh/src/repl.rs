@@ -22,6 +22,7 @@ use vsandbox::{CommandOutput, Extension, Sandbox, ShellContext, ShellResult};
 
 use crate::{
     editor::{self, lock},
+    line::{exit_request, print_result, ExitRequest},
     session::{close, open, SessionOptions},
 };
 
@@ -100,39 +101,6 @@ fn lines(shared: &Mutex<Sandbox>, json: bool) -> Result<i32> {
         status = result.exit_code;
     }
     Ok(status)
-}
-
-/// What a line asks of the front end rather than the sandbox.
-pub(crate) enum ExitRequest {
-    None,
-    /// `exit` or `exit N`.
-    Exit(Option<i32>),
-    Invalid(String),
-}
-
-/// `exit [N]` as a whole line leaves the shell.
-pub(crate) fn exit_request(line: &str) -> ExitRequest {
-    let trimmed = line.trim();
-    let Some(rest) = trimmed.strip_prefix("exit") else { return ExitRequest::None };
-    if !(rest.is_empty() || rest.starts_with([' ', '\t'])) {
-        return ExitRequest::None;
-    }
-    match rest.trim() {
-        "" => ExitRequest::Exit(None),
-        code => match code.parse() {
-            Ok(code) => ExitRequest::Exit(Some(code)),
-            Err(_) => ExitRequest::Invalid(format!("exit takes a number, not {code:?}")),
-        },
-    }
-}
-
-/// A command line's output as a shell shows it.
-pub(crate) fn print_result(result: &ShellResult) -> Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(result.stdout.as_bytes()).context("writing standard output")?;
-    stdout.flush().context("writing standard output")?;
-    eprint!("{}", result.stderr);
-    Ok(())
 }
 
 /// SIGTERM and SIGHUP (and SIGINT off a terminal, where Ctrl-C is not a key): save
