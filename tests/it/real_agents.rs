@@ -10,6 +10,7 @@
 use std::{path::PathBuf, sync::OnceLock};
 
 mod container;
+mod gemini_first_run;
 
 use serde_json::json;
 
