@@ -11,6 +11,7 @@ use std::{path::PathBuf, sync::OnceLock};
 
 mod container;
 mod gemini_first_run;
+mod opencode;
 
 use serde_json::json;
 
@@ -155,15 +156,16 @@ impl GitCall {
             && !script.iter().any(|command| command.contains(&line))
     }
 
-    /// The call as a line of the guard's table (object ids as the empty tree's).
+    /// The call as a line of the guard's table (object ids, and hashes as a path's
+    /// components, as the empty tree's id: OpenCode's snapshot repositories are named by
+    /// hashes).
     fn table_line(&self, agent: &str) -> serde_json::Value {
+        let hex = |part: &str| part.len() == 40 && part.bytes().all(|b| b.is_ascii_hexdigit());
         let oid = |arg: &String| -> String {
-            let hex = arg.len() == 40 && arg.bytes().all(|b| b.is_ascii_hexdigit());
-            if hex {
-                "4b825dc642cb6eb9a060e54bf8d69288fbee4904".to_owned()
-            } else {
-                arg.clone()
-            }
+            arg.split('/')
+                .map(|part| if hex(part) { "4b825dc642cb6eb9a060e54bf8d69288fbee4904" } else { part })
+                .collect::<Vec<_>>()
+                .join("/")
         };
         json!({ "agent": agent, "parameters": self.parameters, "args": self.args.iter().map(oid).collect::<Vec<_>>() })
     }
@@ -211,9 +213,12 @@ impl GitRecorder {
         ["--rw".into(), self.log.clone().into()]
     }
 
-    /// The calls recorded so far in `world`.
+    /// The calls recorded so far in `world`, the world's own directory written `$WORLD`
+    /// (so that a path into the home reads the same in every run).
     fn calls(world: &World) -> Vec<GitCall> {
-        GitRecorder::parse(&std::fs::read_to_string(world.path("git-recorder/events")).unwrap_or_default())
+        let text = std::fs::read_to_string(world.path("git-recorder/events")).unwrap_or_default();
+        let root = serde_json::to_string(&world.root.display().to_string()).expect("JSON");
+        GitRecorder::parse(&text.replace(root.trim_matches('"'), "$WORLD"))
     }
 
     /// The calls in git's trace `text`, top-level ones only (not git's own children).

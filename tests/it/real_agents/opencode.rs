@@ -1,0 +1,106 @@
+//! The real OpenCode from npm inside `exec`, pointed at the scripted model through an
+//! OpenAI-compatible provider in the user's `~/.config/opencode/opencode.json` (written
+//! outside, as its documentation tells a user of another endpoint: the file is read-only
+//! inside). It does the whole task (read, edit, the project's tests, a commit through the
+//! checks that comes home, a push through the host) with its own git calls recorded into
+//! the guard's table; its own engine refuses what `tools.disallowed` names (the managed
+//! config `exec` mounts); its login is kept while its config, its plugins' package and
+//! their `node_modules` (which its host process installs and runs) are not writable.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{blocked, deny_the_world, own_git_calls_are_in_the_table, project, remote_head, GitRecorder};
+use crate::{
+    model::{tool, ScriptedModel, Step},
+    support::{require_bwrap, Run, World},
+};
+
+/// OpenCode, driven over the Chat Completions API.
+pub const OPENCODE_VERSION: &str = "1.18.33";
+
+pub(super) fn opencode_prefix() -> Option<std::path::PathBuf> {
+    static PREFIX: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    PREFIX
+        .get_or_init(|| {
+            let version = super::wanted("opencode-ai", OPENCODE_VERSION)?;
+            super::installed("opencode-ai", &version, "opencode")
+        })
+        .clone()
+}
+
+/// OpenCode's shell tool, as the scripted model calls it.
+fn opencode_bash(command: &str) -> Step {
+    tool("bash", json!({ "command": command, "description": "scripted step" }))
+}
+
+/// The user's OpenCode config naming the scripted model (an OpenAI-compatible provider),
+/// and agent-sandbox's config: nothing reachable but the model.
+fn configure(world: &World, model: &ScriptedModel, sandbox_config: &str) {
+    world.write(
+        "home/.config/opencode/opencode.json",
+        &json!({
+            "$schema": "https://opencode.ai/config.json",
+            "model": "scripted/scripted-coder",
+            "autoupdate": false,
+            "share": "disabled",
+            "provider": { "scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Scripted",
+                "options": { "baseURL": format!("http://localhost:{}/v1", model.port), "apiKey": "sk-scripted-model" },
+                "models": { "scripted-coder": { "name": "Scripted coder", "tool_call": true } },
+            } },
+        })
+        .to_string(),
+    );
+    world.write("home/.config/agent-sandbox/config.jsonc", sandbox_config);
+}
+
+/// `opencode run` inside `exec`, its config in `~/.config` (where the catalog keeps it).
+fn opencode(world: &World, prefix: &Path, model: &ScriptedModel) -> Run {
+    let port = model.port.to_string();
+    let mut cmd = world.cmd();
+    let recorder = GitRecorder::new(world).options(&mut cmd);
+    cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
+        .env("XDG_CONFIG_HOME", world.home.join(".config"))
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .arg("exec")
+        .args(recorder)
+        .args(["--host-port", &port, "--ro"])
+        .arg(prefix)
+        .args(["--", "opencode", "run", "Carry out the task."]);
+    cmd.run_within(300)
+}
+
+#[test]
+fn opencode_reads_edits_tests_commits_and_pushes_inside() {
+    require_bwrap!();
+    let Some(prefix) = opencode_prefix() else { return };
+    let world = project();
+    let script = [
+        "cat README.md",
+        "sed -i 's/hello/hello, world/' README.md && sh test.sh",
+        "git add README.md && git commit -qm 'Greet the world' && git log --format=%s -1",
+        "git push -q origin main && echo pushed",
+    ];
+    let model = ScriptedModel::start(script.iter().map(|command| opencode_bash(command)).collect());
+    configure(&world, &model, &format!(r#"{{ "network": {{ "deny": {} }} }}"#, deny_the_world()));
+    let run = opencode(&world, &prefix, &model);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    assert_eq!(model.steps_played(), 4, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert_eq!(results.len(), 4, "{results:#?}");
+    assert!(results[0].contains("hello"), "the read: {results:#?}");
+    assert!(results[1].contains("tests passed"), "the tests: {results:#?}");
+    assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
+    assert!(results[3].contains("pushed"), "the push: {results:#?}");
+    // The commit came home through the broker, and the push reached the remote.
+    assert_eq!(world.git(&["log", "--format=%s", "-1"]).trim(), "Greet the world");
+    assert_eq!(world.read("home/proj/README.md"), "hello, world\n");
+    assert_eq!(remote_head(&world), world.git(&["rev-parse", "HEAD"]).trim(), "the push reached the remote");
+    let refused = blocked(&world);
+    assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
+    own_git_calls_are_in_the_table(&GitRecorder::calls(&world), "opencode", &script);
+}
