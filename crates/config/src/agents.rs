@@ -93,6 +93,7 @@ const CLAUDE_SETTINGS: &str = "https://docs.anthropic.com/en/docs/claude-code/se
 const CODEX_CONFIG: &str = "https://developers.openai.com/codex/config-reference";
 const GEMINI_CONFIG: &str = "https://geminicli.com/docs/cli/configuration";
 const OPENCODE_CONFIG: &str = "https://opencode.ai/docs/config";
+const OPENCODE_PLUGINS: &str = "https://opencode.ai/docs/plugins";
 const COPILOT_CONFIG: &str =
     "https://docs.github.com/en/copilot/how-tos/copilot-cli/set-up-copilot-cli/configure-copilot-cli";
 const QWEN_CONFIG: &str = "https://qwenlm.github.io/qwen-code-docs/en/cli/configuration";
@@ -221,14 +222,23 @@ pub const CATALOG: &[Agent] = &[
             file(".config/opencode/opencode.json", "{}\n", "`mcp` commands, plugins, formatters' and LSP servers' commands", OPENCODE_CONFIG),
             file(".config/opencode/opencode.jsonc", "{}\n", "the same as `opencode.json`", OPENCODE_CONFIG),
             file(".config/opencode/config.json", "{}\n", "the same as `opencode.json` (its older name)", OPENCODE_CONFIG),
-            dir(".config/opencode/plugin", "plugins (JavaScript run in its process)", "https://opencode.ai/docs/plugins"),
-            dir(".config/opencode/plugins", "plugins (JavaScript run in its process)", "https://opencode.ai/docs/plugins"),
+            dir(".config/opencode/plugin", "plugins (JavaScript run in its process)", OPENCODE_PLUGINS),
+            dir(".config/opencode/plugins", "plugins (JavaScript run in its process)", OPENCODE_PLUGINS),
             dir(".config/opencode/tool", "custom tools (JavaScript)", "https://opencode.ai/docs/custom-tools"),
             dir(".config/opencode/tools", "custom tools (JavaScript)", "https://opencode.ai/docs/custom-tools"),
             dir(".config/opencode/command", "custom commands, with `!` shell lines", "https://opencode.ai/docs/commands"),
             dir(".config/opencode/commands", "custom commands, with `!` shell lines", "https://opencode.ai/docs/commands"),
             dir(".config/opencode/agent", "agents with their own permissions", "https://opencode.ai/docs/agents"),
             dir(".config/opencode/agents", "agents with their own permissions", "https://opencode.ai/docs/agents"),
+            // It runs `bun install` here at every start (its plugins' dependencies): the
+            // package's own install scripts run, and its plugins import what lands in
+            // `node_modules`; bun takes where to fetch from from the lockfile, `bunfig.toml`
+            // and `.npmrc` beside it.
+            file(".config/opencode/package.json", "{}\n", "`bun install` at its start: the package's install scripts, its dependencies", OPENCODE_PLUGINS),
+            dir(".config/opencode/node_modules", "the packages its plugins and custom tools import", OPENCODE_PLUGINS),
+            watched(".config/opencode/bun.lock", "where `bun install` fetches each package from", "https://bun.sh/docs/install/lockfile"),
+            watched(".config/opencode/bunfig.toml", "bun's install settings (registries, scopes)", "https://bun.sh/docs/runtime/bunfig"),
+            watched(".config/opencode/.npmrc", "the registries `bun install` fetches from", "https://bun.sh/docs/install/npmrc"),
         ],
         permissions: Permissions {
             system: "`permission` rules in the managed config directory (it wins over every other config)",

@@ -45,6 +45,8 @@ fn configure(world: &World, model: &ScriptedModel, sandbox_config: &str) {
             "model": "scripted/scripted-coder",
             "autoupdate": false,
             "share": "disabled",
+            // Its state outside the project, which the scripted steps write.
+            "permission": { "external_directory": "allow" },
             "provider": { "scripted": {
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "Scripted",
@@ -103,4 +105,49 @@ fn opencode_reads_edits_tests_commits_and_pushes_inside() {
     let refused = blocked(&world);
     assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
     own_git_calls_are_in_the_table(&GitRecorder::calls(&world), "opencode", &script);
+}
+
+#[test]
+fn opencodes_own_engine_denies_tools_disallowed_and_its_login_is_kept_not_its_config() {
+    require_bwrap!();
+    let Some(prefix) = opencode_prefix() else { return };
+    let world = project();
+    let model = ScriptedModel::start(vec![
+        opencode_bash("git push origin main; echo push=$?"),
+        opencode_bash("git status --short; echo status=$?"),
+        opencode_bash(
+            "echo '{\"scripted\": {\"type\": \"api\", \"key\": \"kept\"}}' > ~/.local/share/opencode/auth.json; \
+             cat ~/.local/share/opencode/auth.json; \
+             echo '{\"plugin\": [\"evil\"]}' > ~/.config/opencode/opencode.json; echo config=$?; \
+             echo '{\"scripts\": {\"postinstall\": \"touch ~/pwned\"}}' > ~/.config/opencode/package.json; \
+             echo package=$?; mkdir -p ~/.config/opencode/node_modules/evil; echo modules=$?",
+        ),
+    ]);
+    configure(
+        &world,
+        &model,
+        &format!(
+            r#"{{ "tools": {{ "disallowed": ["Bash(git push:*)"] }}, "network": {{ "deny": {} }} }}"#,
+            deny_the_world()
+        ),
+    );
+    let before = remote_head(&world);
+    let config_before = world.read("home/.config/opencode/opencode.json");
+    let run = opencode(&world, &prefix, &model);
+    assert_eq!(model.steps_played(), 3, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert_eq!(results.len(), 3, "{results:#?}\n{}", run.stdout());
+    assert!(!results[0].contains("push=0") && results[0].contains("git push"), "OpenCode's engine: {results:#?}");
+    assert_eq!(remote_head(&world), before);
+    assert!(results[1].contains("status=0"), "the legitimate call beside it: {results:#?}");
+    assert!(results[2].contains("\"kept\"") && results[2].contains("Read-only file system"), "{results:#?}");
+    for refused in ["config=1", "package=1", "modules=1"] {
+        assert!(results[2].contains(refused), "{refused}: {results:#?}");
+    }
+    // On the host: the login is kept; the config is the user's; nothing to install.
+    assert!(world.read("home/.local/share/opencode/auth.json").contains("\"kept\""));
+    assert_eq!(world.read("home/.config/opencode/opencode.json"), config_before);
+    assert!(!world.home.join(".config/opencode/node_modules/evil").exists());
+    let package = world.home.join(".config/opencode/package.json");
+    assert!(!std::fs::read_to_string(package).unwrap_or_default().contains("pwned"));
 }
