@@ -140,7 +140,7 @@ fn is_main_loop(request: &Value) -> bool {
             tool["name"] == "Bash"
                 || tool["name"] == "exec_command"
                 || tool["function"]["name"] == "run_shell_command"
-                // OpenCode's, over the Chat Completions API.
+                // OpenCode's and Copilot CLI's, over the Chat Completions API.
                 || tool["function"]["name"] == "bash"
                 // Gemini CLI's main loop declares its file tools (its shell tool may be
                 // excluded by the rules under test).

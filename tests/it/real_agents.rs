@@ -10,6 +10,7 @@
 use std::{path::PathBuf, sync::OnceLock};
 
 mod container;
+mod copilot;
 mod gemini_first_run;
 mod opencode;
 
@@ -156,16 +157,29 @@ impl GitCall {
             && !script.iter().any(|command| command.contains(&line))
     }
 
-    /// The call as a line of the guard's table (object ids, and hashes as a path's
-    /// components, as the empty tree's id: OpenCode's snapshot repositories are named by
-    /// hashes).
+    /// The call as a line of the guard's table, the same in every run: each 40-digit hex
+    /// run (an object id, `A..B`, OpenCode's snapshot repositories named by hashes) as the
+    /// empty tree's id, and a time given as `--min-age=`/`--max-age=` as 0.
     fn table_line(&self, agent: &str) -> serde_json::Value {
-        let hex = |part: &str| part.len() == 40 && part.bytes().all(|b| b.is_ascii_hexdigit());
         let oid = |arg: &String| -> String {
-            arg.split('/')
-                .map(|part| if hex(part) { "4b825dc642cb6eb9a060e54bf8d69288fbee4904" } else { part })
-                .collect::<Vec<_>>()
-                .join("/")
+            if let Some(option) = ["--min-age=", "--max-age="].iter().find(|option| arg.starts_with(**option)) {
+                return format!("{option}0");
+            }
+            let mut out = String::new();
+            let mut rest = arg.as_str();
+            while !rest.is_empty() {
+                let run = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+                if run == 40 {
+                    out.push_str("4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+                } else {
+                    out.push_str(&rest[..run]);
+                }
+                rest = &rest[run..];
+                let other = rest.bytes().take_while(|b| !b.is_ascii_hexdigit()).count();
+                out.push_str(&rest[..other]);
+                rest = &rest[other..];
+            }
+            out
         };
         json!({ "agent": agent, "parameters": self.parameters, "args": self.args.iter().map(oid).collect::<Vec<_>>() })
     }

@@ -1,0 +1,130 @@
+//! The real Copilot CLI from npm inside `exec`, pointed at the scripted model as a custom
+//! provider (its documented BYOK variables: `COPILOT_PROVIDER_BASE_URL`, an
+//! OpenAI-compatible endpoint, and `COPILOT_OFFLINE`, which needs no GitHub sign-in):
+//! it does the whole task (read, edit, the project's tests, a commit through the checks
+//! that comes home, a push through the host, its own git calls held by the guard's
+//! table); its `--deny-tool` refuses `git push` (its only deny rules: agent-sandbox
+//! cannot set them for it); the git guard still refuses `--no-verify` whatever Copilot
+//! allows.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::{blocked, deny_the_world, project};
+use crate::{
+    model::{tool, ScriptedModel, Step},
+    support::{require_bwrap, Run, World},
+};
+
+/// Copilot CLI, driven over the Chat Completions API as a custom provider.
+pub const COPILOT_VERSION: &str = "1.0.102";
+
+fn copilot_prefix() -> Option<PathBuf> {
+    static PREFIX: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    PREFIX
+        .get_or_init(|| {
+            let version = super::wanted("@github/copilot", COPILOT_VERSION)?;
+            super::installed("@github/copilot", &version, "copilot")
+        })
+        .clone()
+}
+
+/// Copilot CLI's shell tool, as the scripted model calls it.
+fn copilot_bash(command: &str) -> Step {
+    tool("bash", json!({ "command": command, "description": "scripted step" }))
+}
+
+/// `copilot -p` inside `exec`, its provider the scripted model; `extra` are Copilot's own
+/// flags.
+fn copilot(world: &World, prefix: &Path, model: &ScriptedModel, extra: &[&str]) -> Run {
+    copilot_with(world.cmd(), prefix, model, &[], extra)
+}
+
+fn copilot_with(
+    mut cmd: crate::support::TestCommand,
+    prefix: &Path,
+    model: &ScriptedModel,
+    exec_options: &[std::ffi::OsString],
+    extra: &[&str],
+) -> Run {
+    let port = model.port.to_string();
+    cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
+        .env("COPILOT_PROVIDER_BASE_URL", format!("http://localhost:{port}/v1"))
+        .env("COPILOT_PROVIDER_TYPE", "openai")
+        .env("COPILOT_PROVIDER_API_KEY", "sk-scripted-model")
+        .env("COPILOT_MODEL", "gpt-4.1")
+        .env("COPILOT_OFFLINE", "true")
+        .env("COPILOT_AUTO_UPDATE", "false")
+        .arg("exec")
+        .args(exec_options)
+        .args(["--host-port", &port, "--ro"])
+        .arg(prefix)
+        .args(["--", "copilot", "-p", "Carry out the task.", "--allow-all-tools"])
+        .args(extra);
+    cmd.run_within(300)
+}
+
+fn configure(world: &World) {
+    world.write(
+        "xdg-config/agent-sandbox/config.jsonc",
+        &format!(
+            r#"{{ "env": {{ "allow": ["COPILOT_PROVIDER_API_KEY"] }}, "network": {{ "deny": {} }} }}"#,
+            deny_the_world()
+        ),
+    );
+}
+
+#[test]
+fn copilot_cli_works_inside_with_a_custom_provider_and_its_deny_tool_flag_holds() {
+    require_bwrap!();
+    let Some(prefix) = copilot_prefix() else { return };
+    let world = project();
+    configure(&world);
+    let model = ScriptedModel::start(vec![
+        copilot_bash("cat README.md && sh test.sh"),
+        copilot_bash("git push origin main; echo push=$?"),
+        copilot_bash("echo more >> README.md && git commit --no-verify -qam sneaky; echo commit=$?"),
+    ]);
+    let before = super::remote_head(&world);
+    let run = copilot(&world, &prefix, &model, &["--deny-tool", "shell(git push)"]);
+    assert_eq!(model.steps_played(), 3, "{}\n{}\n{:#?}", run.stdout(), run.stderr(), model.requests());
+    let results = model.tool_results();
+    assert_eq!(results.len(), 3, "{results:#?}");
+    assert!(results[0].contains("hello") && results[0].contains("tests passed"), "{results:#?}");
+    assert!(!results[1].contains("push=") && results[1].contains("denied"), "its --deny-tool: {results:#?}");
+    assert_eq!(super::remote_head(&world), before);
+    assert!(results[2].contains("--no-verify") && !results[2].contains("commit=0"), "the git guard: {results:#?}");
+    let refused = blocked(&world);
+    assert!(refused.iter().any(|(agent, _, what)| agent == "git" && what.contains("--no-verify")), "{refused:#?}");
+}
+
+#[test]
+fn copilot_cli_reads_edits_tests_commits_and_pushes_inside() {
+    require_bwrap!();
+    let Some(prefix) = copilot_prefix() else { return };
+    let world = project();
+    configure(&world);
+    let script = [
+        "cat README.md",
+        "sed -i 's/hello/hello, world/' README.md && sh test.sh",
+        "git add README.md && git commit -qm 'Greet the world' && git log --format=%s -1",
+        "git push -q origin main && echo pushed",
+    ];
+    let model = ScriptedModel::start(script.iter().map(|command| copilot_bash(command)).collect());
+    let mut cmd = world.cmd();
+    let recorder = super::GitRecorder::new(&world).options(&mut cmd);
+    let run = copilot_with(cmd, &prefix, &model, &recorder, &[]);
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert_eq!(results.len(), 4, "{results:#?}");
+    assert!(results[0].contains("hello"), "the read: {results:#?}");
+    assert!(results[1].contains("tests passed"), "the tests: {results:#?}");
+    assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
+    assert!(results[3].contains("pushed"), "the push: {results:#?}");
+    assert_eq!(world.git(&["log", "--format=%s", "-1"]).trim(), "Greet the world");
+    assert_eq!(super::remote_head(&world), world.git(&["rev-parse", "HEAD"]).trim(), "the push reached the remote");
+    let refused = blocked(&world);
+    assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
+    super::own_git_calls_are_in_the_table(&super::GitRecorder::calls(&world), "copilot", &script);
+}
