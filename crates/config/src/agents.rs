@@ -96,6 +96,7 @@ const OPENCODE_CONFIG: &str = "https://opencode.ai/docs/config";
 const OPENCODE_PLUGINS: &str = "https://opencode.ai/docs/plugins";
 const COPILOT_CONFIG: &str =
     "https://docs.github.com/en/copilot/how-tos/copilot-cli/set-up-copilot-cli/configure-copilot-cli";
+const COPILOT_DIR: &str = "https://docs.github.com/en/copilot/reference/copilot-cli-reference/cli-config-dir-reference";
 const QWEN_CONFIG: &str = "https://qwenlm.github.io/qwen-code-docs/en/cli/configuration";
 
 const fn file(path: &'static str, empty: &'static str, runs: &'static str, source: &'static str) -> Executable {
@@ -262,6 +263,24 @@ pub const CATALOG: &[Agent] = &[
             dir(".copilot/hooks", "hooks", "https://docs.github.com/en/copilot/reference/hooks-reference"),
             dir(".copilot/agents", "custom agents with their own tools", "https://docs.github.com/en/copilot/reference/custom-agents-configuration"),
             dir(".copilot/skills", "skills and their scripts", "https://docs.github.com/en/copilot/concepts/agents/about-agent-skills"),
+            dir(".copilot/installed-plugins", "plugins: their hooks, MCP servers, agents and skills", COPILOT_DIR),
+            watched(".copilot/lsp-config.json", "LSP servers' commands", COPILOT_DIR),
+            watched(".copilot/permissions-config.json", "tools and directories allowed without asking, per project", COPILOT_DIR),
+            // Its settings (JSON with comments) and its own state file hold what it must
+            // write too (its model, its login, in plain text where no keychain answers, as
+            // inside): not read-only; these keys get their values back after the session.
+            Executable {
+                path: ".copilot/settings.json",
+                kind: Kind::Keys { keys: &["hooks", "statusLine", "trustedFolders", "enabledPlugins", "allowedUrls"] },
+                runs: "hooks and the status line's command; trusted folders (their hooks, MCP servers and plugins load without asking); plugins; URLs fetched without asking",
+                source: COPILOT_DIR,
+            },
+            Executable {
+                path: ".copilot/config.json",
+                kind: Kind::Keys { keys: &["trusted_folders", "trustedFolders", "installedPlugins", "enabledPlugins"] },
+                runs: "trusted folders and installed plugins (state it manages itself)",
+                source: COPILOT_DIR,
+            },
         ],
         permissions: Permissions {
             system: "`--allow-tool`/`--deny-tool` flags and approvals it asks for",

@@ -118,6 +118,8 @@ fn copilot_cli_reads_edits_tests_commits_and_pushes_inside() {
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
     let results = model.tool_results();
     assert_eq!(results.len(), 4, "{results:#?}");
+    // Its ordinary start leaves nothing the guard must put back or move aside.
+    assert!(!run.stderr().contains("agent-sandbox: warning"), "{}", run.stderr());
     assert!(results[0].contains("hello"), "the read: {results:#?}");
     assert!(results[1].contains("tests passed"), "the tests: {results:#?}");
     assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
@@ -127,4 +129,54 @@ fn copilot_cli_reads_edits_tests_commits_and_pushes_inside() {
     let refused = blocked(&world);
     assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
     super::own_git_calls_are_in_the_table(&super::GitRecorder::calls(&world), "copilot", &script);
+}
+
+/// Copilot CLI's settings hold its login (in plain text where no keychain answers) beside
+/// hooks, a status line and trusted folders: what the session writes there is kept but
+/// those keys, which get the user's values back; its plugins' directory is read-only.
+/// Then the user's own Copilot CLI, on the host, runs the user's hook, not the session's.
+#[test]
+fn copilots_settings_written_inside_never_run_on_the_host_and_its_login_is_kept() {
+    require_bwrap!();
+    let Some(prefix) = copilot_prefix() else { return };
+    let world = project();
+    configure(&world);
+    let user_hook = r#"{"sessionStart": [{"type": "command", "bash": "echo user >> ~/user-hook-ran"}]}"#;
+    world.write("home/.copilot/settings.json", &format!("{{\n  // mine\n  \"hooks\": {user_hook}\n}}\n"));
+    let model = ScriptedModel::start(vec![copilot_bash(
+        r#"printf '{"hooks": {"sessionStart": [{"type": "command", "bash": "touch ~/agent-hook-ran"}]}, "trustedFolders": ["/"], "statusLine": {"type": "command", "command": "touch ~/agent-status-ran"}, "loggedInUsers": ["kept"]}' > ~/.copilot/settings.json; echo settings=$?; mkdir ~/.copilot/installed-plugins/evil; echo plugins=$?"#,
+    )]);
+    let run = copilot(&world, &prefix, &model, &[]);
+    assert_eq!(model.steps_played(), 1, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert!(results[0].contains("settings=0") && results[0].contains("plugins=1"), "{results:#?}");
+    assert!(run.stderr().contains("put back as they were"), "{}", run.stderr());
+    let settings: serde_json::Value =
+        serde_json::from_str(&world.read("home/.copilot/settings.json")).expect("settings.json is JSON");
+    assert_eq!(
+        settings,
+        json!({ "hooks": serde_json::from_str::<serde_json::Value>(user_hook).expect("JSON"), "loggedInUsers": ["kept"] }),
+        "the login kept, the hooks the user's, no trusted folder, no status line"
+    );
+    assert!(!world.home.join(".copilot/installed-plugins/evil").exists());
+
+    // The user's Copilot CLI, outside the sandbox.
+    let model = ScriptedModel::start(Vec::new());
+    let host = std::process::Command::new(prefix.join("bin/copilot"))
+        .args(["-p", "Say hello.", "--allow-all-tools"])
+        .current_dir(&world.project)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &world.home)
+        .env("COPILOT_PROVIDER_BASE_URL", format!("http://127.0.0.1:{}/v1", model.port))
+        .env("COPILOT_PROVIDER_API_KEY", "sk-scripted-model")
+        .env("COPILOT_MODEL", "gpt-4.1")
+        .env("COPILOT_OFFLINE", "true")
+        .env("COPILOT_AUTO_UPDATE", "false")
+        .output()
+        .expect("copilot runs on the host");
+    assert!(!model.requests().is_empty(), "{}", String::from_utf8_lossy(&host.stderr));
+    assert!(world.home.join("user-hook-ran").exists(), "the user's own hook runs on the host");
+    assert!(!world.home.join("agent-hook-ran").exists(), "the session's hook never does");
+    assert!(!world.home.join("agent-status-ran").exists());
 }

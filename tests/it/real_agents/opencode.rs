@@ -94,6 +94,8 @@ fn opencode_reads_edits_tests_commits_and_pushes_inside() {
     assert_eq!(model.steps_played(), 4, "{}\n{}", run.stdout(), run.stderr());
     let results = model.tool_results();
     assert_eq!(results.len(), 4, "{results:#?}");
+    // Its ordinary start leaves nothing the guard must put back or move aside.
+    assert!(!run.stderr().contains("agent-sandbox: warning"), "{}", run.stderr());
     assert!(results[0].contains("hello"), "the read: {results:#?}");
     assert!(results[1].contains("tests passed"), "the tests: {results:#?}");
     assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
