@@ -87,7 +87,8 @@ fn copilot_cli_works_inside_with_a_custom_provider_and_its_deny_tool_flag_holds(
         copilot_bash("echo more >> README.md && git commit --no-verify -qam sneaky; echo commit=$?"),
     ]);
     let before = super::remote_head(&world);
-    let run = copilot(&world, &prefix, &model, &["--deny-tool", "shell(git push)"]);
+    // The flag `agent-sandbox test` names for `Bash(git push:*)` (`toolguard::agents::copilot`).
+    let run = copilot(&world, &prefix, &model, &["--deny-tool", "shell(git push:*)"]);
     assert_eq!(model.steps_played(), 3, "{}\n{}\n{:#?}", run.stdout(), run.stderr(), model.requests());
     let results = model.tool_results();
     assert_eq!(results.len(), 3, "{results:#?}");
