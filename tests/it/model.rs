@@ -39,6 +39,11 @@ pub fn bash(command: &str) -> Step {
     tool("Bash", json!({ "command": command, "description": "scripted step" }))
 }
 
+/// OpenCode's and Copilot CLI's shell tool (`bash`, over the Chat Completions API).
+pub fn lowercase_bash(command: &str) -> Step {
+    tool("bash", json!({ "command": command, "description": "scripted step" }))
+}
+
 #[derive(Default)]
 struct State {
     script: Vec<Step>,

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::{blocked, deny_the_world, project};
 use crate::{
-    model::{tool, ScriptedModel, Step},
+    model::{lowercase_bash, ScriptedModel},
     support::{require_bwrap, Run, World},
 };
 
@@ -22,17 +22,7 @@ pub const COPILOT_VERSION: &str = "1.0.102";
 
 fn copilot_prefix() -> Option<PathBuf> {
     static PREFIX: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            let version = super::wanted("@github/copilot", COPILOT_VERSION)?;
-            super::installed("@github/copilot", &version, "copilot")
-        })
-        .clone()
-}
-
-/// Copilot CLI's shell tool, as the scripted model calls it.
-fn copilot_bash(command: &str) -> Step {
-    tool("bash", json!({ "command": command, "description": "scripted step" }))
+    super::agent_prefix(&PREFIX, "@github/copilot", COPILOT_VERSION, "copilot")
 }
 
 /// `copilot -p` inside `exec`, its provider the scripted model; `extra` are Copilot's own
@@ -82,9 +72,9 @@ fn copilot_cli_works_inside_with_a_custom_provider_and_its_deny_tool_flag_holds(
     let world = project();
     configure(&world);
     let model = ScriptedModel::start(vec![
-        copilot_bash("cat README.md && sh test.sh"),
-        copilot_bash("git push origin main; echo push=$?"),
-        copilot_bash("echo more >> README.md && git commit --no-verify -qam sneaky; echo commit=$?"),
+        lowercase_bash("cat README.md && sh test.sh"),
+        lowercase_bash("git push origin main; echo push=$?"),
+        lowercase_bash("echo more >> README.md && git commit --no-verify -qam sneaky; echo commit=$?"),
     ]);
     let before = super::remote_head(&world);
     // The flag `agent-sandbox test` names for `Bash(git push:*)` (`toolguard::agents::copilot`).
@@ -106,30 +96,11 @@ fn copilot_cli_reads_edits_tests_commits_and_pushes_inside() {
     let Some(prefix) = copilot_prefix() else { return };
     let world = project();
     configure(&world);
-    let script = [
-        "cat README.md",
-        "sed -i 's/hello/hello, world/' README.md && sh test.sh",
-        "git add README.md && git commit -qm 'Greet the world' && git log --format=%s -1",
-        "git push -q origin main && echo pushed",
-    ];
-    let model = ScriptedModel::start(script.iter().map(|command| copilot_bash(command)).collect());
+    let model = ScriptedModel::start(super::WHOLE_TASK.iter().map(|command| lowercase_bash(command)).collect());
     let mut cmd = world.cmd();
     let recorder = super::GitRecorder::new(&world).options(&mut cmd);
     let run = copilot_with(cmd, &prefix, &model, &recorder, &[]);
-    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
-    let results = model.tool_results();
-    assert_eq!(results.len(), 4, "{results:#?}");
-    // Its ordinary start leaves nothing the guard must put back or move aside.
-    assert!(!run.stderr().contains("agent-sandbox: warning"), "{}", run.stderr());
-    assert!(results[0].contains("hello"), "the read: {results:#?}");
-    assert!(results[1].contains("tests passed"), "the tests: {results:#?}");
-    assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
-    assert!(results[3].contains("pushed"), "the push: {results:#?}");
-    assert_eq!(world.git(&["log", "--format=%s", "-1"]).trim(), "Greet the world");
-    assert_eq!(super::remote_head(&world), world.git(&["rev-parse", "HEAD"]).trim(), "the push reached the remote");
-    let refused = blocked(&world);
-    assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
-    super::own_git_calls_are_in_the_table(&super::GitRecorder::calls(&world), "copilot", &script);
+    super::whole_task_done(&world, &model, &run, "copilot");
 }
 
 /// Copilot CLI's settings hold its login (in plain text where no keychain answers) beside
@@ -144,7 +115,7 @@ fn copilots_settings_written_inside_never_run_on_the_host_and_its_login_is_kept(
     configure(&world);
     let user_hook = r#"{"sessionStart": [{"type": "command", "bash": "echo user >> ~/user-hook-ran"}]}"#;
     world.write("home/.copilot/settings.json", &format!("{{\n  // mine\n  \"hooks\": {user_hook}\n}}\n"));
-    let model = ScriptedModel::start(vec![copilot_bash(
+    let model = ScriptedModel::start(vec![lowercase_bash(
         r#"printf '{"hooks": {"sessionStart": [{"type": "command", "bash": "touch ~/agent-hook-ran"}]}, "trustedFolders": ["/"], "statusLine": {"type": "command", "command": "touch ~/agent-status-ran"}, "loggedInUsers": ["kept"]}' > ~/.copilot/settings.json; echo settings=$?; mkdir ~/.copilot/installed-plugins/evil; echo plugins=$?"#,
     )]);
     let run = copilot(&world, &prefix, &model, &[]);

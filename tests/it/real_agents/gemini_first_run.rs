@@ -88,19 +88,7 @@ fn gemini_cli_signs_in_on_the_first_try_and_the_user_settings_stay_unwritten() {
     // Headless, with a key on the host the env policy drops: still Google's sign-in, which
     // needs a terminal; the model is never asked.
     let model = ScriptedModel::start(vec![tool("run_shell_command", serde_json::json!({ "command": "sh test.sh" }))]);
-    let port = model.port.to_string();
-    let headless = |world: &World| {
-        let mut cmd = world.cmd();
-        cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
-            .env("GEMINI_API_KEY", "scripted-model")
-            .env("GOOGLE_GEMINI_BASE_URL", format!("http://localhost:{port}"))
-            .arg("exec")
-            .args(["--host-port", &port, "--ro"])
-            .arg(&prefix)
-            .args(["--", "gemini", "--yolo", "--skip-trust", "-o", "json", "-p", "Carry out the task."]);
-        cmd.run_within(240)
-    };
-    let run = headless(&world);
+    let run = super::gemini_headless(&world, &prefix, &model);
     assert_ne!(run.code(), 0);
     let said = format!("{}\n{}", run.stdout(), run.stderr());
     assert!(said.contains("Manual authorization is required"), "{said}");
@@ -114,7 +102,7 @@ fn gemini_cli_signs_in_on_the_first_try_and_the_user_settings_stay_unwritten() {
             super::deny_the_world()
         ),
     );
-    let run = headless(&world);
+    let run = super::gemini_headless(&world, &prefix, &model);
     assert_eq!(model.steps_played(), 1, "{}\n{}", run.stdout(), run.stderr());
     assert!(model.tool_results()[0].contains("tests passed"), "{:#?}", model.tool_results());
     assert!(world.home.join(".gemini/settings.json").symlink_metadata().is_err());

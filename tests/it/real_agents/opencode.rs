@@ -7,32 +7,22 @@
 //! config `exec` mounts); its login is kept while its config, its plugins' package and
 //! their `node_modules` (which its host process installs and runs) are not writable.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::{blocked, deny_the_world, own_git_calls_are_in_the_table, project, remote_head, GitRecorder};
+use super::{deny_the_world, project, remote_head, whole_task_done, GitRecorder, WHOLE_TASK};
 use crate::{
-    model::{tool, ScriptedModel, Step},
+    model::{lowercase_bash, ScriptedModel},
     support::{require_bwrap, Run, World},
 };
 
 /// OpenCode, driven over the Chat Completions API.
 pub const OPENCODE_VERSION: &str = "1.18.33";
 
-pub(super) fn opencode_prefix() -> Option<std::path::PathBuf> {
-    static PREFIX: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            let version = super::wanted("opencode-ai", OPENCODE_VERSION)?;
-            super::installed("opencode-ai", &version, "opencode")
-        })
-        .clone()
-}
-
-/// OpenCode's shell tool, as the scripted model calls it.
-fn opencode_bash(command: &str) -> Step {
-    tool("bash", json!({ "command": command, "description": "scripted step" }))
+fn opencode_prefix() -> Option<PathBuf> {
+    static PREFIX: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    super::agent_prefix(&PREFIX, "opencode-ai", OPENCODE_VERSION, "opencode")
 }
 
 /// The user's OpenCode config naming the scripted model (an OpenAI-compatible provider),
@@ -81,32 +71,10 @@ fn opencode_reads_edits_tests_commits_and_pushes_inside() {
     require_bwrap!();
     let Some(prefix) = opencode_prefix() else { return };
     let world = project();
-    let script = [
-        "cat README.md",
-        "sed -i 's/hello/hello, world/' README.md && sh test.sh",
-        "git add README.md && git commit -qm 'Greet the world' && git log --format=%s -1",
-        "git push -q origin main && echo pushed",
-    ];
-    let model = ScriptedModel::start(script.iter().map(|command| opencode_bash(command)).collect());
+    let model = ScriptedModel::start(WHOLE_TASK.iter().map(|command| lowercase_bash(command)).collect());
     configure(&world, &model, &format!(r#"{{ "network": {{ "deny": {} }} }}"#, deny_the_world()));
     let run = opencode(&world, &prefix, &model);
-    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
-    assert_eq!(model.steps_played(), 4, "{}\n{}", run.stdout(), run.stderr());
-    let results = model.tool_results();
-    assert_eq!(results.len(), 4, "{results:#?}");
-    // Its ordinary start leaves nothing the guard must put back or move aside.
-    assert!(!run.stderr().contains("agent-sandbox: warning"), "{}", run.stderr());
-    assert!(results[0].contains("hello"), "the read: {results:#?}");
-    assert!(results[1].contains("tests passed"), "the tests: {results:#?}");
-    assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
-    assert!(results[3].contains("pushed"), "the push: {results:#?}");
-    // The commit came home through the broker, and the push reached the remote.
-    assert_eq!(world.git(&["log", "--format=%s", "-1"]).trim(), "Greet the world");
-    assert_eq!(world.read("home/proj/README.md"), "hello, world\n");
-    assert_eq!(remote_head(&world), world.git(&["rev-parse", "HEAD"]).trim(), "the push reached the remote");
-    let refused = blocked(&world);
-    assert!(refused.iter().all(|(agent, _, _)| agent != "git"), "{refused:#?}");
-    own_git_calls_are_in_the_table(&GitRecorder::calls(&world), "opencode", &script);
+    whole_task_done(&world, &model, &run, "opencode");
 }
 
 #[test]
@@ -115,9 +83,9 @@ fn opencodes_own_engine_denies_tools_disallowed_and_its_login_is_kept_not_its_co
     let Some(prefix) = opencode_prefix() else { return };
     let world = project();
     let model = ScriptedModel::start(vec![
-        opencode_bash("git push origin main; echo push=$?"),
-        opencode_bash("git status --short; echo status=$?"),
-        opencode_bash(
+        lowercase_bash("git push origin main; echo push=$?"),
+        lowercase_bash("git status --short; echo status=$?"),
+        lowercase_bash(
             "echo '{\"scripted\": {\"type\": \"api\", \"key\": \"kept\"}}' > ~/.local/share/opencode/auth.json; \
              cat ~/.local/share/opencode/auth.json; \
              echo '{\"plugin\": [\"evil\"]}' > ~/.config/opencode/opencode.json; echo config=$?; \
