@@ -67,6 +67,10 @@ pub(crate) fn runs_no_hooks(name: &str, args: &[Word]) -> bool {
             args.iter().map(|word| word.text.as_str()).skip_while(|word| matches!(*word, "-v" | "--verbose"));
         return matches!(words.next(), None | Some("get-url" | "show"));
     }
+    // `worktree list` (Claude Code's own call) reads; `add` runs post-checkout.
+    if name == "worktree" {
+        return args.first().is_some_and(|word| word.text == "list");
+    }
     matches!(name, "config" | "version")
         || matches!(
             name,
