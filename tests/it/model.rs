@@ -5,7 +5,7 @@
 //! `message_stop`) and the OpenAI Responses API the way Codex calls it (`POST
 //! /v1/responses`: `response.created`, `response.output_item.done` with a
 //! `function_call`, `response.completed`), and the OpenAI Chat Completions API the way
-//! Qwen Code calls it (`POST /v1/chat/completions`: `chat.completion.chunk`s with one
+//! Qwen Code and OpenCode call it (`POST /v1/chat/completions`: `chat.completion.chunk`s with one
 //! `tool_calls` entry, then `[DONE]`), and the Gemini API the way Gemini CLI calls it
 //! (`POST /v1beta/models/M:streamGenerateContent?alt=sse` and `:generateContent`: a
 //! candidate with one `functionCall` part). It plays a script of tool calls, one per
@@ -14,7 +14,7 @@
 //! printed.
 //!
 //! Requests that are not the main loop (side calls: titles, summaries, anything without
-//! the agent's shell tool, `Bash`, `exec_command` or `run_shell_command`) get a short text answer and do not
+//! the agent's shell tool, `Bash`, `exec_command`, `run_shell_command` or OpenCode's `bash`) get a short text answer and do not
 //! advance the script.
 
 use std::{
@@ -37,6 +37,11 @@ pub fn tool(tool: &'static str, input: Value) -> Step {
 
 pub fn bash(command: &str) -> Step {
     tool("Bash", json!({ "command": command, "description": "scripted step" }))
+}
+
+/// OpenCode's and Copilot CLI's shell tool (`bash`, over the Chat Completions API).
+pub fn lowercase_bash(command: &str) -> Step {
+    tool("bash", json!({ "command": command, "description": "scripted step" }))
 }
 
 #[derive(Default)]
@@ -140,6 +145,8 @@ fn is_main_loop(request: &Value) -> bool {
             tool["name"] == "Bash"
                 || tool["name"] == "exec_command"
                 || tool["function"]["name"] == "run_shell_command"
+                // OpenCode's and Copilot CLI's, over the Chat Completions API.
+                || tool["function"]["name"] == "bash"
                 // Gemini CLI's main loop declares its file tools (its shell tool may be
                 // excluded by the rules under test).
                 || tool["functionDeclarations"]

@@ -10,6 +10,9 @@
 use std::{path::PathBuf, sync::OnceLock};
 
 mod container;
+mod copilot;
+mod gemini_first_run;
+mod opencode;
 
 use serde_json::json;
 
@@ -88,44 +91,35 @@ fn installed(package: &str, version: &str, program: &str) -> Option<PathBuf> {
     None
 }
 
+/// `package`'s program installed once per test binary ([`installed`]), at `pinned` or
+/// the version [`VERSION_VAR`] asks for.
+fn agent_prefix(
+    cell: &'static OnceLock<Option<PathBuf>>,
+    package: &str,
+    pinned: &str,
+    program: &str,
+) -> Option<PathBuf> {
+    cell.get_or_init(|| installed(package, &wanted(package, pinned)?, program)).clone()
+}
+
 fn claude_prefix() -> Option<PathBuf> {
     static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            let version = wanted("@anthropic-ai/claude-code", CLAUDE_CODE_VERSION)?;
-            installed("@anthropic-ai/claude-code", &version, "claude")
-        })
-        .clone()
+    agent_prefix(&PREFIX, "@anthropic-ai/claude-code", CLAUDE_CODE_VERSION, "claude")
 }
 
 fn codex_prefix() -> Option<PathBuf> {
     static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            let version = wanted("@openai/codex", CODEX_VERSION)?;
-            installed("@openai/codex", &version, "codex")
-        })
-        .clone()
+    agent_prefix(&PREFIX, "@openai/codex", CODEX_VERSION, "codex")
 }
 
 fn gemini_prefix() -> Option<PathBuf> {
     static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            let version = wanted("@google/gemini-cli", GEMINI_CLI_VERSION)?;
-            installed("@google/gemini-cli", &version, "gemini")
-        })
-        .clone()
+    agent_prefix(&PREFIX, "@google/gemini-cli", GEMINI_CLI_VERSION, "gemini")
 }
 
 fn qwen_prefix() -> Option<PathBuf> {
     static PREFIX: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PREFIX
-        .get_or_init(|| {
-            let version = wanted("@qwen-code/qwen-code", QWEN_CODE_VERSION)?;
-            installed("@qwen-code/qwen-code", &version, "qwen")
-        })
-        .clone()
+    agent_prefix(&PREFIX, "@qwen-code/qwen-code", QWEN_CODE_VERSION, "qwen")
 }
 
 /// Records every git call the guard lets through, with git's own trace (`GIT_TRACE2_EVENT`
@@ -154,15 +148,29 @@ impl GitCall {
             && !script.iter().any(|command| command.contains(&line))
     }
 
-    /// The call as a line of the guard's table (object ids as the empty tree's).
+    /// The call as a line of the guard's table, the same in every run: each 40-digit hex
+    /// run (an object id, `A..B`, OpenCode's snapshot repositories named by hashes) as the
+    /// empty tree's id, and a time given as `--min-age=`/`--max-age=` as 0.
     fn table_line(&self, agent: &str) -> serde_json::Value {
         let oid = |arg: &String| -> String {
-            let hex = arg.len() == 40 && arg.bytes().all(|b| b.is_ascii_hexdigit());
-            if hex {
-                "4b825dc642cb6eb9a060e54bf8d69288fbee4904".to_owned()
-            } else {
-                arg.clone()
+            if let Some(option) = ["--min-age=", "--max-age="].iter().find(|option| arg.starts_with(**option)) {
+                return format!("{option}0");
             }
+            let mut out = String::new();
+            let mut rest = arg.as_str();
+            while !rest.is_empty() {
+                let run = rest.bytes().take_while(u8::is_ascii_hexdigit).count();
+                if run == 40 {
+                    out.push_str("4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+                } else {
+                    out.push_str(&rest[..run]);
+                }
+                rest = &rest[run..];
+                let other = rest.bytes().take_while(|b| !b.is_ascii_hexdigit()).count();
+                out.push_str(&rest[..other]);
+                rest = &rest[other..];
+            }
+            out
         };
         json!({ "agent": agent, "parameters": self.parameters, "args": self.args.iter().map(oid).collect::<Vec<_>>() })
     }
@@ -210,9 +218,12 @@ impl GitRecorder {
         ["--rw".into(), self.log.clone().into()]
     }
 
-    /// The calls recorded so far in `world`.
+    /// The calls recorded so far in `world`, the world's own directory written `$WORLD`
+    /// (so that a path into the home reads the same in every run).
     fn calls(world: &World) -> Vec<GitCall> {
-        GitRecorder::parse(&std::fs::read_to_string(world.path("git-recorder/events")).unwrap_or_default())
+        let text = std::fs::read_to_string(world.path("git-recorder/events")).unwrap_or_default();
+        let root = serde_json::to_string(&world.root.display().to_string()).expect("JSON");
+        GitRecorder::parse(&text.replace(root.trim_matches('"'), "$WORLD"))
     }
 
     /// The calls in git's trace `text`, top-level ones only (not git's own children).
@@ -652,16 +663,7 @@ fn gemini_cli_works_inside_its_own_engine_drops_tools_disallowed_and_its_login_i
              echo '{}' > ~/.gemini/settings.json; echo settings=$?",
         ),
     ]);
-    let port = model.port.to_string();
-    let mut cmd = world.cmd();
-    cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
-        .env("GEMINI_API_KEY", "scripted-model")
-        .env("GOOGLE_GEMINI_BASE_URL", format!("http://localhost:{port}"))
-        .arg("exec")
-        .args(["--host-port", &port, "--ro"])
-        .arg(&prefix)
-        .args(["--", "gemini", "--yolo", "--skip-trust", "-o", "json", "-p", "Carry out the task."]);
-    let run = cmd.run_within(240);
+    let run = gemini_headless(&world, &prefix, &model);
     assert_eq!(model.steps_played(), 3, "{}\n{}", run.stdout(), run.stderr());
     let results = model.tool_results();
     assert!(results[0].contains("hello") && results[0].contains("tests passed"), "{results:#?}");
@@ -670,4 +672,49 @@ fn gemini_cli_works_inside_its_own_engine_drops_tools_disallowed_and_its_login_i
     assert!(results[2].contains("gemini-login") && results[2].contains("Read-only file system"), "{results:#?}");
     assert_eq!(world.read("home/.gemini/oauth_creds.json"), "gemini-login\n");
     assert_eq!(world.read("home/.gemini/settings.json"), settings, "the user's settings as they were");
+}
+
+/// Headless `gemini -p` inside `exec`, its API the scripted model on a host port, with
+/// `GEMINI_API_KEY` set (let through only where the world's config allows it).
+fn gemini_headless(world: &World, prefix: &std::path::Path, model: &ScriptedModel) -> Run {
+    let port = model.port.to_string();
+    let mut cmd = world.cmd();
+    cmd.env("PATH", format!("{}/bin:/usr/local/bin:/usr/bin:/bin", prefix.display()))
+        .env("GEMINI_API_KEY", "scripted-model")
+        .env("GOOGLE_GEMINI_BASE_URL", format!("http://localhost:{port}"))
+        .arg("exec")
+        .args(["--host-port", &port, "--ro"])
+        .arg(prefix)
+        .args(["--", "gemini", "--yolo", "--skip-trust", "-o", "json", "-p", "Carry out the task."]);
+    cmd.run_within(240)
+}
+
+/// The whole task as shell commands, for an agent driven through its shell tool alone:
+/// read, edit and run the tests, commit through the checks, push through the host.
+const WHOLE_TASK: [&str; 4] = [
+    "cat README.md",
+    "sed -i 's/hello/hello, world/' README.md && sh test.sh",
+    "git add README.md && git commit -qm 'Greet the world' && git log --format=%s -1",
+    "git push -q origin main && echo pushed",
+];
+
+/// What [`WHOLE_TASK`] must have done, from the model's side and on the host: each step's
+/// result, the commit home through the broker, the push on the remote, no warning from
+/// the guards at its ordinary start and exit, no git call refused, and each of `agent`'s
+/// own git calls held by the guard's table.
+fn whole_task_done(world: &World, model: &ScriptedModel, run: &Run, agent: &str) {
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let results = model.tool_results();
+    assert_eq!(results.len(), WHOLE_TASK.len(), "{results:#?}\n{}", run.stderr());
+    assert!(!run.stderr().contains("agent-sandbox: warning"), "{}", run.stderr());
+    assert!(results[0].contains("hello"), "the read: {results:#?}");
+    assert!(results[1].contains("tests passed"), "the tests: {results:#?}");
+    assert!(results[2].contains("Greet the world"), "the commit: {results:#?}");
+    assert!(results[3].contains("pushed"), "the push: {results:#?}");
+    assert_eq!(world.git(&["log", "--format=%s", "-1"]).trim(), "Greet the world", "the commit came home");
+    assert_eq!(world.read("home/proj/README.md"), "hello, world\n");
+    assert_eq!(remote_head(world), world.git(&["rev-parse", "HEAD"]).trim(), "the push reached the remote");
+    let refused = blocked(world);
+    assert!(refused.iter().all(|(who, _, _)| who != "git"), "{refused:#?}");
+    own_git_calls_are_in_the_table(&GitRecorder::calls(world), agent, &WHOLE_TASK);
 }

@@ -288,7 +288,7 @@ fn disk_check(root: &Path) {
 }
 
 /// The real agents' tests against the newest release on npm of each driven agent (Claude
-/// Code, Codex, Qwen Code, Gemini CLI): a row that says what broke without failing the
+/// Code, Codex, Qwen Code, Gemini CLI, OpenCode, Copilot CLI): a row that says what broke without failing the
 /// run (the pinned versions are the ones that must pass). Its test counts are not added
 /// to the total.
 fn newest_agents(root: &Path, e2e_env: &[(&str, std::ffi::OsString)], tally: &mut Tally) -> Result<()> {

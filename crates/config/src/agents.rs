@@ -93,8 +93,10 @@ const CLAUDE_SETTINGS: &str = "https://docs.anthropic.com/en/docs/claude-code/se
 const CODEX_CONFIG: &str = "https://developers.openai.com/codex/config-reference";
 const GEMINI_CONFIG: &str = "https://geminicli.com/docs/cli/configuration";
 const OPENCODE_CONFIG: &str = "https://opencode.ai/docs/config";
+const OPENCODE_PLUGINS: &str = "https://opencode.ai/docs/plugins";
 const COPILOT_CONFIG: &str =
     "https://docs.github.com/en/copilot/how-tos/copilot-cli/set-up-copilot-cli/configure-copilot-cli";
+const COPILOT_DIR: &str = "https://docs.github.com/en/copilot/reference/copilot-cli-reference/cli-config-dir-reference";
 const QWEN_CONFIG: &str = "https://qwenlm.github.io/qwen-code-docs/en/cli/configuration";
 
 const fn file(path: &'static str, empty: &'static str, runs: &'static str, source: &'static str) -> Executable {
@@ -221,14 +223,23 @@ pub const CATALOG: &[Agent] = &[
             file(".config/opencode/opencode.json", "{}\n", "`mcp` commands, plugins, formatters' and LSP servers' commands", OPENCODE_CONFIG),
             file(".config/opencode/opencode.jsonc", "{}\n", "the same as `opencode.json`", OPENCODE_CONFIG),
             file(".config/opencode/config.json", "{}\n", "the same as `opencode.json` (its older name)", OPENCODE_CONFIG),
-            dir(".config/opencode/plugin", "plugins (JavaScript run in its process)", "https://opencode.ai/docs/plugins"),
-            dir(".config/opencode/plugins", "plugins (JavaScript run in its process)", "https://opencode.ai/docs/plugins"),
+            dir(".config/opencode/plugin", "plugins (JavaScript run in its process)", OPENCODE_PLUGINS),
+            dir(".config/opencode/plugins", "plugins (JavaScript run in its process)", OPENCODE_PLUGINS),
             dir(".config/opencode/tool", "custom tools (JavaScript)", "https://opencode.ai/docs/custom-tools"),
             dir(".config/opencode/tools", "custom tools (JavaScript)", "https://opencode.ai/docs/custom-tools"),
             dir(".config/opencode/command", "custom commands, with `!` shell lines", "https://opencode.ai/docs/commands"),
             dir(".config/opencode/commands", "custom commands, with `!` shell lines", "https://opencode.ai/docs/commands"),
             dir(".config/opencode/agent", "agents with their own permissions", "https://opencode.ai/docs/agents"),
             dir(".config/opencode/agents", "agents with their own permissions", "https://opencode.ai/docs/agents"),
+            // It runs `bun install` here at every start (its plugins' dependencies): the
+            // package's own install scripts run, and its plugins import what lands in
+            // `node_modules`; bun takes where to fetch from from the lockfile, `bunfig.toml`
+            // and `.npmrc` beside it.
+            file(".config/opencode/package.json", "{}\n", "`bun install` at its start: the package's install scripts, its dependencies", OPENCODE_PLUGINS),
+            dir(".config/opencode/node_modules", "the packages its plugins and custom tools import", OPENCODE_PLUGINS),
+            watched(".config/opencode/bun.lock", "where `bun install` fetches each package from", "https://bun.sh/docs/install/lockfile"),
+            watched(".config/opencode/bunfig.toml", "bun's install settings (registries, scopes)", "https://bun.sh/docs/runtime/bunfig"),
+            watched(".config/opencode/.npmrc", "the registries `bun install` fetches from", "https://bun.sh/docs/install/npmrc"),
         ],
         permissions: Permissions {
             system: "`permission` rules in the managed config directory (it wins over every other config)",
@@ -252,6 +263,24 @@ pub const CATALOG: &[Agent] = &[
             dir(".copilot/hooks", "hooks", "https://docs.github.com/en/copilot/reference/hooks-reference"),
             dir(".copilot/agents", "custom agents with their own tools", "https://docs.github.com/en/copilot/reference/custom-agents-configuration"),
             dir(".copilot/skills", "skills and their scripts", "https://docs.github.com/en/copilot/concepts/agents/about-agent-skills"),
+            dir(".copilot/installed-plugins", "plugins: their hooks, MCP servers, agents and skills", COPILOT_DIR),
+            watched(".copilot/lsp-config.json", "LSP servers' commands", COPILOT_DIR),
+            watched(".copilot/permissions-config.json", "tools and directories allowed without asking, per project", COPILOT_DIR),
+            // Its settings (JSON with comments) and its own state file hold what it must
+            // write too (its model, its login, in plain text where no keychain answers, as
+            // inside): not read-only; these keys get their values back after the session.
+            Executable {
+                path: ".copilot/settings.json",
+                kind: Kind::Keys { keys: &["hooks", "statusLine", "trustedFolders", "enabledPlugins", "allowedUrls"] },
+                runs: "hooks and the status line's command; trusted folders (their hooks, MCP servers and plugins load without asking); plugins; URLs fetched without asking",
+                source: COPILOT_DIR,
+            },
+            Executable {
+                path: ".copilot/config.json",
+                kind: Kind::Keys { keys: &["trusted_folders", "trustedFolders", "installedPlugins", "enabledPlugins"] },
+                runs: "trusted folders and installed plugins (state it manages itself)",
+                source: COPILOT_DIR,
+            },
         ],
         permissions: Permissions {
             system: "`--allow-tool`/`--deny-tool` flags and approvals it asks for",

@@ -67,6 +67,10 @@ pub(crate) fn runs_no_hooks(name: &str, args: &[Word]) -> bool {
             args.iter().map(|word| word.text.as_str()).skip_while(|word| matches!(*word, "-v" | "--verbose"));
         return matches!(words.next(), None | Some("get-url" | "show"));
     }
+    // `worktree list` (Claude Code's own call) reads; `add` runs post-checkout.
+    if name == "worktree" {
+        return args.first().is_some_and(|word| word.text == "list");
+    }
     matches!(name, "config" | "version")
         || matches!(
             name,
@@ -702,7 +706,8 @@ fn config(args: &[String], current: &dyn ConfigView) -> Option<Refusal> {
         let parsed = options::parse(&table, &args[1..], true);
         let operands = &parsed.positionals;
         return match sub {
-            "set" | "unset" => operands.first().and_then(|key| config_key_write(sub, key)),
+            "set" => operands.first().and_then(|key| config_key_write(sub, key, operands.get(1))),
+            "unset" => operands.first().and_then(|key| config_key_write(sub, key, None)),
             "rename-section" | "remove-section" => config_section_write(sub, operands),
             "edit" => Some(config_edit_refusal("git config edit")),
             _ => None,
@@ -731,9 +736,12 @@ fn config(args: &[String], current: &dyn ConfigView) -> Option<Refusal> {
         }
     }
     match (writes_key, has_action, operands.first()) {
-        (Some(action), _, Some(key)) => config_key_write(&format!("--{action}"), key),
+        (Some(action @ ("add" | "replace-all")), _, Some(key)) => {
+            config_key_write(&format!("--{action}"), key, operands.get(1))
+        }
+        (Some(action), _, Some(key)) => config_key_write(&format!("--{action}"), key, None),
         // No action: `git config key value [value-pattern]` sets, `git config key` reads.
-        (None, false, Some(key)) if operands.len() >= 2 => config_key_write("", key),
+        (None, false, Some(key)) if operands.len() >= 2 => config_key_write("", key, operands.get(1)),
         _ => None,
     }
 }
@@ -758,9 +766,16 @@ fn unchanged_hooks_path(args: &[String], current: &dyn ConfigView) -> Option<Ref
     })
 }
 
-fn config_key_write(action: &str, key: &str) -> Option<Refusal> {
+/// A write of `key` (to `value`, when it sets one). Setting `core.fsmonitor` off (empty
+/// or false) runs nothing, whichever file it goes to: OpenCode does it in its own
+/// snapshot repository at every start.
+fn config_key_write(action: &str, key: &str, value: Option<&String>) -> Option<Refusal> {
     let canonical = config_keys::canonical_key(key);
     let why = config_keys::protected_key(&canonical)?;
+    let entry = config_keys::Entry { key: canonical.clone(), value: value.cloned() };
+    if canonical == "core.fsmonitor" && value.is_some() && config_keys::only_disables(&entry, false) {
+        return None;
+    }
     let action = if action.is_empty() { String::new() } else { format!("{action} ") };
     Some(Refusal {
         rule: "config-write",

@@ -9,9 +9,16 @@
 //! "no settings" (`{}`, or nothing for TOML), and removed again after the session when
 //! it is still exactly that (it was read-only all along). Only the entries of state
 //! directories that exist are handled (a directory that does not exist is not mounted).
-//! Nothing here reads what the agent wrote: the removal checks type and size through
-//! `symlink_metadata` and reads a created file only through
-//! `util::fs::read_regular_nofollow`.
+//! A state file that holds both what the agent must write (its login) and commands its
+//! host process runs (Copilot CLI's `settings.json`: credentials beside hooks and trusted
+//! folders) cannot be read-only: its listed keys (`Kind::Keys`) get the values they had
+//! at the start back after the session, the rest of what the session wrote is kept, and
+//! a file that is no longer a JSON object then is moved aside. Until the exit, an agent
+//! started outside the sandbox meanwhile would read the session's values.
+//! What the agent wrote is read only through `util::fs::read_regular_nofollow` (no link
+//! followed, no special file opened); the removal checks type and size through
+//! `symlink_metadata`; a file written back goes to a new file (`O_EXCL`, `O_NOFOLLOW`)
+//! renamed over it.
 
 use std::{
     fs::OpenOptions,
@@ -34,6 +41,9 @@ pub(crate) enum Step {
     /// Absent, and not to be created (`Kind::Watched`): moved aside at exit if the
     /// session creates it.
     Watch(PathBuf),
+    /// A state file the agent writes (`Kind::Keys` in a state directory): these keys get
+    /// their values at the start back after the session.
+    KeepKeys { path: PathBuf, keys: &'static [&'static str] },
 }
 
 /// The guard's plan: every host-executed entry whose agent state directory `exists`
@@ -48,15 +58,15 @@ pub(crate) fn plan(
     let mut steps = Vec::new();
     for agent in CATALOG {
         for entry in agent.host_executed {
+            // Keys of a file outside the state directories (`~/.claude.json`) are handled
+            // where it is copied back (`claude_state`).
+            let Some(state) = agent.state.iter().find(|state| Path::new(entry.path).starts_with(state)) else {
+                continue;
+            };
             let (file, create) = match entry.kind {
                 Kind::File { empty } => (Some(empty), true),
                 Kind::Dir => (None, true),
-                Kind::Watched => (None, false),
-                // Handled where the file is copied back (`claude_state`).
-                Kind::Keys { .. } => continue,
-            };
-            let Some(state) = agent.state.iter().find(|state| Path::new(entry.path).starts_with(state)) else {
-                continue;
+                Kind::Watched | Kind::Keys { .. } => (None, false),
             };
             if !state_dir_exists(&home.join(state)) {
                 continue;
@@ -65,6 +75,10 @@ pub(crate) fn plan(
             // The parent must exist too (`~/.claude/plugins` for a deeper entry): the
             // catalog's entries sit directly in a state directory or one below it.
             if path.parent().is_some_and(|parent| !present(parent)) {
+                continue;
+            }
+            if let Kind::Keys { keys } = entry.kind {
+                steps.push(Step::KeepKeys { path, keys });
                 continue;
             }
             steps.push(match (present(&path), create) {
@@ -84,7 +98,21 @@ pub(crate) struct Created {
     entries: Vec<(PathBuf, Option<&'static str>)>,
     /// Absent at the start and not created (`Step::Watch`).
     watched: Vec<PathBuf>,
+    /// `Step::KeepKeys`.
+    kept: Vec<Kept>,
 }
+
+/// A file whose `keys` get their start values back, with its bytes at the start
+/// (`None`: absent).
+#[derive(Debug)]
+struct Kept {
+    path: PathBuf,
+    keys: &'static [&'static str],
+    at_start: Option<Vec<u8>>,
+}
+
+/// A settings file whose keys are kept is read whole up to this size.
+const KEPT_LIMIT: u64 = 16 << 20;
 
 /// Carries out `steps`: creates the absent entries (never through a link: `O_EXCL`
 /// refuses one), and returns every path to mount read-only with what it created. An
@@ -97,6 +125,22 @@ pub(crate) fn prepare(steps: &[Step]) -> (Vec<PathBuf>, Created) {
         match step {
             Step::ReadOnly(path) => read_only.push(path.clone()),
             Step::Watch(path) => created.watched.push(path.clone()),
+            Step::KeepKeys { path, keys } => match util::fs::read_regular_nofollow(path, KEPT_LIMIT) {
+                Ok(bytes) if crate::claude_state::parse_jsonc(&bytes).is_ok_and(|value| value.is_object()) => {
+                    created.kept.push(Kept { path: path.clone(), keys, at_start: Some(bytes) })
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    created.kept.push(Kept { path: path.clone(), keys, at_start: None })
+                }
+                // What the keys hold now cannot be known: the whole file is read-only.
+                _ => {
+                    util::say!(
+                        "agent-sandbox: warning: {} is not a JSON object agent-sandbox can read: it is read-only inside                          (what the agent saves there, its login included, is not kept)",
+                        path.display()
+                    );
+                    read_only.push(path.clone());
+                }
+            },
             Step::Create { path, file } => match create(path, *file) {
                 Ok(()) => {
                     created.entries.push((path.clone(), *file));
@@ -156,6 +200,9 @@ impl Drop for Created {
                 ),
             }
         }
+        for kept in &self.kept {
+            keep_keys(&kept.path, kept.keys, kept.at_start.as_deref());
+        }
         // Deepest first: nothing the catalog lists nests today, but a removal must not
         // depend on it.
         for (path, file) in self.entries.iter().rev() {
@@ -173,6 +220,70 @@ impl Drop for Created {
                 }
             }
         }
+    }
+}
+
+/// Gives `keys` of the file at `path` the values they had at the start (`at_start`),
+/// keeping the rest of what the session wrote; a file that is no longer a JSON object
+/// is moved aside.
+fn keep_keys(path: &Path, keys: &[&str], at_start: Option<&[u8]>) {
+    let now = match util::fs::read_regular_nofollow(path, KEPT_LIMIT) {
+        Ok(now) => now,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
+        Err(err) => return move_aside(path, &err.to_string()),
+    };
+    match crate::claude_state::keep_host_keys(keys, at_start, &now) {
+        Ok((_, held)) if held.is_empty() => {}
+        Ok((bytes, held)) => match write_over(path, &bytes) {
+            Ok(()) => util::say!(
+                "agent-sandbox: warning: the session changed {} in {}, which the agent runs outside the sandbox: put \
+                 back as they were (the rest of what it saved there is kept)",
+                held.join(", "),
+                path.display()
+            ),
+            Err(err) => move_aside(path, &format!("cannot write it back: {err:#}")),
+        },
+        Err(why) => move_aside(path, &why),
+    }
+}
+
+/// `bytes` in a new file beside `path` (never through a link), renamed over it.
+fn write_over(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    let new = path.with_file_name(format!("{name}.agent-sandbox-{}", std::process::id()));
+    let mut handle = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&new)
+        .with_context(|| format!("creating {}", new.display()))?;
+    let written = handle.write_all(bytes).and_then(|()| handle.sync_all());
+    drop(handle);
+    if let Err(err) = written.and_then(|()| std::fs::rename(&new, path)) {
+        let _ = std::fs::remove_file(&new);
+        return Err(err).with_context(|| format!("writing {}", path.display()));
+    }
+    Ok(())
+}
+
+/// A file whose guarded keys cannot be checked, renamed beside itself, said why.
+fn move_aside(path: &Path, why: &str) {
+    let aside = aside_name(path);
+    match std::fs::rename(path, &aside) {
+        Ok(()) => util::say!(
+            "agent-sandbox: warning: {} ({why}) may hold commands the agent runs outside the sandbox: moved aside to \
+             {} (inspect it; to restore it: mv {} {})",
+            path.display(),
+            aside.display(),
+            util::single_quoted(&aside.to_string_lossy()),
+            util::single_quoted(&path.to_string_lossy())
+        ),
+        Err(err) => util::say!(
+            "agent-sandbox: WARNING: {} ({why}) may hold commands the agent runs outside the sandbox, and it cannot be \
+             moved aside ({err}): check it before you run the agent",
+            path.display()
+        ),
     }
 }
 
@@ -264,6 +375,99 @@ mod tests {
             std::fs::read_to_string(tree.path().join(".env.agent-sandbox-moved-2")).expect("moved aside"),
             "NODE_OPTIONS=--require=/tmp/evil.js\n"
         );
+    }
+
+    /// Copilot CLI's state: its settings' keys kept, its other entries read-only or
+    /// created, or watched.
+    #[test]
+    fn copilots_settings_keys_are_kept_and_its_other_entries_guarded() {
+        let home = Path::new("/h");
+        let present = ["/h/.copilot", "/h/.copilot/settings.json", "/h/.copilot/hooks"];
+        let steps = plan(home, &|path| path == Path::new("/h/.copilot"), &|path| {
+            present.iter().any(|item| Path::new(item) == path)
+        });
+        let keys = |path: &str| match CATALOG.iter().flat_map(|agent| agent.host_executed).find(|e| e.path == path) {
+            Some(config::agents::Executable { kind: Kind::Keys { keys }, .. }) => *keys,
+            other => panic!("{path}: {other:?}"),
+        };
+        let dir = |path: &str| Step::Create { path: PathBuf::from(path), file: None };
+        assert_eq!(
+            steps,
+            [
+                Step::Create {
+                    path: PathBuf::from("/h/.copilot/mcp-config.json"),
+                    file: Some("{\"mcpServers\": {}}\n")
+                },
+                dir("/h/.copilot/pkg"),
+                Step::ReadOnly(PathBuf::from("/h/.copilot/hooks")),
+                dir("/h/.copilot/agents"),
+                dir("/h/.copilot/skills"),
+                dir("/h/.copilot/installed-plugins"),
+                Step::Watch(PathBuf::from("/h/.copilot/lsp-config.json")),
+                Step::Watch(PathBuf::from("/h/.copilot/permissions-config.json")),
+                Step::KeepKeys {
+                    path: PathBuf::from("/h/.copilot/settings.json"),
+                    keys: keys(".copilot/settings.json")
+                },
+                Step::KeepKeys { path: PathBuf::from("/h/.copilot/config.json"), keys: keys(".copilot/config.json") },
+            ]
+        );
+    }
+
+    /// What the session wrote stays (a login), the guarded keys get their values back
+    /// (absent stays absent); a file that is no longer a JSON object, or a link, is moved
+    /// aside; a file the keys of which did not change keeps its bytes.
+    #[test]
+    fn kept_keys_get_their_start_values_back_and_the_rest_stays() {
+        let tree = tempfile::tempdir().expect("tempdir");
+        let settings = tree.path().join("settings.json");
+        let keys: &'static [&'static str] = &["hooks", "trustedFolders"];
+        let start = "{\n  // the user's\n  \"model\": \"m\",\n  \"trustedFolders\": [\"/home/u/work\"],\n}\n";
+        std::fs::write(&settings, start).expect("write");
+        let (read_only, created) = prepare(&[Step::KeepKeys { path: settings.clone(), keys }]);
+        assert!(read_only.is_empty(), "kept, not read-only");
+        std::fs::write(
+            &settings,
+            r#"{"model": "m", "token": "login", "trustedFolders": ["/"], "hooks": {"sessionStart": [{"bash": "x"}]}}"#,
+        )
+        .expect("the session writes");
+        drop(created);
+        let now: serde_json::Value = serde_json::from_slice(&std::fs::read(&settings).expect("read")).expect("JSON");
+        assert_eq!(now, serde_json::json!({"model": "m", "token": "login", "trustedFolders": ["/home/u/work"]}));
+
+        // Unchanged keys: the bytes as the session left them.
+        let (_, created) = prepare(&[Step::KeepKeys { path: settings.clone(), keys }]);
+        std::fs::write(&settings, "{\"trustedFolders\": [\"/home/u/work\"], \"theme\": \"dark\"}").expect("write");
+        drop(created);
+        assert_eq!(
+            std::fs::read_to_string(&settings).expect("read"),
+            "{\"trustedFolders\": [\"/home/u/work\"], \"theme\": \"dark\"}"
+        );
+
+        // No longer an object, or a link: moved aside.
+        for (idx, replace) in [0, 1].into_iter().enumerate() {
+            std::fs::write(&settings, start).expect("write");
+            let (_, created) = prepare(&[Step::KeepKeys { path: settings.clone(), keys }]);
+            std::fs::remove_file(&settings).expect("rm");
+            if replace == 0 {
+                std::fs::write(&settings, "[1]").expect("write");
+            } else {
+                std::os::unix::fs::symlink("/etc/passwd", &settings).expect("symlink");
+            }
+            drop(created);
+            assert!(settings.symlink_metadata().is_err(), "case {idx}: moved aside");
+        }
+        assert!(tree.path().join("settings.json.agent-sandbox-moved").exists());
+        assert!(tree.path().join("settings.json.agent-sandbox-moved-2").symlink_metadata().is_ok());
+    }
+
+    #[test]
+    fn a_kept_file_that_cannot_be_read_at_the_start_is_read_only() {
+        let tree = tempfile::tempdir().expect("tempdir");
+        let settings = tree.path().join("settings.json");
+        std::fs::write(&settings, "not json").expect("write");
+        let (read_only, _created) = prepare(&[Step::KeepKeys { path: settings.clone(), keys: &["hooks"] }]);
+        assert_eq!(read_only, [settings]);
     }
 
     #[test]

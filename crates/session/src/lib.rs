@@ -15,6 +15,7 @@
 mod agent_guard;
 mod caches;
 mod claude_state;
+mod gemini_auth;
 pub mod index;
 mod installs;
 mod mask_record;

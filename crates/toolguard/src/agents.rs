@@ -185,17 +185,57 @@ pub fn opencode(tools: &Tools<'_>, existing: Option<&str>) -> Result<AgentPlan, 
     Ok(AgentPlan { document: Some(pretty(&document)?), rules })
 }
 
-/// Copilot CLI 1.0: `--deny-tool` exists only on its command line; agent-sandbox does
-/// not rewrite the agent's command line, so nothing is enforced.
+/// Copilot CLI 1.0: deny rules exist only as `--deny-tool` on its own command line (no
+/// system or managed settings file it reads: its managed settings come from the GitHub
+/// organization; its hooks a project's `disableAllHooks` turns off), and agent-sandbox
+/// does not rewrite the agent's command line: nothing is enforced. Each rule says the
+/// flag that would say it to Copilot CLI, or that its permission kinds (`shell`,
+/// `write`, `url`, an MCP server) have none: reads, searches and listings are not gated.
 pub fn copilot(tools: &Tools<'_>) -> AgentPlan {
-    let why = "Copilot CLI takes deny rules only as --deny-tool flags on its own command line, which agent-sandbox \
-               does not rewrite; the kernel-level guards still hold";
-    let mut rules: Vec<(String, Verdict)> =
-        tools.disallowed.iter().map(|rule| (rule.text.clone(), Verdict::NotEnforced(why.into()))).collect();
+    let mut rules: Vec<(String, Verdict)> = Vec::new();
+    for rule in tools.disallowed {
+        rules.push((rule.text.clone(), Verdict::NotEnforced(copilot_flag(rule))));
+    }
     if tools.read_only {
-        rules.push((READ_ONLY.into(), Verdict::NotEnforced(why.into())));
+        rules.push((READ_ONLY.into(), Verdict::NotEnforced(copilot_says("write"))));
     }
     AgentPlan { document: None, rules }
+}
+
+fn copilot_says(pattern: &str) -> String {
+    format!(
+        "Copilot CLI takes deny rules only on its command line, which agent-sandbox does not rewrite: pass \
+         --deny-tool '{pattern}' to copilot yourself"
+    )
+}
+
+/// Why `rule` is not enforced in Copilot CLI, with its `--deny-tool` pattern when it has one.
+fn copilot_flag(rule: &Rule) -> String {
+    let glob = |text: &str| text.contains(['*', '?', '[']);
+    let pattern = match (rule.tool.as_str(), &rule.spec) {
+        ("Bash", Spec::Any) => Some("shell".to_owned()),
+        ("Bash", Spec::Command { command, prefix: true }) => Some(format!("shell({command}:*)")),
+        ("Bash", Spec::Command { command, prefix: false }) => Some(format!("shell({command})")),
+        (tool, Spec::Any) if EDIT_TOOLS.contains(&tool) => Some("write".to_owned()),
+        (tool, Spec::Path(path)) if EDIT_TOOLS.contains(&tool) && !glob(path.as_str()) => {
+            Some(format!("write({})", path.as_str()))
+        }
+        ("WebFetch", Spec::Any) => Some("url".to_owned()),
+        ("WebFetch", Spec::Domain(domain)) => Some(format!("url({domain})")),
+        (tool, Spec::Any) => tool.strip_prefix("mcp__").map(|rest| match rest.split_once("__") {
+            Some((server, name)) => format!("{server}({name})"),
+            None => rest.to_owned(),
+        }),
+        _ => None,
+    };
+    match pattern {
+        Some(pattern) => copilot_says(&pattern),
+        None => {
+            "Copilot CLI has no permission for it (its kinds are shell, write, url and MCP servers: reads, \
+                 searches and listings are not gated, a write's path takes no glob); the kernel-level guards still hold"
+                .to_owned()
+        }
+    }
 }
 
 /// `./secrets/**` and `secrets/**` alike, as Claude Code writes project paths.
@@ -356,11 +396,60 @@ mod tests {
         assert_eq!(copilot(&tools), AgentPlan { document: None, rules: Vec::new() });
     }
 
+    /// Nothing is enforced; each rule says the `--deny-tool` pattern that would say it, or
+    /// that Copilot CLI has none.
     #[test]
-    fn copilot_enforces_nothing_and_says_so() {
-        let disallowed = rules(&["Bash"]);
+    fn copilot_enforces_nothing_and_names_the_flag_that_would() {
+        let disallowed = rules(&[
+            "Bash",
+            "Bash(git push:*)",
+            "Bash(npm test)",
+            "Write",
+            "Edit(./src/main.rs)",
+            "Write(./secrets/**)",
+            "WebFetch",
+            "WebFetch(domain:example.com)",
+            "mcp__github",
+            "mcp__github__create_issue",
+            "Read",
+            "Read(./secrets/**)",
+            "Grep",
+            "WebSearch",
+        ]);
         let plan = copilot(&Tools { disallowed: &disallowed, read_only: true });
-        assert_eq!(verdicts(&plan), [("Bash", "NOT enforced".to_owned()), ("readOnly", "NOT enforced".to_owned())]);
+        assert_eq!(plan.document, None);
+        let none = "none";
+        let said: Vec<(&str, &str)> = plan
+            .rules
+            .iter()
+            .map(|(text, verdict)| match verdict {
+                Verdict::Enforced(how) => panic!("{text} enforced: {how}"),
+                Verdict::NotEnforced(why) => {
+                    let pattern = why.split("--deny-tool '").nth(1).and_then(|rest| rest.split('\'').next());
+                    (text.as_str(), pattern.unwrap_or(none))
+                }
+            })
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("Bash", "shell"),
+                ("Bash(git push:*)", "shell(git push:*)"),
+                ("Bash(npm test)", "shell(npm test)"),
+                ("Write", "write"),
+                ("Edit(./src/main.rs)", "write(src/main.rs)"),
+                ("Write(./secrets/**)", none),
+                ("WebFetch", "url"),
+                ("WebFetch(domain:example.com)", "url(example.com)"),
+                ("mcp__github", "github"),
+                ("mcp__github__create_issue", "github(create_issue)"),
+                ("Read", none),
+                ("Read(./secrets/**)", none),
+                ("Grep", none),
+                ("WebSearch", none),
+                ("readOnly", "write"),
+            ]
+        );
     }
 
     #[test]

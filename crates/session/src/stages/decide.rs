@@ -60,7 +60,7 @@ pub(crate) fn decide(
         &mut policy.notes,
     )?;
     let mut settings_copies = settings::prepare(&policy.copies, &facts.net_policy, &ctx.home, &mut policy.notes);
-    gemini_settings_copy(&scanned.config, &ctx.home, &mut settings_copies);
+    gemini_settings_copy(&scanned.config, &ctx.home, &env.vars, &mut settings_copies);
     for note in &policy.notes {
         debug(note);
     }
@@ -129,6 +129,14 @@ fn environment(facts: &Facts, scanned: &mut Scanned, debug: &dyn Fn(&str)) -> Re
     // the home's, where the copy with the rules is.
     env.retain(|(var, _)| var != "QWEN_CODE_SYSTEM_SETTINGS_PATH" && var != "GEMINI_CLI_HOME");
     env.push(("QWEN_CODE_SYSTEM_SETTINGS_PATH".into(), runtime_layout::QWEN_SYSTEM_SETTINGS.into()));
+    // Gemini CLI's and Qwen Code's Google sign-in opens a browser whose answer comes back
+    // to a port on loopback: the sandbox's own loopback in a private network namespace,
+    // which the browser outside never reaches. Without a browser they print the address
+    // and ask for the code instead.
+    if facts.net_policy.mode != config::Network::On && !env.iter().any(|(name, _)| name == "NO_BROWSER") {
+        env.push(("NO_BROWSER".into(), "true".into()));
+        policy.notes.push("env: NO_BROWSER=true (a sign-in's browser cannot answer to the sandbox's loopback)".into());
+    }
     if facts.net_policy.mode == config::Network::Allowlist {
         let proxy_env = netproxy::proxy_env(&runtime_layout::RuntimeLayout::inside().marker());
         env.retain(|(name, _)| !proxy_env.iter().any(|(proxy_name, _)| name == proxy_name));
@@ -243,38 +251,60 @@ pub(crate) fn guards(facts: &Facts, scanned: &Scanned, decision: &Decision) -> R
     })
 }
 
-/// `tools.*` in Gemini CLI: a read-only copy of the user's `~/.gemini/settings.json`
-/// with `tools.exclude`/`mcp.excluded` merged in, shown where Gemini CLI reads it (it
-/// ignores a system settings file unless it and its parents are root's, which nothing
-/// is inside an unprivileged sandbox). Over the guard's read-only mount of the same
-/// file. Rules that do not parse are left to the guards' check (a real start stops
-/// there); a settings file that is not JSON(C) leaves the rules unenforced, said so.
-fn gemini_settings_copy(config: &config::Config, home: &Path, copies: &mut settings::Copies) {
+/// Gemini CLI's user settings inside: a read-only copy of the user's
+/// `~/.gemini/settings.json` with `tools.exclude`/`mcp.excluded` merged in, and the
+/// sign-in method when the user's names none (`gemini_auth`), shown where Gemini CLI
+/// reads it (it ignores a system settings file unless it and its parents are root's,
+/// which nothing is inside an unprivileged sandbox). Over the guard's read-only mount of
+/// the same file; made when there are rules or when `~/.gemini` is kept. Rules that do
+/// not parse are left to the guards' check (a real start stops there); a settings file
+/// that is not JSON(C) is shown as it is, the rules unenforced, said so.
+fn gemini_settings_copy(
+    config: &config::Config,
+    home: &Path,
+    env: &[(OsString, OsString)],
+    copies: &mut settings::Copies,
+) {
     let settings = guard_settings::ToolGuardSettings::from_config(config);
-    if settings.disallowed.is_empty() && !settings.read_only {
-        return;
-    }
     let Ok(disallowed) =
         settings.disallowed.iter().map(|text| toolguard::Rule::parse(text)).collect::<Result<Vec<_>, _>>()
     else {
         return;
     };
+    let rules = !disallowed.is_empty() || settings.read_only;
+    let kept = home.join(".gemini").symlink_metadata().is_ok_and(|meta| meta.is_dir());
+    if !rules && !kept {
+        return;
+    }
     let path = home.join(".gemini/settings.json");
     // The user's file: read-only inside (the agent guard), read without following a
     // link and never a special file.
     let existing =
         util::fs::read_regular_nofollow(&path, 1 << 20).ok().map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
     let tools = toolguard::agents::Tools { disallowed: &disallowed, read_only: settings.read_only };
-    match toolguard::agents::gemini(&tools, existing.as_deref()) {
-        Ok(plan) => {
-            copies.paths.push(path);
-            copies.texts.push(plan.document.unwrap_or_default());
+    let document = match toolguard::agents::gemini(&tools, existing.as_deref()) {
+        Ok(plan) => plan.document.unwrap_or_default(),
+        Err(why) => {
+            if rules {
+                copies.warnings.push(format!(
+                    "agent-sandbox: warning: {} is {why}: tools.disallowed and tools.readOnly are not enforced in \
+                     Gemini CLI",
+                    path.display()
+                ));
+            }
+            return;
         }
-        Err(why) => copies.warnings.push(format!(
-            "agent-sandbox: warning: {} is {why}: tools.disallowed and tools.readOnly are not enforced in Gemini CLI",
-            path.display()
-        )),
+    };
+    let mut document: serde_json::Value = serde_json::from_str(&document).unwrap_or_default();
+    let sign_in = crate::gemini_auth::sign_in(&document, env);
+    if let Some(method) = sign_in {
+        crate::gemini_auth::select(&mut document, method);
     }
+    if !rules && sign_in.is_none() {
+        return;
+    }
+    copies.paths.push(path);
+    copies.texts.push(serde_json::to_string_pretty(&document).unwrap_or_default());
 }
 
 /// `tools.*` as Qwen Code's and OpenCode's own managed configuration

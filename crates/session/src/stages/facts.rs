@@ -238,7 +238,9 @@ fn guard_agents_settings(
     let linked: Vec<String> = steps
         .iter()
         .filter_map(|step| match step {
-            agent_guard::Step::ReadOnly(path) if path.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) => {
+            agent_guard::Step::ReadOnly(path) | agent_guard::Step::KeepKeys { path, .. }
+                if path.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) =>
+            {
                 Some(path.display().to_string())
             }
             _ => None,
