@@ -135,7 +135,8 @@ pub(crate) fn prepare(steps: &[Step]) -> (Vec<PathBuf>, Created) {
                 // What the keys hold now cannot be known: the whole file is read-only.
                 _ => {
                     util::say!(
-                        "agent-sandbox: warning: {} is not a JSON object agent-sandbox can read: it is read-only inside                          (what the agent saves there, its login included, is not kept)",
+                        "agent-sandbox: warning: {} is not a JSON object agent-sandbox can read: it is read-only \
+                         inside (what the agent saves there, its login included, is not kept)",
                         path.display()
                     );
                     read_only.push(path.clone());
