@@ -583,12 +583,7 @@ fn put_aside_in_volume(layout: &Layout, (uid, gid): (u32, u32)) -> Result<String
     let session = &layout.session;
     let kept = list_session_refs(session).unwrap_or_default();
     let stashes = sessions::stash_entries(session);
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_secs())
-        .unwrap_or_default();
-    let name = format!("{ASIDE_IN_VOLUME}{stamp}");
-    let aside = session.join(&name);
+    let aside = sessions::unused_name(session, ASIDE_IN_VOLUME);
     let failed = |err: std::io::Error| {
         refuse(
             format!("cannot put the kept session repository aside in {}: {err}", aside.display()),

@@ -132,15 +132,27 @@ pub fn list(project: &Path) -> Vec<Kept> {
 
 /// Puts the session in `top` aside (renamed, whole, beside it); its new path.
 pub fn put_aside(top: &Path) -> Result<PathBuf, Refusal> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_secs())
-        .unwrap_or_default();
-    let aside = top.with_file_name(format!("{ASIDE}{stamp}"));
+    let aside = unused_name(top.parent().unwrap_or(Path::new(".")), ASIDE);
     std::fs::rename(top, &aside).map_err(|err| {
         refuse(format!("cannot put the session repository {} aside: {err}", top.display()), "try again")
     })?;
     Ok(aside)
+}
+
+/// A path in `dir` named `<prefix><seconds since the epoch>`, with `-2`, `-3`, … after
+/// it while one of that name exists (two sessions put aside in one second).
+pub(crate) fn unused_name(dir: &Path, prefix: &str) -> PathBuf {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_secs())
+        .unwrap_or_default();
+    (1..)
+        .map(|n| match n {
+            1 => dir.join(format!("{prefix}{stamp}")),
+            n => dir.join(format!("{prefix}{stamp}-{n}")),
+        })
+        .find(|path| path.symlink_metadata().is_err())
+        .expect("an unused name")
 }
 
 /// Removes the kept session `name` (never the current one while an `exec` uses it:

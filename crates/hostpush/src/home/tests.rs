@@ -158,3 +158,21 @@ fn a_line_is_told_once() {
     let texts: Vec<(u64, &str)> = told.iter().map(|told| (told.seq, told.text.as_str())).collect();
     assert_eq!(texts, [(1, waits.as_str()), (2, "main is now def")]);
 }
+
+/// Two sessions put aside in one second (a re-clone, then another) both stay, under
+/// names of their own; found by the soak.
+#[test]
+fn sessions_put_aside_in_one_second_keep_a_name_each() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut asides = Vec::new();
+    for content in ["first", "second"] {
+        let top = dir.path().join("home");
+        std::fs::create_dir_all(&top).expect("mkdir");
+        std::fs::write(top.join("file"), content).expect("write");
+        asides.push(sessions::put_aside(&top).expect("put aside"));
+    }
+    assert_ne!(asides[0], asides[1]);
+    for (aside, content) in asides.iter().zip(["first", "second"]) {
+        assert_eq!(std::fs::read_to_string(aside.join("file")).expect("kept"), content);
+    }
+}
