@@ -454,8 +454,8 @@ fn git_sessions(command: Option<SessionsCommand>, dir: Option<PathBuf>) -> anyho
     let (root, project) = session::project_state(&cwd)?;
     match command {
         Some(SessionsCommand::Remove { name }) => {
-            let removed = sessions::remove(&project, &name)
-                .map_err(|refusal| anyhow::anyhow!("{}. Instead: {}", refusal.why, refusal.instead))?;
+            let removed =
+                sessions::remove(&project, &name).map_err(|refusal| anyhow::anyhow!("{}", refusal.inline()))?;
             println!("removed {}", removed.display());
         }
         None => {

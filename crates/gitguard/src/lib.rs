@@ -127,7 +127,7 @@ pub struct Refusal {
 
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "agent-sandbox: refused `{}`: {}.\nInstead: {}.", self.what, self.why, self.instead)
+        f.write_str(&util::refusal::sentence(&format!("refused `{}`", self.what), &self.why, &self.instead))
     }
 }
 

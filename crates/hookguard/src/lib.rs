@@ -29,8 +29,9 @@ pub const REFUSED: i32 = 1;
 pub fn run(hook: &str, args: &[OsString]) -> i32 {
     match guard(hook, args) {
         Ok(code) => code,
-        Err(Refusal { why, instead }) => {
-            eprintln!("agent-sandbox: {hook} refused: {why}.\nInstead: {instead}.");
+        Err(refusal) => {
+            eprintln!("{}", refusal.said(&format!("{hook} refused")));
+            let why = refusal.why;
             let event = audit::Event::new("git", hook, &why, "blocked", &format!("{hook}-guard"), None);
             if !audit::send(&event) {
                 if let Some(path) = audit::default_path() {
@@ -42,14 +43,7 @@ pub fn run(hook: &str, args: &[OsString]) -> i32 {
     }
 }
 
-struct Refusal {
-    why: String,
-    instead: String,
-}
-
-fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
-    Refusal { why: why.into(), instead: instead.into() }
-}
+use util::refusal::{refuse, Refusal};
 
 /// Inside bubblewrap: the snapshot `exec` took at start. In a container: the root-owned
 /// `/etc/agent-sandbox`. Outside any sandbox: the configuration read with the home

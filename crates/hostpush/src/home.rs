@@ -46,7 +46,7 @@ use session_repo::sync::{self, Base, Checkouts, Decision, Head};
 
 use crate::{
     mirror::{self, Mirror},
-    plan::Refusal,
+    plan::{refuse, Refusal},
     verify::{self, CHECK_USER},
 };
 
@@ -80,10 +80,6 @@ pub(crate) const INCOMING: &str = "refs/agent-sandbox/incoming/";
 const SETPRIV: &str = "/usr/bin/setpriv";
 const IMAGE_BINARY: &str = "/usr/local/bin/agent-sandbox";
 const MAX_FILE: u64 = 1 << 20;
-
-fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
-    Refusal { why: why.into(), instead: instead.into() }
-}
 
 pub use session_repo::Refs;
 
@@ -190,7 +186,7 @@ pub fn start() -> i32 {
                 let _ = std::fs::remove_file(marker);
             }
             Err(refusal) => {
-                let text = format!("{}. Instead: {}.", refusal.why, refusal.instead);
+                let text = refusal.inline();
                 let _ = verify::make_root_dir(Path::new(STATE_DIR), 0o755)
                     .and_then(|()| verify::write_root_file(marker, text.as_bytes(), 0o644));
             }
@@ -224,7 +220,7 @@ pub fn sync(config: Result<config::Config, String>) -> i32 {
     if as_root().is_ok() {
         let lines = match &result {
             Ok(lines) => lines.clone(),
-            Err(refusal) => vec![format!("nothing came home: {}. Instead: {}.", refusal.why, refusal.instead)],
+            Err(refusal) => vec![format!("nothing came home: {}", refusal.inline())],
         };
         record_told(&lines);
     }
@@ -309,7 +305,7 @@ fn report(result: Result<Vec<String>, Refusal>, failed: &str) -> i32 {
             i32::from(lines.iter().any(|line| line.contains(REFUSED)))
         }
         Err(refusal) => {
-            eprintln!("agent-sandbox: {failed}: {}.\nInstead: {}.", refusal.why, refusal.instead);
+            eprintln!("{}", refusal.said(failed));
             1
         }
     }

@@ -32,22 +32,9 @@ pub struct PushFacts {
     pub hooks_dir: PathBuf,
 }
 
-/// Why a push is not carried out, and what to do instead.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub why: String,
-    pub instead: String,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "agent-sandbox: push refused: {}.\nInstead: {}.", self.why, self.instead)
-    }
-}
-
-fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
-    Refusal { why: why.into(), instead: instead.into() }
-}
+/// Why a push is not carried out, and what to do instead (printed as `agent-sandbox:
+/// push refused: …`).
+pub use util::refusal::{refuse, Refusal};
 
 /// Options taken as they are.
 const FLAGS: &[&str] = &[

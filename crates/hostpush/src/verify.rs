@@ -38,7 +38,7 @@ use guard_settings::{CheckUser, HookGuardSettings};
 
 use crate::{
     mirror::{self, Mirror},
-    plan::{plan, request_repository, PushFacts, Refusal},
+    plan::{plan, refuse, request_repository, PushFacts, Refusal},
     protocol::{Request, MAX_REQUEST},
     service::{hook_script, SETTINGS_VAR},
 };
@@ -58,10 +58,6 @@ const SETPRIV: &str = "/usr/bin/setpriv";
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_CONFIG: u64 = 1 << 20;
-
-fn refuse(why: impl Into<String>, instead: impl Into<String>) -> Refusal {
-    Refusal { why: why.into(), instead: instead.into() }
-}
 
 /// `agent-sandbox push-verify`: the push's exit status. `config` is the configuration a
 /// container trusts (the image's and the project's read-only one).

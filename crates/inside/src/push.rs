@@ -18,10 +18,8 @@ pub fn forward(socket: &Path, cwd: &Path, args: &[String]) -> i32 {
     let stream = match stream {
         Ok(stream) => stream,
         Err(err) => {
-            eprintln!(
-                "agent-sandbox: push refused: the host's push service does not answer ({err}).\nInstead: restart the \
-                 sandbox; pushes only leave through the host."
-            );
+            let why = format!("the host's push service does not answer ({err})");
+            eprintln!("{}", util::refusal::refuse(why, "restart the sandbox; pushes only leave through the host"));
             return 1;
         }
     };
@@ -70,10 +68,10 @@ pub fn verify(cwd: &Path, args: &[String]) -> i32 {
     let mut child = match child {
         Ok(child) => child,
         Err(err) => {
-            eprintln!(
-                "agent-sandbox: push refused: the push verifier cannot be started ({SUDO}: {err}).\nInstead: rebuild \
-                 the image with the agent-sandbox Feature; with git.verifiedPush, pushes leave only through it."
-            );
+            let why = format!("the push verifier cannot be started ({SUDO}: {err})");
+            let instead = "rebuild the image with the agent-sandbox Feature; with git.verifiedPush, pushes leave only \
+                           through it";
+            eprintln!("{}", util::refusal::refuse(why, instead));
             return 1;
         }
     };

@@ -247,9 +247,8 @@ fn broker(
         mirror: dir.join("home.git"),
         told: runtime.layout().told(),
     };
-    let prepared = hostpush::home::exec::prepare(&exec).map_err(|refusal| {
-        anyhow::anyhow!("the agent's git repository could not be made: {}. Instead: {}", refusal.why, refusal.instead)
-    })?;
+    let prepared = hostpush::home::exec::prepare(&exec)
+        .map_err(|refusal| anyhow::anyhow!("the agent's git repository could not be made: {}", refusal.inline()))?;
     for line in &prepared.notice {
         eprintln!("agent-sandbox: {line}");
     }

@@ -7,6 +7,7 @@ pub mod dirs;
 pub mod fs;
 pub mod fuzzing;
 pub mod mounts;
+pub mod refusal;
 pub mod splice;
 pub mod users;
 

@@ -407,7 +407,7 @@ impl Broker {
             .and_then(|_all| sync(&self.exec));
         let lines = match &result {
             Ok(lines) => lines.clone(),
-            Err(refusal) => vec![format!("nothing came home: {}. Instead: {}.", refusal.why, refusal.instead)],
+            Err(refusal) => vec![format!("nothing came home: {}", refusal.inline())],
         };
         if !lines.is_empty() {
             let text = told_after(&self.exec.told, &lines);
