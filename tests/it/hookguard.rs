@@ -394,6 +394,35 @@ fn pre_push_checks_see_the_projects_dependencies() {
     assert_eq!(remote_ref(&world, "refs/heads/main"), before);
 }
 
+/// A push's check worktree links the project's dependency directories without
+/// following a link: a committed link `a` to the user's `~/.local`, with a real ignored
+/// `a/lib/node_modules` in the work tree, leaves `~/.local` as it was; the real
+/// `node_modules` is linked, the check that needs it passes, and the push goes out.
+#[test]
+fn pre_push_dependency_links_never_follow_a_link_the_agent_committed() {
+    require_bwrap!();
+    let world = guarded_world();
+    world.project_config(r#"{ "checks": { "commands": ["test -f node_modules/dep/index.js"] } }"#);
+    world.write("home/proj/.gitignore", "node_modules/\n");
+    world.write("home/proj/node_modules/dep/index.js", "module.exports = 1;\n");
+    world.write("home/.local/keep", "");
+    world.git(&["add", ".gitignore", ".agent-sandbox"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "ignore deps"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let script = format!(
+        "ln -s {local} a && git add a && git commit -qm link && rm a && mkdir -p a/lib/node_modules \
+         && echo x > a/lib/node_modules/x && echo ok > ok && git add ok && git commit -qm ok \
+         && git push -q origin main && echo pushed",
+        local = world.path("home/.local").display()
+    );
+    let run = world.sh(&rw, &script);
+    assert!(!world.path("home/.local/lib").exists(), "the push made a directory in ~/.local: {}", run.stderr());
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/main"), head(&world));
+}
+
 /// What pre-push holds every pushed commit to, however it was made: no change to a
 /// protected path (here the project's hooks, changed in a scratch clone and fetched into
 /// a branch, so pre-commit never saw it), objects from the project's own store only

@@ -228,6 +228,33 @@ fn the_brokers_checks_see_the_projects_dependencies() {
     assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "ok", "{}", run.stderr());
 }
 
+/// The broker links the project's dependency directories into its check worktree
+/// without following a link: the agent commits `a` as a link to the user's `~/.local`,
+/// then makes `a/lib/node_modules` a real ignored directory, and nothing appears in
+/// `~/.local`. The real `node_modules` beside it is still linked: the check that needs
+/// it passes and the commit comes home.
+#[test]
+fn the_brokers_dependency_links_never_follow_a_link_the_agent_committed() {
+    require_bwrap!();
+    let world = World::new();
+    world.write("home/proj/.gitignore", "node_modules/\n");
+    world.write("home/proj/node_modules/dep/index.js", "\n");
+    world.write("home/.local/keep", "");
+    world.project_config(
+        r#"{ "checks": { "commands": ["test -f node_modules/dep/index.js"] }, "git": { "sessionRepository": true } }"#,
+    );
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "config"]);
+    let script = format!(
+        "ln -s {local} a && git add a && git commit -qm link && rm a && mkdir -p a/lib/node_modules \
+         && echo x > a/lib/node_modules/x && echo ok > ok && git add ok && git commit -qm ok",
+        local = world.path("home/.local").display()
+    );
+    let run = world.sh(&[], &script);
+    assert!(!world.path("home/.local/lib").exists(), "the broker made a directory in ~/.local: {}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "ok", "{}", run.stderr());
+}
+
 /// FIFOs the agent plants where the host's git would read (a nested repository's
 /// `HEAD` in the work tree, a worktree record in the session) hold neither the broker
 /// nor the end of the session for long.

@@ -102,6 +102,11 @@ pub struct HookGuardSettings {
     pub check_user: Option<CheckUser>,
 }
 
+/// The names of the ignored directories holding a project's dependencies, which checks
+/// in a temporary worktree see as links to the project's own: one list for the host's
+/// checks and a container's.
+pub const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"];
+
 /// How a container's verifier runs the checks of a pushed commit: as `uid`/`gid` (a
 /// user that holds no credentials and is not the agent's), with exactly `env`, in
 /// `worktree` (a directory the agent cannot write), with the project's dependency

@@ -1083,12 +1083,8 @@ fn new_commits(repo: &Repo, tip: &str, on_remote: &[String]) -> Result<Vec<Strin
     Ok(commits)
 }
 
-/// Ignored directories holding a project's dependencies, shown to checks that run in a
-/// temporary worktree (as links to the project's own).
 /// How long listing the work tree's dependency directories may take.
 const DEPENDENCY_LISTING: std::time::Duration = std::time::Duration::from_secs(20);
-
-const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"];
 
 /// Runs the checks on `commit`: in place when it is the checked-out HEAD and the work
 /// tree is clean (the project's dependencies are there), else in a temporary worktree of
@@ -1220,22 +1216,36 @@ fn dependency_dirs(repo: &Repo) -> Vec<String> {
     listing
         .split(|b| *b == 0)
         .filter_map(|entry| String::from_utf8_lossy(entry).strip_suffix('/').map(str::to_owned))
-        .filter(|dir| Path::new(dir).file_name().is_some_and(|name| DEPENDENCY_DIRS.iter().any(|dep| name == *dep)))
+        .filter(|dir| {
+            Path::new(dir)
+                .file_name()
+                .is_some_and(|name| guard_settings::DEPENDENCY_DIRS.iter().any(|dep| name == *dep))
+        })
         .collect()
 }
 
 /// Links each of `dirs` (relative to `top`) into `worktree`, where the commit has
-/// nothing there.
+/// nothing there. Both sides are the agent's to shape (the work tree, and the commit
+/// checked out in the worktree), so neither is followed through a link: a directory is
+/// linked only when it is a real one in the project reached through real directories,
+/// and the link and its parents are made beneath `worktree` without following one (a
+/// committed link `a` to `~/.local` never leads host code, or a container's root, to
+/// make `~/.local/lib/node_modules`). One rule for every mode: the host's checks and a
+/// container's verifier.
 fn link_dependencies(top: &Path, worktree: &Path, dirs: &[String]) {
     for dir in dirs {
-        let target = worktree.join(dir);
-        if target.symlink_metadata().is_ok() {
+        if util::fs::open_dir_beneath(top, Path::new(dir), false).is_err() {
             continue;
         }
-        if let Some(parent) = target.parent() {
-            let _ = std::fs::create_dir_all(parent);
+        match util::fs::symlink_beneath(worktree, Path::new(dir), &top.join(dir)) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => eprintln!(
+                "agent-sandbox: note: the checks run without {} ({}): the commit has a link or a file on its path",
+                util::terminal_safe(dir),
+                err
+            ),
         }
-        let _ = std::os::unix::fs::symlink(top.join(dir), &target);
     }
 }
 

@@ -559,12 +559,13 @@ fn project_hooks_dir(mirror: &Mirror, project_config: &Path, top: &Path) -> Opti
 }
 
 /// The project's dependency directories at its top (`node_modules`, `.venv`, …), which
-/// the checks see through links.
+/// the checks see through links (made by the hook guard, which judges both sides again
+/// without following a link).
 fn dependency_dirs(top: &Path) -> Vec<String> {
-    ["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"]
-        .into_iter()
-        .filter(|name| top.join(name).symlink_metadata().is_ok_and(|meta| meta.is_dir()))
-        .map(str::to_owned)
+    guard_settings::DEPENDENCY_DIRS
+        .iter()
+        .filter(|name| util::fs::open_dir_beneath(top, Path::new(name), false).is_ok())
+        .map(|name| (*name).to_owned())
         .collect()
 }
 
