@@ -255,6 +255,79 @@ fn the_brokers_dependency_links_never_follow_a_link_the_agent_committed() {
     assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "ok", "{}", run.stderr());
 }
 
+/// A project whose check is a protected script, made strict after a lenient first version.
+fn strict_check_world() -> World {
+    let world = World::new();
+    world.project_config(
+        r#"{ "checks": { "commands": ["sh ci/check.sh"], "protectedPaths": ["ci"] }, "git": { "sessionRepository": true } }"#,
+    );
+    world.write("home/proj/ci/check.sh", "exit 0\n");
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "lenient check"]);
+    world.write("home/proj/ci/check.sh", "test ! -e BROKEN\n");
+    world.git(&["commit", "-qam", "strict check"]);
+    world
+}
+
+/// What comes home is judged against what the user has, whatever merges lie between: a
+/// merge of `main` with a branch from the user's old, lenient commit that takes the old
+/// `ci/check.sh` changes nothing by `--cc`, yet it rolls the protected check back, and
+/// the failing work under it would pass. Refused, and that branch too (it is not what
+/// the user has). A merge that leaves the protected paths alone comes home.
+#[test]
+fn a_merge_that_rolls_a_protected_path_back_stays_out() {
+    require_bwrap!();
+    let world = strict_check_world();
+    let legit = "git checkout -q -b y && echo y > y && git add y && git commit -qm y && git checkout -q main \
+                 && echo z > z && git add z && git commit -qm z && git merge -q --no-edit y && echo merged";
+    let run = world.sh(&[], legit);
+    assert_eq!(run.ok(), "merged\n");
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]).trim(), "Merge branch 'y'", "{}", run.stderr());
+    let before = world.git(&["rev-parse", "main"]);
+    let attack = "git checkout -q -b x HEAD~3 && touch BROKEN && git add BROKEN && git commit -qm broken \
+                  && git checkout -q main && cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g merge -q --no-commit x; \
+                  /tmp/g checkout x -- ci/check.sh && /tmp/g commit -qn -m merge && git show HEAD:ci/check.sh";
+    let run = world.sh(&[], attack);
+    assert_eq!(run.ok(), "exit 0\n", "the merge took the lenient check: {}", run.stderr());
+    assert_eq!(world.git(&["rev-parse", "main"]), before, "{}", run.stderr());
+    assert!(world.git(&["branch", "--list", "x"]).is_empty(), "{}", run.stderr());
+    let said = run.stderr();
+    assert!(said.contains("ci/check.sh, which is protected (ci), from what the user's refs/heads/main has"), "{said}");
+}
+
+/// A commit that adds a gitlink whose path holds a repository of the agent's own (a
+/// `.git` directory with `core.fsmonitor` in its config) never reaches the user's
+/// branch: the user's next `git status` would recurse into it and run the command. A
+/// real submodule, added from a repository beside the project, comes home.
+#[test]
+fn a_gitlink_over_an_embedded_repository_stays_out_and_a_real_submodule_comes_home() {
+    require_bwrap!();
+    let world = checked_world();
+    let lib = world.path("lib.git");
+    world.git_in(&world.root, &["init", "-q", "--bare", lib.to_str().expect("utf-8")]);
+    world.git(&["push", "-q", lib.to_str().expect("utf-8"), "main"]);
+    let legit = format!(
+        "git -c protocol.file.allow=always submodule add -q {lib} libs/lib && git commit -qm lib && echo added",
+        lib = lib.display()
+    );
+    let run = world.sh(&["--ro", lib.to_str().expect("utf-8")], &legit);
+    assert_eq!(run.ok(), "added\n");
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]).trim(), "lib", "{}", run.stderr());
+    assert_eq!(world.git(&["ls-tree", "main", "libs/lib"]).split_whitespace().next(), Some("160000"));
+    let before = world.git(&["rev-parse", "main"]);
+    let attack = format!(
+        "mkdir sub && cp -r .git sub/.git && printf '[core]\\n\\tfsmonitor = touch {ran}\\n' >> sub/.git/config \
+         && cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g update-index --add --cacheinfo 160000,$(git rev-parse HEAD),sub \
+         && git commit -qm sub && echo committed",
+        ran = world.path("ran").display()
+    );
+    let run = world.sh(&[], &attack);
+    assert_eq!(run.ok(), "committed\n");
+    assert_eq!(world.git(&["rev-parse", "main"]), before, "{}", run.stderr());
+    assert!(run.stderr().contains("sub/.git in the work tree is a directory"), "{}", run.stderr());
+    users_status(&world);
+}
+
 /// FIFOs the agent plants where the host's git would read (a nested repository's
 /// `HEAD` in the work tree, a worktree record in the session) hold neither the broker
 /// nor the end of the session for long.

@@ -851,7 +851,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
     let stdin = String::from_utf8_lossy(stdin);
     // What the remote has, asked once: its own advertisement, not local remote-tracking
     // refs, which the agent can set to anything.
-    let mut advertised: Option<Result<Vec<String>, Refusal>> = None;
+    let mut advertised: Option<Result<Vec<(String, String)>, Refusal>> = None;
     let mut checked: std::collections::HashSet<String> = std::collections::HashSet::new();
     let protected = protected_paths(repo);
     // Where checks run: the checked-out HEAD, and the dependency directories a worktree
@@ -863,7 +863,8 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
     // A push the host carries out to a remote publishes; a broker bringing the session's
     // commits into the user's own repository does not (it says so in the environment
     // of the push it runs, which the agent does not set).
-    let publishing = repo.host_push && std::env::var_os(hostpush::home::BRINGING_HOME).is_none();
+    let bringing_home = repo.host_push && std::env::var_os(hostpush::home::BRINGING_HOME).is_some();
+    let publishing = repo.host_push && !bringing_home;
     for update in parse_updates(&stdin) {
         if is_zero(update.local_sha) {
             if repo.settings.allow_branch_deletion {
@@ -907,13 +908,27 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
         }
         let listing = advertised.get_or_insert_with(|| ls_remote(repo, &remote, &url));
         match listing {
-            Ok(shas) => on_remote.extend(shas.iter().cloned()),
+            Ok(refs) => on_remote.extend(refs.iter().map(|(sha, _)| sha.clone())),
             // Without the remote's answer, a branch that exists there is checked from its
             // tip there (more, never less); a new one cannot be.
             Err(_) if !is_zero(update.remote_sha) => {}
             Err(refusal) => return Err(refuse(refusal.why.clone(), refusal.instead.clone())),
         }
-        for commit in new_commits(repo, update.local_sha, &on_remote)? {
+        let commits = new_commits(repo, update.local_sha, &on_remote)?;
+        if !commits.is_empty() {
+            // What comes is judged against what is there, whatever merges lie between:
+            // a merge that takes an old protected file from the user's own history
+            // changes nothing by `--cc`, yet it changes what the checks run.
+            let listing = advertised.as_ref().and_then(|listing| listing.as_ref().ok());
+            let base = protected_base(&update, listing.map_or(&[][..], Vec::as_slice), bringing_home);
+            if let Some(base) = &base {
+                protected_since(repo, base, &update, &protected)?;
+            }
+            if bringing_home {
+                no_embedded_repositories(repo, base.as_ref().map(|base| base.sha.as_str()), &update)?;
+            }
+        }
+        for commit in commits {
             if checked.contains(&commit) {
                 continue;
             }
@@ -977,6 +992,174 @@ fn protected_in_commit(repo: &Repo, commit: &str, protected: &[String], local_re
         }
     }
     Ok(())
+}
+
+/// The tip a pushed ref's protected paths are compared with: what the destination has
+/// now, and how to name it.
+#[derive(Debug, PartialEq, Eq)]
+struct Base {
+    sha: String,
+    what: String,
+}
+
+/// What the destination has that the update replaces (`listing`: its advertised refs):
+/// the ref's old value; for a ref the broker brings home (`home`: pushed to
+/// `refs/agent-sandbox/incoming/<ref>`), the user's value of `<ref>`. For a new ref, the
+/// destination's `HEAD` (the user's checked-out branch, or a remote's default branch):
+/// its tip, not its merge base with the pushed tip, because a branch started from an
+/// old commit of the user's would otherwise keep that commit's lenient checks; a branch
+/// started before the user changed a protected file has to take that change first.
+/// `None` when the destination has nothing (an empty repository).
+fn protected_base(update: &Update, listing: &[(String, String)], home: bool) -> Option<Base> {
+    let named = |name: &str| listing.iter().find(|(_, listed)| listed == name).map(|(sha, _)| sha.clone());
+    let user_ref = update.remote_ref.strip_prefix(hostpush::home::INCOMING).filter(|_| home);
+    let (sha, what) = match user_ref {
+        Some(rel) => {
+            let name = format!("refs/{rel}");
+            match named(&name) {
+                Some(sha) => (sha, format!("the user's {name}")),
+                None => (named("HEAD")?, "the user's HEAD".to_owned()),
+            }
+        }
+        None if !is_zero(update.remote_sha) => {
+            (update.remote_sha.to_owned(), format!("{} on the remote", update.remote_ref))
+        }
+        None => (named("HEAD")?, "the remote's HEAD".to_owned()),
+    };
+    Some(Base { sha, what })
+}
+
+/// Refuses a pushed tip whose protected paths differ from `base`'s.
+fn protected_since(repo: &Repo, base: &Base, update: &Update, protected: &[String]) -> Result<(), Refusal> {
+    if protected.is_empty() {
+        return Ok(());
+    }
+    let short = &base.sha[..12.min(base.sha.len())];
+    let changed = repo
+        .git_ok(&["diff-tree", "-r", "--no-renames", "--name-only", "-z", &base.sha, update.local_sha])
+        .map_err(|refusal| {
+        refuse(
+            format!(
+                "cannot compare the protected paths of {} with {} ({short}): {}",
+                update.local_ref, base.what, refusal.why
+            ),
+            "fetch what the destination has (`git fetch`), then push again",
+        )
+    })?;
+    for path in changed.split(|b| *b == 0).filter(|path| !path.is_empty()) {
+        let path = String::from_utf8_lossy(path);
+        if let Some(rule) = rule_covering(&path, protected) {
+            return Err(refuse(
+                format!(
+                    "{} would change {}, which is protected ({rule}), from what {} has ({short})",
+                    update.local_ref,
+                    util::terminal_safe(&path),
+                    base.what
+                ),
+                format!(
+                    "keep {rule} as {short} has it, whatever you merge: `git checkout {short} -- {rule}`, commit, \
+                     and push again"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a tip brought into the user's repository that adds or changes a gitlink whose
+/// path in the work tree holds a repository of its own the user's git did not make: a
+/// `.git` directory, or a `.git` file that leads anywhere but the user's
+/// `.git/modules/`. The user's next `git status` recurses into a submodule and would do
+/// what that repository's config says (`core.fsmonitor`). `base`: the user's tip the
+/// gitlinks are compared with (`None`: every gitlink of the tip).
+fn no_embedded_repositories(repo: &Repo, base: Option<&str>, update: &Update) -> Result<(), Refusal> {
+    let listing = match base {
+        Some(base) => repo.git_ok(&["diff-tree", "-r", "--no-renames", "-z", base, update.local_sha])?,
+        None => repo.git_ok(&["ls-tree", "-r", "-z", "--full-tree", update.local_sha])?,
+    };
+    for path in gitlink_paths(&listing, base.is_some()) {
+        if let Some(why) = embedded_repository(&repo.top, &path) {
+            let path = util::terminal_safe(&path).into_owned();
+            return Err(refuse(
+                format!(
+                    "{} adds the submodule {path}, and {path}/.git in the work tree is {why}: the user's git would run \
+                     what its config says",
+                    update.local_ref
+                ),
+                format!(
+                    "add submodules with `git submodule add <url> {path}` (its repository goes under .git/modules), or \
+                     commit {path} as plain files"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The paths of gitlinks (mode 160000) in `git diff-tree -r -z` output (`diff`: new
+/// modes of changed entries) or `git ls-tree -r -z` output.
+fn gitlink_paths(listing: &[u8], diff: bool) -> Vec<String> {
+    let mut fields = listing.split(|b| *b == 0).filter(|field| !field.is_empty());
+    let mut paths = Vec::new();
+    if diff {
+        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+            let meta = String::from_utf8_lossy(meta);
+            if meta.trim_start_matches(':').split(' ').nth(1) == Some("160000") {
+                paths.push(String::from_utf8_lossy(path).into_owned());
+            }
+        }
+    } else {
+        for entry in fields {
+            let entry = String::from_utf8_lossy(entry);
+            if let Some((meta, path)) = entry.split_once('\t') {
+                if meta.starts_with("160000 ") {
+                    paths.push(path.to_owned());
+                }
+            }
+        }
+    }
+    paths
+}
+
+/// What `path/.git` in the work tree `top` is when it is a repository the user's git
+/// did not make (`None`: nothing there, or the `.git` file of a submodule whose
+/// repository is the user's, under `.git/modules/`). Read without following a link.
+fn embedded_repository(top: &Path, path: &str) -> Option<String> {
+    let dir = match util::fs::open_dir_beneath(top, Path::new(path), false) {
+        Ok(dir) => dir,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(err) => return Some(format!("not reachable through real directories ({err})")),
+    };
+    drop(dir);
+    let dot_git = top.join(path).join(".git");
+    let meta = match dot_git.symlink_metadata() {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(err) => return Some(format!("unreadable ({err})")),
+        Ok(meta) => meta,
+    };
+    if meta.is_dir() {
+        return Some("a directory (a repository of its own)".to_owned());
+    }
+    if !meta.is_file() {
+        return Some("a link or a special file".to_owned());
+    }
+    let text = match util::fs::read_regular_nofollow(&dot_git, 4096) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(err) => return Some(format!("unreadable ({err})")),
+    };
+    let gitdir = text.strip_prefix("gitdir: ").map(str::trim_end).unwrap_or_default();
+    let target = gitfacts::normalize(&top.join(path).join(gitdir));
+    // The project's git directory: `.git`, or the record a linked worktree's `.git` names.
+    let mut git_dirs = vec![top.join(".git")];
+    git_dirs.extend(gitfacts::layout(top).map(|layout| layout.git_dir));
+    let users = git_dirs.iter().any(|git_dir| {
+        let modules = gitfacts::normalize(&git_dir.join("modules"));
+        target.strip_prefix(&modules).is_ok_and(|rest| !rest.as_os_str().is_empty())
+    });
+    match users && !gitdir.is_empty() {
+        true => None,
+        false => Some(format!("a file that leads to {}", util::terminal_safe(gitdir))),
+    }
 }
 
 /// A commit published to a remote must not name a submodule commit that no remote of
@@ -1043,7 +1226,8 @@ fn submodules_published(repo: &Repo, commit: &str, local_ref: &str) -> Result<()
     Ok(())
 }
 
-fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<String>, Refusal> {
+/// What `url` advertises: object name and ref name, `HEAD` included.
+fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<(String, String)>, Refusal> {
     let listing = repo.git_ok(&["ls-remote", "--", url]).map_err(|refusal| {
         refuse(
             format!("cannot ask {remote} which commits it has ({})", refusal.why),
@@ -1056,8 +1240,8 @@ fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<String>, Refusa
     Ok(String::from_utf8_lossy(&listing)
         .lines()
         .filter_map(|line| line.split_once(char::is_whitespace))
-        .filter(|(_, name)| !name.trim().starts_with("refs/agent-sandbox/") && name.trim() != "refs/stash")
-        .map(|(sha, _)| sha.to_owned())
+        .map(|(sha, name)| (sha.to_owned(), name.trim().to_owned()))
+        .filter(|(_, name)| !name.starts_with("refs/agent-sandbox/") && name != "refs/stash")
         .collect())
 }
 
@@ -1303,6 +1487,38 @@ mod tests {
             ]
         );
         assert!(is_zero(ZERO) && !is_zero("0001"));
+    }
+
+    /// What a pushed ref is compared with: the ref's old value; for the broker, the
+    /// user's ref behind the incoming one; for a new ref, the destination's `HEAD`;
+    /// nothing in an empty destination.
+    #[test]
+    fn protected_paths_are_compared_with_what_the_destination_has() {
+        let listing = [("1111".to_owned(), "HEAD".to_owned()), ("2222".to_owned(), "refs/heads/main".to_owned())];
+        let update =
+            |remote_ref, remote_sha| Update { local_ref: "refs/heads/main", local_sha: "3333", remote_ref, remote_sha };
+        let base = |sha: &str, what: &str| Some(Base { sha: sha.into(), what: what.into() });
+        let cases = [
+            (update("refs/heads/main", "4444"), false, base("4444", "refs/heads/main on the remote")),
+            (update("refs/heads/new", ZERO), false, base("1111", "the remote's HEAD")),
+            (update("refs/agent-sandbox/incoming/heads/main", ZERO), true, base("2222", "the user's refs/heads/main")),
+            (update("refs/agent-sandbox/incoming/heads/new", ZERO), true, base("1111", "the user's HEAD")),
+            // Only the broker's push names a user's ref by the incoming one.
+            (update("refs/agent-sandbox/incoming/heads/main", ZERO), false, base("1111", "the remote's HEAD")),
+        ];
+        for (update, home, expected) in cases {
+            assert_eq!(protected_base(&update, &listing, home), expected, "{update:?}");
+        }
+        assert_eq!(protected_base(&update("refs/heads/new", ZERO), &[], false), None);
+    }
+
+    #[test]
+    fn gitlinks_are_found_in_diffs_and_listings() {
+        let diff =
+            b":000000 160000 0000 aaaa A\0sub\0:100644 100644 bbbb cccc M\0file\0:160000 160000 dddd eeee M\0lib/x\0";
+        assert_eq!(gitlink_paths(diff, true), ["sub", "lib/x"]);
+        let tree = b"160000 commit aaaa\tsub\0100644 blob bbbb\tfile\0";
+        assert_eq!(gitlink_paths(tree, false), ["sub"]);
     }
 
     #[test]

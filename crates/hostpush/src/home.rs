@@ -76,7 +76,7 @@ pub const REFUSED_DIR: &str = "agent-sandbox/refused";
 /// repository, for its pre-push hook guard: not a publication (no remote receives it).
 pub const BRINGING_HOME: &str = "AGENT_SANDBOX_BRINGING_HOME";
 /// Where accepted tips land before the refs move (removed again).
-pub(crate) const INCOMING: &str = "refs/agent-sandbox/incoming/";
+pub const INCOMING: &str = "refs/agent-sandbox/incoming/";
 const SETPRIV: &str = "/usr/bin/setpriv";
 const IMAGE_BINARY: &str = "/usr/local/bin/agent-sandbox";
 const MAX_FILE: u64 = 1 << 20;
