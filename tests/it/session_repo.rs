@@ -328,6 +328,28 @@ fn a_gitlink_over_an_embedded_repository_stays_out_and_a_real_submodule_comes_ho
     users_status(&world);
 }
 
+/// What a check printed reaches the user's terminal only through the terminal-safe
+/// filter: an OSC 52 clipboard write and a window title from the agent's check, in the
+/// refusal `exec` repeats at its end, come out escaped; the refusal itself is said.
+#[test]
+fn check_output_reaches_the_terminal_escaped() {
+    require_bwrap!();
+    let world = World::new();
+    world.project_config(
+        r#"{ "checks": { "commands": ["printf '\\033]52;c;ZXZpbA==\\007\\033]0;pwned\\007'; test ! -e BROKEN"] }, "git": { "sessionRepository": true } }"#,
+    );
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "config"]);
+    let run = world.sh(
+        &[],
+        "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky",
+    );
+    let said = run.stderr();
+    assert!(said.contains("main did not come home"), "{said}");
+    assert!(said.contains("\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{1b}]0;pwned\\u{7}"), "{said}");
+    assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'), "{said:?}");
+}
+
 /// FIFOs the agent plants where the host's git would read (a nested repository's
 /// `HEAD` in the work tree, a worktree record in the session) hold neither the broker
 /// nor the end of the session for long.

@@ -303,7 +303,7 @@ fn report(result: Result<Vec<String>, Refusal>, failed: &str) -> i32 {
     match result {
         Ok(lines) => {
             for line in &lines {
-                eprintln!("agent-sandbox: {line}");
+                eprintln!("agent-sandbox: {}", util::terminal_safe(line));
             }
             // A line about a refusal makes the status 1 (scripts can tell).
             i32::from(lines.iter().any(|line| line.contains(REFUSED)))
