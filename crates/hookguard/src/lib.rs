@@ -353,23 +353,69 @@ fn has_own_hook(dir: &Path, hook: &str) -> bool {
 fn own_hook_script(hook: &Path, args: &[String], refs: &str) -> String {
     let quoted: Vec<String> = args.iter().map(|arg| util::single_quoted(arg)).collect();
     format!(
-        "hook={hook}\nset -- {args}\nown_hook() {{\n\
-         if [ -x \"$hook{suffix}\" ]; then\n\
-         shebang=\nIFS= read -r shebang <\"$hook{suffix}\" || :\n\
-         case $shebang in\n\
-         '#!/bin/sh') exec /bin/sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
-         '#!/usr/bin/env sh') exec sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
-         '#!/bin/bash') exec /bin/bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
-         '#!/usr/bin/env bash') exec bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
-         esac\nexec \"$hook{suffix}\" \"$@\"\n\
-         elif [ -x \"$hook\" ] && ! grep -qxF {marker} \"$hook\"; then\nexec \"$hook\" \"$@\"\nfi\n}}\n\
+        "hook={hook}\nset -- {args}\n{function}\
          index=$(mktemp) && cp \"$(git rev-parse --git-path index)\" \"$index\" && export GIT_INDEX_FILE=\"$index\" \
          || exit 1\nprintf '%s' {refs} | own_hook \"$@\"\n",
         hook = util::single_quoted(&hook.to_string_lossy()),
         args = quoted.join(" "),
-        suffix = hookinstall::CHAINED_SUFFIX,
-        marker = util::single_quoted(hookinstall::MARKER),
+        function = OWN_HOOK_FUNCTION
+            .replace("{suffix}", hookinstall::CHAINED_SUFFIX)
+            .replace("{marker}", &util::single_quoted(hookinstall::MARKER)),
         refs = util::single_quoted(refs),
+    )
+}
+
+/// The shell function `own_hook ARGS…` (in a subshell of its own: it ends with `exec`):
+/// runs the hook at `$hook` as the user's git would, the original `hooks install`
+/// chained (as the shim runs it: a shell script with `$0` set to `$hook`), else `$hook`
+/// itself unless it is the guard's shim; nothing (status 0) when there is neither.
+const OWN_HOOK_FUNCTION: &str = "own_hook() (\n\
+     if [ -x \"$hook{suffix}\" ]; then\n\
+     shebang=\nIFS= read -r shebang <\"$hook{suffix}\" || :\n\
+     case $shebang in\n\
+     '#!/bin/sh') exec /bin/sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+     '#!/usr/bin/env sh') exec sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+     '#!/bin/bash') exec /bin/bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+     '#!/usr/bin/env bash') exec bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+     esac\nexec \"$hook{suffix}\" \"$@\"\n\
+     elif [ -x \"$hook\" ] && ! grep -qxF {marker} \"$hook\"; then\nexec \"$hook\" \"$@\"\nfi\n)\n";
+
+/// The shell script that replays, in a commit's worktree (as the checks' user), the
+/// repository's own `pre-commit` and `commit-msg` hooks of the hooks directory `hooks`
+/// as `git commit` would have run them: `HEAD` at the first parent (none for a root
+/// commit), the commit's tree staged, its message in a file. The worktree's git records
+/// are root's: the hooks get a private git directory of the worktree's, which shares the
+/// mirror's refs, and the objects in `objects` when given (the checks' user cannot read
+/// the user's object store, the mirror's alternate). A hook that changes the staged or
+/// the work tree's files
+/// (a formatter) refuses the commit, with the difference: the commit is not what the
+/// hooks produce.
+fn replay_script(hooks: &Path, commit: &str, parent: Option<&str>, objects: Option<&Path>) -> String {
+    let head = match parent {
+        Some(parent) => parent.to_owned(),
+        None => "ref: refs/agent-sandbox/replay-unborn".to_owned(),
+    };
+    format!(
+        "{function}\
+         common=$(cd \"$(git rev-parse --git-common-dir)\" && pwd) && index=$(git rev-parse --path-format=absolute \
+         --git-path index) && dir=$(mktemp -d) && echo \"$common\" > \"$dir/commondir\" && echo \"$PWD/.git\" > \
+         \"$dir/gitdir\" && echo {head} > \"$dir/HEAD\" && cp \"$index\" \"$dir/index\" && msg=$(mktemp) && git cat-file \
+         commit {commit} | sed '1,/^$/d' > \"$msg\" || exit 1\n\
+         export GIT_DIR=\"$dir\" GIT_WORK_TREE=\"$PWD\"\n{objects}\
+         hook={hooks}/pre-commit\nown_hook </dev/null || {{ echo \"agent-sandbox: your pre-commit hook failed\" >&2; exit 1; }}\n\
+         hook={hooks}/commit-msg\nown_hook \"$msg\" </dev/null || {{ echo \"agent-sandbox: your commit-msg hook failed\" >&2; exit 1; }}\n\
+         if ! git diff --cached --quiet {commit} -- || ! git diff --quiet; then\n\
+         echo \"agent-sandbox: your hooks changed the commit's files (a formatter?); the commit is not what they produce:\" >&2\n\
+         git --no-pager diff --stat {commit} >&2; exit 1\nfi\n",
+        function = OWN_HOOK_FUNCTION
+            .replace("{suffix}", hookinstall::CHAINED_SUFFIX)
+            .replace("{marker}", &util::single_quoted(hookinstall::MARKER)),
+        head = util::single_quoted(&head),
+        hooks = util::single_quoted(&hooks.to_string_lossy()),
+        objects = objects.map_or(String::new(), |objects| format!(
+            "export GIT_OBJECT_DIRECTORY={}\n",
+            util::single_quoted(&objects.to_string_lossy())
+        )),
     )
 }
 
@@ -784,6 +830,38 @@ fn run_as_user(user: &guard_settings::CheckUser, command: &str) -> Result<(bool,
     Ok((status.success(), status.to_string()))
 }
 
+/// Replays the user's `pre-commit` and `commit-msg` hooks (in `hooks`) on `commit`, as
+/// the checks' user in its worktree ([`replay_script`]).
+fn replay_own_hooks(repo: &Repo, hooks: &Path, commit: &str, what: &str) -> Result<(), Refusal> {
+    let Some(user) = &repo.settings.check_user else { return Ok(()) };
+    let parent = repo.git_ok(&["rev-parse", "-q", "--verify", &format!("{commit}^1")]).ok();
+    let parent = parent.map(|out| String::from_utf8_lossy(&out).trim().to_owned());
+    // What the hooks' git reads: the two commits' objects, packed by root where the
+    // checks' user may read them.
+    let objects = user.worktree.with_file_name("replay-objects");
+    let packed = (|| -> Result<(), Refusal> {
+        let _ = std::fs::remove_dir_all(&objects);
+        std::fs::create_dir_all(objects.join("pack"))
+            .map_err(|err| refuse(format!("cannot prepare {}: {err}", objects.display()), "commit again"))?;
+        let mut listed = vec!["rev-list", "--objects", "--no-walk", commit];
+        listed.extend(parent.as_deref());
+        let listing = repo.git_ok(&listed)?;
+        repo.git_with_input(&["pack-objects", "-q", &objects.join("pack/pack").to_string_lossy()], &listing)?;
+        Ok(())
+    })();
+    let ran = packed.and_then(|()| run_as_user(user, &replay_script(hooks, commit, parent.as_deref(), Some(&objects))));
+    let _ = std::fs::remove_dir_all(&objects);
+    let (passed, status) = ran?;
+    if passed {
+        return Ok(());
+    }
+    Err(refuse(
+        format!("your repository's own hooks ({}) refused {what} ({status})", hooks.display()),
+        "fix what the hook reports (above), then commit again: the hooks that run are the user's, whatever the \
+         session's .git/hooks holds",
+    ))
+}
+
 /// Gives `entry` and everything in it to `uid`/`gid` (the checks' user), links not
 /// followed. The worktree's `.git` file is never given: it leads to the verifier's
 /// repository, whose files root's git reads afterwards.
@@ -938,8 +1016,17 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             if publishing {
                 submodules_published(repo, &commit, update.local_ref)?;
             }
-            if !repo.settings.check_commands.is_empty() {
-                check_commit(repo, &commit, update.local_ref, commit == head, &dependencies, &run_checks)?;
+            // In a container the session's hooks are the agent's to change: what the
+            // broker brings home passed the user's own hooks, replayed here.
+            let replay =
+                repo.settings.check_user.as_ref().and_then(|user| user.hooks.as_deref()).filter(|_| bringing_home);
+            if !repo.settings.check_commands.is_empty() || replay.is_some() {
+                check_commit(repo, &commit, update.local_ref, commit == head, &dependencies, &|repo, dir, what| {
+                    if let Some(hooks) = replay {
+                        replay_own_hooks(repo, hooks, &commit, what)?;
+                    }
+                    run_checks(repo, dir, what)
+                })?;
             }
             checked.insert(commit);
         }
@@ -1077,8 +1164,10 @@ fn no_embedded_repositories(repo: &Repo, base: Option<&str>, update: &Update) ->
         Some(base) => repo.git_ok(&["diff-tree", "-r", "--no-renames", "-z", base, update.local_sha])?,
         None => repo.git_ok(&["ls-tree", "-r", "-z", "--full-tree", update.local_sha])?,
     };
+    // The work tree: where the hook starts, or the project a container's checks name.
+    let top = repo.settings.check_user.as_ref().map_or(repo.top.as_path(), |user| user.project.as_path());
     for path in gitlink_paths(&listing, base.is_some()) {
-        if let Some(why) = embedded_repository(&repo.top, &path) {
+        if let Some(why) = embedded_repository(top, &path) {
             let path = util::terminal_safe(&path).into_owned();
             return Err(refuse(
                 format!(
@@ -1470,6 +1559,61 @@ mod tests {
         assert_eq!(run(&script), (Some(4), "plain origin\n".to_owned()));
     }
 
+    /// The replay, run by a real shell in a real worktree: the hooks see the commit's
+    /// changes staged over its first parent (all of them for a root commit) and its
+    /// message; a failing hook, or one that changes files, refuses; the guard's shim
+    /// alone runs nothing.
+    #[test]
+    fn replay_script_runs_the_users_hooks_as_git_commit_would() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (repo, hooks, tree) = (dir.path().join("repo"), dir.path().join("hooks"), dir.path().join("tree"));
+        std::fs::create_dir_all(&repo).expect("mkdir");
+        std::fs::create_dir_all(&hooks).expect("mkdir");
+        let sh = |script: &str, cwd: &Path| {
+            let out = Command::new("/bin/sh").args(["-c", script]).current_dir(cwd).output().expect("sh");
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+            )
+        };
+        let git = "git -c user.name=u -c user.email=u@x.invalid";
+        let made = sh(
+            &format!(
+                "git init -q && echo a > a && git add a && {git} commit -qm root && echo b > b && git add b \
+                 && {git} commit -qm 'feat: b' && git worktree add -q --detach {} HEAD",
+                tree.display()
+            ),
+            &repo,
+        );
+        assert_eq!(made.0, Some(0), "{}", made.1);
+        let rev = |name: &str| sh(&format!("git rev-parse {name}"), &repo).1.trim().to_owned();
+        let (root, tip) = (rev("HEAD~1"), rev("HEAD"));
+        let set = |name: &str, text: &str| {
+            let path = hooks.join(name);
+            std::fs::write(&path, text).expect("write");
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        };
+        let replay = |commit: &str, parent: Option<&str>| sh(&replay_script(&hooks, commit, parent, None), &tree);
+        set("pre-commit", &format!("#!/bin/sh\n{}\nexit 1\n", hookinstall::MARKER));
+        assert_eq!(replay(&tip, Some(&root)).0, Some(0), "the shim alone: nothing runs");
+        set("pre-commit", "#!/bin/sh\ntest \"$(git diff --cached --name-only)\" = b\n");
+        set("commit-msg", "#!/bin/sh\ngrep -q '^feat: ' \"$1\"\n");
+        assert_eq!(replay(&tip, Some(&root)), (Some(0), String::new()), "b staged, the message given");
+        let failed = replay(&tip, None);
+        assert_eq!(failed.0, Some(1), "a root commit stages everything: a and b");
+        assert!(failed.1.contains("your pre-commit hook failed"), "{}", failed.1);
+        set("commit-msg", "#!/bin/sh\ngrep -q '^fix: ' \"$1\"\n");
+        let failed = replay(&tip, Some(&root));
+        assert!(failed.0 == Some(1) && failed.1.contains("your commit-msg hook failed"), "{}", failed.1);
+        std::fs::remove_file(hooks.join("commit-msg")).expect("rm");
+        set("pre-commit", "#!/bin/sh\necho formatted >> b\n");
+        let failed = replay(&tip, Some(&root));
+        assert!(failed.0 == Some(1) && failed.1.contains("changed the commit's files"), "{}", failed.1);
+        // Nothing of the replay is left in the worktree's records.
+        assert_eq!(sh("git status --porcelain", &tree).1, " M b\n");
+        assert_eq!(sh("git rev-parse HEAD", &tree).1.trim(), tip);
+    }
+
     #[test]
     fn pre_push_lines_parse() {
         let input = format!("refs/heads/main 1111 refs/heads/main 2222\nrefs/heads/x {ZERO} refs/heads/x 3333\n\n");
@@ -1517,7 +1661,7 @@ mod tests {
         let diff =
             b":000000 160000 0000 aaaa A\0sub\0:100644 100644 bbbb cccc M\0file\0:160000 160000 dddd eeee M\0lib/x\0";
         assert_eq!(gitlink_paths(diff, true), ["sub", "lib/x"]);
-        let tree = b"160000 commit aaaa\tsub\0100644 blob bbbb\tfile\0";
+        let tree = b"160000 commit aaaa\tsub\x00100644 blob bbbb\tfile\x00";
         assert_eq!(gitlink_paths(tree, false), ["sub"]);
     }
 
