@@ -359,20 +359,27 @@ fn pre_push_skips_the_humans_own_history_but_not_an_earlier_sessions_commits() {
     assert_eq!(remote_ref(&world, "refs/heads/main"), before);
 }
 
-/// Checks run where the project's dependencies are: in place for the checked-out clean
-/// HEAD, and in a temporary worktree that links the ignored dependency directories for
-/// the commits before it.
-#[test]
-fn pre_push_checks_see_the_projects_dependencies() {
-    require_bwrap!();
+/// A guarded world whose check is `check`, with ignored `node_modules` and `.venv`
+/// directories of the project's, pushed.
+fn dependencies_world(check: &str) -> World {
     let world = guarded_world();
-    world.project_config(r#"{ "checks": { "commands": ["test -f node_modules/dep/index.js && test -f .venv/ok && test ! -e BROKEN"] } }"#);
+    world.project_config(&format!(r#"{{ "checks": {{ "commands": ["{check}"] }} }}"#));
     world.write("home/proj/.gitignore", "node_modules/\n.venv/\n");
     world.write("home/proj/node_modules/dep/index.js", "module.exports = 1;\n");
     world.write("home/proj/.venv/ok", "");
     world.git(&["add", ".gitignore", ".agent-sandbox"]);
     world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "ignore deps"]);
     world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    world
+}
+
+/// Checks run where the project's dependencies are: in place for the checked-out clean
+/// HEAD, and in a temporary worktree that links the ignored dependency directories for
+/// the commits before it.
+#[test]
+fn pre_push_checks_see_the_projects_dependencies() {
+    require_bwrap!();
+    let world = dependencies_world("test -f node_modules/dep/index.js && test -f .venv/ok && test ! -e BROKEN");
     let remote = world.path("home/remote.git");
     let rw = ["--rw", remote.to_str().expect("utf-8")];
     let run = world.sh(
@@ -406,14 +413,8 @@ fn pre_push_checks_see_the_projects_dependencies() {
 #[test]
 fn pre_push_dependency_links_never_follow_a_link_the_agent_committed() {
     require_bwrap!();
-    let world = guarded_world();
-    world.project_config(r#"{ "checks": { "commands": ["test -f node_modules/dep/index.js"] } }"#);
-    world.write("home/proj/.gitignore", "node_modules/\n");
-    world.write("home/proj/node_modules/dep/index.js", "module.exports = 1;\n");
+    let world = dependencies_world("test -f node_modules/dep/index.js");
     world.write("home/.local/keep", "");
-    world.git(&["add", ".gitignore", ".agent-sandbox"]);
-    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "ignore deps"]);
-    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
     let remote = world.path("home/remote.git");
     let rw = ["--rw", remote.to_str().expect("utf-8")];
     let script = format!(

@@ -210,11 +210,8 @@ fn a_worktree_added_inside_works_and_its_branch_comes_home() {
     assert_eq!(world.git(&["status", "--porcelain"]), "?? wt/\n");
 }
 
-/// The broker's checks see the project's dependency directories, as a push's do: a
-/// check that needs `node_modules` passes, and a commit comes home.
-#[test]
-fn the_brokers_checks_see_the_projects_dependencies() {
-    require_bwrap!();
+/// A project whose check needs its ignored `node_modules`.
+fn dependencies_world() -> World {
     let world = World::new();
     world.write("home/proj/.gitignore", "node_modules/\n");
     world.write("home/proj/node_modules/dep/index.js", "\n");
@@ -223,6 +220,15 @@ fn the_brokers_checks_see_the_projects_dependencies() {
     );
     world.git(&["add", "-A"]);
     world.git(&["commit", "-qm", "config"]);
+    world
+}
+
+/// The broker's checks see the project's dependency directories, as a push's do: a
+/// check that needs `node_modules` passes, and a commit comes home.
+#[test]
+fn the_brokers_checks_see_the_projects_dependencies() {
+    require_bwrap!();
+    let world = dependencies_world();
     let run = world.sh(&[], "echo ok > ok && git add ok && git commit -qm ok");
     run.ok();
     assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "ok", "{}", run.stderr());
@@ -236,15 +242,8 @@ fn the_brokers_checks_see_the_projects_dependencies() {
 #[test]
 fn the_brokers_dependency_links_never_follow_a_link_the_agent_committed() {
     require_bwrap!();
-    let world = World::new();
-    world.write("home/proj/.gitignore", "node_modules/\n");
-    world.write("home/proj/node_modules/dep/index.js", "\n");
+    let world = dependencies_world();
     world.write("home/.local/keep", "");
-    world.project_config(
-        r#"{ "checks": { "commands": ["test -f node_modules/dep/index.js"] }, "git": { "sessionRepository": true } }"#,
-    );
-    world.git(&["add", "-A"]);
-    world.git(&["commit", "-qm", "config"]);
     let script = format!(
         "ln -s {local} a && git add a && git commit -qm link && rm a && mkdir -p a/lib/node_modules \
          && echo x > a/lib/node_modules/x && echo ok > ok && git add ok && git commit -qm ok",

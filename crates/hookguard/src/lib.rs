@@ -1066,19 +1066,26 @@ fn pushed_object(repo: &Repo, update: &Update) -> Result<(), Refusal> {
 /// merge, where its result matches none of its parents (`--cc`).
 fn protected_in_commit(repo: &Repo, commit: &str, protected: &[String], local_ref: &str) -> Result<(), Refusal> {
     let changed = repo.git_ok(&["diff-tree", "-r", "--root", "--cc", "--no-commit-id", "--name-only", "-z", commit])?;
-    for path in changed.split(|b| *b == 0).filter(|path| !path.is_empty()) {
-        let path = String::from_utf8_lossy(path);
-        if let Some(rule) = rule_covering(&path, protected) {
-            return Err(refuse(
-                format!(
-                    "commit {} of {local_ref} changes {path}, which is protected ({rule})",
-                    &commit[..12.min(commit.len())]
-                ),
-                format!("leave {rule} as it is: drop that change from the commits you push"),
-            ));
-        }
+    if let Some((path, rule)) = first_protected(&changed, protected) {
+        return Err(refuse(
+            format!(
+                "commit {} of {local_ref} changes {path}, which is protected ({rule})",
+                &commit[..12.min(commit.len())]
+            ),
+            format!("leave {rule} as it is: drop that change from the commits you push"),
+        ));
     }
     Ok(())
+}
+
+/// The first of the NUL-separated paths `changed` that a rule of `protected` covers,
+/// with that rule (the path made terminal-safe).
+fn first_protected<'a>(changed: &[u8], protected: &'a [String]) -> Option<(String, &'a String)> {
+    changed.split(|b| *b == 0).filter(|path| !path.is_empty()).find_map(|path| {
+        let path = String::from_utf8_lossy(path);
+        let rule = rule_covering(&path, protected)?;
+        Some((util::terminal_safe(&path).into_owned(), rule))
+    })
 }
 
 /// The tip a pushed ref's protected paths are compared with: what the destination has
@@ -1133,22 +1140,11 @@ fn protected_since(repo: &Repo, base: &Base, update: &Update, protected: &[Strin
             "fetch what the destination has (`git fetch`), then push again",
         )
     })?;
-    for path in changed.split(|b| *b == 0).filter(|path| !path.is_empty()) {
-        let path = String::from_utf8_lossy(path);
-        if let Some(rule) = rule_covering(&path, protected) {
-            return Err(refuse(
-                format!(
-                    "{} would change {}, which is protected ({rule}), from what {} has ({short})",
-                    update.local_ref,
-                    util::terminal_safe(&path),
-                    base.what
-                ),
-                format!(
-                    "keep {rule} as {short} has it, whatever you merge: `git checkout {short} -- {rule}`, commit, \
-                     and push again"
-                ),
-            ));
-        }
+    if let Some((path, rule)) = first_protected(&changed, protected) {
+        return Err(refuse(
+            format!("{} would change {path}, which is protected ({rule}), from what {} has ({short})", update.local_ref, base.what),
+            format!("keep {rule} as {short} has it, whatever you merge: `git checkout {short} -- {rule}`, commit, and push again"),
+        ));
     }
     Ok(())
 }
