@@ -395,28 +395,32 @@ fn replay_script(hooks: &Path, commit: &str, parent: Option<&str>, objects: Opti
         Some(parent) => parent.to_owned(),
         None => "ref: refs/agent-sandbox/replay-unborn".to_owned(),
     };
-    format!(
-        "{function}\
-         common=$(cd \"$(git rev-parse --git-common-dir)\" && pwd) && index=$(git rev-parse --path-format=absolute \
-         --git-path index) && dir=$(mktemp -d) && echo \"$common\" > \"$dir/commondir\" && echo \"$PWD/.git\" > \
-         \"$dir/gitdir\" && echo {head} > \"$dir/HEAD\" && cp \"$index\" \"$dir/index\" && msg=$(mktemp) && git cat-file \
-         commit {commit} | sed '1,/^$/d' > \"$msg\" || exit 1\n\
-         export GIT_DIR=\"$dir\" GIT_WORK_TREE=\"$PWD\"\n{objects}\
-         hook={hooks}/pre-commit\nown_hook </dev/null || {{ echo \"agent-sandbox: your pre-commit hook failed\" >&2; exit 1; }}\n\
-         hook={hooks}/commit-msg\nown_hook \"$msg\" </dev/null || {{ echo \"agent-sandbox: your commit-msg hook failed\" >&2; exit 1; }}\n\
-         if ! git diff --cached --quiet {commit} -- || ! git diff --quiet; then\n\
-         echo \"agent-sandbox: your hooks changed the commit's files (a formatter?); the commit is not what they produce:\" >&2\n\
-         git --no-pager diff --stat {commit} >&2; exit 1\nfi\n",
-        function = OWN_HOOK_FUNCTION
-            .replace("{suffix}", hookinstall::CHAINED_SUFFIX)
-            .replace("{marker}", &util::single_quoted(hookinstall::MARKER)),
-        head = util::single_quoted(&head),
-        hooks = util::single_quoted(&hooks.to_string_lossy()),
-        objects = objects.map_or(String::new(), |objects| format!(
-            "export GIT_OBJECT_DIRECTORY={}\n",
-            util::single_quoted(&objects.to_string_lossy())
-        )),
-    )
+    let (commit, head) = (util::single_quoted(commit), util::single_quoted(&head));
+    let hooks = util::single_quoted(&hooks.to_string_lossy());
+    let mut lines = vec![OWN_HOOK_FUNCTION
+        .replace("{suffix}", hookinstall::CHAINED_SUFFIX)
+        .replace("{marker}", &util::single_quoted(hookinstall::MARKER))];
+    if let Some(objects) = objects {
+        lines.push(format!("export GIT_OBJECT_DIRECTORY={}", util::single_quoted(&objects.to_string_lossy())));
+    }
+    lines.extend([
+        "common=$(cd \"$(git rev-parse --git-common-dir)\" && pwd) || exit 1".to_owned(),
+        "index=$(git rev-parse --path-format=absolute --git-path index) && dir=$(mktemp -d) || exit 1".to_owned(),
+        "echo \"$common\" > \"$dir/commondir\" && echo \"$PWD/.git\" > \"$dir/gitdir\" || exit 1".to_owned(),
+        format!("echo {head} > \"$dir/HEAD\" && cp \"$index\" \"$dir/index\" || exit 1"),
+        format!("msg=$(mktemp) && git cat-file commit {commit} | sed '1,/^$/d' > \"$msg\" || exit 1"),
+        "export GIT_DIR=\"$dir\" GIT_WORK_TREE=\"$PWD\"".to_owned(),
+        format!("hook={hooks}/pre-commit"),
+        "own_hook </dev/null || { echo 'agent-sandbox: your pre-commit hook failed' >&2; exit 1; }".to_owned(),
+        format!("hook={hooks}/commit-msg"),
+        "own_hook \"$msg\" </dev/null || { echo 'agent-sandbox: your commit-msg hook failed' >&2; exit 1; }".to_owned(),
+        format!("if ! git diff --cached --quiet {commit} -- || ! git diff --quiet; then"),
+        "echo \"agent-sandbox: your hooks changed the commit's files (a formatter?); it is not what they make:\" >&2"
+            .to_owned(),
+        format!("git --no-pager diff --stat {commit} >&2; exit 1"),
+        "fi\n".to_owned(),
+    ]);
+    lines.join("\n")
 }
 
 /// Runs the hook that was in place before `hooks install`, with git's arguments and
@@ -1129,21 +1133,25 @@ fn protected_since(repo: &Repo, base: &Base, update: &Update, protected: &[Strin
         return Ok(());
     }
     let short = &base.sha[..12.min(base.sha.len())];
-    let changed = repo
-        .git_ok(&["diff-tree", "-r", "--no-renames", "--name-only", "-z", &base.sha, update.local_sha])
-        .map_err(|refusal| {
-        refuse(
-            format!(
-                "cannot compare the protected paths of {} with {} ({short}): {}",
-                update.local_ref, base.what, refusal.why
-            ),
-            "fetch what the destination has (`git fetch`), then push again",
-        )
-    })?;
+    let unknown = |refusal: Refusal| {
+        let why = format!(
+            "cannot compare the protected paths of {} with {} ({short}): {}",
+            update.local_ref, base.what, refusal.why
+        );
+        refuse(why, "have that tip in the repository first (on the host: `git fetch`), then push again")
+    };
+    let diff = ["diff-tree", "-r", "--no-renames", "--name-only", "-z", &base.sha, update.local_sha];
+    let changed = repo.git_ok(&diff).map_err(unknown)?;
     if let Some((path, rule)) = first_protected(&changed, protected) {
         return Err(refuse(
-            format!("{} would change {path}, which is protected ({rule}), from what {} has ({short})", update.local_ref, base.what),
-            format!("keep {rule} as {short} has it, whatever you merge: `git checkout {short} -- {rule}`, commit, and push again"),
+            format!(
+                "{} would change {path}, which is protected ({rule}), from what {} has ({short})",
+                update.local_ref, base.what
+            ),
+            format!(
+                "keep {rule} as {short} has it, whatever you merge: `git checkout {short} -- {rule}`, commit, \
+                 and push again"
+            ),
         ));
     }
     Ok(())
