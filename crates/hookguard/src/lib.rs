@@ -946,7 +946,6 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
     // commits into the user's own repository does not (it says so in the environment
     // of the push it runs, which the agent does not set).
     let bringing_home = repo.host_push && std::env::var_os(hostpush::home::BRINGING_HOME).is_some();
-    let publishing = repo.host_push && !bringing_home;
     for update in parse_updates(&stdin) {
         if is_zero(update.local_sha) {
             if repo.settings.allow_branch_deletion {
@@ -958,31 +957,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             ));
         }
         pushed_object(repo, &update)?;
-        if !is_zero(update.remote_sha) {
-            let out = repo.git(&["merge-base", "--is-ancestor", update.remote_sha, update.local_sha])?;
-            match out.status.code() {
-                Some(0) => {}
-                Some(1) => {
-                    return Err(refuse(
-                        format!(
-                            "the push to {} on {remote} is not a fast-forward: it would rewrite remote history",
-                            update.remote_ref
-                        ),
-                        "integrate the remote changes (`git pull --rebase`) and push again, without force",
-                    ))
-                }
-                _ => {
-                    return Err(refuse(
-                        format!(
-                            "cannot tell whether the push to {} is a fast-forward ({} is unknown here)",
-                            update.remote_ref,
-                            &update.remote_sha[..12.min(update.remote_sha.len())]
-                        ),
-                        format!("`git fetch {remote}` first, then push again"),
-                    ))
-                }
-            }
-        }
+        fast_forward(repo, &update, &remote)?;
         // Not new: what the remote has on this branch and on any other.
         let mut on_remote: Vec<String> = Vec::new();
         if !is_zero(update.remote_sha) {
@@ -1014,28 +989,73 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             if checked.contains(&commit) {
                 continue;
             }
-            // A commit made anywhere (a scratch clone fetched and fast-forwarded) must
-            // not change what pre-commit protects, the checks among them.
-            protected_in_commit(repo, &commit, &protected, update.local_ref)?;
-            if publishing {
-                submodules_published(repo, &commit, update.local_ref)?;
-            }
-            // In a container the session's hooks are the agent's to change: what the
-            // broker brings home passed the user's own hooks, replayed here.
-            let replay =
-                repo.settings.check_user.as_ref().and_then(|user| user.hooks.as_deref()).filter(|_| bringing_home);
-            if !repo.settings.check_commands.is_empty() || replay.is_some() {
-                check_commit(repo, &commit, update.local_ref, commit == head, &dependencies, &|repo, dir, what| {
-                    if let Some(hooks) = replay {
-                        replay_own_hooks(repo, hooks, &commit, what)?;
-                    }
-                    run_checks(repo, dir, what)
-                })?;
-            }
+            let push = PushOf { head: &head, dependencies: &dependencies, protected: &protected, bringing_home };
+            check_new_commit(repo, &push, &commit, update.local_ref)?;
             checked.insert(commit);
         }
     }
     Ok(())
+}
+
+/// What one push's new commits are held to, looked up once for it.
+struct PushOf<'a> {
+    /// The checked-out `HEAD` (checked in place when the work tree is clean).
+    head: &'a str,
+    /// The dependency directories a worktree links to, listed when first needed.
+    dependencies: &'a std::cell::OnceCell<Vec<String>>,
+    protected: &'a [String],
+    /// The broker's push into the user's repository, not a publication.
+    bringing_home: bool,
+}
+
+/// Holds one new commit of a push to the protected paths (a commit made anywhere, a
+/// scratch clone fetched and fast-forwarded, must not change what pre-commit protects,
+/// the checks among them), to its submodules being published (a push the host carries
+/// out to a remote), and to the checks, with the user's own hooks replayed in a
+/// container (where the session's hooks are the agent's to change).
+fn check_new_commit(repo: &Repo, push: &PushOf, commit: &str, local_ref: &str) -> Result<(), Refusal> {
+    protected_in_commit(repo, commit, push.protected, local_ref)?;
+    if repo.host_push && !push.bringing_home {
+        submodules_published(repo, commit, local_ref)?;
+    }
+    let replay =
+        repo.settings.check_user.as_ref().and_then(|user| user.hooks.as_deref()).filter(|_| push.bringing_home);
+    if repo.settings.check_commands.is_empty() && replay.is_none() {
+        return Ok(());
+    }
+    check_commit(repo, commit, local_ref, commit == push.head, push.dependencies, &|repo, dir, what| {
+        if let Some(hooks) = replay {
+            replay_own_hooks(repo, hooks, commit, what)?;
+        }
+        run_checks(repo, dir, what)
+    })
+}
+
+/// Refuses an update of an existing remote ref that is not a fast-forward, or whose
+/// old value is unknown here.
+fn fast_forward(repo: &Repo, update: &Update, remote: &str) -> Result<(), Refusal> {
+    if is_zero(update.remote_sha) {
+        return Ok(());
+    }
+    let out = repo.git(&["merge-base", "--is-ancestor", update.remote_sha, update.local_sha])?;
+    match out.status.code() {
+        Some(0) => Ok(()),
+        Some(1) => Err(refuse(
+            format!(
+                "the push to {} on {remote} is not a fast-forward: it would rewrite remote history",
+                update.remote_ref
+            ),
+            "integrate the remote changes (`git pull --rebase`) and push again, without force",
+        )),
+        _ => Err(refuse(
+            format!(
+                "cannot tell whether the push to {} is a fast-forward ({} is unknown here)",
+                update.remote_ref,
+                &update.remote_sha[..12.min(update.remote_sha.len())]
+            ),
+            format!("`git fetch {remote}` first, then push again"),
+        )),
+    }
 }
 
 /// What is pushed must be in the project's own object store as the guard's git sees it
