@@ -185,6 +185,14 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         .expect("chmod")
         .success());
     git(&repo.path, &["config", "core.hooksPath", ".githooks"]);
+    // A check that prints an OSC 52 clipboard write and a window title when it fails.
+    std::fs::write(
+        repo.path.join(".agent-sandbox/config.jsonc"),
+        r#"{"checks": {"commands": ["test ! -e BROKEN || { printf '\\033]52;c;ZXZpbA==\\007\\033]0;pwned\\007'; exit 1; }"]}}"#,
+    )
+    .expect("config");
+    git(&repo.path, &["add", ".agent-sandbox/config.jsonc"]);
+    git(&repo.path, &["commit", "-q", "-m", "checks"]);
     let init = repo.ok(&["init"]);
     assert!(init.contains(&format!("built agent-sandbox-proj-{hash}:latest")), "{init}");
     assert_eq!(
@@ -247,6 +255,19 @@ fn init_then_shell_holds_the_guards_and_show_run_creates_the_same_container() {
         assert!(stdout.contains(want), "missing {want:?} in:\n{}", text(&out));
     }
     assert_eq!(git(&repo.path, &["log", "-1", "--format=%s"]).trim(), "legit");
+    // What the agent's check prints reaches the user's terminal escaped: a commit past
+    // the hooks that fails its check is refused when the shell ends, and said so with
+    // the check's escape sequences shown, not sent.
+    let broken = "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a.invalid GIT_COMMITTER_NAME=a \
+                  GIT_COMMITTER_EMAIL=a@a.invalid; touch BROKEN && /usr/libexec/agent-sandbox/git add BROKEN \
+                  && /usr/libexec/agent-sandbox/git commit -qn -m broken";
+    let out = repo.cmd(&["shell", "--base-tag", &tag, "-c", broken]).output().expect("shell");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("main did not come home"), "{}", text(&out));
+    assert!(said.contains("\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{1b}]0;pwned\\u{7}"), "{}", text(&out));
+    assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'), "{said:?}");
+    assert_eq!(git(&repo.path, &["log", "-1", "--format=%s"]).trim(), "legit");
+    repo.cmd(&["shell", "--base-tag", &tag, "-c", "git reset -q --hard HEAD~1"]).output().expect("shell");
     // The exit status of the command is the shell's.
     let status = repo.cmd(&["shell", "--base-tag", &tag, "-c", "exit 7"]).status().expect("shell");
     assert_eq!(status.code(), Some(7));

@@ -148,6 +148,11 @@ fn pre_push_stops_what_slipped_past_the_git_guard() {
     let world = guarded_world();
     let remote = world.path("home/remote.git");
     let rw = ["--rw", remote.to_str().expect("utf-8")];
+    // A commit of the user's on top, so that a rewrite of it (onto the commit before)
+    // keeps the protected config and is judged as a rewrite alone.
+    world.write("home/proj/src.txt", "two\n");
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qam", "third"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
     let (main, feature) = (remote_ref(&world, "refs/heads/main"), remote_ref(&world, "refs/heads/feature"));
     // The agent copies the real git to get past the git guard...
     let own_git = "cp /run/agent-sandbox/bin/git /tmp/g && ";
@@ -354,20 +359,27 @@ fn pre_push_skips_the_humans_own_history_but_not_an_earlier_sessions_commits() {
     assert_eq!(remote_ref(&world, "refs/heads/main"), before);
 }
 
-/// Checks run where the project's dependencies are: in place for the checked-out clean
-/// HEAD, and in a temporary worktree that links the ignored dependency directories for
-/// the commits before it.
-#[test]
-fn pre_push_checks_see_the_projects_dependencies() {
-    require_bwrap!();
+/// A guarded world whose check is `check`, with ignored `node_modules` and `.venv`
+/// directories of the project's, pushed.
+fn dependencies_world(check: &str) -> World {
     let world = guarded_world();
-    world.project_config(r#"{ "checks": { "commands": ["test -f node_modules/dep/index.js && test -f .venv/ok && test ! -e BROKEN"] } }"#);
+    world.project_config(&format!(r#"{{ "checks": {{ "commands": ["{check}"] }} }}"#));
     world.write("home/proj/.gitignore", "node_modules/\n.venv/\n");
     world.write("home/proj/node_modules/dep/index.js", "module.exports = 1;\n");
     world.write("home/proj/.venv/ok", "");
     world.git(&["add", ".gitignore", ".agent-sandbox"]);
     world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "ignore deps"]);
     world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    world
+}
+
+/// Checks run where the project's dependencies are: in place for the checked-out clean
+/// HEAD, and in a temporary worktree that links the ignored dependency directories for
+/// the commits before it.
+#[test]
+fn pre_push_checks_see_the_projects_dependencies() {
+    require_bwrap!();
+    let world = dependencies_world("test -f node_modules/dep/index.js && test -f .venv/ok && test ! -e BROKEN");
     let remote = world.path("home/remote.git");
     let rw = ["--rw", remote.to_str().expect("utf-8")];
     let run = world.sh(
@@ -392,6 +404,67 @@ fn pre_push_checks_see_the_projects_dependencies() {
     );
     assert!(run.stderr().contains("agent-sandbox: pre-push refused:"), "{}", run.stderr());
     assert_eq!(remote_ref(&world, "refs/heads/main"), before);
+}
+
+/// A push's check worktree links the project's dependency directories without
+/// following a link: a committed link `a` to the user's `~/.local`, with a real ignored
+/// `a/lib/node_modules` in the work tree, leaves `~/.local` as it was; the real
+/// `node_modules` is linked, the check that needs it passes, and the push goes out.
+#[test]
+fn pre_push_dependency_links_never_follow_a_link_the_agent_committed() {
+    require_bwrap!();
+    let world = dependencies_world("test -f node_modules/dep/index.js");
+    world.write("home/.local/keep", "");
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let script = format!(
+        "ln -s {local} a && git add a && git commit -qm link && rm a && mkdir -p a/lib/node_modules \
+         && echo x > a/lib/node_modules/x && echo ok > ok && git add ok && git commit -qm ok \
+         && git push -q origin main && echo pushed",
+        local = world.path("home/.local").display()
+    );
+    let run = world.sh(&rw, &script);
+    assert!(!world.path("home/.local/lib").exists(), "the push made a directory in ~/.local: {}", run.stderr());
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/main"), head(&world));
+}
+
+/// A push is judged against what the destination has, whatever merges lie between:
+/// `main` merged with a branch from an old commit of the user's, taking its lenient
+/// protected `ci/check.sh`, is refused (by `--cc` the merge changes nothing), as is that
+/// branch pushed new (it is not what the default branch has). A merge that leaves the
+/// protected paths alone goes out. Under `exec` the broker stops them on the way to the
+/// user's repository, with the same judgement the push's checks make.
+#[test]
+fn pre_push_refuses_a_merge_that_rolls_a_protected_path_back() {
+    require_bwrap!();
+    let world = guarded_world();
+    world.project_config(r#"{ "checks": { "commands": ["sh ci/check.sh"], "protectedPaths": ["ci"] } }"#);
+    world.write("home/proj/ci/check.sh", "exit 0\n");
+    world.git(&["add", "-A"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "lenient check"]);
+    world.write("home/proj/ci/check.sh", "test ! -e BROKEN\n");
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qam", "strict check"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    let remote = world.path("home/remote.git");
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let legit = "git checkout -q -b y && echo y > y && git add y && git commit -qm y && git checkout -q main \
+                 && echo z > z && git add z && git commit -qm z && git merge -q --no-edit y \
+                 && git push -q origin main && echo pushed";
+    let run = world.sh(&rw, legit);
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    let before = remote_ref(&world, "refs/heads/main");
+    let attack = "git checkout -q -b x HEAD~3 && touch BROKEN && git add BROKEN && git commit -qm broken \
+                  && git checkout -q main && cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g merge -q --no-commit x; \
+                  /tmp/g checkout x -- ci/check.sh && /tmp/g commit -qn -m merge && git show HEAD:ci/check.sh \
+                  && git push -q origin main";
+    let run = world.sh(&rw, attack);
+    assert!(run.stderr().contains("agent-sandbox: pre-push refused:"), "{}", run.stderr());
+    assert!(run.stderr().contains("main would change ci/check.sh, which is protected (ci)"), "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/main"), before);
+    let run = world.sh(&rw, "git push -q origin x");
+    assert!(run.stderr().contains("x would change ci/check.sh, which is protected (ci)"), "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/x"), "");
 }
 
 /// What pre-push holds every pushed commit to, however it was made: no change to a

@@ -210,11 +210,8 @@ fn a_worktree_added_inside_works_and_its_branch_comes_home() {
     assert_eq!(world.git(&["status", "--porcelain"]), "?? wt/\n");
 }
 
-/// The broker's checks see the project's dependency directories, as a push's do: a
-/// check that needs `node_modules` passes, and a commit comes home.
-#[test]
-fn the_brokers_checks_see_the_projects_dependencies() {
-    require_bwrap!();
+/// A project whose check needs its ignored `node_modules`.
+fn dependencies_world() -> World {
     let world = World::new();
     world.write("home/proj/.gitignore", "node_modules/\n");
     world.write("home/proj/node_modules/dep/index.js", "\n");
@@ -223,9 +220,133 @@ fn the_brokers_checks_see_the_projects_dependencies() {
     );
     world.git(&["add", "-A"]);
     world.git(&["commit", "-qm", "config"]);
+    world
+}
+
+/// The broker's checks see the project's dependency directories, as a push's do: a
+/// check that needs `node_modules` passes, and a commit comes home.
+#[test]
+fn the_brokers_checks_see_the_projects_dependencies() {
+    require_bwrap!();
+    let world = dependencies_world();
     let run = world.sh(&[], "echo ok > ok && git add ok && git commit -qm ok");
     run.ok();
     assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "ok", "{}", run.stderr());
+}
+
+/// The broker links the project's dependency directories into its check worktree
+/// without following a link: the agent commits `a` as a link to the user's `~/.local`,
+/// then makes `a/lib/node_modules` a real ignored directory, and nothing appears in
+/// `~/.local`. The real `node_modules` beside it is still linked: the check that needs
+/// it passes and the commit comes home.
+#[test]
+fn the_brokers_dependency_links_never_follow_a_link_the_agent_committed() {
+    require_bwrap!();
+    let world = dependencies_world();
+    world.write("home/.local/keep", "");
+    let script = format!(
+        "ln -s {local} a && git add a && git commit -qm link && rm a && mkdir -p a/lib/node_modules \
+         && echo x > a/lib/node_modules/x && echo ok > ok && git add ok && git commit -qm ok",
+        local = world.path("home/.local").display()
+    );
+    let run = world.sh(&[], &script);
+    assert!(!world.path("home/.local/lib").exists(), "the broker made a directory in ~/.local: {}", run.stderr());
+    assert_eq!(world.git(&["log", "-1", "--format=%s"]).trim(), "ok", "{}", run.stderr());
+}
+
+/// A project whose check is a protected script, made strict after a lenient first version.
+fn strict_check_world() -> World {
+    let world = World::new();
+    world.project_config(
+        r#"{ "checks": { "commands": ["sh ci/check.sh"], "protectedPaths": ["ci"] }, "git": { "sessionRepository": true } }"#,
+    );
+    world.write("home/proj/ci/check.sh", "exit 0\n");
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "lenient check"]);
+    world.write("home/proj/ci/check.sh", "test ! -e BROKEN\n");
+    world.git(&["commit", "-qam", "strict check"]);
+    world
+}
+
+/// What comes home is judged against what the user has, whatever merges lie between: a
+/// merge of `main` with a branch from the user's old, lenient commit that takes the old
+/// `ci/check.sh` changes nothing by `--cc`, yet it rolls the protected check back, and
+/// the failing work under it would pass. Refused, and that branch too (it is not what
+/// the user has). A merge that leaves the protected paths alone comes home.
+#[test]
+fn a_merge_that_rolls_a_protected_path_back_stays_out() {
+    require_bwrap!();
+    let world = strict_check_world();
+    let legit = "git checkout -q -b y && echo y > y && git add y && git commit -qm y && git checkout -q main \
+                 && echo z > z && git add z && git commit -qm z && git merge -q --no-edit y && echo merged";
+    let run = world.sh(&[], legit);
+    assert_eq!(run.ok(), "merged\n");
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]).trim(), "Merge branch 'y'", "{}", run.stderr());
+    let before = world.git(&["rev-parse", "main"]);
+    let attack = "git checkout -q -b x HEAD~3 && touch BROKEN && git add BROKEN && git commit -qm broken \
+                  && git checkout -q main && cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g merge -q --no-commit x; \
+                  /tmp/g checkout x -- ci/check.sh && /tmp/g commit -qn -m merge && git show HEAD:ci/check.sh";
+    let run = world.sh(&[], attack);
+    assert_eq!(run.ok(), "exit 0\n", "the merge took the lenient check: {}", run.stderr());
+    assert_eq!(world.git(&["rev-parse", "main"]), before, "{}", run.stderr());
+    assert!(world.git(&["branch", "--list", "x"]).is_empty(), "{}", run.stderr());
+    let said = run.stderr();
+    assert!(said.contains("ci/check.sh, which is protected (ci), from what the user's refs/heads/main has"), "{said}");
+}
+
+/// A commit that adds a gitlink whose path holds a repository of the agent's own (a
+/// `.git` directory with `core.fsmonitor` in its config) never reaches the user's
+/// branch: the user's next `git status` would recurse into it and run the command. A
+/// real submodule, added from a repository beside the project, comes home.
+#[test]
+fn a_gitlink_over_an_embedded_repository_stays_out_and_a_real_submodule_comes_home() {
+    require_bwrap!();
+    let world = checked_world();
+    let lib = world.path("lib.git");
+    world.git_in(&world.root, &["init", "-q", "--bare", lib.to_str().expect("utf-8")]);
+    world.git(&["push", "-q", lib.to_str().expect("utf-8"), "main"]);
+    let legit = format!(
+        "git -c protocol.file.allow=always submodule add -q {lib} libs/lib && git commit -qm lib && echo added",
+        lib = lib.display()
+    );
+    let run = world.sh(&["--ro", lib.to_str().expect("utf-8")], &legit);
+    assert_eq!(run.ok(), "added\n");
+    assert_eq!(world.git(&["log", "-1", "--format=%s", "main"]).trim(), "lib", "{}", run.stderr());
+    assert_eq!(world.git(&["ls-tree", "main", "libs/lib"]).split_whitespace().next(), Some("160000"));
+    let before = world.git(&["rev-parse", "main"]);
+    let attack = format!(
+        "mkdir sub && cp -r .git sub/.git && printf '[core]\\n\\tfsmonitor = touch {ran}\\n' >> sub/.git/config \
+         && cp /run/agent-sandbox/bin/git /tmp/g && /tmp/g update-index --add --cacheinfo 160000,$(git rev-parse HEAD),sub \
+         && git commit -qm sub && echo committed",
+        ran = world.path("ran").display()
+    );
+    let run = world.sh(&[], &attack);
+    assert_eq!(run.ok(), "committed\n");
+    assert_eq!(world.git(&["rev-parse", "main"]), before, "{}", run.stderr());
+    assert!(run.stderr().contains("sub/.git in the work tree is a directory"), "{}", run.stderr());
+    users_status(&world);
+}
+
+/// What a check printed reaches the user's terminal only through the terminal-safe
+/// filter: an OSC 52 clipboard write and a window title from the agent's check, in the
+/// refusal `exec` repeats at its end, come out escaped; the refusal itself is said.
+#[test]
+fn check_output_reaches_the_terminal_escaped() {
+    require_bwrap!();
+    let world = World::new();
+    world.project_config(
+        r#"{ "checks": { "commands": ["printf '\\033]52;c;ZXZpbA==\\007\\033]0;pwned\\007'; test ! -e BROKEN"] }, "git": { "sessionRepository": true } }"#,
+    );
+    world.git(&["add", "-A"]);
+    world.git(&["commit", "-qm", "config"]);
+    let run = world.sh(
+        &[],
+        "cp /run/agent-sandbox/bin/git /tmp/g && touch BROKEN && /tmp/g add BROKEN && /tmp/g commit -qn -m sneaky",
+    );
+    let said = run.stderr();
+    assert!(said.contains("main did not come home"), "{said}");
+    assert!(said.contains("\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{1b}]0;pwned\\u{7}"), "{said}");
+    assert!(!said.contains('\u{1b}') && !said.contains('\u{7}'), "{said:?}");
 }
 
 /// FIFOs the agent plants where the host's git would read (a nested repository's

@@ -104,7 +104,6 @@ pub const LONG_ALLOWED: &[&str] = &[
     "crates/gitguard/src/commands.rs:push",
     "crates/gitguard/src/global.rs:handle_options",
     "crates/hookguard/src/lib.rs:scan_staged",
-    "crates/hookguard/src/lib.rs:pre_push",
     "crates/hookguard/src/lib.rs:check_commit",
     "crates/hookinstall/src/install.rs:uninstall",
     "crates/hostpush/src/home/bring.rs:bring",

@@ -543,7 +543,8 @@ impl Engine {
         })
     }
 
-    /// Runs `command` as `user`, collecting stdout (stderr is passed on); its exit status.
+    /// Runs `command` as `user`, collecting stdout (stderr is passed on, terminal-safe);
+    /// its exit status.
     pub fn output(&self, name: &str, command: &[&str], user: &str) -> Result<(i32, String)> {
         let options = CreateExecOptions {
             attach_stdout: Some(true),
@@ -556,16 +557,20 @@ impl Engine {
             let exec = self.docker.create_exec(name, options).await.with_context(|| format!("exec in {name}"))?;
             let started = self.docker.start_exec(&exec.id, None).await.with_context(|| format!("exec in {name}"))?;
             let mut text = Vec::new();
+            // What the container says reaches the user's terminal: the broker's
+            // messages carry what the agent's checks printed.
+            let mut said = util::TerminalSafeLines::default();
             if let StartExecResults::Attached { mut output, .. } = started {
                 while let Some(chunk) = output.next().await {
                     match chunk.with_context(|| format!("exec in {name}"))? {
                         bollard::container::LogOutput::StdErr { message } => {
-                            std::io::stderr().write_all(&message).ok();
+                            std::io::stderr().write_all(said.push(&message).as_bytes()).ok();
                         }
                         other => text.extend_from_slice(&other.into_bytes()),
                     }
                 }
             }
+            std::io::stderr().write_all(said.finish().as_bytes()).ok();
             Ok((self.exit_status(&exec.id).await?, String::from_utf8_lossy(&text).into_owned()))
         })
     }

@@ -102,6 +102,11 @@ pub struct HookGuardSettings {
     pub check_user: Option<CheckUser>,
 }
 
+/// The names of the ignored directories holding a project's dependencies, which checks
+/// in a temporary worktree see as links to the project's own: one list for the host's
+/// checks and a container's.
+pub const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"];
+
 /// How a container's verifier runs the checks of a pushed commit: as `uid`/`gid` (a
 /// user that holds no credentials and is not the agent's), with exactly `env`, in
 /// `worktree` (a directory the agent cannot write), with the project's dependency
@@ -115,6 +120,13 @@ pub struct CheckUser {
     pub worktree: PathBuf,
     pub project: PathBuf,
     pub dependencies: Vec<String>,
+    /// The user's hooks directory as this user reads it (a root-owned copy of the
+    /// user's `.git/hooks`, or the `core.hooksPath` in the worktree, which is protected):
+    /// the broker replays the repository's own `pre-commit` and `commit-msg` on each
+    /// commit it brings home, since the session's hooks are the agent's to change.
+    /// `None`: the user's hooks are not where the container shows them.
+    #[serde(default)]
+    pub hooks: Option<PathBuf>,
 }
 
 /// The sandbox a check of a pushed commit runs in, decided by `exec` with the session's
@@ -267,6 +279,7 @@ mod tests {
                 worktree: "/var/lib/agent-sandbox/push/work/tree".into(),
                 project: "/workspace".into(),
                 dependencies: vec!["node_modules".into()],
+                hooks: Some("/var/lib/agent-sandbox/push/work/user-hooks".into()),
             }),
         }
     }
@@ -354,6 +367,7 @@ mod tests {
                     "worktree": "/var/lib/agent-sandbox/push/work/tree",
                     "project": "/workspace",
                     "dependencies": ["node_modules"],
+                    "hooks": "/var/lib/agent-sandbox/push/work/user-hooks",
                 },
             })
         );

@@ -347,24 +347,74 @@ fn has_own_hook(dir: &Path, hook: &str) -> bool {
 fn own_hook_script(hook: &Path, args: &[String], refs: &str) -> String {
     let quoted: Vec<String> = args.iter().map(|arg| util::single_quoted(arg)).collect();
     format!(
-        "hook={hook}\nset -- {args}\nown_hook() {{\n\
-         if [ -x \"$hook{suffix}\" ]; then\n\
-         shebang=\nIFS= read -r shebang <\"$hook{suffix}\" || :\n\
-         case $shebang in\n\
-         '#!/bin/sh') exec /bin/sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
-         '#!/usr/bin/env sh') exec sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
-         '#!/bin/bash') exec /bin/bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
-         '#!/usr/bin/env bash') exec bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
-         esac\nexec \"$hook{suffix}\" \"$@\"\n\
-         elif [ -x \"$hook\" ] && ! grep -qxF {marker} \"$hook\"; then\nexec \"$hook\" \"$@\"\nfi\n}}\n\
+        "hook={hook}\nset -- {args}\n{function}\
          index=$(mktemp) && cp \"$(git rev-parse --git-path index)\" \"$index\" && export GIT_INDEX_FILE=\"$index\" \
          || exit 1\nprintf '%s' {refs} | own_hook \"$@\"\n",
         hook = util::single_quoted(&hook.to_string_lossy()),
         args = quoted.join(" "),
-        suffix = hookinstall::CHAINED_SUFFIX,
-        marker = util::single_quoted(hookinstall::MARKER),
+        function = OWN_HOOK_FUNCTION
+            .replace("{suffix}", hookinstall::CHAINED_SUFFIX)
+            .replace("{marker}", &util::single_quoted(hookinstall::MARKER)),
         refs = util::single_quoted(refs),
     )
+}
+
+/// The shell function `own_hook ARGS…` (in a subshell of its own: it ends with `exec`):
+/// runs the hook at `$hook` as the user's git would, the original `hooks install`
+/// chained (as the shim runs it: a shell script with `$0` set to `$hook`), else `$hook`
+/// itself unless it is the guard's shim; nothing (status 0) when there is neither.
+const OWN_HOOK_FUNCTION: &str = "own_hook() (\n\
+     if [ -x \"$hook{suffix}\" ]; then\n\
+     shebang=\nIFS= read -r shebang <\"$hook{suffix}\" || :\n\
+     case $shebang in\n\
+     '#!/bin/sh') exec /bin/sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+     '#!/usr/bin/env sh') exec sh -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+     '#!/bin/bash') exec /bin/bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+     '#!/usr/bin/env bash') exec bash -c '. \"$0{suffix}\"' \"$hook\" \"$@\" ;;\n\
+     esac\nexec \"$hook{suffix}\" \"$@\"\n\
+     elif [ -x \"$hook\" ] && ! grep -qxF {marker} \"$hook\"; then\nexec \"$hook\" \"$@\"\nfi\n)\n";
+
+/// The shell script that replays, in a commit's worktree (as the checks' user), the
+/// repository's own `pre-commit` and `commit-msg` hooks of the hooks directory `hooks`
+/// as `git commit` would have run them: `HEAD` at the first parent (none for a root
+/// commit), the commit's tree staged, its message in a file. The worktree's git records
+/// are root's: the hooks get a private git directory of the worktree's, which shares the
+/// mirror's refs, and the objects in `objects` when given (the checks' user cannot read
+/// the user's object store, the mirror's alternate). A hook that changes the staged or
+/// the work tree's files
+/// (a formatter) refuses the commit, with the difference: the commit is not what the
+/// hooks produce.
+fn replay_script(hooks: &Path, commit: &str, parent: Option<&str>, objects: Option<&Path>) -> String {
+    let head = match parent {
+        Some(parent) => parent.to_owned(),
+        None => "ref: refs/agent-sandbox/replay-unborn".to_owned(),
+    };
+    let (commit, head) = (util::single_quoted(commit), util::single_quoted(&head));
+    let hooks = util::single_quoted(&hooks.to_string_lossy());
+    let mut lines = vec![OWN_HOOK_FUNCTION
+        .replace("{suffix}", hookinstall::CHAINED_SUFFIX)
+        .replace("{marker}", &util::single_quoted(hookinstall::MARKER))];
+    if let Some(objects) = objects {
+        lines.push(format!("export GIT_OBJECT_DIRECTORY={}", util::single_quoted(&objects.to_string_lossy())));
+    }
+    lines.extend([
+        "common=$(cd \"$(git rev-parse --git-common-dir)\" && pwd) || exit 1".to_owned(),
+        "index=$(git rev-parse --path-format=absolute --git-path index) && dir=$(mktemp -d) || exit 1".to_owned(),
+        "echo \"$common\" > \"$dir/commondir\" && echo \"$PWD/.git\" > \"$dir/gitdir\" || exit 1".to_owned(),
+        format!("echo {head} > \"$dir/HEAD\" && cp \"$index\" \"$dir/index\" || exit 1"),
+        format!("msg=$(mktemp) && git cat-file commit {commit} | sed '1,/^$/d' > \"$msg\" || exit 1"),
+        "export GIT_DIR=\"$dir\" GIT_WORK_TREE=\"$PWD\"".to_owned(),
+        format!("hook={hooks}/pre-commit"),
+        "own_hook </dev/null || { echo 'agent-sandbox: your pre-commit hook failed' >&2; exit 1; }".to_owned(),
+        format!("hook={hooks}/commit-msg"),
+        "own_hook \"$msg\" </dev/null || { echo 'agent-sandbox: your commit-msg hook failed' >&2; exit 1; }".to_owned(),
+        format!("if ! git diff --cached --quiet {commit} -- || ! git diff --quiet; then"),
+        "echo \"agent-sandbox: your hooks changed the commit's files (a formatter?); it is not what they make:\" >&2"
+            .to_owned(),
+        format!("git --no-pager diff --stat {commit} >&2; exit 1"),
+        "fi\n".to_owned(),
+    ]);
+    lines.join("\n")
 }
 
 /// Runs the hook that was in place before `hooks install`, with git's arguments and
@@ -778,6 +828,38 @@ fn run_as_user(user: &guard_settings::CheckUser, command: &str) -> Result<(bool,
     Ok((status.success(), status.to_string()))
 }
 
+/// Replays the user's `pre-commit` and `commit-msg` hooks (in `hooks`) on `commit`, as
+/// the checks' user in its worktree ([`replay_script`]).
+fn replay_own_hooks(repo: &Repo, hooks: &Path, commit: &str, what: &str) -> Result<(), Refusal> {
+    let Some(user) = &repo.settings.check_user else { return Ok(()) };
+    let parent = repo.git_ok(&["rev-parse", "-q", "--verify", &format!("{commit}^1")]).ok();
+    let parent = parent.map(|out| String::from_utf8_lossy(&out).trim().to_owned());
+    // What the hooks' git reads: the two commits' objects, packed by root where the
+    // checks' user may read them.
+    let objects = user.worktree.with_file_name("replay-objects");
+    let packed = (|| -> Result<(), Refusal> {
+        let _ = std::fs::remove_dir_all(&objects);
+        std::fs::create_dir_all(objects.join("pack"))
+            .map_err(|err| refuse(format!("cannot prepare {}: {err}", objects.display()), "commit again"))?;
+        let mut listed = vec!["rev-list", "--objects", "--no-walk", commit];
+        listed.extend(parent.as_deref());
+        let listing = repo.git_ok(&listed)?;
+        repo.git_with_input(&["pack-objects", "-q", &objects.join("pack/pack").to_string_lossy()], &listing)?;
+        Ok(())
+    })();
+    let ran = packed.and_then(|()| run_as_user(user, &replay_script(hooks, commit, parent.as_deref(), Some(&objects))));
+    let _ = std::fs::remove_dir_all(&objects);
+    let (passed, status) = ran?;
+    if passed {
+        return Ok(());
+    }
+    Err(refuse(
+        format!("your repository's own hooks ({}) refused {what} ({status})", hooks.display()),
+        "fix what the hook reports (above), then commit again: the hooks that run are the user's, whatever the \
+         session's .git/hooks holds",
+    ))
+}
+
 /// Gives `entry` and everything in it to `uid`/`gid` (the checks' user), links not
 /// followed. The worktree's `.git` file is never given: it leads to the verifier's
 /// repository, whose files root's git reads afterwards.
@@ -845,7 +927,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
     let stdin = String::from_utf8_lossy(stdin);
     // What the remote has, asked once: its own advertisement, not local remote-tracking
     // refs, which the agent can set to anything.
-    let mut advertised: Option<Result<Vec<String>, Refusal>> = None;
+    let mut advertised: Option<Result<Vec<(String, String)>, Refusal>> = None;
     let mut checked: std::collections::HashSet<String> = std::collections::HashSet::new();
     let protected = protected_paths(repo);
     // Where checks run: the checked-out HEAD, and the dependency directories a worktree
@@ -857,7 +939,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
     // A push the host carries out to a remote publishes; a broker bringing the session's
     // commits into the user's own repository does not (it says so in the environment
     // of the push it runs, which the agent does not set).
-    let publishing = repo.host_push && std::env::var_os(hostpush::home::BRINGING_HOME).is_none();
+    let bringing_home = repo.host_push && std::env::var_os(hostpush::home::BRINGING_HOME).is_some();
     for update in parse_updates(&stdin) {
         if is_zero(update.local_sha) {
             if repo.settings.allow_branch_deletion {
@@ -869,31 +951,7 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             ));
         }
         pushed_object(repo, &update)?;
-        if !is_zero(update.remote_sha) {
-            let out = repo.git(&["merge-base", "--is-ancestor", update.remote_sha, update.local_sha])?;
-            match out.status.code() {
-                Some(0) => {}
-                Some(1) => {
-                    return Err(refuse(
-                        format!(
-                            "the push to {} on {remote} is not a fast-forward: it would rewrite remote history",
-                            update.remote_ref
-                        ),
-                        "integrate the remote changes (`git pull --rebase`) and push again, without force",
-                    ))
-                }
-                _ => {
-                    return Err(refuse(
-                        format!(
-                            "cannot tell whether the push to {} is a fast-forward ({} is unknown here)",
-                            update.remote_ref,
-                            &update.remote_sha[..12.min(update.remote_sha.len())]
-                        ),
-                        format!("`git fetch {remote}` first, then push again"),
-                    ))
-                }
-            }
-        }
+        fast_forward(repo, &update, &remote)?;
         // Not new: what the remote has on this branch and on any other.
         let mut on_remote: Vec<String> = Vec::new();
         if !is_zero(update.remote_sha) {
@@ -901,29 +959,97 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
         }
         let listing = advertised.get_or_insert_with(|| ls_remote(repo, &remote, &url));
         match listing {
-            Ok(shas) => on_remote.extend(shas.iter().cloned()),
+            Ok(refs) => on_remote.extend(refs.iter().map(|(sha, _)| sha.clone())),
             // Without the remote's answer, a branch that exists there is checked from its
             // tip there (more, never less); a new one cannot be.
             Err(_) if !is_zero(update.remote_sha) => {}
             Err(refusal) => return Err(refuse(refusal.why.clone(), refusal.instead.clone())),
         }
-        for commit in new_commits(repo, update.local_sha, &on_remote)? {
+        let commits = new_commits(repo, update.local_sha, &on_remote)?;
+        if !commits.is_empty() {
+            // What comes is judged against what is there, whatever merges lie between:
+            // a merge that takes an old protected file from the user's own history
+            // changes nothing by `--cc`, yet it changes what the checks run.
+            let listing = advertised.as_ref().and_then(|listing| listing.as_ref().ok());
+            let base = protected_base(&update, listing.map_or(&[][..], Vec::as_slice), bringing_home);
+            if let Some(base) = &base {
+                protected_since(repo, base, &update, &protected)?;
+            }
+            if bringing_home {
+                no_embedded_repositories(repo, base.as_ref().map(|base| base.sha.as_str()), &update)?;
+            }
+        }
+        for commit in commits {
             if checked.contains(&commit) {
                 continue;
             }
-            // A commit made anywhere (a scratch clone fetched and fast-forwarded) must
-            // not change what pre-commit protects, the checks among them.
-            protected_in_commit(repo, &commit, &protected, update.local_ref)?;
-            if publishing {
-                submodules_published(repo, &commit, update.local_ref)?;
-            }
-            if !repo.settings.check_commands.is_empty() {
-                check_commit(repo, &commit, update.local_ref, commit == head, &dependencies, &run_checks)?;
-            }
+            let push = PushOf { head: &head, dependencies: &dependencies, protected: &protected, bringing_home };
+            check_new_commit(repo, &push, &commit, update.local_ref)?;
             checked.insert(commit);
         }
     }
     Ok(())
+}
+
+/// What one push's new commits are held to, looked up once for it.
+struct PushOf<'a> {
+    /// The checked-out `HEAD` (checked in place when the work tree is clean).
+    head: &'a str,
+    /// The dependency directories a worktree links to, listed when first needed.
+    dependencies: &'a std::cell::OnceCell<Vec<String>>,
+    protected: &'a [String],
+    /// The broker's push into the user's repository, not a publication.
+    bringing_home: bool,
+}
+
+/// Holds one new commit of a push to the protected paths (a commit made anywhere, a
+/// scratch clone fetched and fast-forwarded, must not change what pre-commit protects,
+/// the checks among them), to its submodules being published (a push the host carries
+/// out to a remote), and to the checks, with the user's own hooks replayed in a
+/// container (where the session's hooks are the agent's to change).
+fn check_new_commit(repo: &Repo, push: &PushOf, commit: &str, local_ref: &str) -> Result<(), Refusal> {
+    protected_in_commit(repo, commit, push.protected, local_ref)?;
+    if repo.host_push && !push.bringing_home {
+        submodules_published(repo, commit, local_ref)?;
+    }
+    let replay =
+        repo.settings.check_user.as_ref().and_then(|user| user.hooks.as_deref()).filter(|_| push.bringing_home);
+    if repo.settings.check_commands.is_empty() && replay.is_none() {
+        return Ok(());
+    }
+    check_commit(repo, commit, local_ref, commit == push.head, push.dependencies, &|repo, dir, what| {
+        if let Some(hooks) = replay {
+            replay_own_hooks(repo, hooks, commit, what)?;
+        }
+        run_checks(repo, dir, what)
+    })
+}
+
+/// Refuses an update of an existing remote ref that is not a fast-forward, or whose
+/// old value is unknown here.
+fn fast_forward(repo: &Repo, update: &Update, remote: &str) -> Result<(), Refusal> {
+    if is_zero(update.remote_sha) {
+        return Ok(());
+    }
+    let out = repo.git(&["merge-base", "--is-ancestor", update.remote_sha, update.local_sha])?;
+    match out.status.code() {
+        Some(0) => Ok(()),
+        Some(1) => Err(refuse(
+            format!(
+                "the push to {} on {remote} is not a fast-forward: it would rewrite remote history",
+                update.remote_ref
+            ),
+            "integrate the remote changes (`git pull --rebase`) and push again, without force",
+        )),
+        _ => Err(refuse(
+            format!(
+                "cannot tell whether the push to {} is a fast-forward ({} is unknown here)",
+                update.remote_ref,
+                &update.remote_sha[..12.min(update.remote_sha.len())]
+            ),
+            format!("`git fetch {remote}` first, then push again"),
+        )),
+    }
 }
 
 /// What is pushed must be in the project's own object store as the guard's git sees it
@@ -958,19 +1084,189 @@ fn pushed_object(repo: &Repo, update: &Update) -> Result<(), Refusal> {
 /// merge, where its result matches none of its parents (`--cc`).
 fn protected_in_commit(repo: &Repo, commit: &str, protected: &[String], local_ref: &str) -> Result<(), Refusal> {
     let changed = repo.git_ok(&["diff-tree", "-r", "--root", "--cc", "--no-commit-id", "--name-only", "-z", commit])?;
-    for path in changed.split(|b| *b == 0).filter(|path| !path.is_empty()) {
+    if let Some((path, rule)) = first_protected(&changed, protected) {
+        return Err(refuse(
+            format!(
+                "commit {} of {local_ref} changes {path}, which is protected ({rule})",
+                &commit[..12.min(commit.len())]
+            ),
+            format!("leave {rule} as it is: drop that change from the commits you push"),
+        ));
+    }
+    Ok(())
+}
+
+/// The first of the NUL-separated paths `changed` that a rule of `protected` covers,
+/// with that rule (the path made terminal-safe).
+fn first_protected<'a>(changed: &[u8], protected: &'a [String]) -> Option<(String, &'a String)> {
+    changed.split(|b| *b == 0).filter(|path| !path.is_empty()).find_map(|path| {
         let path = String::from_utf8_lossy(path);
-        if let Some(rule) = rule_covering(&path, protected) {
+        let rule = rule_covering(&path, protected)?;
+        Some((util::terminal_safe(&path).into_owned(), rule))
+    })
+}
+
+/// The tip a pushed ref's protected paths are compared with: what the destination has
+/// now, and how to name it.
+#[derive(Debug, PartialEq, Eq)]
+struct Base {
+    sha: String,
+    what: String,
+}
+
+/// What the destination has that the update replaces (`listing`: its advertised refs):
+/// the ref's old value; for a ref the broker brings home (`home`: pushed to
+/// `refs/agent-sandbox/incoming/<ref>`), the user's value of `<ref>`. For a new ref, the
+/// destination's `HEAD` (the user's checked-out branch, or a remote's default branch):
+/// its tip, not its merge base with the pushed tip, because a branch started from an
+/// old commit of the user's would otherwise keep that commit's lenient checks; a branch
+/// started before the user changed a protected file has to take that change first.
+/// `None` when the destination has nothing (an empty repository).
+fn protected_base(update: &Update, listing: &[(String, String)], home: bool) -> Option<Base> {
+    let named = |name: &str| listing.iter().find(|(_, listed)| listed == name).map(|(sha, _)| sha.clone());
+    let user_ref = update.remote_ref.strip_prefix(hostpush::home::INCOMING).filter(|_| home);
+    let (sha, what) = match user_ref {
+        Some(rel) => {
+            let name = format!("refs/{rel}");
+            match named(&name) {
+                Some(sha) => (sha, format!("the user's {name}")),
+                None => (named("HEAD")?, "the user's HEAD".to_owned()),
+            }
+        }
+        None if !is_zero(update.remote_sha) => {
+            (update.remote_sha.to_owned(), format!("{} on the remote", update.remote_ref))
+        }
+        None => (named("HEAD")?, "the remote's HEAD".to_owned()),
+    };
+    Some(Base { sha, what })
+}
+
+/// Refuses a pushed tip whose protected paths differ from `base`'s.
+fn protected_since(repo: &Repo, base: &Base, update: &Update, protected: &[String]) -> Result<(), Refusal> {
+    if protected.is_empty() {
+        return Ok(());
+    }
+    let short = &base.sha[..12.min(base.sha.len())];
+    let unknown = |refusal: Refusal| {
+        let why = format!(
+            "cannot compare the protected paths of {} with {} ({short}): {}",
+            update.local_ref, base.what, refusal.why
+        );
+        refuse(why, "have that tip in the repository first (on the host: `git fetch`), then push again")
+    };
+    let diff = ["diff-tree", "-r", "--no-renames", "--name-only", "-z", &base.sha, update.local_sha];
+    let changed = repo.git_ok(&diff).map_err(unknown)?;
+    if let Some((path, rule)) = first_protected(&changed, protected) {
+        return Err(refuse(
+            format!(
+                "{} would change {path}, which is protected ({rule}), from what {} has ({short})",
+                update.local_ref, base.what
+            ),
+            format!(
+                "keep {rule} as {short} has it, whatever you merge: `git checkout {short} -- {rule}`, commit, \
+                 and push again"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a tip brought into the user's repository that adds or changes a gitlink whose
+/// path in the work tree holds a repository of its own the user's git did not make: a
+/// `.git` directory, or a `.git` file that leads anywhere but the user's
+/// `.git/modules/`. The user's next `git status` recurses into a submodule and would do
+/// what that repository's config says (`core.fsmonitor`). `base`: the user's tip the
+/// gitlinks are compared with (`None`: every gitlink of the tip).
+fn no_embedded_repositories(repo: &Repo, base: Option<&str>, update: &Update) -> Result<(), Refusal> {
+    let listing = match base {
+        Some(base) => repo.git_ok(&["diff-tree", "-r", "--no-renames", "-z", base, update.local_sha])?,
+        None => repo.git_ok(&["ls-tree", "-r", "-z", "--full-tree", update.local_sha])?,
+    };
+    // The work tree: where the hook starts, or the project a container's checks name.
+    let top = repo.settings.check_user.as_ref().map_or(repo.top.as_path(), |user| user.project.as_path());
+    for path in gitlink_paths(&listing, base.is_some()) {
+        if let Some(why) = embedded_repository(top, &path) {
+            let path = util::terminal_safe(&path).into_owned();
             return Err(refuse(
                 format!(
-                    "commit {} of {local_ref} changes {path}, which is protected ({rule})",
-                    &commit[..12.min(commit.len())]
+                    "{} adds the submodule {path}, and {path}/.git in the work tree is {why}: the user's git would run \
+                     what its config says",
+                    update.local_ref
                 ),
-                format!("leave {rule} as it is: drop that change from the commits you push"),
+                format!(
+                    "add submodules with `git submodule add <url> {path}` (its repository goes under .git/modules), or \
+                     commit {path} as plain files"
+                ),
             ));
         }
     }
     Ok(())
+}
+
+/// The paths of gitlinks (mode 160000) in `git diff-tree -r -z` output (`diff`: new
+/// modes of changed entries) or `git ls-tree -r -z` output.
+fn gitlink_paths(listing: &[u8], diff: bool) -> Vec<String> {
+    let mut fields = listing.split(|b| *b == 0).filter(|field| !field.is_empty());
+    let mut paths = Vec::new();
+    if diff {
+        while let (Some(meta), Some(path)) = (fields.next(), fields.next()) {
+            let meta = String::from_utf8_lossy(meta);
+            if meta.trim_start_matches(':').split(' ').nth(1) == Some("160000") {
+                paths.push(String::from_utf8_lossy(path).into_owned());
+            }
+        }
+    } else {
+        for entry in fields {
+            let entry = String::from_utf8_lossy(entry);
+            if let Some((meta, path)) = entry.split_once('\t') {
+                if meta.starts_with("160000 ") {
+                    paths.push(path.to_owned());
+                }
+            }
+        }
+    }
+    paths
+}
+
+/// What `path/.git` in the work tree `top` is when it is a repository the user's git
+/// did not make (`None`: nothing there, or the `.git` file of a submodule whose
+/// repository is the user's, under `.git/modules/`). Read without following a link.
+fn embedded_repository(top: &Path, path: &str) -> Option<String> {
+    let dir = match util::fs::open_dir_beneath(top, Path::new(path), false) {
+        Ok(dir) => dir,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(err) => return Some(format!("not reachable through real directories ({err})")),
+    };
+    drop(dir);
+    let dot_git = top.join(path).join(".git");
+    let meta = match dot_git.symlink_metadata() {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(err) => return Some(format!("unreadable ({err})")),
+        Ok(meta) => meta,
+    };
+    if meta.is_dir() {
+        return Some("a directory (a repository of its own)".to_owned());
+    }
+    if !meta.is_file() {
+        return Some("a link or a special file".to_owned());
+    }
+    let text = match util::fs::read_regular_nofollow(&dot_git, 4096) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(err) => return Some(format!("unreadable ({err})")),
+    };
+    let gitdir = text.strip_prefix("gitdir: ").map(str::trim_end).unwrap_or_default();
+    let target = gitfacts::normalize(&top.join(path).join(gitdir));
+    // The project's git directory: `.git`, or the record a linked worktree's `.git` names.
+    let mut git_dirs = vec![top.join(".git")];
+    git_dirs.extend(gitfacts::layout(top).map(|layout| layout.git_dir));
+    let users = git_dirs.iter().any(|git_dir| {
+        let modules = gitfacts::normalize(&git_dir.join("modules"));
+        target.strip_prefix(&modules).is_ok_and(|rest| !rest.as_os_str().is_empty())
+    });
+    match users && !gitdir.is_empty() {
+        true => None,
+        false => Some(format!("a file that leads to {}", util::terminal_safe(gitdir))),
+    }
 }
 
 /// A commit published to a remote must not name a submodule commit that no remote of
@@ -1037,7 +1333,8 @@ fn submodules_published(repo: &Repo, commit: &str, local_ref: &str) -> Result<()
     Ok(())
 }
 
-fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<String>, Refusal> {
+/// What `url` advertises: object name and ref name, `HEAD` included.
+fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<(String, String)>, Refusal> {
     let listing = repo.git_ok(&["ls-remote", "--", url]).map_err(|refusal| {
         refuse(
             format!("cannot ask {remote} which commits it has ({})", refusal.why),
@@ -1050,8 +1347,8 @@ fn ls_remote(repo: &Repo, remote: &str, url: &str) -> Result<Vec<String>, Refusa
     Ok(String::from_utf8_lossy(&listing)
         .lines()
         .filter_map(|line| line.split_once(char::is_whitespace))
-        .filter(|(_, name)| !name.trim().starts_with("refs/agent-sandbox/") && name.trim() != "refs/stash")
-        .map(|(sha, _)| sha.to_owned())
+        .map(|(sha, name)| (sha.to_owned(), name.trim().to_owned()))
+        .filter(|(_, name)| !name.starts_with("refs/agent-sandbox/") && name != "refs/stash")
         .collect())
 }
 
@@ -1077,12 +1374,8 @@ fn new_commits(repo: &Repo, tip: &str, on_remote: &[String]) -> Result<Vec<Strin
     Ok(commits)
 }
 
-/// Ignored directories holding a project's dependencies, shown to checks that run in a
-/// temporary worktree (as links to the project's own).
 /// How long listing the work tree's dependency directories may take.
 const DEPENDENCY_LISTING: std::time::Duration = std::time::Duration::from_secs(20);
-
-const DEPENDENCY_DIRS: &[&str] = &["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"];
 
 /// Runs the checks on `commit`: in place when it is the checked-out HEAD and the work
 /// tree is clean (the project's dependencies are there), else in a temporary worktree of
@@ -1214,22 +1507,36 @@ fn dependency_dirs(repo: &Repo) -> Vec<String> {
     listing
         .split(|b| *b == 0)
         .filter_map(|entry| String::from_utf8_lossy(entry).strip_suffix('/').map(str::to_owned))
-        .filter(|dir| Path::new(dir).file_name().is_some_and(|name| DEPENDENCY_DIRS.iter().any(|dep| name == *dep)))
+        .filter(|dir| {
+            Path::new(dir)
+                .file_name()
+                .is_some_and(|name| guard_settings::DEPENDENCY_DIRS.iter().any(|dep| name == *dep))
+        })
         .collect()
 }
 
 /// Links each of `dirs` (relative to `top`) into `worktree`, where the commit has
-/// nothing there.
+/// nothing there. Both sides are the agent's to shape (the work tree, and the commit
+/// checked out in the worktree), so neither is followed through a link: a directory is
+/// linked only when it is a real one in the project reached through real directories,
+/// and the link and its parents are made beneath `worktree` without following one (a
+/// committed link `a` to `~/.local` never leads host code, or a container's root, to
+/// make `~/.local/lib/node_modules`). One rule for every mode: the host's checks and a
+/// container's verifier.
 fn link_dependencies(top: &Path, worktree: &Path, dirs: &[String]) {
     for dir in dirs {
-        let target = worktree.join(dir);
-        if target.symlink_metadata().is_ok() {
+        if util::fs::open_dir_beneath(top, Path::new(dir), false).is_err() {
             continue;
         }
-        if let Some(parent) = target.parent() {
-            let _ = std::fs::create_dir_all(parent);
+        match util::fs::symlink_beneath(worktree, Path::new(dir), &top.join(dir)) {
+            Ok(()) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => eprintln!(
+                "agent-sandbox: note: the checks run without {} ({}): the commit has a link or a file on its path",
+                util::terminal_safe(dir),
+                err
+            ),
         }
-        let _ = std::os::unix::fs::symlink(top.join(dir), &target);
     }
 }
 
@@ -1270,6 +1577,61 @@ mod tests {
         assert_eq!(run(&script), (Some(4), "plain origin\n".to_owned()));
     }
 
+    /// The replay, run by a real shell in a real worktree: the hooks see the commit's
+    /// changes staged over its first parent (all of them for a root commit) and its
+    /// message; a failing hook, or one that changes files, refuses; the guard's shim
+    /// alone runs nothing.
+    #[test]
+    fn replay_script_runs_the_users_hooks_as_git_commit_would() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (repo, hooks, tree) = (dir.path().join("repo"), dir.path().join("hooks"), dir.path().join("tree"));
+        std::fs::create_dir_all(&repo).expect("mkdir");
+        std::fs::create_dir_all(&hooks).expect("mkdir");
+        let sh = |script: &str, cwd: &Path| {
+            let out = Command::new("/bin/sh").args(["-c", script]).current_dir(cwd).output().expect("sh");
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+            )
+        };
+        let git = "git -c user.name=u -c user.email=u@x.invalid";
+        let made = sh(
+            &format!(
+                "git init -q && echo a > a && git add a && {git} commit -qm root && echo b > b && git add b \
+                 && {git} commit -qm 'feat: b' && git worktree add -q --detach {} HEAD",
+                tree.display()
+            ),
+            &repo,
+        );
+        assert_eq!(made.0, Some(0), "{}", made.1);
+        let rev = |name: &str| sh(&format!("git rev-parse {name}"), &repo).1.trim().to_owned();
+        let (root, tip) = (rev("HEAD~1"), rev("HEAD"));
+        let set = |name: &str, text: &str| {
+            let path = hooks.join(name);
+            std::fs::write(&path, text).expect("write");
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        };
+        let replay = |commit: &str, parent: Option<&str>| sh(&replay_script(&hooks, commit, parent, None), &tree);
+        set("pre-commit", &format!("#!/bin/sh\n{}\nexit 1\n", hookinstall::MARKER));
+        assert_eq!(replay(&tip, Some(&root)).0, Some(0), "the shim alone: nothing runs");
+        set("pre-commit", "#!/bin/sh\ntest \"$(git diff --cached --name-only)\" = b\n");
+        set("commit-msg", "#!/bin/sh\ngrep -q '^feat: ' \"$1\"\n");
+        assert_eq!(replay(&tip, Some(&root)), (Some(0), String::new()), "b staged, the message given");
+        let failed = replay(&tip, None);
+        assert_eq!(failed.0, Some(1), "a root commit stages everything: a and b");
+        assert!(failed.1.contains("your pre-commit hook failed"), "{}", failed.1);
+        set("commit-msg", "#!/bin/sh\ngrep -q '^fix: ' \"$1\"\n");
+        let failed = replay(&tip, Some(&root));
+        assert!(failed.0 == Some(1) && failed.1.contains("your commit-msg hook failed"), "{}", failed.1);
+        std::fs::remove_file(hooks.join("commit-msg")).expect("rm");
+        set("pre-commit", "#!/bin/sh\necho formatted >> b\n");
+        let failed = replay(&tip, Some(&root));
+        assert!(failed.0 == Some(1) && failed.1.contains("changed the commit's files"), "{}", failed.1);
+        // Nothing of the replay is left in the worktree's records.
+        assert_eq!(sh("git status --porcelain", &tree).1, " M b\n");
+        assert_eq!(sh("git rev-parse HEAD", &tree).1.trim(), tip);
+    }
+
     #[test]
     fn pre_push_lines_parse() {
         let input = format!("refs/heads/main 1111 refs/heads/main 2222\nrefs/heads/x {ZERO} refs/heads/x 3333\n\n");
@@ -1287,6 +1649,38 @@ mod tests {
             ]
         );
         assert!(is_zero(ZERO) && !is_zero("0001"));
+    }
+
+    /// What a pushed ref is compared with: the ref's old value; for the broker, the
+    /// user's ref behind the incoming one; for a new ref, the destination's `HEAD`;
+    /// nothing in an empty destination.
+    #[test]
+    fn protected_paths_are_compared_with_what_the_destination_has() {
+        let listing = [("1111".to_owned(), "HEAD".to_owned()), ("2222".to_owned(), "refs/heads/main".to_owned())];
+        let update =
+            |remote_ref, remote_sha| Update { local_ref: "refs/heads/main", local_sha: "3333", remote_ref, remote_sha };
+        let base = |sha: &str, what: &str| Some(Base { sha: sha.into(), what: what.into() });
+        let cases = [
+            (update("refs/heads/main", "4444"), false, base("4444", "refs/heads/main on the remote")),
+            (update("refs/heads/new", ZERO), false, base("1111", "the remote's HEAD")),
+            (update("refs/agent-sandbox/incoming/heads/main", ZERO), true, base("2222", "the user's refs/heads/main")),
+            (update("refs/agent-sandbox/incoming/heads/new", ZERO), true, base("1111", "the user's HEAD")),
+            // Only the broker's push names a user's ref by the incoming one.
+            (update("refs/agent-sandbox/incoming/heads/main", ZERO), false, base("1111", "the remote's HEAD")),
+        ];
+        for (update, home, expected) in cases {
+            assert_eq!(protected_base(&update, &listing, home), expected, "{update:?}");
+        }
+        assert_eq!(protected_base(&update("refs/heads/new", ZERO), &[], false), None);
+    }
+
+    #[test]
+    fn gitlinks_are_found_in_diffs_and_listings() {
+        let diff =
+            b":000000 160000 0000 aaaa A\0sub\0:100644 100644 bbbb cccc M\0file\0:160000 160000 dddd eeee M\0lib/x\0";
+        assert_eq!(gitlink_paths(diff, true), ["sub", "lib/x"]);
+        let tree = b"160000 commit aaaa\tsub\x00100644 blob bbbb\tfile\x00";
+        assert_eq!(gitlink_paths(tree, false), ["sub"]);
     }
 
     #[test]

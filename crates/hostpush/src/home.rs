@@ -76,7 +76,7 @@ pub const REFUSED_DIR: &str = "agent-sandbox/refused";
 /// repository, for its pre-push hook guard: not a publication (no remote receives it).
 pub const BRINGING_HOME: &str = "AGENT_SANDBOX_BRINGING_HOME";
 /// Where accepted tips land before the refs move (removed again).
-pub(crate) const INCOMING: &str = "refs/agent-sandbox/incoming/";
+pub const INCOMING: &str = "refs/agent-sandbox/incoming/";
 const SETPRIV: &str = "/usr/bin/setpriv";
 const IMAGE_BINARY: &str = "/usr/local/bin/agent-sandbox";
 const MAX_FILE: u64 = 1 << 20;
@@ -299,7 +299,7 @@ fn report(result: Result<Vec<String>, Refusal>, failed: &str) -> i32 {
     match result {
         Ok(lines) => {
             for line in &lines {
-                eprintln!("agent-sandbox: {line}");
+                eprintln!("agent-sandbox: {}", util::terminal_safe(line));
             }
             // A line about a refusal makes the status 1 (scripts can tell).
             i32::from(lines.iter().any(|line| line.contains(REFUSED)))

@@ -382,9 +382,14 @@ pub(crate) fn prepare_checks(
     if let Some(global) = global_config {
         settings.global_config = global.display().to_string();
     }
-    if let Some(hooks_dir) = project_hooks_dir(mirror, project_config, top) {
-        settings.protected_paths.push(hooks_dir);
-    }
+    let hooks = match project_hooks_dir(mirror, project_config, top) {
+        Some(HooksDir::InWorkTree(rel)) => {
+            settings.protected_paths.push(rel.clone());
+            Some(work.join("tree").join(rel))
+        }
+        Some(HooksDir::Elsewhere) => None,
+        None => copy_user_hooks(&work.join("user-hooks"))?,
+    };
     let search = checks_path(PATH);
     settings.check_path_dropped = search.dropped_lines();
     settings.check_user = Some(CheckUser {
@@ -394,6 +399,7 @@ pub(crate) fn prepare_checks(
         worktree: work.join("tree"),
         project: top.to_path_buf(),
         dependencies: dependency_dirs(top),
+        hooks,
     });
     let settings_file = state.join("settings.json");
     write_root_file(&settings_file, settings.to_json().as_bytes(), 0o600)?;
@@ -543,24 +549,58 @@ fn check_remote(remote: &str, url: &str, top: &Path) -> Result<(), Refusal> {
     }
 }
 
-/// The project's `core.hooksPath` (from root's copy of its config) when it is in the
-/// work tree, as a path relative to it: commits may not change it.
-fn project_hooks_dir(mirror: &Mirror, project_config: &Path, top: &Path) -> Option<String> {
+/// Where the project's `core.hooksPath` leads.
+enum HooksDir {
+    /// In the work tree, as a path relative to it: commits may not change it.
+    InWorkTree(String),
+    /// Outside the work tree: not where the container shows it.
+    Elsewhere,
+}
+
+/// The project's `core.hooksPath` (from root's copy of its config); `None` when unset.
+fn project_hooks_dir(mirror: &Mirror, project_config: &Path, top: &Path) -> Option<HooksDir> {
     let config = project_config.display().to_string();
     let value = mirror.git(&["config", "--file", &config, "--get", "core.hooksPath"]).ok()?;
     let value = String::from_utf8_lossy(&value).trim().to_owned();
     let dir = gitfacts::normalize(&top.join(&value));
-    let rel = dir.strip_prefix(top).ok()?;
-    (!rel.as_os_str().is_empty()).then(|| rel.display().to_string())
+    Some(match dir.strip_prefix(top) {
+        Ok(rel) if !rel.as_os_str().is_empty() => HooksDir::InWorkTree(rel.display().to_string()),
+        _ => HooksDir::Elsewhere,
+    })
+}
+
+/// A root-owned copy in `dest` of the user's `.git/hooks` (the broker's mount, which only
+/// root reaches), for the checks' user to replay; `None` without that mount (a verified
+/// push of a project whose `.git` is mounted).
+fn copy_user_hooks(dest: &Path) -> Result<Option<PathBuf>, Refusal> {
+    let source = Path::new(runtime_layout::CONTAINER_HOME_GIT).join("hooks");
+    let Ok(entries) = std::fs::read_dir(&source) else { return Ok(None) };
+    make_root_dir(dest, 0o755)?;
+    for entry in entries {
+        let entry = entry.map_err(|err| refuse(format!("cannot list your hooks: {err}"), "try again"))?;
+        let name = entry.file_name();
+        let (path, plain) = (entry.path(), !name.to_string_lossy().ends_with(".sample"));
+        let Ok(meta) = path.symlink_metadata() else { continue };
+        if !plain || !meta.is_file() {
+            continue;
+        }
+        let bytes = util::fs::read_regular_nofollow(&path, MAX_CONFIG).map_err(|err| {
+            refuse(format!("your hook {} cannot be read: {err}", path.display()), "fix it on the host")
+        })?;
+        let mode = if meta.permissions().mode() & 0o111 != 0 { 0o755 } else { 0o644 };
+        write_root_file(&dest.join(&name), &bytes, mode)?;
+    }
+    Ok(Some(dest.to_path_buf()))
 }
 
 /// The project's dependency directories at its top (`node_modules`, `.venv`, …), which
-/// the checks see through links.
+/// the checks see through links (made by the hook guard, which judges both sides again
+/// without following a link).
 fn dependency_dirs(top: &Path) -> Vec<String> {
-    ["node_modules", ".venv", "venv", ".tox", "target", ".gradle", "vendor"]
-        .into_iter()
-        .filter(|name| top.join(name).symlink_metadata().is_ok_and(|meta| meta.is_dir()))
-        .map(str::to_owned)
+    guard_settings::DEPENDENCY_DIRS
+        .iter()
+        .filter(|name| util::fs::open_dir_beneath(top, Path::new(name), false).is_ok())
+        .map(|name| (*name).to_owned())
         .collect()
 }
 

@@ -3,13 +3,23 @@
 //! regular file (checked before opening, opened with `O_NONBLOCK`, and checked again on
 //! the open descriptor, so a swap in between is caught too), and say so with
 //! [`NotRegular`] instead.
+//!
+//! Where host code makes something at a path the agent shaped (a dependency directory
+//! linked into a check worktree), it goes one component at a time from a directory it
+//! trusts, never following a link ([`open_dir_beneath`], [`symlink_beneath`]).
 
 use std::{
+    ffi::OsStr,
     fs::File,
     io::{Read, Write},
-    os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt},
-    path::Path,
+    os::{
+        fd::OwnedFd,
+        unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt},
+    },
+    path::{Component, Path},
 };
+
+use rustix::fs::{FileType, Mode, OFlags};
 
 /// The error kind and message for a path that is not a regular file.
 #[derive(Debug)]
@@ -69,6 +79,73 @@ fn read_limited(file: File, limit: u64) -> std::io::Result<Vec<u8>> {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, format!("longer than {limit} bytes")));
     }
     Ok(bytes)
+}
+
+/// The directory `rel` beneath `root`, opened one component at a time, each relative to
+/// the descriptor of the one before and never through a link: a component that is a
+/// symlink (or anything but a directory) is an error, so the result is inside `root`
+/// whatever the agent made of the path. With `create`, missing components are made
+/// (mode 0755) the same way. `root` is the caller's own and is followed; `rel` must be
+/// relative, without `.` or `..`.
+///
+/// Why not `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: each call here resolves one
+/// plain name, where `O_NOFOLLOW` already is the whole rule, and plain `openat` works on
+/// every kernel and under container seccomp profiles that refuse `openat2`.
+pub fn open_dir_beneath(root: &Path, rel: &Path, create: bool) -> std::io::Result<OwnedFd> {
+    let mut dir = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+    for name in plain_names(rel)? {
+        dir = match open_child_dir(&dir, name) {
+            Err(err) if create && err.kind() == std::io::ErrorKind::NotFound => {
+                match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(err) => return Err(err.into()),
+                }
+                open_child_dir(&dir, name)?
+            }
+            opened => opened?,
+        };
+    }
+    Ok(dir)
+}
+
+/// Makes a symlink at `rel` beneath `root` pointing to `target`, its parents made as
+/// [`open_dir_beneath`] makes them (no link followed); an existing entry at `rel` is an
+/// error (`AlreadyExists`) and is left as it is.
+pub fn symlink_beneath(root: &Path, rel: &Path, target: &Path) -> std::io::Result<()> {
+    let names = plain_names(rel)?;
+    let Some((name, parents)) = names.split_last() else {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "an empty path"));
+    };
+    let parent = open_dir_beneath(root, &parents.iter().collect::<std::path::PathBuf>(), true)?;
+    rustix::fs::symlinkat(target, &parent, *name)?;
+    Ok(())
+}
+
+/// The names of the relative path `rel`, refusing anything but plain names.
+fn plain_names(rel: &Path) -> std::io::Result<Vec<&OsStr>> {
+    rel.components()
+        .map(|component| match component {
+            Component::Normal(name) => Ok(name),
+            _ => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{}: not a plain relative path", rel.display()),
+            )),
+        })
+        .collect()
+}
+
+/// The directory `name` in `dir`, not through a link.
+fn open_child_dir(dir: &OwnedFd, name: &OsStr) -> std::io::Result<OwnedFd> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let child = rustix::fs::openat(dir, name, flags, Mode::empty())?;
+    // `O_PATH | O_NOFOLLOW` opens a link itself: the descriptor says what it is.
+    if FileType::from_raw_mode(rustix::fs::fstat(&child)?.st_mode) != FileType::Directory {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            format!("{}: a link or not a directory", name.to_string_lossy()),
+        ));
+    }
+    Ok(child)
 }
 
 /// Writes `bytes` to `path` atomically (a temporary file beside it, renamed over it),
@@ -179,6 +256,32 @@ mod tests {
         std::os::unix::fs::symlink(&fifo, &link).expect("symlink");
         assert!(is_not_regular(&read_regular(&link, 1024).expect_err("through a symlink too")));
         assert!(read_regular(Path::new("/dev/null"), 1024).is_err(), "devices are refused");
+    }
+
+    /// A link anywhere in the path is never followed: not in a parent made on the way
+    /// (the attack: `a` a link to the user's `~/.local`, `a/lib/node_modules` linked
+    /// into a check worktree), not at the end; real directories are walked and made.
+    #[test]
+    fn links_beneath_a_root_never_follow_a_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (root, outside) = (dir.path().join("root"), dir.path().join("outside"));
+        std::fs::create_dir_all(root.join("real/lib")).expect("mkdir");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::os::unix::fs::symlink(&outside, root.join("a")).expect("symlink");
+        let target = Path::new("/project/a/lib/node_modules");
+        let err = symlink_beneath(&root, Path::new("a/lib/node_modules"), target).expect_err("a link on the way");
+        assert_eq!(err.kind(), std::io::ErrorKind::NotADirectory, "{err}");
+        assert_eq!(std::fs::read_dir(&outside).expect("ls").count(), 0, "nothing made outside the root");
+        assert!(open_dir_beneath(&root, Path::new("a"), false).is_err(), "a link is not a directory");
+        assert!(open_dir_beneath(&root, Path::new("a/.."), false).is_err(), "no `..`");
+        assert!(symlink_beneath(&root, Path::new("/etc/x"), target).is_err(), "relative only");
+        // The legitimate uses: a link made in new directories, one beside a real one.
+        symlink_beneath(&root, Path::new("new/deep/node_modules"), target).expect("made");
+        assert_eq!(std::fs::read_link(root.join("new/deep/node_modules")).expect("link"), target);
+        symlink_beneath(&root, Path::new("real/lib/node_modules"), target).expect("made");
+        assert!(open_dir_beneath(&root, Path::new("real/lib"), false).is_ok());
+        let err = symlink_beneath(&root, Path::new("real/lib/node_modules"), target).expect_err("exists");
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
     }
 
     #[test]

@@ -59,6 +59,37 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// Another process's output on its way to a terminal, through [`terminal_safe`] line by
+/// line: a chunk that ends inside a line (or inside a character) waits for the rest, so
+/// an escape sequence split between chunks is escaped whole. A line longer than
+/// [`TerminalSafeLines::LONGEST`] goes out in parts.
+#[derive(Debug, Default)]
+pub struct TerminalSafeLines {
+    pending: Vec<u8>,
+}
+
+impl TerminalSafeLines {
+    pub const LONGEST: usize = 64 * 1024;
+
+    /// What of `bytes` (after what came before) can be shown now.
+    pub fn push(&mut self, bytes: &[u8]) -> String {
+        self.pending.extend_from_slice(bytes);
+        let end = match self.pending.iter().rposition(|b| *b == b'\n') {
+            Some(newline) => newline + 1,
+            None if self.pending.len() > Self::LONGEST => self.pending.len(),
+            None => return String::new(),
+        };
+        let lines: Vec<u8> = self.pending.drain(..end).collect();
+        terminal_safe(&String::from_utf8_lossy(&lines)).into_owned()
+    }
+
+    /// The rest, once the output has ended.
+    pub fn finish(&mut self) -> String {
+        let rest = std::mem::take(&mut self.pending);
+        terminal_safe(&String::from_utf8_lossy(&rest)).into_owned()
+    }
+}
+
 /// `text` on one line: every control character (newline and tab included) escaped as
 /// Rust writes it (`\n`, `\u{1b}`), for a name the agent chose shown in a table or a
 /// list line.
@@ -241,6 +272,22 @@ mod tests {
     #[test]
     fn one_line_escapes_every_control_character() {
         assert_eq!(one_line("a\nb\tc\u{1b}[2Ad é"), "a\\nb\\tc\\u{1b}[2Ad é");
+    }
+
+    /// An OSC 52 clipboard write and a window title, split across chunks anywhere, come
+    /// out escaped whole; plain lines come out as they were.
+    #[test]
+    fn terminal_safe_lines_escape_sequences_split_across_chunks() {
+        let output = "check: ok\n\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}]0;pwned\u{7}failed\nlast";
+        let expected = "check: ok\n\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{1b}]0;pwned\\u{7}failed\nlast";
+        for split in 0..output.len() {
+            let mut lines = TerminalSafeLines::default();
+            let mut shown = lines.push(&output.as_bytes()[..split]);
+            shown += &lines.push(&output.as_bytes()[split..]);
+            shown += &lines.finish();
+            assert_eq!(shown, expected, "split at {split}");
+            assert!(!shown.contains('\u{1b}') && !shown.contains('\u{7}'));
+        }
     }
 
     #[test]

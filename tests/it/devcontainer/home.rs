@@ -72,6 +72,10 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     std::fs::write(repo.join(".agent-sandbox/config.jsonc"), "{\"checks\": {\"commands\": [\"test ! -e FAIL\"]}}\n")
         .expect("config");
     std::fs::write(repo.join("README"), "test\n").expect("write");
+    // The user's own pre-commit hook: no file named STOP.
+    let hook = repo.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\n! git diff --cached --name-only | grep -qx STOP\n").expect("hook");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     // A submodule: its repository is in `.git/modules/lib`, which the session seeds too.
     let lib = world.path().join("libsrc");
     std::fs::create_dir_all(&lib).expect("mkdir");
@@ -172,6 +176,29 @@ fn commits_come_home_through_the_checks_and_the_users_git_stays_the_users() {
     ));
     check("a failing check", &got, &[("commit", "0"), ("refused", "1"), ("reset", "0")], &all);
     assert_eq!(host_git(&repo, &["rev-parse", "main"]), head, "a commit that failed its check came home");
+
+    // The session's hooks are the agent's to change; the broker replays the user's own:
+    // with the user's pre-commit edited out inside, a commit it refuses stays out. A
+    // commit that adds a submodule over a `.git` directory of the agent's (with a
+    // `core.fsmonitor`) stays out, and the user's git on the host runs nothing of it.
+    let real = "/usr/libexec/agent-sandbox/git";
+    let (got, all) = dc.exec(&format!(
+        "cd /workspaces/home\n\
+         cp .git/hooks/pre-commit /tmp/pre-commit && printf '#!/bin/sh\\nexit 0\\n' > .git/hooks/pre-commit; say edited $?\n\
+         touch STOP && git add STOP && {commit} -m 'past the hook' 2>/tmp/commit; say commit $?\n\
+         settle /tmp/commit; say hook_refused \"$(grep -m1 -c 'your pre-commit hook failed' /tmp/commit)\"\n\
+         git reset -q --hard HEAD~1; cp /tmp/pre-commit .git/hooks/pre-commit; settle /dev/null\n\
+         mkdir sub && cp -r .git sub/.git && printf '[core]\\n\\tfsmonitor = touch {pwned}\\n' >> sub/.git/config\n\
+         {real} update-index --add --cacheinfo 160000,$(git rev-parse HEAD),sub && {commit} -m sub 2>/tmp/sub\n\
+         say sub_commit $?\n\
+         settle /tmp/sub; say sub_refused \"$(grep -m1 -c 'sub/.git in the work tree is a directory' /tmp/sub)\"\n\
+         git reset -q --hard HEAD~1; rm -rf sub; settle /dev/null"
+    ));
+    let want = [("edited", "0"), ("commit", "0"), ("hook_refused", "1"), ("sub_commit", "0"), ("sub_refused", "1")];
+    check("the user's hooks and nested repositories", &got, &want, &all);
+    assert_eq!(host_git(&repo, &["rev-parse", "main"]), head, "{all}");
+    host_git(&repo, &["status"]);
+    assert!(!pwned_path.exists(), "the host's git ran the nested repository's fsmonitor");
 
     // The history bypasses of earlier rounds land commits in the session repository
     // only: the real git binary (`--no-verify` past the guard), a stash made a branch,
