@@ -219,7 +219,7 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
         runtime_layout::Where::Bubblewrap => false,
     };
     let host_push = (trusted && hook == "pre-push")
-        .then(|| std::env::var_os(hostpush::service::SETTINGS_VAR).filter(|path| !path.is_empty()))
+        .then(|| std::env::var_os(hostpush::hook::SETTINGS_VAR).filter(|path| !path.is_empty()))
         .flatten()
         .map(PathBuf::from);
     // The mirror a push the host carries out is sent from (git names it to its hooks).

@@ -152,7 +152,7 @@ pub use runtime_layout::CONTAINER_REAL_GIT;
 /// environment shows it.
 pub fn run_in_container(args: &[OsString]) -> i32 {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 && std::env::var_os(hostpush::verify::VERIFIER_VAR).is_some() {
+    if unsafe { libc::geteuid() } == 0 && std::env::var_os(hostpush::checks::VERIFIER_VAR).is_some() {
         // The push verifier's git (root: the agent's user reaches root only through the
         // image's exact sudo rules), and the git commands git itself runs for it through
         // this entry point: its `-c core.hooksPath` is on purpose.

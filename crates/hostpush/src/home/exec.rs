@@ -69,7 +69,7 @@ impl ExecHome {
     /// A view of `session` (writable or not) and of the user's `.git` where the
     /// sandbox shows it, read-only: the bwrap command line up to `--`.
     fn view(&self, session: &Path, writable: bool) -> Vec<String> {
-        let mut extra = self.git_installation.get_or_init(|| crate::service::git_installation(&self.home.git)).clone();
+        let mut extra = self.git_installation.get_or_init(|| crate::mirror::git_installation(&self.home.git)).clone();
         extra.push(self.self_exe.clone());
         let binds = [
             ViewBind { source: session.to_path_buf(), at: session.to_path_buf(), writable },
@@ -571,7 +571,7 @@ fn refresh_index(x: &ExecHome, index: &Path, paths: &[String]) -> Result<(), Str
     std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|err| err.to_string())?;
     let copy = dir.join("index");
     std::fs::copy(index, &copy).map_err(|err| err.to_string())?;
-    let mut extra = x.git_installation.get_or_init(|| crate::service::git_installation(&x.home.git)).clone();
+    let mut extra = x.git_installation.get_or_init(|| crate::mirror::git_installation(&x.home.git)).clone();
     extra.extend([x.home.user_git.clone(), x.home.git_dir.clone(), top.to_path_buf()]);
     let binds = [ViewBind { source: dir.clone(), at: dir.clone(), writable: true }];
     let view = mirror::view_args(&x.bwrap, &mirror::system_entries(), &extra, &binds);
