@@ -467,6 +467,37 @@ fn pre_push_refuses_a_merge_that_rolls_a_protected_path_back() {
     assert_eq!(remote_ref(&world, "refs/heads/x"), "");
 }
 
+/// A teammate pushed to the remote's default branch since the user last fetched: a new
+/// branch of the agent's is judged against that branch as the user's repository last
+/// fetched it (`refs/remotes/origin/main`), and goes out without a fetch on the host;
+/// one that changes a protected path from it is still refused.
+#[test]
+fn a_new_branch_goes_out_when_the_remotes_head_is_ahead_of_the_last_fetch() {
+    require_bwrap!();
+    let world = guarded_world();
+    world.project_config(r#"{ "checks": { "commands": ["sh ci/check.sh"], "protectedPaths": ["ci"] } }"#);
+    world.write("home/proj/ci/check.sh", "test ! -e BROKEN\n");
+    world.git(&["add", "-A"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "commit", "-qm", "check"]);
+    world.git(&["-c", "core.hooksPath=/dev/null", "push", "-q", "origin", "main"]);
+    let remote = world.path("home/remote.git");
+    // The teammate's commit, pushed from a clone of their own.
+    let teammate = world.path("teammate");
+    world.git_in(&world.root, &["clone", "-q", remote.to_str().expect("utf-8"), teammate.to_str().expect("utf-8")]);
+    world.git_in(&teammate, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "--allow-empty", "-m", "t"]);
+    world.git_in(&teammate, &["push", "-q", "origin", "main"]);
+    let rw = ["--rw", remote.to_str().expect("utf-8")];
+    let run = world.sh(&rw, "git switch -qc feature && echo f > f && git add f && git commit -qm f && git push -q origin feature && echo pushed");
+    assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
+    assert_ne!(remote_ref(&world, "refs/heads/feature"), "");
+    let attack = "git switch -qc lenient && echo 'exit 0' > ci/check.sh && cp /run/agent-sandbox/bin/git /tmp/g \
+                  && /tmp/g commit -qn -am lenient && git push -q origin lenient";
+    let run = world.sh(&rw, attack);
+    assert!(run.stderr().contains("lenient would change ci/check.sh, which is protected (ci)"), "{}", run.stderr());
+    assert!(run.stderr().contains("refs/remotes/origin/main"), "{}", run.stderr());
+    assert_eq!(remote_ref(&world, "refs/heads/lenient"), "");
+}
+
 /// What pre-push holds every pushed commit to, however it was made: no change to a
 /// protected path (here the project's hooks, changed in a scratch clone and fetched into
 /// a branch, so pre-commit never saw it), objects from the project's own store only

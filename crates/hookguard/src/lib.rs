@@ -219,7 +219,7 @@ fn guard(hook: &str, args: &[OsString]) -> Result<i32, Refusal> {
         runtime_layout::Where::Bubblewrap => false,
     };
     let host_push = (trusted && hook == "pre-push")
-        .then(|| std::env::var_os(hostpush::service::SETTINGS_VAR).filter(|path| !path.is_empty()))
+        .then(|| std::env::var_os(hostpush::hook::SETTINGS_VAR).filter(|path| !path.is_empty()))
         .flatten()
         .map(PathBuf::from);
     // The mirror a push the host carries out is sent from (git names it to its hooks).
@@ -971,7 +971,14 @@ fn pre_push(repo: &Repo, args: &[OsString], stdin: &[u8]) -> Result<(), Refusal>
             // a merge that takes an old protected file from the user's own history
             // changes nothing by `--cc`, yet it changes what the checks run.
             let listing = advertised.as_ref().and_then(|listing| listing.as_ref().ok());
-            let base = protected_base(&update, listing.map_or(&[][..], Vec::as_slice), bringing_home);
+            let listing = listing.map_or(&[][..], Vec::as_slice);
+            let base = protected_base(&update, listing, bringing_home).map(|base| {
+                if bringing_home {
+                    base
+                } else {
+                    as_fetched(repo, base, listing, &remote)
+                }
+            });
             if let Some(base) = &base {
                 protected_since(repo, base, &update, &protected)?;
             }
@@ -1136,10 +1143,34 @@ fn protected_base(update: &Update, listing: &[(String, String)], home: bool) -> 
         None if !is_zero(update.remote_sha) => {
             (update.remote_sha.to_owned(), format!("{} on the remote", update.remote_ref))
         }
-        None => (named("HEAD")?, "the remote's HEAD".to_owned()),
+        None => (named("HEAD")?, REMOTE_HEAD.to_owned()),
     };
     Some(Base { sha, what })
 }
+
+/// A remote's `HEAD` the repository has not fetched (teammates pushed since): its
+/// default branch as the repository last fetched it (`refs/remotes/<remote>/<branch>`),
+/// which the user's own fetch wrote, so that pushing a new branch needs no fetch on the
+/// host first; `base` itself when the repository has it, or no such branch.
+fn as_fetched(repo: &Repo, base: Base, listing: &[(String, String)], remote: &str) -> Base {
+    let has = |sha: &str| repo.git_ok(&["cat-file", "-e", &format!("{sha}^{{commit}}")]).is_ok();
+    if base.what != REMOTE_HEAD || has(&base.sha) {
+        return base;
+    }
+    let branches = listing.iter().filter(|(sha, name)| *sha == base.sha && name.starts_with("refs/heads/"));
+    for (_, name) in branches {
+        let tracking = format!("refs/remotes/{remote}/{}", name.trim_start_matches("refs/heads/"));
+        let found = repo.git_ok(&["rev-parse", "-q", "--verify", &format!("{tracking}^{{commit}}")]);
+        if let Ok(sha) = found {
+            let sha = String::from_utf8_lossy(&sha).trim().to_owned();
+            return Base { sha, what: format!("{tracking} (the remote's HEAD as this repository last fetched it)") };
+        }
+    }
+    base
+}
+
+/// How [`protected_base`] names the remote's `HEAD` as the base of a new ref.
+const REMOTE_HEAD: &str = "the remote's HEAD";
 
 /// Refuses a pushed tip whose protected paths differ from `base`'s.
 fn protected_since(repo: &Repo, base: &Base, update: &Update, protected: &[String]) -> Result<(), Refusal> {

@@ -45,9 +45,9 @@ use serde::{Deserialize, Serialize};
 use session_repo::sync::{self, Base, Checkouts, Decision, Head};
 
 use crate::{
+    checks::{self, CHECK_USER},
     mirror::{self, Mirror},
     plan::{refuse, Refusal},
-    verify::{self, CHECK_USER},
 };
 
 mod bring;
@@ -187,8 +187,8 @@ pub fn start() -> i32 {
             }
             Err(refusal) => {
                 let text = refusal.inline();
-                let _ = verify::make_root_dir(Path::new(STATE_DIR), 0o755)
-                    .and_then(|()| verify::write_root_file(marker, text.as_bytes(), 0o644));
+                let _ = checks::make_root_dir(Path::new(STATE_DIR), 0o755)
+                    .and_then(|()| checks::write_root_file(marker, text.as_bytes(), 0o644));
             }
         }
     }
@@ -261,6 +261,22 @@ pub struct Told {
     pub text: String,
 }
 
+/// The told file's last line under `exec`: how many syncs the broker has finished, so
+/// that the git guard inside can wait for the one its command asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Synced {
+    pub synced: u64,
+}
+
+/// How many syncs the told file says have finished (`None`: it says nothing of it).
+pub fn told_synced(bytes: &[u8]) -> Option<u64> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str::<Synced>(line).ok())
+        .map(|s| s.synced)
+}
+
 /// Parses the told file (lines that do not parse are left out).
 pub fn parse_told(bytes: &[u8]) -> Vec<Told> {
     String::from_utf8_lossy(bytes).lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
@@ -274,7 +290,7 @@ fn record_told(lines: &[String]) {
     }
     let Ok(Some(_lock)) = util::fs::lock(&Path::new(STATE_DIR).join("told.lock"), true) else { return };
     let path = Path::new(CONTAINER_BROKER_TOLD);
-    let _ = verify::write_root_file(path, told_after(path, lines).as_bytes(), 0o644);
+    let _ = checks::write_root_file(path, told_after(path, lines).as_bytes(), 0o644);
 }
 
 /// The told file at `path` with `lines` appended, numbered on from its last. A line
@@ -356,7 +372,7 @@ impl Home {
             user_git: PathBuf::from(CONTAINER_HOME_GIT),
             git_dir: PathBuf::from(CONTAINER_HOME_GIT),
             user_git_inside: PathBuf::from(CONTAINER_USER_GIT),
-            env: verify::root_env(),
+            env: checks::root_env(),
             hooks: state.join("hooks"),
             settings: state.join("settings.json"),
             global: Some(state.join("gitconfig")),
@@ -487,7 +503,7 @@ pub(crate) fn write_state(path: &Path, state: &State) -> Result<(), Refusal> {
             .map_err(|err| refuse(format!("cannot make {}: {err}", dir.display()), "check that .git is writable"))?;
     }
     let bytes = serde_json::to_vec(state).expect("a state serializes");
-    verify::write_root_file(path, &bytes, 0o600)
+    checks::write_root_file(path, &bytes, 0o600)
 }
 
 /// Holds the lock of the session's state (beside it in the user's `.git`) while it
@@ -510,7 +526,7 @@ pub const STARTED: &str = "/var/lib/agent-sandbox/broker/started";
 fn run_start() -> Result<Vec<String>, Refusal> {
     as_root()?;
     beyond_the_agents_signals();
-    verify::make_root_dir(Path::new(STATE_DIR), 0o755)?;
+    checks::make_root_dir(Path::new(STATE_DIR), 0o755)?;
     let _lock = util::fs::lock(&Path::new(STATE_DIR).join("lock"), true)
         .map_err(|err| refuse(format!("cannot lock {STATE_DIR}: {err}"), "restart the container"))?;
     let boot = util::boot_id();
@@ -518,7 +534,7 @@ fn run_start() -> Result<Vec<String>, Refusal> {
     if String::from_utf8_lossy(&started).trim() == boot {
         return Ok(vec!["the session repository was made at this container's start: nothing to do".into()]);
     }
-    verify::write_root_file(Path::new(STARTED), format!("{boot}\n").as_bytes(), 0o644)?;
+    checks::write_root_file(Path::new(STARTED), format!("{boot}\n").as_bytes(), 0o644)?;
     let Some(layout) = the_layout()? else { return Ok(Vec::new()) };
     // A sync that root ended before it could hand its files back left them root's.
     own_home_files();
@@ -1327,7 +1343,7 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
         refuse(format!("the image has no user {CHECK_USER} to run the checks as"), "rebuild the image with the Feature")
     })?;
     let state_dir = Path::new(STATE_DIR);
-    verify::make_root_dir(state_dir, 0o755)?;
+    checks::make_root_dir(state_dir, 0o755)?;
     // At most one sync runs and one waits: the waiting one reads the session after the
     // running one is done, so it brings whatever any command since has made.
     let lock = |name: &str, wait: bool| {
@@ -1340,8 +1356,8 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     let _state = lock_state(&layout)?;
     // The push verifier runs as the checks' user too, and each ends that user's
     // processes before it starts: one at a time.
-    let push_dir = Path::new(verify::STATE_DIR);
-    verify::make_root_dir(push_dir, 0o755)?;
+    let push_dir = Path::new(checks::STATE_DIR);
+    checks::make_root_dir(push_dir, 0o755)?;
     let _checks = util::fs::lock(&push_dir.join("lock"), true)
         .map_err(|err| refuse(format!("cannot lock {}: {err}", push_dir.display()), "try again"))?;
     util::users::kill_all(uid, Duration::from_secs(10));
@@ -1357,9 +1373,9 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     let project_config = state_dir.join("project-config");
     let bytes = util::fs::read_regular_nofollow(&Path::new(CONTAINER_HOME_GIT).join("config"), MAX_FILE)
         .map_err(|err| refuse(format!("your repository's config cannot be read: {err}"), "fix it on the host"))?;
-    verify::write_root_file(&project_config, &bytes, 0o644)?;
+    checks::write_root_file(&project_config, &bytes, 0o644)?;
     let mirror_dir = state_dir.join("mirror.git");
-    let env = verify::root_env();
+    let env = checks::root_env();
     let mirror = Mirror {
         path: &mirror_dir,
         git: Path::new(CONTAINER_REAL_GIT),
@@ -1372,7 +1388,7 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     };
     mirror.configure(&project_config).map_err(|failed| refuse(failed.to_string(), "try again"))?;
     let alternates = format!("{CONTAINER_HOME_GIT}/objects\n");
-    verify::write_root_file(&mirror_dir.join("objects/info/alternates"), alternates.as_bytes(), 0o644)?;
+    checks::write_root_file(&mirror_dir.join("objects/info/alternates"), alternates.as_bytes(), 0o644)?;
     let user = user_refs(&home)?;
     let session = session_refs(&home, &mirror, (&layout.top, &layout.session), &user)?;
     // Without the base there is nothing to tell the user's moves from the session's: a
@@ -1415,8 +1431,8 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
     }
     // The hook guard's git asks the user's repository (not root's) what it has.
     let global = state_dir.join("gitconfig");
-    verify::write_root_file(&global, b"[safe]\n\tdirectory = *\n", 0o644)?;
-    let (_, work) = verify::prepare_checks(
+    checks::write_root_file(&global, b"[safe]\n\tdirectory = *\n", 0o644)?;
+    let (_, work) = checks::prepare_checks(
         state_dir,
         (uid, gid),
         &config,
@@ -1432,7 +1448,7 @@ fn run_sync(config: config::Config, later: bool) -> Result<Vec<String>, Refusal>
         write_state(&layout.state, state)
     });
     util::users::kill_all(uid, Duration::from_secs(10));
-    let _ = verify::remove(&work);
+    let _ = checks::remove(&work);
     // What root's git made in the user's `.git` (by any path `bring` left by) is the owner's.
     own_home_files();
     let mut outcome = brought?;
@@ -1551,14 +1567,14 @@ pub(crate) fn session_refs(
     };
     let Some(listed) = list_session_refs(session_dir) else {
         mirror.fetch(top, session_dir).map_err(unreadable)?;
-        return Ok(parse_refs(&verify::mirror_git(mirror, FOR_EACH)?));
+        return Ok(parse_refs(&checks::mirror_git(mirror, FOR_EACH)?));
     };
     let changed: Vec<&str> =
         listed.iter().filter(|(name, sha)| user.get(*name) != Some(*sha)).map(|(name, _)| name.as_str()).collect();
     // The mirror first drops what it holds under those names and what the session no
     // longer has (a branch `a/b` deleted would otherwise keep a new `a` from being
     // fetched), in one transaction.
-    let held = parse_refs(&verify::mirror_git(mirror, FOR_EACH)?);
+    let held = parse_refs(&checks::mirror_git(mirror, FOR_EACH)?);
     let dropped: String = held
         .keys()
         .filter(|name| !listed.contains_key(*name) || changed.contains(&name.as_str()))
@@ -1588,7 +1604,7 @@ pub(crate) fn session_refs(
     if !changed.is_empty() {
         let mut args = vec!["for-each-ref", "--format=%(objectname) %(refname)"];
         args.extend(&changed);
-        session.extend(parse_refs(&verify::mirror_git(mirror, &args)?));
+        session.extend(parse_refs(&checks::mirror_git(mirror, &args)?));
     }
     Ok(session)
 }

@@ -8,7 +8,9 @@
 //! commit in a fresh sandbox; the sandbox itself never holds push credentials.
 
 pub mod adopt;
+pub mod checks;
 pub mod home;
+pub mod hook;
 pub mod mirror;
 pub mod plan;
 pub mod protocol;

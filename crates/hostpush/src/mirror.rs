@@ -300,6 +300,26 @@ impl Mirror<'_> {
     }
 }
 
+/// Where the host's `git` is installed, when outside the system directories the view
+/// shows anyway: its own directory and its exec-path.
+pub fn git_installation(git: &Path) -> Vec<PathBuf> {
+    let system = |path: &Path| {
+        SYSTEM_PATHS.iter().any(|dir| path.starts_with(dir))
+            || path.canonicalize().is_ok_and(|real| SYSTEM_PATHS.iter().any(|dir| real.starts_with(dir)))
+    };
+    let mut dirs = Vec::new();
+    if let Some(dir) = git.canonicalize().ok().and_then(|real| real.parent().map(Path::to_path_buf)) {
+        dirs.push(dir);
+    }
+    let exec_path = Command::new(git).arg("--exec-path").env_clear().stdin(Stdio::null()).output();
+    if let Some(out) = exec_path.ok().filter(|out| out.status.success()) {
+        dirs.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    dirs.retain(|dir| dir.is_absolute() && !system(dir));
+    dirs.dedup();
+    dirs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,9 +31,7 @@ use crate::{
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The variable through which the host's pre-push hook (`agent-sandbox hook pre-push`)
-/// finds its settings; set only by this service, on the host.
-pub const SETTINGS_VAR: &str = "AGENT_SANDBOX_PUSH_GUARD";
+use crate::hook::SETTINGS_VAR;
 
 /// Repository files whose change since the start refuses a push (relative to the
 /// common directory): what git would read to see another history or other objects,
@@ -47,7 +45,7 @@ pub struct ServiceConfig {
     pub project_root: PathBuf,
     pub common_dir: PathBuf,
     pub allow_branch_deletion: bool,
-    /// Holds the host's `pre-push` (see [`hook_script`]).
+    /// Holds the host's `pre-push` (see [`crate::hook::hook_script`]).
     pub hooks_dir: PathBuf,
     /// Where the project's refs and objects are copied to be checked and pushed from
     /// ([`crate::mirror`]): a directory the sandbox may show read-only, never writable.
@@ -65,11 +63,6 @@ pub struct ServiceConfig {
     /// The session repository's broker, when the agent's git is its own
     /// (`home::exec`): it syncs when asked, and before each push.
     pub home: Option<Arc<crate::home::exec::Broker>>,
-}
-
-/// The pre-push hook the host's git runs: this binary's hook guard, nothing else.
-pub fn hook_script(self_exe: &Path) -> String {
-    format!("#!/bin/sh\nexec {} hook pre-push \"$@\"\n", util::single_quoted(&self_exe.to_string_lossy()))
 }
 
 /// Variables of the user's environment that would make git read another repository,
@@ -361,7 +354,7 @@ fn copy_to_mirror(config: &ServiceConfig) -> Result<(), Refusal> {
     let prefix = crate::mirror::view_prefix(
         &config.bwrap,
         &crate::mirror::system_entries(),
-        &git_installation(&config.git),
+        &crate::mirror::git_installation(&config.git),
         std::slice::from_ref(&config.common_dir),
     );
     let mirror = Mirror {
@@ -391,26 +384,6 @@ fn copy_to_mirror(config: &ServiceConfig) -> Result<(), Refusal> {
                         .into(),
             }
         })
-}
-
-/// Where the host's `git` is installed, when outside the system directories the view
-/// shows anyway: its own directory and its exec-path.
-pub fn git_installation(git: &Path) -> Vec<PathBuf> {
-    let system = |path: &Path| {
-        crate::mirror::SYSTEM_PATHS.iter().any(|dir| path.starts_with(dir))
-            || path.canonicalize().is_ok_and(|real| crate::mirror::SYSTEM_PATHS.iter().any(|dir| real.starts_with(dir)))
-    };
-    let mut dirs = Vec::new();
-    if let Some(dir) = git.canonicalize().ok().and_then(|real| real.parent().map(Path::to_path_buf)) {
-        dirs.push(dir);
-    }
-    let exec_path = Command::new(git).arg("--exec-path").env_clear().stdin(Stdio::null()).output();
-    if let Some(out) = exec_path.ok().filter(|out| out.status.success()) {
-        dirs.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
-    }
-    dirs.retain(|dir| dir.is_absolute() && !system(dir));
-    dirs.dedup();
-    dirs
 }
 
 /// Runs the host's git, relaying its output as it comes; its exit status.
@@ -537,10 +510,6 @@ mod tests {
                 "GIT_TERMINAL_PROMPT=0",
                 "AGENT_SANDBOX_PUSH_GUARD=/state/push/s.json",
             ]
-        );
-        assert_eq!(
-            hook_script(Path::new("/opt/a b/agent-sandbox")),
-            "#!/bin/sh\nexec '/opt/a b/agent-sandbox' hook pre-push \"$@\"\n"
         );
     }
 }

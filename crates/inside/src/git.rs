@@ -152,7 +152,7 @@ pub use runtime_layout::CONTAINER_REAL_GIT;
 /// environment shows it.
 pub fn run_in_container(args: &[OsString]) -> i32 {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 && std::env::var_os(hostpush::verify::VERIFIER_VAR).is_some() {
+    if unsafe { libc::geteuid() } == 0 && std::env::var_os(hostpush::checks::VERIFIER_VAR).is_some() {
         // The push verifier's git (root: the agent's user reaches root only through the
         // image's exact sudo rules), and the git commands git itself runs for it through
         // this entry point: its `-c core.hooksPath` is on purpose.
@@ -368,9 +368,8 @@ fn moves_refs(parsed: &gitguard::Parsed) -> bool {
 /// In a container with a session repository (`hostpush::home`): git, then the broker
 /// (root, through the image's sudo rule) in the background, which brings what the
 /// command committed into the user's repository through the checks within about a
-/// second. Git's status is the command's; what the broker says is shown after it, in a
-/// container once the sync ends within [`TOLD_WAIT`] (else, and under `exec`, whose
-/// broker gathers a burst of commands into one sync, at the next git command:
+/// second. Git's status is the command's; what the broker says is shown after it, once
+/// the sync it asked for has ended within [`TOLD_WAIT`] (else at the next git command:
 /// [`show_told`]), so that a loop of commits does not wait long for the checks.
 fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String], broker: &Broker) -> i32 {
     let mut command = Command::new(real);
@@ -393,7 +392,25 @@ fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String], bro
             }
             show_told(broker);
         }),
-        Broker::Exec { socket, cwd } => crate::push::ask_home(socket, cwd),
+        Broker::Exec { socket, cwd } => {
+            let synced = || {
+                util::fs::read_regular_nofollow(&broker.told(), 4 << 20)
+                    .ok()
+                    .and_then(|b| hostpush::home::told_synced(&b))
+            };
+            let before = synced();
+            crate::push::ask_home(socket, cwd).map(|()| {
+                // The broker gathers a burst of commands into one sync; this one's lines
+                // come once it has finished (a broker that counts no syncs is not waited for).
+                if let Some(before) = before {
+                    let deadline = std::time::Instant::now() + TOLD_WAIT;
+                    while synced().is_some_and(|now| now <= before) && std::time::Instant::now() < deadline {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    show_told(broker);
+                }
+            })
+        }
     };
     if let Err(err) = asked {
         eprintln!("agent-sandbox: cannot start the broker ({err}): your commits come home at the next git command");

@@ -47,7 +47,7 @@ impl CheckInputs {
     fn prepare(self, dir: &Path) -> Result<()> {
         let hook = dir.join("hooks/pre-push");
         std::fs::DirBuilder::new().mode(0o700).create(dir.join("hooks")).context("creating the push hooks")?;
-        std::fs::write(&hook, hostpush::service::hook_script(&self.self_exe)).context("writing the push hook")?;
+        std::fs::write(&hook, hostpush::hook::hook_script(&self.self_exe)).context("writing the push hook")?;
         std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         let worktree = dir.join("worktree");
         // The mirror the push is checked and sent from: the worktree's git records are

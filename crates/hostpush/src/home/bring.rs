@@ -515,7 +515,7 @@ fn send(
         .current_dir(home.work_tree.as_deref().unwrap_or(mirror.path))
         .env_clear()
         .envs(mirror.env.iter().map(|(name, value)| (name, value)))
-        .env(crate::service::SETTINGS_VAR, &home.settings)
+        .env(crate::hook::SETTINGS_VAR, &home.settings)
         // Into the user's own repository: not a publication.
         .env(super::BRINGING_HOME, "1")
         .stdin(Stdio::null());

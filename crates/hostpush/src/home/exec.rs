@@ -69,7 +69,7 @@ impl ExecHome {
     /// A view of `session` (writable or not) and of the user's `.git` where the
     /// sandbox shows it, read-only: the bwrap command line up to `--`.
     fn view(&self, session: &Path, writable: bool) -> Vec<String> {
-        let mut extra = self.git_installation.get_or_init(|| crate::service::git_installation(&self.home.git)).clone();
+        let mut extra = self.git_installation.get_or_init(|| crate::mirror::git_installation(&self.home.git)).clone();
         extra.push(self.self_exe.clone());
         let binds = [
             ViewBind { source: session.to_path_buf(), at: session.to_path_buf(), writable },
@@ -378,6 +378,7 @@ impl std::fmt::Debug for Broker {
 impl Broker {
     pub fn new(exec: ExecHome) -> Broker {
         let live = live_lock(&exec.top);
+        write_told(&exec.told, &[]);
         Broker { exec, lock: Mutex::new(()), _live: live, ended: std::sync::atomic::AtomicBool::new(false) }
     }
 
@@ -409,16 +410,22 @@ impl Broker {
             Ok(lines) => lines.clone(),
             Err(refusal) => vec![format!("nothing came home: {}", refusal.inline())],
         };
-        if !lines.is_empty() {
-            let text = told_after(&self.exec.told, &lines);
-            // In place, never made: the runtime directory takes no new files once made
-            // (its removal at the end would find one it did not expect).
-            let told = std::fs::OpenOptions::new().write(true).truncate(true).open(&self.exec.told);
-            if let Ok(mut told) = told {
-                let _ = std::io::Write::write_all(&mut told, text.as_bytes());
-            }
-        }
+        write_told(&self.exec.told, &lines);
         result
+    }
+}
+
+/// Appends `lines` to the told file at `path` and counts one more finished sync (the
+/// git guard inside waits for it). In place, never made: the runtime directory takes no
+/// new files once made (its removal at the end would find one it did not expect).
+fn write_told(path: &Path, lines: &[String]) {
+    let before = util::fs::read_regular_nofollow(path, 4 << 20).unwrap_or_default();
+    let synced = super::told_synced(&before).map_or(0, |synced| synced + 1);
+    let mut text = told_after(path, lines);
+    text.push_str(&format!("{}\n", serde_json::to_string(&super::Synced { synced }).expect("a line serializes")));
+    let told = std::fs::OpenOptions::new().write(true).truncate(true).open(path);
+    if let Ok(mut told) = told {
+        let _ = std::io::Write::write_all(&mut told, text.as_bytes());
     }
 }
 
@@ -571,7 +578,7 @@ fn refresh_index(x: &ExecHome, index: &Path, paths: &[String]) -> Result<(), Str
     std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|err| err.to_string())?;
     let copy = dir.join("index");
     std::fs::copy(index, &copy).map_err(|err| err.to_string())?;
-    let mut extra = x.git_installation.get_or_init(|| crate::service::git_installation(&x.home.git)).clone();
+    let mut extra = x.git_installation.get_or_init(|| crate::mirror::git_installation(&x.home.git)).clone();
     extra.extend([x.home.user_git.clone(), x.home.git_dir.clone(), top.to_path_buf()]);
     let binds = [ViewBind { source: dir.clone(), at: dir.clone(), writable: true }];
     let view = mirror::view_args(&x.bwrap, &mirror::system_entries(), &extra, &binds);
