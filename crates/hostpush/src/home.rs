@@ -261,22 +261,6 @@ pub struct Told {
     pub text: String,
 }
 
-/// The told file's last line under `exec`: how many syncs the broker has finished, so
-/// that the git guard inside can wait for the one its command asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Synced {
-    pub synced: u64,
-}
-
-/// How many syncs the told file says have finished (`None`: it says nothing of it).
-pub fn told_synced(bytes: &[u8]) -> Option<u64> {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .rev()
-        .find_map(|line| serde_json::from_str::<Synced>(line).ok())
-        .map(|s| s.synced)
-}
-
 /// Parses the told file (lines that do not parse are left out).
 pub fn parse_told(bytes: &[u8]) -> Vec<Told> {
     String::from_utf8_lossy(bytes).lines().filter_map(|line| serde_json::from_str(line).ok()).collect()

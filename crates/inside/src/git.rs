@@ -368,8 +368,9 @@ fn moves_refs(parsed: &gitguard::Parsed) -> bool {
 /// In a container with a session repository (`hostpush::home`): git, then the broker
 /// (root, through the image's sudo rule) in the background, which brings what the
 /// command committed into the user's repository through the checks within about a
-/// second. Git's status is the command's; what the broker says is shown after it, once
-/// the sync it asked for has ended within [`TOLD_WAIT`] (else at the next git command:
+/// second. Git's status is the command's; what the broker says is shown after it, in a
+/// container once the sync ends within [`TOLD_WAIT`] (else, and under `exec`, whose
+/// broker gathers a burst of commands into one sync, at the next git command:
 /// [`show_told`]), so that a loop of commits does not wait long for the checks.
 fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String], broker: &Broker) -> i32 {
     let mut command = Command::new(real);
@@ -392,25 +393,7 @@ fn run_then_bring_home(real: &Path, args: &[OsString], strip_env: &[String], bro
             }
             show_told(broker);
         }),
-        Broker::Exec { socket, cwd } => {
-            let synced = || {
-                util::fs::read_regular_nofollow(&broker.told(), 4 << 20)
-                    .ok()
-                    .and_then(|b| hostpush::home::told_synced(&b))
-            };
-            let before = synced();
-            crate::push::ask_home(socket, cwd).map(|()| {
-                // The broker gathers a burst of commands into one sync; this one's lines
-                // come once it has finished (a broker that counts no syncs is not waited for).
-                if let Some(before) = before {
-                    let deadline = std::time::Instant::now() + TOLD_WAIT;
-                    while synced().is_some_and(|now| now <= before) && std::time::Instant::now() < deadline {
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                    }
-                    show_told(broker);
-                }
-            })
-        }
+        Broker::Exec { socket, cwd } => crate::push::ask_home(socket, cwd),
     };
     if let Err(err) = asked {
         eprintln!("agent-sandbox: cannot start the broker ({err}): your commits come home at the next git command");

@@ -378,7 +378,6 @@ impl std::fmt::Debug for Broker {
 impl Broker {
     pub fn new(exec: ExecHome) -> Broker {
         let live = live_lock(&exec.top);
-        write_told(&exec.told, &[]);
         Broker { exec, lock: Mutex::new(()), _live: live, ended: std::sync::atomic::AtomicBool::new(false) }
     }
 
@@ -410,22 +409,16 @@ impl Broker {
             Ok(lines) => lines.clone(),
             Err(refusal) => vec![format!("nothing came home: {}", refusal.inline())],
         };
-        write_told(&self.exec.told, &lines);
+        if !lines.is_empty() {
+            let text = told_after(&self.exec.told, &lines);
+            // In place, never made: the runtime directory takes no new files once made
+            // (its removal at the end would find one it did not expect).
+            let told = std::fs::OpenOptions::new().write(true).truncate(true).open(&self.exec.told);
+            if let Ok(mut told) = told {
+                let _ = std::io::Write::write_all(&mut told, text.as_bytes());
+            }
+        }
         result
-    }
-}
-
-/// Appends `lines` to the told file at `path` and counts one more finished sync (the
-/// git guard inside waits for it). In place, never made: the runtime directory takes no
-/// new files once made (its removal at the end would find one it did not expect).
-fn write_told(path: &Path, lines: &[String]) {
-    let before = util::fs::read_regular_nofollow(path, 4 << 20).unwrap_or_default();
-    let synced = super::told_synced(&before).map_or(0, |synced| synced + 1);
-    let mut text = told_after(path, lines);
-    text.push_str(&format!("{}\n", serde_json::to_string(&super::Synced { synced }).expect("a line serializes")));
-    let told = std::fs::OpenOptions::new().write(true).truncate(true).open(path);
-    if let Ok(mut told) = told {
-        let _ = std::io::Write::write_all(&mut told, text.as_bytes());
     }
 }
 

@@ -176,20 +176,3 @@ fn sessions_put_aside_in_one_second_keep_a_name_each() {
         assert_eq!(std::fs::read_to_string(aside.join("file")).expect("kept"), content);
     }
 }
-
-/// The told file counts finished syncs on its last line; the lines told stay what
-/// `parse_told` reads.
-#[test]
-fn the_told_file_counts_finished_syncs() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("told");
-    let mut text = told_after(&path, &["main is now abc".into()]);
-    text.push_str("{\"synced\":4}\n");
-    std::fs::write(&path, &text).expect("write");
-    let bytes = std::fs::read(&path).expect("read");
-    assert_eq!(told_synced(&bytes), Some(4));
-    assert_eq!(parse_told(&bytes).len(), 1);
-    assert_eq!(told_synced(b""), None);
-    // Rewritten with a new line: the count is the caller's to append again.
-    assert_eq!(told_synced(told_after(&path, &["x".into()]).as_bytes()), None);
-}
