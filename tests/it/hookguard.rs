@@ -470,7 +470,7 @@ fn pre_push_refuses_a_merge_that_rolls_a_protected_path_back() {
 /// A teammate pushed to the remote's default branch since the user last fetched: a new
 /// branch of the agent's is judged against that branch as the user's repository last
 /// fetched it (`refs/remotes/origin/main`), and goes out without a fetch on the host;
-/// one that changes a protected path from it is still refused.
+/// one that changes a protected path is still refused (on its way home already).
 #[test]
 fn a_new_branch_goes_out_when_the_remotes_head_is_ahead_of_the_last_fetch() {
     require_bwrap!();
@@ -487,14 +487,13 @@ fn a_new_branch_goes_out_when_the_remotes_head_is_ahead_of_the_last_fetch() {
     world.git_in(&teammate, &["-c", "user.name=t", "-c", "user.email=t@x", "commit", "-q", "--allow-empty", "-m", "t"]);
     world.git_in(&teammate, &["push", "-q", "origin", "main"]);
     let rw = ["--rw", remote.to_str().expect("utf-8")];
-    let run = world.sh(&rw, "git switch -qc feature && echo f > f && git add f && git commit -qm f && git push -q origin feature && echo pushed");
+    let run = world.sh(&rw, "git switch -qc newwork && echo f > f && git add f && git commit -qm f && git push -q origin newwork && echo pushed");
     assert_eq!(run.ok(), "pushed\n", "{}", run.stderr());
-    assert_ne!(remote_ref(&world, "refs/heads/feature"), "");
+    assert_ne!(remote_ref(&world, "refs/heads/newwork"), "");
     let attack = "git switch -qc lenient && echo 'exit 0' > ci/check.sh && cp /run/agent-sandbox/bin/git /tmp/g \
                   && /tmp/g commit -qn -am lenient && git push -q origin lenient";
     let run = world.sh(&rw, attack);
     assert!(run.stderr().contains("lenient would change ci/check.sh, which is protected (ci)"), "{}", run.stderr());
-    assert!(run.stderr().contains("refs/remotes/origin/main"), "{}", run.stderr());
     assert_eq!(remote_ref(&world, "refs/heads/lenient"), "");
 }
 
