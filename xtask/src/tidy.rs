@@ -221,6 +221,36 @@ pub fn long_functions_in(root: &std::path::Path) -> Vec<String> {
     long
 }
 
+/// Where a refusal is defined or its sentence written out (`struct Refusal`, a string
+/// with `Instead:`) outside `util::refusal` and gitguard's richer refusal, in the
+/// workspace's sources before their tests: `file:line`.
+pub fn refusals_outside_util(root: &std::path::Path) -> Vec<String> {
+    let mut files = Vec::new();
+    if let Ok(crates) = std::fs::read_dir(root.join("crates")) {
+        for krate in crates.flatten() {
+            collect_rs(&krate.path().join("src"), &mut files);
+        }
+    }
+    collect_rs(&root.join("src"), &mut files);
+    files.sort();
+    let allowed = ["crates/util/src/refusal.rs", "crates/gitguard/src/lib.rs"];
+    let mut found = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(root).unwrap_or(&file).to_string_lossy().into_owned();
+        if allowed.contains(&rel.as_str()) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        for (index, line) in text.lines().take_while(|line| !line.starts_with("#[cfg(test)]")).enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("struct Refusal") || code.contains("Instead: ") {
+                found.push(format!("{rel}:{}", index + 1));
+            }
+        }
+    }
+    found
+}
+
 /// Whether a line of Rust uses `unsafe` as code (a block, a function, an impl, an extern
 /// block or an unsafe attribute), not in a comment.
 pub fn uses_unsafe(line: &str) -> bool {
@@ -356,6 +386,16 @@ mod tests {
         assert!(stale.is_empty(), "no longer long, so off the list: {stale:?}");
         assert!(LONG_ALLOWED.len() < 35, "the list only shrinks");
         assert!(!LONG_ALLOWED.iter().any(|allowed| allowed.starts_with("crates/session/")), "crates/session has none");
+    }
+
+    #[test]
+    fn every_refusal_is_util_refusal() {
+        let found = refusals_outside_util(&crate::root());
+        assert!(
+            found.is_empty(),
+            "a refusal of its own, or its sentence written out: use util::refusal (Refusal, refuse, sentence):\n{}",
+            found.join("\n")
+        );
     }
 
     #[test]
