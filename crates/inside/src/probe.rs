@@ -52,17 +52,7 @@ pub fn run(spec: &str) -> i32 {
     let field = |name: &str| {
         status.lines().find_map(|line| line.strip_prefix(name)).map(str::trim).unwrap_or_default().to_owned()
     };
-    let git = spec["git"].as_str().map(Path::new).map(|root| {
-        let answered = answered_by_host(root);
-        json!({
-            "configWritable": writable(&root.join(".git/config")),
-            "hooksWritable": creatable(&root.join(".git/hooks")),
-            "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
-            "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
-            "pushAnsweredByHost": answered.is_ok(),
-            "pushRefusedOtherwise": answered.err().flatten(),
-        })
-    });
+    let git = spec["git"].as_str().map(Path::new).map(git_facts);
     // Last, after the slower probes: what the allowlist's proxy and resolver answer.
     let allowlist = spec["allowlist"].is_object().then(|| allowlist(&spec["allowlist"]));
     // Written into each shared cache; the host looks for it in its own afterwards.
@@ -230,17 +220,24 @@ pub fn container(spec: &Value) -> Value {
 
 /// The repository's facts in a container: its metadata, the guard, and where pushes go.
 fn container_git(root: &Path, session: bool) -> Value {
+    let mut facts = git_facts(root);
+    facts["root"] = json!(root);
+    facts["pushCredentials"] = json!(push_credentials(root));
+    facts["session"] = json!(session.then(|| session_facts(root)));
+    facts
+}
+
+/// The repository's facts in either sandbox: its metadata read-only, the guard in front
+/// of git, and pushes answered by the host.
+fn git_facts(root: &Path) -> Value {
     let answered = answered_by_host(root);
     json!({
-        "root": root,
         "configWritable": writable(&root.join(".git/config")),
         "hooksWritable": creatable(&root.join(".git/hooks")),
         "noVerifyRefused": refused(root, &["commit", "--no-verify", "--allow-empty", "--dry-run", "-m", "agent-sandbox test"]),
         "forcePushRefused": refused(root, &["push", "--force", "--dry-run", "agent-sandbox-test-no-such-remote", "HEAD"]),
         "pushAnsweredByHost": answered.is_ok(),
         "pushRefusedOtherwise": answered.err().flatten(),
-        "pushCredentials": push_credentials(root),
-        "session": session.then(|| session_facts(root)),
     })
 }
 
